@@ -1,0 +1,41 @@
+# Every target bootstraps .venv from the committed lockfiles; nothing needs to be installed by hand.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
+
+.PHONY: demo test check lint types bench clean
+
+$(STAMP): requirements/build.lock requirements/dev.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/build.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $@
+
+$(BENCH_STAMP): $(STAMP) requirements/bench.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/bench.lock
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+# pytest exits 5 when it collects nothing; that is not a failure of the suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+check: lint types test
+
+bench: $(BENCH_STAMP)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

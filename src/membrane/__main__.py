@@ -1,0 +1,5 @@
+import sys
+
+from membrane.cli import main
+
+sys.exit(main())

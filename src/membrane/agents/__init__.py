@@ -1,0 +1,1 @@
+"""Agent definitions: the tolerant frontmatter parser, the catalog and the writer."""

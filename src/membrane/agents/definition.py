@@ -1,0 +1,120 @@
+"""``AgentDefinition``: one agent file (or builtin), with ``UNSET`` for every field it leaves out."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar
+
+__all__ = [
+    "UNSET",
+    "AgentDefinition",
+    "DefinitionWarning",
+    "Unset",
+    "is_set",
+    "or_else",
+]
+
+
+class Unset(enum.Enum):
+    """The type of ``UNSET``: a field the file leaves out, distinct from ``None``, ``False``, ``[]``."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Final = Unset.UNSET
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+def is_set(value: T | Unset) -> bool:
+    """True when a field was given in the file (even as ``false`` or ``[]``)."""
+    return value is not UNSET
+
+
+def or_else(value: T | Unset, default: U) -> T | U:
+    """Nullish coalescing over ``UNSET`` only: an explicit ``False`` or ``[]`` is kept."""
+    return default if value is UNSET else value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionWarning:
+    """A repair or a suspicious key, reported as ``path:line: code: message``."""
+
+    path: str
+    line: int | None
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.code}: {self.message}"
+
+
+PromptMode = Literal["replace", "append"]
+Isolation = Literal["off", "worktree"]
+MemoryScope = Literal["project", "local", "user"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """One definition. Lists are normalised to tuples of tokens, in file order.
+
+    ``tools`` keeps the selector tokens as written (``inherit``, ``*``, ``all``, ``ext:NAME``,
+    ``mcp__SERVER__TOOL``, builtin names); ``tools: none`` and ``tools: []`` both become ``()``,
+    which means *no tools* and is not the same as leaving ``tools`` out (``UNSET``).
+    ``extensions`` and ``skills`` are ``True``/``False`` or a tuple of names (``*`` kept).
+    """
+
+    name: str
+    body: str = ""
+    description: str | Unset = UNSET
+    model: str | Unset = UNSET
+    thinking: str | Unset = UNSET
+    max_turns: int | Unset = UNSET
+    tools: tuple[str, ...] | Unset = UNSET
+    disallowed_tools: tuple[str, ...] | Unset = UNSET
+    extensions: bool | tuple[str, ...] | Unset = UNSET
+    exclude_extensions: tuple[str, ...] | Unset = UNSET
+    skills: bool | tuple[str, ...] | Unset = UNSET
+    prompt_mode: PromptMode | Unset = UNSET
+    inherit_context: bool | Unset = UNSET
+    run_in_background: bool | Unset = UNSET
+    isolated: bool | Unset = UNSET
+    isolation: Isolation | Unset = UNSET
+    memory: MemoryScope | Unset = UNSET
+    allowed_subagents: tuple[str, ...] | Unset = UNSET
+    enabled: bool | Unset = UNSET
+    permission: str | Unset = UNSET
+    display_name: str | Unset = UNSET
+    color: str | Unset = UNSET
+    #: Where it came from: ``builtin``, ``global``, ``workspace`` or ``project``.
+    root: str = "builtin"
+    #: The file it was read from (for builtins, the packaged file's name).
+    path: str = "<builtin>"
+    #: 1-based line of each frontmatter key in the file, for error messages.
+    lines: Mapping[str, int] = field(default_factory=dict)
+    #: Unknown keys, kept as parsed (each also produced a warning).
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    warnings: tuple[DefinitionWarning, ...] = ()
+
+    @property
+    def builtin(self) -> bool:
+        return self.root == "builtin"
+
+    @property
+    def inherits_tools(self) -> bool:
+        """``tools: inherit`` or ``tools: [inherit, ...]`` (seed 000, decision 1)."""
+        return isinstance(self.tools, tuple) and any(t.lower() == "inherit" for t in self.tools)
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.enabled is not False

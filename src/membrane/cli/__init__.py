@@ -1,0 +1,7 @@
+"""The ``membrane`` command. Only this package prints."""
+
+from __future__ import annotations
+
+from membrane.cli.app import app, main, run
+
+__all__ = ["app", "main", "run"]

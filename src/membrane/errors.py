@@ -1,0 +1,281 @@
+"""Every error Membrane raises, each with a stable kebab-case ``code``.
+
+The codes are part of the public contract: they appear in JSON-RPC error objects,
+in CLI output (``file:line: code: message``) and in tool results a model sees.
+Messages may change; codes do not.
+
+Two families, as a user meets them:
+
+* a *developer's mistake* (``ConfigError``): a bad definition, filter, setting or request.
+  Fix the input and try again.
+* a *run's failure* (``RunError``): something went wrong while a child was starting or running.
+
+::
+
+    MembraneError
+    ├── ConfigError
+    │   ├── DefinitionError ............ definition-invalid
+    │   ├── SettingsError .............. settings-invalid
+    │   ├── ToolFilterError
+    │   │   ├── EmptyToolFilter ........ empty-tool-filter
+    │   │   └── UnknownToolInFilter .... unknown-tool-in-filter
+    │   ├── ToolSpecError .............. tool-spec-invalid
+    │   ├── ExtensionError ............. extension-invalid
+    │   ├── InvalidRequest ............. invalid-request
+    │   ├── InvalidDepth ............... invalid-depth
+    │   ├── InvalidPersona ............. invalid-persona
+    │   ├── UnknownSubagent ............ unknown-subagent
+    │   ├── UnsupportedCapability ...... unsupported-capability
+    │   └── ScriptError ................ model-script-invalid
+    └── RunError
+        ├── ToolNotVisible ............. tool-not-visible
+        ├── ToolArgumentsInvalid ....... tool-arguments-invalid
+        ├── ToolFailed ................. tool-failed
+        ├── PathOutsideCheckout ........ path-outside-checkout
+        ├── DepthLimitExceeded ......... depth-limit-exceeded
+        ├── SetupFailed ................ setup-failed
+        ├── WorktreeUnavailable ........ worktree-unavailable
+        ├── ModelError ................. model-error
+        ├── UnknownRun ................. unknown-run
+        └── StoreError ................. store-error
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ConfigError",
+    "DefinitionError",
+    "DepthLimitExceeded",
+    "EmptyToolFilter",
+    "ExtensionError",
+    "InvalidDepth",
+    "InvalidPersona",
+    "InvalidRequest",
+    "MembraneError",
+    "ModelError",
+    "PathOutsideCheckout",
+    "RunError",
+    "ScriptError",
+    "SettingsError",
+    "SetupFailed",
+    "StoreError",
+    "ToolArgumentsInvalid",
+    "ToolFailed",
+    "ToolFilterError",
+    "ToolNotVisible",
+    "ToolSpecError",
+    "UnknownRun",
+    "UnknownSubagent",
+    "UnknownToolInFilter",
+    "UnsupportedCapability",
+    "WorktreeUnavailable",
+]
+
+
+class MembraneError(Exception):
+    """Base of every Membrane error.
+
+    ``code`` is stable; ``message`` is for people; ``data`` holds the context as plain,
+    JSON-serialisable values (also available as attributes).
+    """
+
+    code: ClassVar[str] = "membrane-error"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data: dict[str, Any] = data
+        for key, value in data.items():
+            setattr(self, key, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error as the wire and ``--json`` output carry it."""
+        return {"code": self.code, "message": self.message, "data": dict(self.data)}
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class ConfigError(MembraneError):
+    """The developer's mistake: a bad definition, filter, setting or request."""
+
+    code = "config-error"
+
+
+class RunError(MembraneError):
+    """A run's failure: something went wrong while a child was starting or running."""
+
+    code = "run-error"
+
+
+class DefinitionError(ConfigError):
+    """An agent definition file cannot be understood.
+
+    Carries ``path``, ``line`` (1-based, or ``None``), ``field`` (or ``None``) and ``hint``.
+    """
+
+    code = "definition-invalid"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        line: int | None = None,
+        field: str | None = None,
+        hint: str | None = None,
+        **data: Any,
+    ) -> None:
+        super().__init__(message, path=path, line=line, field=field, hint=hint, **data)
+
+    def __str__(self) -> str:
+        where = self.data["path"] if self.data.get("line") is None else (
+            f"{self.data['path']}:{self.data['line']}"
+        )
+        text = f"{where}: {self.message}"
+        if self.data.get("hint"):
+            text += f" ({self.data['hint']})"
+        return text
+
+
+class SettingsError(ConfigError):
+    """A settings file or value is invalid."""
+
+    code = "settings-invalid"
+
+
+class ToolFilterError(ConfigError):
+    """A tool filter cannot be installed."""
+
+    code = "tool-filter-invalid"
+
+
+class EmptyToolFilter(ToolFilterError):
+    """A filter gives neither ``allow`` nor ``deny``."""
+
+    code = "empty-tool-filter"
+
+
+class UnknownToolInFilter(ToolFilterError):
+    """A filter names something outside the current global restrictable set.
+
+    Carries ``name`` (the offending entry) and ``suggestion`` (closest real name or ``None``).
+    """
+
+    code = "unknown-tool-in-filter"
+
+
+class ToolSpecError(ConfigError):
+    """A tool definition is malformed (bad name, bad schema, duplicate)."""
+
+    code = "tool-spec-invalid"
+
+
+class ExtensionError(ConfigError):
+    """An extension cannot be loaded or misbehaved in ``setup``."""
+
+    code = "extension-invalid"
+
+
+class InvalidRequest(ConfigError):
+    """A start request, call or RPC payload is malformed."""
+
+    code = "invalid-request"
+
+
+class InvalidDepth(ConfigError):
+    """A depth value is not a non-negative safe integer, or a derived depth overflows."""
+
+    code = "invalid-depth"
+
+
+class InvalidPersona(ConfigError):
+    """A persona template has a placeholder that cannot be filled."""
+
+    code = "invalid-persona"
+
+
+class UnknownSubagent(ConfigError):
+    """An agent type cannot be dispatched and the fallback policy fails closed."""
+
+    code = "unknown-subagent"
+
+
+class UnsupportedCapability(ConfigError):
+    """A request names a control that its provider does not advertise."""
+
+    code = "unsupported-capability"
+
+
+class ScriptError(ConfigError):
+    """A scripted-model file is malformed or has run out of turns."""
+
+    code = "model-script-invalid"
+
+
+class ToolNotVisible(RunError):
+    """A tool name is not in the caller's view.
+
+    The message and data never name or hint at hidden tools: only the requested name appears.
+    """
+
+    code = "tool-not-visible"
+
+
+class ToolArgumentsInvalid(RunError):
+    """Tool arguments fail the tool's JSON Schema. Carries ``tool``, ``path`` and ``reason``."""
+
+    code = "tool-arguments-invalid"
+
+
+class ToolFailed(RunError):
+    """A tool's handler raised. Carries ``tool``."""
+
+    code = "tool-failed"
+
+
+class PathOutsideCheckout(RunError):
+    """A mutating tool was asked to touch a path outside the child's checkout."""
+
+    code = "path-outside-checkout"
+
+
+class DepthLimitExceeded(RunError):
+    """A start would create a child deeper than the cap. Carries ``depth`` and ``max_depth``."""
+
+    code = "depth-limit-exceeded"
+
+
+class SetupFailed(RunError):
+    """Unpublished child setup failed; everything it built was rolled back."""
+
+    code = "setup-failed"
+
+
+class WorktreeUnavailable(RunError):
+    """A worktree was allowed and requested but cannot be created."""
+
+    code = "worktree-unavailable"
+
+
+class ModelError(RunError):
+    """The model provider failed."""
+
+    code = "model-error"
+
+
+class UnknownRun(RunError):
+    """A run id is unknown to this caller (or belongs to another parent)."""
+
+    code = "unknown-run"
+
+
+class StoreError(RunError):
+    """The durable store failed or holds malformed data."""
+
+    code = "store-error"

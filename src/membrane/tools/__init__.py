@@ -1,0 +1,1 @@
+"""Tools: the spec, the live registry, restrictions, scopes and the one resolver (``ToolView``)."""

@@ -1,0 +1,47 @@
+"""The ``Tool`` value: a name, a description, an input schema, an async handler and flags."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Tool", "ToolContext", "ToolHandler"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a handler knows about the call it serves.
+
+    ``cwd`` is the checkout the calling agent works in; mutating built-in tools refuse
+    paths outside it. ``extra`` carries host-specific values (never authority).
+    """
+
+    agent: str = "main"
+    run_id: str | None = None
+    cwd: Path | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One tool.
+
+    ``origin`` is ``builtin``, ``extension:NAME``, ``mcp:SERVER`` or ``scope``.
+    ``mutating`` tells guidance and checkout checks that the tool changes files or state.
+    ``reserved`` tools (``run_code``) sit outside every global filter.
+    ``deferred`` tools are known to the catalog but loaded on first use, as MCP/plugin tools are.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    handler: ToolHandler
+    origin: str = "builtin"
+    mutating: bool = False
+    reserved: bool = False
+    deferred: bool = False
