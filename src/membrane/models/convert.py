@@ -1,0 +1,206 @@
+"""Pure conversions between Membrane's model values and the OpenAI and Anthropic wire shapes.
+
+They show that the ``Model`` protocol fits both tool-calling APIs without change, and they are
+what a real adapter sends and reads: no network and no SDK import here.
+
+* ``to_openai_messages``: keyword arguments for Chat Completions (``messages``, ``tools``, ...).
+* ``to_anthropic_messages``: keyword arguments for the Messages API (``system``, ``messages``,
+  ``tools``, ...).
+* ``from_openai_response`` / ``from_anthropic_response``: a response body back to
+  ``ModelResponse``. An unparseable body is a ``ModelError``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from membrane.errors import ModelError
+from membrane.models.base import Message, ModelRequest, ModelResponse, StopReason, ToolCall, Usage
+
+__all__ = [
+    "from_anthropic_response",
+    "from_openai_response",
+    "to_anthropic_messages",
+    "to_openai_messages",
+]
+
+#: The name under which a structured final answer's schema is sent.
+RESPONSE_SCHEMA_NAME = "final_answer"
+
+_OPENAI_STOP: dict[str, StopReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "error",
+}
+_ANTHROPIC_STOP: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "error",
+}
+
+
+def to_openai_messages(request: ModelRequest) -> dict[str, Any]:
+    """The Chat Completions request body for ``request``."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        messages.append(_openai_message(message))
+    body: dict[str, Any] = {"messages": messages}
+    if request.model is not None:
+        body["model"] = request.model
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool.get("description", ""),
+                    "parameters": dict(tool["input_schema"]),
+                },
+            }
+            for tool in request.tools
+        ]
+    if request.response_schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": RESPONSE_SCHEMA_NAME, "schema": dict(request.response_schema)},
+        }
+    return body
+
+
+def _openai_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": json.dumps(dict(call.arguments))},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def to_anthropic_messages(request: ModelRequest) -> dict[str, Any]:
+    """The Messages API request body for ``request``.
+
+    Anthropic wants strictly alternating roles and every tool result inside a user turn, so
+    consecutive tool results (and user text after them) merge into one user message.
+    ``thinking`` is left to the adapter: a thinking budget is provider configuration.
+    """
+    messages: list[dict[str, Any]] = []
+    for message in request.messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _anthropic_blocks(message)
+        if not blocks:
+            continue  # Anthropic refuses empty content; an empty turn carries nothing anyway
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    body: dict[str, Any] = {"messages": messages}
+    if request.system:
+        body["system"] = request.system
+    if request.model is not None:
+        body["model"] = request.model
+    if request.tools:
+        body["tools"] = [
+            {
+                "name": tool["name"],
+                "description": tool.get("description", ""),
+                "input_schema": dict(tool["input_schema"]),
+            }
+            for tool in request.tools
+        ]
+    return body
+
+
+def _anthropic_blocks(message: Message) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.content,
+        }
+        if message.is_error:
+            block["is_error"] = True
+        return [block]
+    blocks: list[dict[str, Any]] = []
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+        )
+    return blocks
+
+
+def from_openai_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A Chat Completions response body (first choice) as a ``ModelResponse``."""
+    try:
+        choice = body["choices"][0]
+        message = choice["message"]
+        calls = tuple(
+            ToolCall(
+                id=call["id"],
+                name=call["function"]["name"],
+                arguments=_arguments(call["function"].get("arguments") or "{}"),
+            )
+            for call in message.get("tool_calls") or ()
+        )
+        usage = body.get("usage") or {}
+        return ModelResponse(
+            text=message.get("content") or "",
+            tool_calls=calls,
+            stop_reason=_OPENAI_STOP.get(choice.get("finish_reason") or "stop", "error"),
+            usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+        )
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ModelError(f"unexpected OpenAI response shape: {exc!r}", provider="openai") from exc
+
+
+def from_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
+    """A Messages API response body as a ``ModelResponse``; thinking blocks are dropped."""
+    try:
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in body["content"]:
+            if block["type"] == "text":
+                texts.append(block["text"])
+            elif block["type"] == "tool_use":
+                if not isinstance(block["input"], Mapping):
+                    raise TypeError(f"tool_use input must be an object, got {block['input']!r}")
+                calls.append(ToolCall(id=block["id"], name=block["name"], arguments=block["input"]))
+        usage = body.get("usage") or {}
+        return ModelResponse(
+            text="".join(texts),
+            tool_calls=tuple(calls),
+            stop_reason=_ANTHROPIC_STOP.get(body.get("stop_reason") or "end_turn", "error"),
+            usage=Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
+        )
+    except (KeyError, TypeError) as exc:
+        raise ModelError(
+            f"unexpected Anthropic response shape: {exc!r}", provider="anthropic"
+        ) from exc
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """OpenAI sends arguments as a JSON string; anything but an object is malformed."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"tool call arguments must be a JSON object, got {text!r}")
+    return value

@@ -1,0 +1,291 @@
+"""The ``Store`` protocol and the values it holds.
+
+A store keeps what must survive a crash or a restart: session headers (with the durable
+``delegation_depth`` that seed 001 requires), lifecycle events, idempotency receipts, the
+delivery outbox and the delegation lineage ledger. ``SQLiteStore`` is the embedded default
+and ``MemoryStore`` the test double; both implement exactly this protocol.
+
+The protocol is deliberately narrow so that a PostgreSQL store fits without change:
+
+* every method is one short statement or a few, inside one transaction;
+* ``begin_receipt`` is an insert-if-absent on a unique key (``ON CONFLICT DO NOTHING``);
+* ``due_outbox`` is a bounded, ordered select (``FOR UPDATE SKIP LOCKED`` on PostgreSQL);
+* ``transaction()`` groups calls atomically, e.g. completing a receipt and enqueuing its
+  deliveries together.
+
+Values cross the boundary as JSON: mappings given to the store must be JSON-serialisable,
+and what comes back is a fresh decoded copy (tuples come back as lists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from membrane.errors import InvalidDepth, StoreError
+
+__all__ = [
+    "MAX_SAFE_DEPTH",
+    "EdgeStatus",
+    "LineageEdge",
+    "OutboxItem",
+    "Receipt",
+    "ReceiptStatus",
+    "SessionHeader",
+    "Store",
+    "StoredEvent",
+    "brief_digest",
+]
+
+#: The largest integer a JSON number carries exactly (2**53 - 1); depths above it are invalid.
+MAX_SAFE_DEPTH = 2**53 - 1
+
+ReceiptStatus = Literal["pending", "completed"]
+EdgeStatus = Literal["running", "completed", "failed"]
+EDGE_END_STATES: frozenset[str] = frozenset({"completed", "failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """The durable identity of one agent session.
+
+    ``delegation_depth`` is 0 for a top-level agent and the parent's depth + 1 for a child;
+    a store refuses to write, and refuses to return, anything but a non-negative safe integer.
+    ``result`` is the last result given to ``set_status`` (``None`` until then).
+    """
+
+    session_id: str
+    agent: str
+    parent_id: str | None
+    delegation_depth: int
+    status: str
+    provider: str = "in-process"
+    created_at: float = 0.0
+    request_id: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    result: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One lifecycle event. ``seq`` rises strictly across the whole store and is never reused."""
+
+    seq: int
+    session_id: str
+    kind: str
+    data: Mapping[str, Any]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """An idempotency receipt: written ``pending`` before acting, ``completed`` with the result."""
+
+    request_id: str
+    kind: str
+    status: ReceiptStatus
+    result: Mapping[str, Any] | None
+    created_at: float
+    completed_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """A delivery owed to ``recipient`` (a session id); drained with bounded backoff."""
+
+    id: int
+    recipient: str
+    payload: Mapping[str, Any]
+    attempts: int
+    next_attempt_at: float
+    created_at: float
+    delivered_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LineageEdge:
+    """Who spawned whom, for what, and what came back.
+
+    ``brief_digest`` is the SHA-256 of the dispatched brief (see ``brief_digest()``);
+    ``spawn_fingerprint`` records provider, model, thinking and similar routing facts.
+    """
+
+    parent_id: str
+    child_id: str
+    child_role: str
+    brief_digest: str
+    spawn_fingerprint: Mapping[str, Any]
+    status: EdgeStatus
+    created_at: float
+    result_summary: str | None = None
+    completed_at: float | None = None
+
+
+def brief_digest(brief: str) -> str:
+    """The lineage ledger's digest of a brief: hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(brief.encode("utf-8")).hexdigest()
+
+
+class Store(Protocol):
+    """Durable state behind one narrow interface.
+
+    Errors: every failure is a ``StoreError`` (``store-error``), except a malformed depth,
+    which is ``InvalidDepth`` (``invalid-depth``) whether it is being written or was read back.
+    Methods that name a session which does not exist raise ``StoreError``, except
+    ``get_header`` (returns ``None``) and ``delete_session`` (a no-op, so rollback is idempotent).
+    """
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Group calls atomically. Nested blocks are savepoints: an inner failure that the
+        caller catches rolls back only the inner block. Never hold one across an ``await``."""
+        ...
+
+    def create_session(self, header: SessionHeader) -> None: ...
+
+    def get_header(self, session_id: str) -> SessionHeader | None: ...
+
+    def set_status(
+        self, session_id: str, status: str, *, result: Mapping[str, Any] | None = None
+    ) -> None:
+        """Set the status; ``result``, when given, replaces the stored result."""
+        ...
+
+    def list_sessions(self, *, parent_id: str | None = None) -> list[SessionHeader]:
+        """All sessions (``parent_id=None``) or one parent's children, oldest first."""
+        ...
+
+    def append_event(self, session_id: str, kind: str, data: Mapping[str, Any]) -> int:
+        """Append one event and return its ``seq``."""
+        ...
+
+    def events(self, *, session_id: str | None = None, after: int = 0) -> list[StoredEvent]:
+        """Events with ``seq > after``, in ``seq`` order, optionally for one session."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """Remove an unpublished child: its header, events and lineage edge."""
+        ...
+
+    def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
+        """Write a pending receipt unless one exists.
+
+        ``None`` means this call wrote it and owns the action. Otherwise the existing receipt
+        is returned: ``completed`` carries the result to replay; ``pending`` is in flight (or
+        stale, see ``reap_pending_receipts``).
+        """
+        ...
+
+    def complete_receipt(self, request_id: str, result: Mapping[str, Any]) -> Receipt:
+        """Complete a pending receipt. Completing it again with any result is an error."""
+        ...
+
+    def get_receipt(self, request_id: str) -> Receipt | None: ...
+
+    def reap_pending_receipts(self, *, older_than: float) -> list[str]:
+        """Delete pending receipts created before ``older_than``; return their request ids."""
+        ...
+
+    def enqueue_outbox(
+        self, recipient: str, payload: Mapping[str, Any], *, not_before: float | None = None
+    ) -> int:
+        """Queue a delivery, due at ``not_before`` (default: now). Returns its id."""
+        ...
+
+    def due_outbox(self, *, now: float | None = None, limit: int = 100) -> list[OutboxItem]:
+        """Undelivered items due at ``now`` (default: the clock), oldest first."""
+        ...
+
+    def mark_attempt(self, item_id: int, *, next_attempt_at: float) -> OutboxItem:
+        """Record a failed delivery attempt and when to try again."""
+        ...
+
+    def mark_delivered(self, item_id: int) -> None: ...
+
+    def record_edge(
+        self,
+        *,
+        parent_id: str,
+        child_id: str,
+        child_role: str,
+        brief_digest: str,
+        spawn_fingerprint: Mapping[str, Any],
+    ) -> LineageEdge:
+        """Record a ``running`` edge; ``child_id`` must be a stored session."""
+        ...
+
+    def complete_edge(
+        self, child_id: str, *, status: EdgeStatus, result_summary: str | None = None
+    ) -> LineageEdge:
+        """Move a running edge to ``completed`` or ``failed``."""
+        ...
+
+    def edges(self, *, parent_id: str | None = None) -> list[LineageEdge]:
+        """All edges or one parent's, oldest first."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# Helpers shared by the implementations. They define the semantics both stores must have.
+
+
+def check_depth(value: object, *, session_id: str, stored: bool) -> int:
+    """Return ``value`` when it is a non-negative safe integer, else raise ``InvalidDepth``.
+
+    ``bool`` is rejected although it is an ``int``; so are floats, even integral ones, because
+    a depth that went through a float may already have lost precision.
+    """
+    if type(value) is int and 0 <= value <= MAX_SAFE_DEPTH:
+        return value
+    if stored:
+        message = (
+            f"session {session_id!r} has a malformed stored delegation_depth {value!r}; "
+            "the store is corrupt, so the depth cannot be trusted: repair or remove the session"
+        )
+    else:
+        message = (
+            f"session {session_id!r}: delegation_depth must be a non-negative integer "
+            f"at most 2**53-1, got {value!r}"
+        )
+    raise InvalidDepth(message, session_id=session_id, value=repr(value), stored=stored)
+
+
+def check_edge_status(status: str) -> None:
+    if status not in EDGE_END_STATES:
+        raise StoreError(
+            f"an edge can end as 'completed' or 'failed', not {status!r}", status=status
+        )
+
+
+def dump_json(value: Mapping[str, Any] | None, *, what: str) -> str | None:
+    """Encode a mapping for storage; anything JSON cannot carry is a ``StoreError``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise StoreError(f"{what} must be a mapping, got {type(value).__name__}", what=what)
+    try:
+        return json.dumps(dict(value), allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"{what} is not JSON-serialisable ({exc}); store only plain JSON values", what=what
+        ) from exc
+
+
+def load_json(text: object, *, what: str) -> dict[str, Any]:
+    """Decode a stored mapping; anything but a JSON object is corruption."""
+    try:
+        value = json.loads(text) if isinstance(text, str | bytes) else None
+    except ValueError as exc:
+        raise StoreError(f"{what} holds malformed JSON: {exc}", what=what) from exc
+    if not isinstance(value, dict):
+        raise StoreError(f"{what} should hold a JSON object, found {text!r}", what=what)
+    return value
+
+
+def missing(kind: str, key: object) -> StoreError:
+    """The error for a method that names a row the store does not hold."""
+    return StoreError(f"no {kind} {key!r} in the store", kind=kind, key=key)

@@ -1,0 +1,160 @@
+"""Ordered schema migrations for ``SQLiteStore``.
+
+Each migration has a version (1, 2, ... without gaps), a name and its statements. ``migrate``
+applies the missing ones in order inside one ``BEGIN IMMEDIATE`` transaction, so two processes
+opening a fresh file at once cannot both migrate it, and a failure leaves the old schema intact.
+Applied migrations are recorded in ``schema_migrations``; reopening applies nothing.
+
+Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+
+from membrane.errors import StoreError
+
+__all__ = ["MIGRATIONS", "Migration", "migrate", "schema_version"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "sessions and events",
+        (
+            # delegation_depth is declared without a type on purpose: with no column affinity,
+            # SQLite returns exactly what was written, so a corrupt value ('3', 2.0, -1, NULL)
+            # is seen for what it is on read instead of being silently coerced.
+            """CREATE TABLE sessions (
+                session_id       TEXT PRIMARY KEY NOT NULL,
+                agent            TEXT NOT NULL,
+                parent_id        TEXT,
+                delegation_depth,
+                status           TEXT NOT NULL,
+                provider         TEXT NOT NULL,
+                created_at       REAL NOT NULL,
+                updated_at       REAL NOT NULL,
+                request_id       TEXT,
+                meta             TEXT NOT NULL,
+                result           TEXT
+            )""",
+            "CREATE INDEX sessions_by_parent ON sessions (parent_id, created_at)",
+            """CREATE TABLE events (
+                seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+                kind       TEXT NOT NULL,
+                data       TEXT NOT NULL,
+                at         REAL NOT NULL
+            )""",
+            "CREATE INDEX events_by_session ON events (session_id, seq)",
+        ),
+    ),
+    Migration(
+        2,
+        "receipts, outbox and lineage",
+        (
+            """CREATE TABLE receipts (
+                request_id   TEXT PRIMARY KEY NOT NULL,
+                kind         TEXT NOT NULL,
+                status       TEXT NOT NULL CHECK (status IN ('pending', 'completed')),
+                result       TEXT,
+                created_at   REAL NOT NULL,
+                completed_at REAL
+            )""",
+            "CREATE INDEX receipts_pending ON receipts (created_at) WHERE status = 'pending'",
+            # recipient has no foreign key: a delivery may be owed to a host-level session
+            # that the store never held, and it must outlive the recipient's own rows.
+            """CREATE TABLE outbox (
+                id              INTEGER PRIMARY KEY AUTOINCREMENT,
+                recipient       TEXT NOT NULL,
+                payload         TEXT NOT NULL,
+                attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+                next_attempt_at REAL NOT NULL,
+                created_at      REAL NOT NULL,
+                delivered_at    REAL
+            )""",
+            "CREATE INDEX outbox_due ON outbox (next_attempt_at, id) WHERE delivered_at IS NULL",
+            """CREATE TABLE lineage_edges (
+                child_id          TEXT PRIMARY KEY NOT NULL
+                                  REFERENCES sessions (session_id) ON DELETE CASCADE,
+                parent_id         TEXT NOT NULL,
+                child_role        TEXT NOT NULL,
+                brief_digest      TEXT NOT NULL,
+                spawn_fingerprint TEXT NOT NULL,
+                status            TEXT NOT NULL
+                                  CHECK (status IN ('running', 'completed', 'failed')),
+                result_summary    TEXT,
+                created_at        REAL NOT NULL,
+                completed_at      REAL
+            )""",
+            "CREATE INDEX lineage_by_parent ON lineage_edges (parent_id, created_at)",
+        ),
+    ),
+)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The highest applied version, 0 for a fresh file."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+    return int(row[0])
+
+
+def migrate(
+    conn: sqlite3.Connection, *, path: str, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> int:
+    """Bring the schema up to the last of ``migrations``; return the resulting version.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``). A file whose schema is
+    newer than this code knows is refused rather than misread.
+    """
+    _check_sequence(migrations)
+    known = migrations[-1].version if migrations else 0
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = schema_version(conn)
+        if current > known:
+            raise StoreError(
+                f"{path} has schema version {current}, newer than this Membrane knows ({known}); "
+                "upgrade Membrane to open it",
+                path=path,
+                version=current,
+                known=known,
+            )
+        for migration in migrations:
+            if migration.version <= current:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, time.time()),
+            )
+            current = migration.version
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return current
+
+
+def _check_sequence(migrations: tuple[Migration, ...]) -> None:
+    for expected, migration in enumerate(migrations, start=1):
+        if migration.version != expected:
+            raise StoreError(
+                f"migration {migration.name!r} has version {migration.version}, "
+                f"expected {expected}: versions must be 1, 2, ... in order",
+                version=migration.version,
+            )

@@ -1,0 +1,501 @@
+"""``SQLiteStore``: the embedded, durable default store.
+
+One file in WAL mode (readers never block the writer, and several processes may share it),
+``synchronous=FULL`` so a committed transaction survives a crash or power loss, and
+``foreign_keys=ON`` so events and lineage edges cannot outlive their session.
+
+Thread safety: one connection guarded by a re-entrant lock; a transaction holds the lock from
+``BEGIN`` to ``COMMIT``, so other threads wait for it. Calls are short, which suits the asyncio
+runtime calling them directly. A transaction must not span an ``await``: another task on the
+same thread would join it.
+
+Every ``sqlite3`` error is translated at this boundary into ``StoreError``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from membrane.errors import StoreError
+from membrane.store.base import (
+    EdgeStatus,
+    LineageEdge,
+    OutboxItem,
+    Receipt,
+    SessionHeader,
+    Store,
+    StoredEvent,
+    check_depth,
+    check_edge_status,
+    dump_json,
+    load_json,
+    missing,
+)
+from membrane.store.migrations import MIGRATIONS, Migration, migrate
+
+__all__ = ["SQLiteStore"]
+
+_SESSION_COLUMNS = (
+    "session_id, agent, parent_id, delegation_depth, status, provider, created_at, request_id, "
+    "meta, result"
+)
+_OUTBOX_COLUMNS = "id, recipient, payload, attempts, next_attempt_at, created_at, delivered_at"
+_EDGE_COLUMNS = (
+    "parent_id, child_id, child_role, brief_digest, spawn_fingerprint, status, created_at, "
+    "result_summary, completed_at"
+)
+
+
+class SQLiteStore(Store):
+    """A ``Store`` in one SQLite file, created (with its folder) when absent.
+
+    ``timeout`` is how long a write waits for another process's transaction to finish.
+    ``synchronous="full"`` (the default) syncs every commit to disk, so it survives power loss;
+    ``"normal"`` syncs only at checkpoints: a commit still survives the process being killed, but
+    the last ones may be lost if the machine itself goes down. It is about ten times faster.
+    ``clock`` stamps rows (seconds since the epoch). ``migrations`` exists for upgrade tests.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        synchronous: Literal["full", "normal"] = "full",
+        clock: Callable[[], float] = time.time,
+        migrations: tuple[Migration, ...] = MIGRATIONS,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._nesting = 0
+        self._conn: sqlite3.Connection | None = None
+        where = str(self.path)
+        if synchronous not in ("full", "normal"):
+            raise StoreError(
+                f"synchronous must be 'full' or 'normal', got {synchronous!r}", path=where
+            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the folder for {where}: {exc}", path=where) from exc
+        try:
+            conn = sqlite3.connect(
+                where, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {where} as a Membrane store: {exc}", path=where) from exc
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(
+                    f"{where} cannot use WAL journaling (got {mode!r}); "
+                    "put the store on a local file system",
+                    path=where,
+                )
+            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self.schema_version = migrate(conn, path=where, migrations=migrations)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(
+                f"cannot open {where} as a Membrane store: {exc} "
+                "(is it a SQLite database written by Membrane?)",
+                path=where,
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(f"{action}: the store {self.path} is closed", path=str(self.path))
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"{action} failed in {self.path}: {exc}", path=str(self.path), action=action
+                ) from exc
+
+    @contextmanager
+    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+        with self._guard(action) as conn:
+            level = self._nesting
+            conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT sp{level}")
+            self._nesting += 1
+            try:
+                yield conn
+            except BaseException:
+                self._nesting = level
+                if level == 0:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                else:
+                    conn.execute(f"ROLLBACK TO sp{level}")
+                    conn.execute(f"RELEASE sp{level}")
+                raise
+            self._nesting = level
+            if level == 0:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            else:
+                conn.execute(f"RELEASE sp{level}")
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._write("transaction"):
+            yield
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    # -- sessions and events ------------------------------------------------------------------
+
+    def create_session(self, header: SessionHeader) -> None:
+        depth = check_depth(header.delegation_depth, session_id=header.session_id, stored=False)
+        meta = dump_json(header.meta, what=f"meta of session {header.session_id!r}")
+        result = dump_json(header.result, what=f"result of session {header.session_id!r}")
+        now = self._clock()
+        with self._write("create_session") as conn:
+            try:
+                conn.execute(
+                    f"INSERT INTO sessions ({_SESSION_COLUMNS}, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        header.session_id,
+                        header.agent,
+                        header.parent_id,
+                        depth,
+                        header.status,
+                        header.provider,
+                        header.created_at or now,
+                        header.request_id,
+                        meta,
+                        result,
+                        now,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(
+                    f"session {header.session_id!r} already exists; session ids are unique",
+                    session_id=header.session_id,
+                ) from exc
+
+    def get_header(self, session_id: str) -> SessionHeader | None:
+        with self._guard("get_header") as conn:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return None if row is None else _header(row)
+
+    def set_status(
+        self, session_id: str, status: str, *, result: Mapping[str, Any] | None = None
+    ) -> None:
+        encoded = dump_json(result, what=f"result of session {session_id!r}")
+        with self._write("set_status") as conn:
+            cursor = conn.execute(
+                "UPDATE sessions SET status = ?, result = COALESCE(?, result), updated_at = ? "
+                "WHERE session_id = ?",
+                (status, encoded, self._clock(), session_id),
+            )
+            if cursor.rowcount == 0:
+                raise missing("session", session_id)
+
+    def list_sessions(self, *, parent_id: str | None = None) -> list[SessionHeader]:
+        query = f"SELECT {_SESSION_COLUMNS} FROM sessions"
+        params: tuple[Any, ...] = ()
+        if parent_id is not None:
+            query, params = query + " WHERE parent_id = ?", (parent_id,)
+        with self._guard("list_sessions") as conn:
+            rows = conn.execute(query + " ORDER BY created_at, rowid", params).fetchall()
+        return [_header(row) for row in rows]
+
+    def append_event(self, session_id: str, kind: str, data: Mapping[str, Any]) -> int:
+        encoded = dump_json(data, what=f"data of event {kind!r}")
+        with self._write("append_event") as conn:
+            try:
+                cursor = conn.execute(
+                    "INSERT INTO events (session_id, kind, data, at) VALUES (?, ?, ?, ?)",
+                    (session_id, kind, encoded, self._clock()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise missing("session", session_id) from exc
+            return int(cursor.lastrowid or 0)
+
+    def events(self, *, session_id: str | None = None, after: int = 0) -> list[StoredEvent]:
+        query = "SELECT seq, session_id, kind, data, at FROM events WHERE seq > ?"
+        params: tuple[Any, ...] = (after,)
+        if session_id is not None:
+            query, params = query + " AND session_id = ?", (after, session_id)
+        with self._guard("events") as conn:
+            rows = conn.execute(query + " ORDER BY seq", params).fetchall()
+        return [
+            StoredEvent(seq, sid, kind, load_json(data, what=f"event {seq}"), at)
+            for seq, sid, kind, data, at in rows
+        ]
+
+    def delete_session(self, session_id: str) -> None:
+        with self._write("delete_session") as conn:
+            conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+    # -- receipts -----------------------------------------------------------------------------
+
+    def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
+        with self._write("begin_receipt") as conn:
+            cursor = conn.execute(
+                "INSERT INTO receipts (request_id, kind, status, created_at) "
+                "VALUES (?, ?, 'pending', ?) ON CONFLICT (request_id) DO NOTHING",
+                (request_id, kind, self._clock()),
+            )
+            if cursor.rowcount == 1:
+                return None
+            existing = self._receipt(conn, request_id)
+            assert existing is not None  # the conflict proves the row exists
+            if existing.kind != kind:
+                raise StoreError(
+                    f"request id {request_id!r} was used for a {existing.kind!r}, "
+                    f"not a {kind!r}; request ids must be unique per action",
+                    request_id=request_id,
+                    kind=existing.kind,
+                )
+            return existing
+
+    def complete_receipt(self, request_id: str, result: Mapping[str, Any]) -> Receipt:
+        encoded = dump_json(result, what=f"result of request {request_id!r}")
+        with self._write("complete_receipt") as conn:
+            cursor = conn.execute(
+                "UPDATE receipts SET status = 'completed', result = ?, completed_at = ? "
+                "WHERE request_id = ? AND status = 'pending'",
+                (encoded, self._clock(), request_id),
+            )
+            receipt = self._receipt(conn, request_id)
+            if receipt is None:
+                raise missing("receipt", request_id)
+            if cursor.rowcount == 0:
+                raise StoreError(
+                    f"receipt {request_id!r} is already completed; replay its result instead",
+                    request_id=request_id,
+                )
+            return receipt
+
+    def get_receipt(self, request_id: str) -> Receipt | None:
+        with self._guard("get_receipt") as conn:
+            return self._receipt(conn, request_id)
+
+    def reap_pending_receipts(self, *, older_than: float) -> list[str]:
+        with self._write("reap_pending_receipts") as conn:
+            stale = "FROM receipts WHERE status = 'pending' AND created_at < ?"
+            rows = conn.execute(f"SELECT request_id {stale}", (older_than,)).fetchall()
+            conn.execute(f"DELETE {stale}", (older_than,))
+        return sorted(row[0] for row in rows)
+
+    @staticmethod
+    def _receipt(conn: sqlite3.Connection, request_id: str) -> Receipt | None:
+        row = conn.execute(
+            "SELECT request_id, kind, status, result, created_at, completed_at "
+            "FROM receipts WHERE request_id = ?",
+            (request_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        rid, kind, status, result, created_at, completed_at = row
+        decoded = None if result is None else load_json(result, what=f"receipt {rid!r}")
+        return Receipt(rid, kind, status, decoded, created_at, completed_at)
+
+    # -- outbox -------------------------------------------------------------------------------
+
+    def enqueue_outbox(
+        self, recipient: str, payload: Mapping[str, Any], *, not_before: float | None = None
+    ) -> int:
+        encoded = dump_json(payload, what=f"outbox payload for {recipient!r}")
+        now = self._clock()
+        with self._write("enqueue_outbox") as conn:
+            cursor = conn.execute(
+                "INSERT INTO outbox (recipient, payload, next_attempt_at, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (recipient, encoded, now if not_before is None else not_before, now),
+            )
+            return int(cursor.lastrowid or 0)
+
+    def due_outbox(self, *, now: float | None = None, limit: int = 100) -> list[OutboxItem]:
+        if limit < 1:
+            raise StoreError(f"due_outbox limit must be at least 1, got {limit}", limit=limit)
+        with self._guard("due_outbox") as conn:
+            rows = conn.execute(
+                f"SELECT {_OUTBOX_COLUMNS} FROM outbox "
+                "WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?",
+                (self._clock() if now is None else now, limit),
+            ).fetchall()
+        return [_outbox(row) for row in rows]
+
+    def mark_attempt(self, item_id: int, *, next_attempt_at: float) -> OutboxItem:
+        with self._write("mark_attempt") as conn:
+            cursor = conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ? "
+                "WHERE id = ? AND delivered_at IS NULL",
+                (next_attempt_at, item_id),
+            )
+            if cursor.rowcount == 0:
+                self._check_outbox_exists(conn, item_id)
+                raise StoreError(f"outbox item {item_id} is already delivered", item_id=item_id)
+            row = conn.execute(
+                f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE id = ?", (item_id,)
+            ).fetchone()
+            return _outbox(row)
+
+    def mark_delivered(self, item_id: int) -> None:
+        with self._write("mark_delivered") as conn:
+            cursor = conn.execute(
+                "UPDATE outbox SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL",
+                (self._clock(), item_id),
+            )
+            if cursor.rowcount == 0:
+                self._check_outbox_exists(conn, item_id)
+
+    @staticmethod
+    def _check_outbox_exists(conn: sqlite3.Connection, item_id: int) -> None:
+        if conn.execute("SELECT 1 FROM outbox WHERE id = ?", (item_id,)).fetchone() is None:
+            raise missing("outbox item", item_id)
+
+    # -- lineage ------------------------------------------------------------------------------
+
+    def record_edge(
+        self,
+        *,
+        parent_id: str,
+        child_id: str,
+        child_role: str,
+        brief_digest: str,
+        spawn_fingerprint: Mapping[str, Any],
+    ) -> LineageEdge:
+        fingerprint = dump_json(spawn_fingerprint, what=f"spawn fingerprint of {child_id!r}")
+        with self._write("record_edge") as conn:
+            if self._edge(conn, child_id) is not None:
+                raise StoreError(
+                    f"session {child_id!r} already has a lineage edge; a child has one parent",
+                    child_id=child_id,
+                )
+            try:
+                conn.execute(
+                    f"INSERT INTO lineage_edges ({_EDGE_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, 'running', ?, NULL, NULL)",
+                    (parent_id, child_id, child_role, brief_digest, fingerprint, self._clock()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise missing("session", child_id) from exc
+            edge = self._edge(conn, child_id)
+            assert edge is not None
+            return edge
+
+    def complete_edge(
+        self, child_id: str, *, status: EdgeStatus, result_summary: str | None = None
+    ) -> LineageEdge:
+        check_edge_status(status)
+        with self._write("complete_edge") as conn:
+            cursor = conn.execute(
+                "UPDATE lineage_edges SET status = ?, result_summary = ?, completed_at = ? "
+                "WHERE child_id = ? AND status = 'running'",
+                (status, result_summary, self._clock(), child_id),
+            )
+            edge = self._edge(conn, child_id)
+            if edge is None:
+                raise missing("lineage edge", child_id)
+            if cursor.rowcount == 0:
+                raise StoreError(
+                    f"the lineage edge of {child_id!r} already ended as {edge.status!r}",
+                    child_id=child_id,
+                    status=edge.status,
+                )
+            return edge
+
+    def edges(self, *, parent_id: str | None = None) -> list[LineageEdge]:
+        query = f"SELECT {_EDGE_COLUMNS} FROM lineage_edges"
+        params: tuple[Any, ...] = ()
+        if parent_id is not None:
+            query, params = query + " WHERE parent_id = ?", (parent_id,)
+        with self._guard("edges") as conn:
+            rows = conn.execute(query + " ORDER BY created_at, rowid", params).fetchall()
+        return [_edge_row(row) for row in rows]
+
+    @staticmethod
+    def _edge(conn: sqlite3.Connection, child_id: str) -> LineageEdge | None:
+        row = conn.execute(
+            f"SELECT {_EDGE_COLUMNS} FROM lineage_edges WHERE child_id = ?", (child_id,)
+        ).fetchone()
+        return None if row is None else _edge_row(row)
+
+
+def _header(row: tuple[Any, ...]) -> SessionHeader:
+    session_id, agent, parent_id, depth, status, provider, created_at, request_id, meta, result = (
+        row
+    )
+    return SessionHeader(
+        session_id=session_id,
+        agent=agent,
+        parent_id=parent_id,
+        delegation_depth=check_depth(depth, session_id=session_id, stored=True),
+        status=status,
+        provider=provider,
+        created_at=created_at,
+        request_id=request_id,
+        meta=load_json(meta, what=f"meta of session {session_id!r}"),
+        result=None if result is None else load_json(result, what=f"result of {session_id!r}"),
+    )
+
+
+def _outbox(row: tuple[Any, ...]) -> OutboxItem:
+    item_id, recipient, payload, attempts, next_at, created_at, delivered_at = row
+    return OutboxItem(
+        id=item_id,
+        recipient=recipient,
+        payload=load_json(payload, what=f"outbox item {item_id}"),
+        attempts=attempts,
+        next_attempt_at=next_at,
+        created_at=created_at,
+        delivered_at=delivered_at,
+    )
+
+
+def _edge_row(row: tuple[Any, ...]) -> LineageEdge:
+    parent_id, child_id, role, digest, fingerprint, status, created_at, summary, completed_at = row
+    return LineageEdge(
+        parent_id=parent_id,
+        child_id=child_id,
+        child_role=role,
+        brief_digest=digest,
+        spawn_fingerprint=load_json(fingerprint, what=f"lineage edge of {child_id!r}"),
+        status=status,
+        created_at=created_at,
+        result_summary=summary,
+        completed_at=completed_at,
+    )
