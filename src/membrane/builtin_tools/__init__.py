@@ -1,1 +1,106 @@
-"""builtin_tools"""
+"""The built-in tools a coding child works with: ``Read``, ``Glob``, ``Grep``, ``Bash``, ``Edit``,
+``Write`` and, where a browser exists, ``BrowserPreview``.
+
+Every path is resolved against the calling agent's checkout (``ToolContext.cwd``). Reads may
+leave the checkout; the mutating tools (``Bash``, ``Edit``, ``Write``) refuse to change anything
+outside it with ``path-outside-checkout``. That is capability shaping inside one trusted
+process, not a sandbox.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from membrane.builtin_tools.bash import MAX_BASH_TIMEOUT, bash_tool
+from membrane.builtin_tools.browser import browser_preview_tool, find_browser
+from membrane.builtin_tools.edit import edit_tool
+from membrane.builtin_tools.glob_tool import glob_tool
+from membrane.builtin_tools.grep import grep_tool
+from membrane.builtin_tools.read import read_tool
+from membrane.builtin_tools.write import write_tool
+from membrane.tools.spec import Tool
+
+__all__ = [
+    "ASSIGNABLE_TOOLS",
+    "BUILTIN_TOOL_NAMES",
+    "MUTATING_TOOLS",
+    "READ_ONLY_TOOLS",
+    "ToolSink",
+    "builtin_tools",
+    "canonical_builtin_name",
+    "register_builtin_tools",
+]
+
+#: Every built-in tool name, canonical spelling, in the order seed 000 lists them.
+BUILTIN_TOOL_NAMES: tuple[str, ...] = (
+    "Read",
+    "Glob",
+    "Grep",
+    "BrowserPreview",
+    "Bash",
+    "Edit",
+    "Write",
+)
+#: SUBAGENT_ASSIGNABLE_TOOLS of seed 000: what ``tools: "*"`` means and what ``inherit`` extras
+#: may name.
+ASSIGNABLE_TOOLS: tuple[str, ...] = BUILTIN_TOOL_NAMES
+#: The built-in tools that change files or run commands.
+MUTATING_TOOLS: frozenset[str] = frozenset({"Bash", "Edit", "Write"})
+#: The default grant when a definition leaves ``tools`` out (seed 000, decision 5).
+READ_ONLY_TOOLS: tuple[str, ...] = ("Read", "Glob", "Grep")
+
+_BY_LOWER = {name.lower(): name for name in BUILTIN_TOOL_NAMES}
+
+
+class ToolSink(Protocol):
+    """Anything built-in tools can be registered with (a ``ToolRegistry``)."""
+
+    def register(self, tool: Tool, *, replace: bool = False) -> None: ...
+
+
+def canonical_builtin_name(token: str) -> str | None:
+    """The canonical built-in name ``token`` spells in any case (``"read"`` -> ``"Read"``).
+
+    ``None`` when ``token`` names no built-in tool. Surrounding whitespace is ignored.
+    """
+    return _BY_LOWER.get(token.strip().lower())
+
+
+def builtin_tools(
+    *,
+    bash_timeout: float | None = None,
+    bash_max_timeout: float = MAX_BASH_TIMEOUT,
+) -> tuple[Tool, ...]:
+    """The built-in tools available here, in :data:`BUILTIN_TOOL_NAMES` order.
+
+    ``BrowserPreview`` is included only when :func:`find_browser` finds a browser on ``PATH``
+    at the time of the call. ``bash_timeout``/``bash_max_timeout`` configure ``Bash`` (see
+    :func:`~membrane.builtin_tools.bash.bash_tool`).
+    """
+    tools = [read_tool(), glob_tool(), grep_tool()]
+    browser = find_browser()
+    if browser is not None:
+        tools.append(browser_preview_tool(browser))
+    tools += [
+        bash_tool(default_timeout=bash_timeout, max_timeout=bash_max_timeout),
+        edit_tool(),
+        write_tool(),
+    ]
+    return tuple(tools)
+
+
+def register_builtin_tools(
+    registry: ToolSink,
+    *,
+    replace: bool = False,
+    tools: tuple[Tool, ...] | None = None,
+) -> tuple[Tool, ...]:
+    """Register the built-in tools (default: :func:`builtin_tools`) and return them.
+
+    Raises whatever ``registry.register`` raises (``ToolSpecError`` on a duplicate unless
+    ``replace``).
+    """
+    chosen = builtin_tools() if tools is None else tools
+    for tool in chosen:
+        registry.register(tool, replace=replace)
+    return chosen

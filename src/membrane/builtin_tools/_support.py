@@ -1,0 +1,149 @@
+"""Helpers shared by the built-in tools: argument readers, text sniffing, atomic writes.
+
+Handlers are normally reached through a ``ToolView`` that has already validated the arguments
+against the tool's JSON Schema. The readers below check again, cheaply, so a handler called
+directly (by a host or a test) fails with ``tool-arguments-invalid`` instead of a ``KeyError``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from membrane.errors import ToolArgumentsInvalid, ToolFailed
+
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "atomic_write_text",
+    "bool_arg",
+    "int_arg",
+    "is_binary",
+    "looks_binary",
+    "number_arg",
+    "optional_str_arg",
+    "str_arg",
+]
+
+#: How many leading bytes are inspected to tell text from binary (as git and grep do: a NUL byte).
+BINARY_SNIFF_BYTES = 8192
+
+
+def _read_umask() -> int:
+    # Reading the umask means setting it; done once at import, before handlers run in threads.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def _invalid(tool: str, name: str, reason: str) -> ToolArgumentsInvalid:
+    return ToolArgumentsInvalid(
+        f"{tool}: argument `{name}` {reason}.", tool=tool, path=f"$.{name}", reason=reason
+    )
+
+
+def str_arg(arguments: Mapping[str, Any], name: str, *, tool: str) -> str:
+    """A required string argument."""
+    value = arguments.get(name)
+    if not isinstance(value, str):
+        raise _invalid(tool, name, "is required and must be a string")
+    return value
+
+
+def optional_str_arg(arguments: Mapping[str, Any], name: str, *, tool: str) -> str | None:
+    """An optional string argument (absent or ``None`` means not given)."""
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _invalid(tool, name, "must be a string")
+    return value
+
+
+def bool_arg(arguments: Mapping[str, Any], name: str, *, tool: str, default: bool) -> bool:
+    """An optional boolean argument."""
+    value = arguments.get(name, default)
+    if not isinstance(value, bool):
+        raise _invalid(tool, name, "must be true or false")
+    return value
+
+
+def int_arg(
+    arguments: Mapping[str, Any],
+    name: str,
+    *,
+    tool: str,
+    default: int | None,
+    minimum: int,
+    maximum: int | None = None,
+) -> int | None:
+    """An optional integer argument within ``[minimum, maximum]``."""
+    value = arguments.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(tool, name, "must be an integer")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and at most {maximum}" if maximum is not None else ""
+        raise _invalid(tool, name, f"must be at least {minimum}{upper} (got {value})")
+    return value
+
+
+def number_arg(
+    arguments: Mapping[str, Any],
+    name: str,
+    *,
+    tool: str,
+    default: float,
+    maximum: float,
+) -> float:
+    """An optional positive number argument, at most ``maximum``."""
+    value = arguments.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _invalid(tool, name, "must be a number")
+    if not 0 < value <= maximum:
+        raise _invalid(tool, name, f"must be greater than 0 and at most {maximum:g} (got {value})")
+    return float(value)
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether leading bytes look binary: a NUL byte, as git and GNU grep decide."""
+    return b"\x00" in head
+
+
+def is_binary(path: Path) -> bool:
+    """Whether the file at ``path`` looks binary (reads at most :data:`BINARY_SNIFF_BYTES`)."""
+    with path.open("rb") as handle:
+        return looks_binary(handle.read(BINARY_SNIFF_BYTES))
+
+
+def atomic_write_text(path: Path, text: str, *, tool: str, shown: str) -> None:
+    """Write ``text`` (UTF-8, newlines untouched) to ``path`` through a temporary file and rename.
+
+    A reader never sees a half-written file, and an existing file keeps its permission bits.
+    """
+    try:
+        mode = path.stat().st_mode & 0o7777 if path.exists() else None
+        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+            if mode is not None:
+                os.chmod(temp_name, mode)
+            else:
+                os.chmod(temp_name, 0o666 & ~_UMASK)
+            os.replace(temp_name, path)
+        except BaseException:
+            Path(temp_name).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise ToolFailed(
+            f"{tool} could not write {shown}: {exc.strerror or exc}.", tool=tool, path=str(path)
+        ) from exc

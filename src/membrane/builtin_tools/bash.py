@@ -1,0 +1,154 @@
+"""``Bash``: run a shell command in the checkout, with a deadline and bounded output.
+
+The command runs as ``bash -c COMMAND`` in a real subprocess whose working directory is the
+checkout, with no stdin, in its own process group (see :mod:`membrane.builtin_tools.process`:
+the whole group is killed on timeout, on cancellation, and when the command ends).
+
+Before it runs, :func:`~membrane.builtin_tools.shell_guard.find_shell_escape` reads the command
+and refuses, with ``path-outside-checkout``, one that changes directory or writes outside the
+checkout in a way the text shows. That is capability shaping, not a sandbox: neither this check
+nor worktree isolation contains hostile code, which needs an OS, container or VM boundary.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from anyio import to_thread
+
+from membrane.builtin_tools._support import number_arg, str_arg
+from membrane.builtin_tools.paths import checkout_root
+from membrane.builtin_tools.process import DEFAULT_MAX_OUTPUT_BYTES, run_process
+from membrane.builtin_tools.shell_guard import find_shell_escape
+from membrane.errors import PathOutsideCheckout, ToolArgumentsInvalid, ToolFailed, ToolSpecError
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["DEFAULT_BASH_TIMEOUT", "MAX_BASH_TIMEOUT", "bash_tool"]
+
+NAME = "Bash"
+DEFAULT_BASH_TIMEOUT = 120.0
+MAX_BASH_TIMEOUT = 600.0
+
+_DESCRIPTION = """\
+Run a shell command with `bash -c` in the checkout (your working directory) and return \
+`exit_code`, `stdout` and `stderr`.
+
+- `timeout` is in seconds (default {default:g}, at most {maximum:g}). On timeout the command \
+and everything it started are killed and `timed_out` is true.
+- There is no stdin: commands must not wait for input. Background processes do not outlive \
+the command.
+- Output is capped at {limit} bytes per stream; the middle of longer output is dropped with a \
+note. Redirect large output to a file inside the checkout and Read or Grep it.
+- Commands may read anywhere, but a command that changes directory (`cd`) or writes \
+(redirection, `rm`, `mv`, `cp`, `sed -i`, `git -C`, ...) outside the checkout is refused. \
+Use paths relative to the checkout."""
+
+
+def _schema(maximum: float) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The command line, run by `bash -c` in the checkout.",
+            },
+            "timeout": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "maximum": maximum,
+                "description": f"Seconds before the command is killed (at most {maximum:g}).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+
+def bash_tool(
+    *,
+    default_timeout: float | None = None,
+    max_timeout: float = MAX_BASH_TIMEOUT,
+    max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
+) -> Tool:
+    """The ``Bash`` tool (mutating).
+
+    ``max_timeout`` bounds what a call may ask for; ``default_timeout`` (when a call names none)
+    defaults to the smaller of :data:`DEFAULT_BASH_TIMEOUT` and ``max_timeout``.
+    """
+    if default_timeout is None:
+        default_timeout = min(DEFAULT_BASH_TIMEOUT, max_timeout)
+    if not 0 < default_timeout <= max_timeout:
+        raise ToolSpecError(
+            f"Bash: the default timeout ({default_timeout:g} s) must be greater than 0 and at "
+            f"most the maximum timeout ({max_timeout:g} s)."
+        )
+    if max_output < 2:
+        raise ToolSpecError(f"Bash: max_output must be at least 2 bytes (got {max_output}).")
+
+    async def handle(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        command = str_arg(arguments, "command", tool=NAME)
+        if not command.strip():
+            raise ToolArgumentsInvalid(
+                "Bash: `command` is empty.", tool=NAME, path="$.command", reason="empty command"
+            )
+        timeout = number_arg(
+            arguments, "timeout", tool=NAME, default=default_timeout, maximum=max_timeout
+        )
+        root = checkout_root(context)
+        if not root.is_dir():
+            raise ToolFailed(
+                f"Bash: the checkout {root} is not a folder; the command cannot run there.",
+                tool=NAME,
+            )
+        escape = await to_thread.run_sync(lambda: find_shell_escape(command, root=root))
+        if escape is not None:
+            raise PathOutsideCheckout(
+                f"Bash refused the command: {escape.operation} targets {escape.path!r} "
+                f"({escape.resolved}), which is outside the checkout {root}. Commands run in "
+                "the checkout and may read anywhere, but must not change directory or write "
+                "outside it; use paths inside the checkout.",
+                tool=NAME,
+                path=escape.path,
+                resolved=str(escape.resolved),
+                operation=escape.operation,
+                checkout=str(root),
+            )
+        shell = shutil.which("bash")
+        if shell is None:
+            raise ToolFailed("Bash: no `bash` executable was found on PATH.", tool=NAME)
+        try:
+            outcome = await run_process(
+                [shell, "-c", command], cwd=root, timeout=timeout, max_output=max_output
+            )
+        except OSError as exc:
+            raise ToolFailed(
+                f"Bash: could not start the command: {exc.strerror or exc}.", tool=NAME
+            ) from exc
+        result: dict[str, Any] = {
+            "exit_code": outcome.exit_code,
+            "stdout": outcome.stdout,
+            "stderr": outcome.stderr,
+        }
+        if outcome.timed_out:
+            result["timed_out"] = True
+            result["note"] = (
+                f"The command did not finish within {timeout:g} seconds and was killed, with "
+                "everything it started. Pass a larger `timeout` or make the command faster."
+            )
+        elif outcome.exit_code is not None and outcome.exit_code < 0:
+            result["note"] = f"The command was killed by signal {-outcome.exit_code}."
+        return result
+
+    description = _DESCRIPTION.format(
+        default=default_timeout, maximum=max_timeout, limit=max_output
+    )
+    return Tool(
+        name=NAME,
+        description=description,
+        input_schema=_schema(max_timeout),
+        handler=handle,
+        mutating=True,
+    )

@@ -1,0 +1,145 @@
+"""``Edit``: replace an exact piece of text in a file inside the checkout."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from anyio import to_thread
+
+from membrane.builtin_tools._support import atomic_write_text, bool_arg, is_binary, str_arg
+from membrane.builtin_tools.paths import display_path, resolve_for_write
+from membrane.errors import ToolFailed
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["edit_tool"]
+
+NAME = "Edit"
+
+DESCRIPTION = """\
+Replace exact text in an existing file inside the checkout.
+
+- `old_string` must appear in the file exactly as given (whitespace and indentation included, \
+without the line-number prefix that Read adds). Read the file first.
+- When `old_string` appears more than once, the edit fails: include more surrounding lines \
+to make it unique, or pass `replace_all: true` to replace every occurrence.
+- `new_string` must differ from `old_string`. To create a file, use Write.
+- Files outside the checkout cannot be edited."""
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "file_path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "File to edit, absolute or relative to the checkout.",
+        },
+        "old_string": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The exact text to replace.",
+        },
+        "new_string": {
+            "type": "string",
+            "description": "The text to put in its place (may be empty to delete).",
+        },
+        "replace_all": {
+            "type": "boolean",
+            "description": "Replace every occurrence instead of requiring exactly one "
+            "(default false).",
+        },
+    },
+    "required": ["file_path", "old_string", "new_string"],
+    "additionalProperties": False,
+}
+
+
+def _load(path: Path, shown: str) -> str:
+    if path.is_dir():
+        raise ToolFailed(f"Edit: {shown} is a directory.", tool=NAME, path=str(path))
+    if not path.exists():
+        raise ToolFailed(
+            f"Edit: {shown} does not exist. Use Write to create a new file.",
+            tool=NAME,
+            path=str(path),
+        )
+    try:
+        if is_binary(path):
+            raise ToolFailed(
+                f"Edit: {shown} is a binary file; only text files can be edited.",
+                tool=NAME,
+                path=str(path),
+            )
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolFailed(
+            f"Edit: {shown} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "it cannot be edited safely.",
+            tool=NAME,
+            path=str(path),
+        ) from exc
+    except OSError as exc:
+        raise ToolFailed(
+            f"Edit: cannot read {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
+        ) from exc
+
+
+def _edit(path: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
+    text = _load(path, shown)
+    count = text.count(old)
+    if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
+        # The file uses CRLF line ends; the model quoted it with LF ones.
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+    if count == 0:
+        raise ToolFailed(
+            f"Edit: `old_string` was not found in {shown}. It must match the file exactly, "
+            "whitespace included and without Read's line-number prefixes; Read the file again "
+            "and copy the text.",
+            tool=NAME,
+            path=str(path),
+            occurrences=0,
+        )
+    if count > 1 and not replace_all:
+        raise ToolFailed(
+            f"Edit: `old_string` appears {count} times in {shown}. Include more surrounding "
+            "text so that it matches exactly once, or pass `replace_all: true`.",
+            tool=NAME,
+            path=str(path),
+            occurrences=count,
+        )
+    first_line = text.count("\n", 0, text.index(old)) + 1
+    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    atomic_write_text(path, updated, tool=NAME, shown=shown)
+    replaced = count if replace_all else 1
+    noun = "occurrence" if replaced == 1 else "occurrences"
+    return f"Edited {shown}: replaced {replaced} {noun} (first at line {first_line})."
+
+
+async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    raw = str_arg(arguments, "file_path", tool=NAME)
+    old = str_arg(arguments, "old_string", tool=NAME)
+    new = str_arg(arguments, "new_string", tool=NAME)
+    replace_all = bool_arg(arguments, "replace_all", tool=NAME, default=False)
+    if not old:
+        raise ToolFailed(
+            "Edit: `old_string` is empty. Quote the text to replace, or use Write to create "
+            "a file.",
+            tool=NAME,
+        )
+    if old == new:
+        raise ToolFailed(
+            "Edit: `old_string` and `new_string` are identical, so the edit would change "
+            "nothing. Give the new text in `new_string`.",
+            tool=NAME,
+        )
+    path = resolve_for_write(raw, context, tool=NAME)
+    return await to_thread.run_sync(_edit, path, display_path(path, context), old, new, replace_all)
+
+
+def edit_tool() -> Tool:
+    """The ``Edit`` tool (mutating: refuses paths outside the checkout)."""
+    return Tool(
+        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=True
+    )

@@ -1,0 +1,256 @@
+"""``Grep``: a regular-expression search over files, in pure Python (no ripgrep needed)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from anyio import to_thread
+
+from membrane.builtin_tools._support import (
+    BINARY_SNIFF_BYTES,
+    bool_arg,
+    int_arg,
+    looks_binary,
+    optional_str_arg,
+    str_arg,
+)
+from membrane.builtin_tools.glob_tool import SKIPPED_DIRS, GlobPattern, walk_files
+from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["DEFAULT_GREP_LIMIT", "MAX_GREP_FILE_BYTES", "grep_tool"]
+
+NAME = "Grep"
+OutputMode = Literal["files_with_matches", "content", "count"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("files_with_matches", "content", "count")
+DEFAULT_GREP_LIMIT = 200
+MAX_GREP_LIMIT = 2000
+MAX_CONTEXT_LINES = 10
+#: Larger files are skipped (and reported): a search must stay quick and its answer small.
+MAX_GREP_FILE_BYTES = 20 * 1024 * 1024
+MAX_LINE_CHARS = 500
+MAX_OUTPUT_CHARS = 60_000
+
+DESCRIPTION = f"""\
+Search file contents with a Python regular expression (`re` syntax, e.g. `def \\w+\\(`, \
+`TODO|FIXME`), line by line.
+
+- `path`: a file or folder, absolute or relative to the checkout (default: the checkout).
+- `glob`: only search files matching this pattern (`*.py`, `**/*.{{ts,tsx}}`); a pattern \
+without `/` matches file names in any folder.
+- `output_mode`: `files_with_matches` (default: the paths of matching files), `content` \
+(matching lines as `path:line:text`, with `context` lines around them as `path-line-text`), \
+or `count` (matches per file as `path:N`).
+- `case_insensitive: true` ignores case. Results come in path order; at most `limit` entries \
+(default {DEFAULT_GREP_LIMIT}) are returned, with a note when more exist.
+- Binary files, files over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB and version-control \
+or cache folders ({", ".join(sorted(SKIPPED_DIRS))}) are skipped."""
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pattern": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Regular expression (Python `re` syntax) searched in each line.",
+        },
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "File or folder to search (default: the checkout).",
+        },
+        "glob": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Only search files matching this glob, e.g. `*.py`.",
+        },
+        "output_mode": {
+            "type": "string",
+            "enum": list(OUTPUT_MODES),
+            "description": "`files_with_matches` (default), `content` or `count`.",
+        },
+        "case_insensitive": {
+            "type": "boolean",
+            "description": "Match regardless of case (default false).",
+        },
+        "context": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_CONTEXT_LINES,
+            "description": "Lines of context before and after each match (content mode only).",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_GREP_LIMIT,
+            "description": "Largest number of files, lines or counts returned "
+            f"(default {DEFAULT_GREP_LIMIT}).",
+        },
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(slots=True)
+class _Search:
+    regex: re.Pattern[str]
+    mode: OutputMode
+    context: int
+    limit: int
+    entries: list[str] = field(default_factory=list)
+    chars: int = 0
+    omitted: int = 0
+    matched_files: int = 0
+    matches: int = 0
+    too_large: list[str] = field(default_factory=list)
+
+    def add(self, entry: str) -> None:
+        if len(self.entries) >= self.limit or self.chars + len(entry) > MAX_OUTPUT_CHARS:
+            self.omitted += 1
+            return
+        self.entries.append(entry)
+        self.chars += len(entry) + 1
+
+
+def _candidates(base: Path, glob: GlobPattern | None) -> Iterator[tuple[Path, str]]:
+    if base.is_file():
+        yield base, base.name
+        return
+    for path, relative in walk_files(base):
+        target = relative if glob is None or "/" in glob.source else path.name
+        if glob is None or glob.matches(target):
+            yield path, relative
+
+
+def _lines(path: Path) -> list[str] | None:
+    """The file's lines, or ``None`` when it is binary or unreadable."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(BINARY_SNIFF_BYTES)
+            if looks_binary(head):
+                return None
+            data = head + handle.read()
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " [...]"
+
+
+def _search_file(search: _Search, lines: list[str], shown: str) -> None:
+    hits = [number for number, line in enumerate(lines) if search.regex.search(line)]
+    if not hits:
+        return
+    search.matched_files += 1
+    search.matches += len(hits)
+    if search.mode == "files_with_matches":
+        search.add(shown)
+        return
+    if search.mode == "count":
+        search.add(f"{shown}:{len(hits)}")
+        return
+    hit_set = set(hits)
+    previous_end = -1
+    for number in hits:
+        start = max(number - search.context, 0, previous_end + 1)
+        if search.context and previous_end >= 0 and start > previous_end + 1:
+            search.add("--")
+        end = min(number + search.context, len(lines) - 1)
+        for index in range(start, end + 1):
+            mark = ":" if index in hit_set else "-"
+            search.add(f"{shown}{mark}{index + 1}{mark}{_cut(lines[index])}")
+        previous_end = max(previous_end, end)
+
+
+def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolContext) -> str:
+    if not base.exists():
+        raise ToolFailed(f"Grep: {base} does not exist.", tool=NAME, path=str(base))
+    for path, _relative in _candidates(base, glob):
+        shown = display_path(path, context)
+        try:
+            if path.stat().st_size > MAX_GREP_FILE_BYTES:
+                search.too_large.append(shown)
+                continue
+        except OSError:
+            continue
+        lines = _lines(path)
+        if lines is not None:
+            _search_file(search, lines, shown)
+    where = display_path(base, context)
+    if not search.matched_files:
+        return f"No matches for /{search.regex.pattern}/ in {where}."
+    out = list(search.entries)
+    if search.omitted:
+        out.append(f"[{search.omitted} more entries not shown; narrow the search or raise `limit`]")
+    if search.mode == "count":
+        out.append(f"[{search.matches} matching lines in {search.matched_files} files]")
+    if search.too_large:
+        out.append(
+            f"[skipped files larger than {MAX_GREP_FILE_BYTES} bytes: "
+            + ", ".join(search.too_large[:10])
+            + "]"
+        )
+    return "\n".join(out)
+
+
+def _compile(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        where = f" at position {exc.pos}" if exc.pos is not None else ""
+        raise ToolArgumentsInvalid(
+            f"Grep: {pattern!r} is not a valid Python regular expression: {exc.msg}{where}. "
+            "Escape literal characters such as `(`, `[` or `\\` with a backslash.",
+            tool=NAME,
+            path="$.pattern",
+            reason=exc.msg,
+        ) from exc
+
+
+async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    pattern = str_arg(arguments, "pattern", tool=NAME)
+    raw_mode = optional_str_arg(arguments, "output_mode", tool=NAME) or "files_with_matches"
+    mode = next((known for known in OUTPUT_MODES if known == raw_mode), None)
+    if mode is None:
+        raise ToolArgumentsInvalid(
+            f"Grep: `output_mode` must be one of {', '.join(OUTPUT_MODES)} (got {raw_mode!r}).",
+            tool=NAME,
+            path="$.output_mode",
+            reason="enum",
+        )
+    regex = _compile(
+        pattern, ignore_case=bool_arg(arguments, "case_insensitive", tool=NAME, default=False)
+    )
+    raw_glob = optional_str_arg(arguments, "glob", tool=NAME)
+    glob = GlobPattern.compile(raw_glob, tool=NAME, argument="glob") if raw_glob else None
+    context_lines = int_arg(
+        arguments, "context", tool=NAME, default=0, minimum=0, maximum=MAX_CONTEXT_LINES
+    )
+    limit = int_arg(
+        arguments, "limit", tool=NAME, default=DEFAULT_GREP_LIMIT, minimum=1, maximum=MAX_GREP_LIMIT
+    )
+    search = _Search(
+        regex=regex,
+        mode=mode,
+        context=context_lines or 0,
+        limit=limit or DEFAULT_GREP_LIMIT,
+    )
+    base = resolve_path(
+        optional_str_arg(arguments, "path", tool=NAME) or ".", context, tool=NAME, argument="path"
+    )
+    return await to_thread.run_sync(_grep, base, glob, search, context)
+
+
+def grep_tool() -> Tool:
+    """The ``Grep`` tool (not mutating)."""
+    return Tool(
+        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=False
+    )

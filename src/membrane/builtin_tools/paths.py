@@ -1,0 +1,107 @@
+"""Path resolution for the built-in tools: the checkout is the root of every relative path.
+
+A child works in one checkout (``ToolContext.cwd``: the main checkout or its worktree). Every
+path a built-in tool receives is resolved against that checkout, never against the process's own
+working directory, so a child in a worktree cannot reach the main checkout by accident.
+
+Reads may leave the checkout. Writes may not: :func:`resolve_for_write` resolves symlinks and
+``..`` *before* checking containment, so neither ``../x`` nor a symlink inside the checkout that
+points outside it can be used to write elsewhere. This is capability shaping for a trusted agent,
+not a sandbox: a hostile process needs an OS, container or VM boundary.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from membrane.errors import PathOutsideCheckout, ToolArgumentsInvalid
+from membrane.tools.spec import ToolContext
+
+__all__ = [
+    "checkout_root",
+    "display_path",
+    "ensure_inside",
+    "is_inside",
+    "real_path",
+    "resolve_for_write",
+    "resolve_path",
+]
+
+
+def checkout_root(context: ToolContext) -> Path:
+    """The checkout a call works in: ``context.cwd``, else the process's working directory.
+
+    The result is absolute and symlink-free, so containment checks compare real locations.
+    """
+    base = context.cwd if context.cwd is not None else Path.cwd()
+    return real_path(Path(base).expanduser().absolute())
+
+
+def resolve_path(raw: str, context: ToolContext, *, tool: str, argument: str = "file_path") -> Path:
+    """``raw`` as an absolute path: ``~`` expanded, relative paths joined to the checkout.
+
+    ``..`` is collapsed lexically; symlinks are left alone (reads may follow them anywhere).
+    """
+    if not raw or "\x00" in raw:
+        raise ToolArgumentsInvalid(
+            f"{tool}: `{argument}` must be a non-empty path without NUL bytes.",
+            tool=tool,
+            path=f"$.{argument}",
+            reason="empty or NUL-containing path",
+        )
+    path = Path(raw).expanduser()
+    if not path.is_absolute():
+        path = checkout_root(context) / path
+    return Path(os.path.normpath(path))
+
+
+def real_path(path: Path) -> Path:
+    """``path`` with every symlink and ``..`` resolved; never raises (a loop stays as is)."""
+    return Path(os.path.realpath(path))
+
+
+def is_inside(path: Path, root: Path) -> bool:
+    """Whether the real location of ``path`` is ``root`` or below it (``root`` must be real)."""
+    return real_path(path).is_relative_to(root)
+
+
+def ensure_inside(path: Path, context: ToolContext, *, tool: str, shown: str | None = None) -> Path:
+    """The real location of ``path``; :class:`PathOutsideCheckout` when outside the checkout.
+
+    Symlinks in every existing component (the final one included, even when dangling) are
+    followed before the check, so the returned path is where a write would really land.
+    """
+    root = checkout_root(context)
+    real = real_path(path)
+    if not real.is_relative_to(root):
+        where = shown if shown is not None else str(path)
+        via = "" if real == Path(os.path.normpath(path)) else f" (it resolves to {real})"
+        raise PathOutsideCheckout(
+            f"{tool} refused to modify {where}{via}: it is outside the checkout {root}. "
+            "Mutating tools only change files inside the checkout; reading outside it is allowed.",
+            tool=tool,
+            path=str(path),
+            resolved=str(real),
+            checkout=str(root),
+        )
+    return real
+
+
+def resolve_for_write(
+    raw: str, context: ToolContext, *, tool: str, argument: str = "file_path"
+) -> Path:
+    """The real path a mutating tool may write for ``raw``, or :class:`PathOutsideCheckout`."""
+    return ensure_inside(
+        resolve_path(raw, context, tool=tool, argument=argument), context, tool=tool, shown=raw
+    )
+
+
+def display_path(path: Path, context: ToolContext) -> str:
+    """``path`` relative to the checkout when it lies inside it, else absolute (for tool output)."""
+    root = checkout_root(context)
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        return str(path)
+    return relative.as_posix() or "."

@@ -1,0 +1,146 @@
+"""Running a subprocess for a tool: its own process group, a deadline, bounded output.
+
+The process starts in a new session, so its process group holds everything it spawns. When the
+deadline passes the group gets ``SIGTERM``, then ``SIGKILL`` after a short grace; when the caller
+is cancelled the group gets ``SIGKILL`` at once and the cancellation propagates. When the
+command ends normally, anything it left running in the background is killed too: nothing a tool
+call starts outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProcessOutcome", "run_process"]
+
+#: Bytes kept per stream; the middle of a longer stream is dropped with a note.
+DEFAULT_MAX_OUTPUT_BYTES = 30_000
+#: Time a process group gets between SIGTERM and SIGKILL after its deadline.
+TERMINATE_GRACE_SECONDS = 2.0
+#: Time allowed, once the process has exited, for its pipes to deliver what is left.
+DRAIN_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class _Capture:
+    """Keeps the first and the last bytes of a stream, and counts what it drops."""
+
+    limit: int
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.limit // 2 - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            keep = self.limit - self.limit // 2
+            if len(self.tail) > keep:
+                del self.tail[: len(self.tail) - keep]
+
+    def text(self) -> str:
+        dropped = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if dropped <= 0:
+            return head + tail
+        return (
+            f"{head}\n[... {dropped} bytes of output omitted (of {self.total}); "
+            f"redirect to a file and Read or Grep it to see everything ...]\n{tail}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessOutcome:
+    """What a finished (or killed) process produced."""
+
+    exit_code: int | None
+    """The exit status; negative ``-N`` when signal ``N`` ended it; ``None`` after a timeout."""
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+def _signal_group(process: Process, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+
+
+async def _pump(stream: ByteReceiveStream | None, capture: _Capture, done: anyio.Event) -> None:
+    try:
+        if stream is not None:
+            async for chunk in stream:
+                capture.feed(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        done.set()
+
+
+async def _stop(process: Process) -> None:
+    """Terminate the group, escalating to SIGKILL when the grace period runs out."""
+    _signal_group(process, signal.SIGTERM)
+    with anyio.move_on_after(TERMINATE_GRACE_SECONDS):
+        await process.wait()
+    _signal_group(process, signal.SIGKILL)
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout: float,
+    max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
+    env: Mapping[str, str] | None = None,
+) -> ProcessOutcome:
+    """Run ``argv`` in ``cwd`` with no stdin; raises ``OSError`` when it cannot start."""
+    process = await anyio.open_process(
+        list(argv),
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    out, err = _Capture(max_output), _Capture(max_output)
+    out_done, err_done = anyio.Event(), anyio.Event()
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_pump, process.stdout, out, out_done)
+            group.start_soon(_pump, process.stderr, err, err_done)
+            with anyio.move_on_after(timeout) as deadline:
+                await process.wait()
+            if deadline.cancelled_caught:
+                timed_out = True
+                await _stop(process)
+            else:
+                _signal_group(process, signal.SIGKILL)
+            with anyio.move_on_after(DRAIN_SECONDS):
+                await out_done.wait()
+                await err_done.wait()
+            group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            _signal_group(process, signal.SIGKILL)
+            await process.aclose()
+    return ProcessOutcome(
+        exit_code=None if timed_out else process.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+    )

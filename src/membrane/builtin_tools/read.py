@@ -1,0 +1,168 @@
+"""``Read``: a text file with line numbers, a window at a time."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from anyio import to_thread
+
+from membrane.builtin_tools._support import BINARY_SNIFF_BYTES, int_arg, looks_binary, str_arg
+from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.errors import ToolFailed
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["DEFAULT_READ_LINES", "MAX_LINE_CHARS", "MAX_READ_CHARS", "read_tool"]
+
+NAME = "Read"
+#: Lines returned when the call gives no ``limit``; also the largest ``limit`` accepted.
+DEFAULT_READ_LINES = 2000
+#: A longer line is cut, with a marker, so one minified file cannot flood the context.
+MAX_LINE_CHARS = 2000
+#: The whole answer stops growing past this many characters, with a note saying where to go on.
+MAX_READ_CHARS = 200_000
+
+DESCRIPTION = f"""\
+Read a text file and return its lines, each prefixed with its 1-based line number and a tab.
+
+- `file_path`: absolute, or relative to the checkout (your working directory). Files outside \
+the checkout may be read.
+- `offset` (1-based line to start at) and `limit` (number of lines, at most \
+{DEFAULT_READ_LINES}) page through long files; by default the first {DEFAULT_READ_LINES} lines \
+are returned and a note says how to continue.
+- Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files and directories are \
+refused: use Glob to list a directory.
+- The line-number prefix is not part of the file: leave it out when you quote text to Edit."""
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "file_path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "Path of the file, absolute or relative to the checkout.",
+        },
+        "offset": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "1-based line number to start reading at (default 1).",
+        },
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": DEFAULT_READ_LINES,
+            "description": f"How many lines to return (default and maximum {DEFAULT_READ_LINES}).",
+        },
+    },
+    "required": ["file_path"],
+    "additionalProperties": False,
+}
+
+
+def _suggestion(path: Path) -> str:
+    parent = path.parent
+    if not parent.is_dir():
+        return f" The folder {parent} does not exist either."
+    try:
+        siblings = [entry.name for entry in parent.iterdir()]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, siblings, n=3, cutoff=0.6)
+    if close:
+        return " Did you mean: " + ", ".join(close) + "?"
+    return " Use Glob to find the file."
+
+
+def _read(path: Path, shown: str, offset: int, limit: int) -> str:
+    if path.is_dir():
+        raise ToolFailed(
+            f"Read: {shown} is a directory, not a file. Use Glob to list what it contains.",
+            tool=NAME,
+            path=str(path),
+        )
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError as exc:
+        raise ToolFailed(
+            f"Read: {shown} does not exist.{_suggestion(path)}", tool=NAME, path=str(path)
+        ) from exc
+    except OSError as exc:
+        raise ToolFailed(
+            f"Read: cannot open {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
+        ) from exc
+    with handle:
+        if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
+            raise ToolFailed(
+                f"Read: {shown} is a binary file; only text files can be read.",
+                tool=NAME,
+                path=str(path),
+            )
+        handle.seek(0)
+        out: list[str] = []
+        size = 0
+        total = 0
+        last_shown = offset - 1
+        cut_lines = 0
+        budget_hit = False
+        for total, raw in enumerate(handle, start=1):
+            if total < offset or total >= offset + limit or budget_hit:
+                continue
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + f" [... line cut at {MAX_LINE_CHARS} characters]"
+                cut_lines += 1
+            entry = f"{total:>6}\t{line}"
+            if size + len(entry) > MAX_READ_CHARS and out:
+                budget_hit = True
+                continue
+            out.append(entry)
+            size += len(entry) + 1
+            last_shown = total
+    if total == 0:
+        return f"[{shown} is empty]"
+    if offset > total:
+        raise ToolFailed(
+            f"Read: offset {offset} is past the end of {shown}, which has {total} lines.",
+            tool=NAME,
+            path=str(path),
+        )
+    notes: list[str] = []
+    if last_shown < total:
+        why = f"output limit of {MAX_READ_CHARS} characters" if budget_hit else "line limit"
+        notes.append(
+            f"[showing lines {offset}-{last_shown} of {total} ({why}); "
+            f"call Read with offset={last_shown + 1} to continue]"
+        )
+    elif offset > 1:
+        notes.append(f"[showing lines {offset}-{last_shown} of {total}]")
+    if cut_lines:
+        notes.append(f"[{cut_lines} long line(s) were cut at {MAX_LINE_CHARS} characters]")
+    return "\n".join(out + notes)
+
+
+async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    raw = str_arg(arguments, "file_path", tool=NAME)
+    offset = int_arg(arguments, "offset", tool=NAME, default=1, minimum=1) or 1
+    limit = (
+        int_arg(
+            arguments,
+            "limit",
+            tool=NAME,
+            default=DEFAULT_READ_LINES,
+            minimum=1,
+            maximum=DEFAULT_READ_LINES,
+        )
+        or DEFAULT_READ_LINES
+    )
+    path = resolve_path(raw, context, tool=NAME)
+    shown = display_path(path, context)
+    return await to_thread.run_sync(_read, path, shown, offset, limit)
+
+
+def read_tool() -> Tool:
+    """The ``Read`` tool (not mutating)."""
+    return Tool(
+        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=False
+    )

@@ -1,0 +1,76 @@
+"""``Write``: create or overwrite a text file inside the checkout."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from anyio import to_thread
+
+from membrane.builtin_tools._support import atomic_write_text, str_arg
+from membrane.builtin_tools.paths import display_path, resolve_for_write
+from membrane.errors import ToolFailed
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["write_tool"]
+
+NAME = "Write"
+
+DESCRIPTION = """\
+Create a text file, or replace the whole content of an existing one, inside the checkout.
+
+- `file_path`: absolute, or relative to the checkout. Missing parent folders are created.
+- `content` is written exactly as given (UTF-8). An existing file is overwritten entirely: \
+to change part of a file, prefer Edit.
+- Files outside the checkout cannot be written."""
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "file_path": {
+            "type": "string",
+            "minLength": 1,
+            "description": "File to write, absolute or relative to the checkout.",
+        },
+        "content": {"type": "string", "description": "The complete new content of the file."},
+    },
+    "required": ["file_path", "content"],
+    "additionalProperties": False,
+}
+
+
+def _write(path: Path, shown: str, content: str) -> str:
+    if path.is_dir():
+        raise ToolFailed(
+            f"Write: {shown} is a directory; give the path of a file.", tool=NAME, path=str(path)
+        )
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolFailed(
+            f"Write: cannot create the folder {path.parent}: {exc.strerror or exc}.",
+            tool=NAME,
+            path=str(path),
+        ) from exc
+    atomic_write_text(path, content, tool=NAME, shown=shown)
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    size = len(content.encode("utf-8"))
+    verb = "Overwrote" if existed else "Created"
+    noun = "line" if lines == 1 else "lines"
+    return f"{verb} {shown} ({lines} {noun}, {size} bytes)."
+
+
+async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    raw = str_arg(arguments, "file_path", tool=NAME)
+    content = str_arg(arguments, "content", tool=NAME)
+    path = resolve_for_write(raw, context, tool=NAME)
+    return await to_thread.run_sync(_write, path, display_path(path, context), content)
+
+
+def write_tool() -> Tool:
+    """The ``Write`` tool (mutating: refuses paths outside the checkout)."""
+    return Tool(
+        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=True
+    )
