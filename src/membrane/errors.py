@@ -31,11 +31,14 @@ Two families, as a user meets them:
         ├── ToolNotVisible ............. tool-not-visible
         ├── ToolArgumentsInvalid ....... tool-arguments-invalid
         ├── ToolFailed ................. tool-failed
+        ├── ToolBlocked ................ tool-blocked
         ├── PathOutsideCheckout ........ path-outside-checkout
         ├── DepthLimitExceeded ......... depth-limit-exceeded
         ├── SetupFailed ................ setup-failed
         ├── WorktreeUnavailable ........ worktree-unavailable
         ├── ModelError ................. model-error
+        ├── StructuredOutputInvalid .... structured-output-invalid
+        ├── ExtensionHookFailed ........ extension-hook-failed
         ├── UnknownRun ................. unknown-run
         └── StoreError ................. store-error
 """
@@ -50,6 +53,7 @@ __all__ = [
     "DepthLimitExceeded",
     "EmptyToolFilter",
     "ExtensionError",
+    "ExtensionHookFailed",
     "InvalidDepth",
     "InvalidPersona",
     "InvalidRequest",
@@ -61,7 +65,9 @@ __all__ = [
     "SettingsError",
     "SetupFailed",
     "StoreError",
+    "StructuredOutputInvalid",
     "ToolArgumentsInvalid",
+    "ToolBlocked",
     "ToolFailed",
     "ToolFilterError",
     "ToolNotVisible",
@@ -239,6 +245,15 @@ class ToolFailed(RunError):
     code = "tool-failed"
 
 
+class ToolBlocked(RunError):
+    """An extension's ``before_tool_call`` hook blocked a call.
+
+    Carries ``tool``, ``extension`` and ``reason``.
+    """
+
+    code = "tool-blocked"
+
+
 class PathOutsideCheckout(RunError):
     """A mutating tool was asked to touch a path outside the child's checkout."""
 
@@ -267,6 +282,21 @@ class ModelError(RunError):
     """The model provider failed."""
 
     code = "model-error"
+
+
+class StructuredOutputInvalid(RunError):
+    """A final answer never validated against the requested response schema.
+
+    Carries ``path`` (JSON path of the last problem) and ``reason``.
+    """
+
+    code = "structured-output-invalid"
+
+
+class ExtensionHookFailed(RunError):
+    """An extension's lifecycle hook raised. Carries ``extension`` and ``event``."""
+
+    code = "extension-hook-failed"
 
 
 class UnknownRun(RunError):

@@ -1,1 +1,40 @@
 """Tools: the spec, the live registry, restrictions, scopes and the one resolver (``ToolView``)."""
+
+from membrane.tools.codemode import load_sdk, render_sdk
+from membrane.tools.extensions import (
+    HOOK_EVENTS,
+    ExtensionAPI,
+    ExtensionSource,
+    LoadedExtension,
+    discover_extensions,
+    function_tool,
+    load_extension,
+)
+from membrane.tools.registry import ExtensionTools, RegistryChange, ToolRegistry
+from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.scope import Scope
+from membrane.tools.spec import Tool, ToolContext, ToolHandler, ToolLoader
+from membrane.tools.view import ToolView
+
+__all__ = [
+    "HOOK_EVENTS",
+    "ExtensionAPI",
+    "ExtensionSource",
+    "ExtensionTools",
+    "LoadedExtension",
+    "RegistryChange",
+    "Restriction",
+    "Scope",
+    "Tool",
+    "ToolContext",
+    "ToolHandler",
+    "ToolLoader",
+    "ToolPredicate",
+    "ToolRegistry",
+    "ToolView",
+    "discover_extensions",
+    "function_tool",
+    "load_extension",
+    "load_sdk",
+    "render_sdk",
+]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Tool", "ToolContext", "ToolHandler"]
+__all__ = ["Tool", "ToolContext", "ToolHandler", "ToolLoader"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +25,8 @@ class ToolContext:
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
+#: Produces the full tool behind a deferred catalog entry; awaited once, on first use.
+ToolLoader = Callable[[], Awaitable["Tool"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,12 @@ class Tool:
     ``origin`` is ``builtin``, ``extension:NAME``, ``mcp:SERVER`` or ``scope``.
     ``mutating`` tells guidance and checkout checks that the tool changes files or state.
     ``reserved`` tools (``run_code``) sit outside every global filter.
-    ``deferred`` tools are known to the catalog but loaded on first use, as MCP/plugin tools are.
+    ``deferred`` tools are known to the catalog but loaded on first use, as MCP/plugin tools are:
+    when ``loader`` is set, the first call through a view awaits it and runs the tool it returns.
+
+    ``memo`` holds values derived from this exact object (wire schemas, the compiled argument
+    validator, the loaded tool). It is not part of equality, and ``dataclasses.replace`` starts
+    a fresh one, so a changed schema never reuses a stale derivation.
     """
 
     name: str
@@ -45,3 +52,7 @@ class Tool:
     mutating: bool = False
     reserved: bool = False
     deferred: bool = False
+    loader: ToolLoader | None = field(default=None, repr=False, compare=False)
+    memo: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )

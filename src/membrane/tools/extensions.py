@@ -1,0 +1,323 @@
+"""Extensions: Python modules that register live tools, hooks and prompt guidance.
+
+An extension is a module ``<project>/.membrane/extensions/NAME.py`` or an installed entry point in
+the group ``membrane.extensions``, exposing ``setup(ext)``. ``ext`` is an ``ExtensionAPI``:
+``ext.register_tool`` / ``ext.remove_tool`` act on the extension's live tool map in the registry
+(origin ``extension:NAME``), during setup and at any time after; ``ext.on(event, handler)``
+registers a lifecycle hook; ``ext.add_prompt_section`` adds the extension's own guidance.
+
+Discovery only lists files and entry points (no import). Loading imports the module and runs
+``setup`` synchronously: filtering extensions after this point cannot undo import-time side
+effects, which is why the resolver selects extensions before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import types
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import pydantic
+
+from membrane.errors import ExtensionError, MembraneError, ToolSpecError
+from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
+from membrane.tools.restriction import closest_name
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "HOOK_EVENTS",
+    "ExtensionAPI",
+    "ExtensionSource",
+    "LoadedExtension",
+    "discover_extensions",
+    "function_tool",
+    "load_extension",
+]
+
+ENTRY_POINT_GROUP = "membrane.extensions"
+#: Lifecycle events an extension may hook; the agent loop calls the handlers.
+HOOK_EVENTS = frozenset(
+    {"session_start", "before_agent_start", "turn_end", "session_shutdown", "before_tool_call"}
+)
+Hook = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionSource:
+    """Where an extension comes from: a project file or an installed entry point."""
+
+    name: str
+    kind: Literal["file", "entry-point"]
+    location: str  # the file path, or the entry point's ``module:attr`` value
+
+    @property
+    def path(self) -> Path | None:
+        return Path(self.location) if self.kind == "file" else None
+
+
+def discover_extensions(
+    project: Path | None, *, installed: bool = True
+) -> dict[str, ExtensionSource]:
+    """Every extension available to ``project``, by name, sorted; no module is imported.
+
+    A project file wins over an installed entry point of the same name (most specific first).
+    Files whose name starts with ``_`` are helpers, not extensions.
+    """
+    found: dict[str, ExtensionSource] = {}
+    if installed:
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            found[point.name] = ExtensionSource(point.name, "entry-point", point.value)
+    if project is not None:
+        folder = project / ".membrane" / "extensions"
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.py")):
+                if not path.stem.startswith("_") and path.is_file():
+                    found[path.stem] = ExtensionSource(path.stem, "file", str(path))
+    return dict(sorted(found.items()))
+
+
+class ExtensionAPI:
+    """The handle an extension's ``setup(ext)`` receives; it stays valid after setup."""
+
+    def __init__(self, name: str, tools: ExtensionTools, *, location: str | None = None) -> None:
+        self.name = name
+        self.tools = tools
+        self.location = location
+        self._hooks: dict[str, list[Hook]] = {}
+        self._sections: dict[str, str] = {}
+
+    def register_tool(self, tool: Tool) -> None:
+        """Add or replace ``tool`` in this extension's live map (origin ``extension:NAME``)."""
+        self.tools.register_tool(tool)
+
+    def remove_tool(self, name: str) -> None:
+        self.tools.remove_tool(name)
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        description: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+        mutating: bool = False,
+    ) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
+        """Decorator: ``function_tool`` that also registers the tool in this extension."""
+        build = function_tool(name, description=description, schema=schema, mutating=mutating)
+
+        def register(function: Callable[..., Awaitable[Any]]) -> Tool:
+            built = build(function)
+            self.register_tool(built)
+            return built
+
+        return register
+
+    def on(self, event: str, handler: Hook) -> None:
+        """Call ``handler`` at ``event`` (one of ``HOOK_EVENTS``)."""
+        if event not in HOOK_EVENTS:
+            suggestion = closest_name(event, HOOK_EVENTS)
+            hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+            raise self._error(
+                f"extension {self.name!r} hooks unknown event {event!r}{hint} "
+                f"(events: {', '.join(sorted(HOOK_EVENTS))})",
+                event=event,
+            )
+        if not callable(handler):
+            raise self._error(
+                f"extension {self.name!r}: the {event} hook must be callable", event=event
+            )
+        self._hooks.setdefault(event, []).append(handler)
+
+    def add_prompt_section(self, name: str, text: str) -> None:
+        """Add (or replace) the named guidance section this extension contributes."""
+        if not isinstance(name, str) or not name or not isinstance(text, str):
+            raise self._error(
+                f"extension {self.name!r}: a prompt section needs a non-empty name and text"
+            )
+        self._sections[name] = text
+
+    def _error(self, message: str, **data: object) -> ExtensionError:
+        where = f"{self.location}: " if self.location else ""
+        return ExtensionError(where + message, extension=self.name, path=self.location, **data)
+
+
+class LoadedExtension:
+    """An extension after a successful ``setup``; its maps stay live."""
+
+    def __init__(self, source: ExtensionSource, api: ExtensionAPI) -> None:
+        self.source = source
+        self.name = source.name
+        self.api = api
+
+    @property
+    def tools(self) -> ExtensionTools:
+        return self.api.tools
+
+    @property
+    def hooks(self) -> Mapping[str, list[Hook]]:
+        """Handlers by event, in registration order (read-only view)."""
+        return MappingProxyType(self.api._hooks)
+
+    @property
+    def prompt_sections(self) -> Mapping[str, str]:
+        return MappingProxyType(self.api._sections)
+
+    def __repr__(self) -> str:
+        return f"LoadedExtension({self.name!r}, tools={sorted(self.tools.names())!r})"
+
+
+def function_tool(
+    name: str | None = None,
+    *,
+    description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    mutating: bool = False,
+) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
+    """Decorator: a ``Tool`` from an ``async def`` taking its arguments as keyword parameters.
+
+    The name defaults to the function's, the description to its docstring, and the schema is
+    derived from the parameters' annotations unless given. A parameter named ``context``
+    receives the ``ToolContext`` and is not part of the schema.
+    """
+
+    def build(function: Callable[..., Awaitable[Any]]) -> Tool:
+        label = name or str(getattr(function, "__name__", ""))
+        if not inspect.iscoroutinefunction(function):
+            raise ToolSpecError(f"tool {label!r}: the function must be 'async def'", name=label)
+        parameters = inspect.signature(function).parameters
+        wants_context = "context" in parameters
+        input_schema = schema if schema is not None else _derived_schema(label, parameters)
+
+        async def handler(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+            if wants_context:
+                return await function(**arguments, context=context)
+            return await function(**arguments)
+
+        text = (inspect.getdoc(function) or "") if description is None else description
+        return check_tool(Tool(label, text, input_schema, handler, mutating=mutating))
+
+    return build
+
+
+def _derived_schema(label: str, parameters: Mapping[str, inspect.Parameter]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for parameter in parameters.values():
+        if parameter.name == "context":
+            continue
+        if parameter.kind in (
+            parameter.VAR_POSITIONAL,
+            parameter.VAR_KEYWORD,
+            parameter.POSITIONAL_ONLY,
+        ):
+            raise ToolSpecError(
+                f"tool {label!r}: parameter {parameter.name!r} must be passable by keyword",
+                name=label,
+            )
+        annotation = Any if parameter.annotation is parameter.empty else parameter.annotation
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (annotation, default)
+    try:
+        derived = pydantic.create_model(f"{label}_arguments", **fields).model_json_schema()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+        raise ToolSpecError(
+            f"tool {label!r}: cannot derive a JSON Schema from its parameters ({exc}); "
+            "pass schema=...",
+            name=label,
+        ) from exc
+    return _untitled(derived)  # type: ignore[no-any-return]
+
+
+def _untitled(value: Any) -> Any:
+    """Drop pydantic's generated ``title`` keys, which only repeat the names."""
+    if isinstance(value, dict):
+        return {
+            k: _untitled(v) for k, v in value.items() if not (k == "title" and isinstance(v, str))
+        }
+    if isinstance(value, list):
+        return [_untitled(item) for item in value]
+    return value
+
+
+def load_extension(source: ExtensionSource, registry: ToolRegistry) -> LoadedExtension:
+    """Import ``source`` and run its ``setup(ext)``; ``ExtensionError`` naming the location if not.
+
+    Tools registered by a ``setup`` that then fails are removed again.
+    """
+    setup = _setup_of(source)
+    tools = registry.extension(source.name)
+    before = tools.names()
+    api = ExtensionAPI(source.name, tools, location=source.location)
+    try:
+        result = setup(api)
+        if inspect.isawaitable(result):
+            if isinstance(result, types.CoroutineType):
+                result.close()
+            raise ExtensionError(
+                f"{source.location}: setup() of extension {source.name!r} must be synchronous; "
+                "do async work in a session_start hook",
+                extension=source.name,
+                path=source.location,
+            )
+    except Exception as exc:
+        for name in tools.names() - before:
+            tools.remove_tool(name)
+        if isinstance(exc, ExtensionError):
+            raise
+        detail = exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+        raise ExtensionError(
+            f"{source.location}: setup() of extension {source.name!r} failed: {detail}",
+            extension=source.name,
+            path=source.location,
+        ) from exc
+    return LoadedExtension(source, api)
+
+
+def _setup_of(source: ExtensionSource) -> Callable[[ExtensionAPI], object]:
+    try:
+        if source.kind == "file":
+            target: object = _import_file(source)
+        else:
+            target = EntryPoint(source.name, source.location, ENTRY_POINT_GROUP).load()
+    except ExtensionError:
+        raise
+    except Exception as exc:
+        raise ExtensionError(
+            f"{source.location}: cannot import extension {source.name!r}: "
+            f"{type(exc).__name__}: {exc}",
+            extension=source.name,
+            path=source.location,
+        ) from exc
+    setup = getattr(target, "setup", None) if isinstance(target, types.ModuleType) else target
+    if not callable(setup):
+        raise ExtensionError(
+            f"{source.location}: extension {source.name!r} has no setup(ext) function",
+            extension=source.name,
+            path=source.location,
+        )
+    return setup  # type: ignore[no-any-return]
+
+
+def _import_file(source: ExtensionSource) -> types.ModuleType:
+    module_name = f"membrane_extension_{source.name}"
+    spec = importlib.util.spec_from_file_location(module_name, source.location)
+    if spec is None or spec.loader is None:
+        raise ExtensionError(
+            f"{source.location}: not an importable Python file",
+            extension=source.name,
+            path=source.location,
+        )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module

@@ -1,0 +1,284 @@
+"""The live, deployment-global tool registry.
+
+Every change (register, replace, remove) bumps ``version`` by exactly one and is appended to a
+bounded change log, so a scope that resolved its view at version ``v`` can bring that view up to
+date by replaying only ``changes_since(v)`` instead of re-filtering every tool. Listeners hear
+about each change after it is applied.
+
+Extensions own live tool maps inside the registry (``registry.extension(NAME)``): the map is
+the set of global tools whose origin is ``extension:NAME``, so a tool an extension registers
+after setup, or removes later, is seen by every view at its next resolution.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+
+from membrane.errors import ToolSpecError
+from membrane.tools.spec import Tool
+
+__all__ = [
+    "ExtensionTools",
+    "RegistryChange",
+    "ToolRegistry",
+    "check_tool",
+    "json_schema",
+    "plain_json",
+    "retag",
+]
+
+#: 1-128 letters, digits, ``_``, ``-`` or ``.``: no spaces or separators a wire format would reject.
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+#: How many changes the log keeps; a view older than that is rebuilt from scratch.
+CHANGE_LOG_SIZE = 4096
+
+ChangeKind = Literal["registered", "replaced", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryChange:
+    """One change to the registry. ``tool`` is the new tool (``None`` after a removal)."""
+
+    version: int
+    kind: ChangeKind
+    name: str
+    tool: Tool | None
+    previous: Tool | None
+
+
+def check_tool(tool: object) -> Tool:
+    """Return ``tool`` when it is a well-formed ``Tool``; raise ``ToolSpecError`` saying why not.
+
+    The input schema is checked against its JSON Schema meta-schema here, once per tool object
+    (the check is memoised on it), so that a bad schema fails at registration and never at a
+    model's call. The JSON-shaped copy of the schema made for the check is kept for the wire.
+    """
+    if isinstance(tool, Tool) and "schema" in tool.memo:
+        return tool
+    if not isinstance(tool, Tool):
+        raise ToolSpecError(
+            f"expected a Tool, got {type(tool).__name__}; build one with membrane.Tool(...)",
+            name=None,
+        )
+    name = tool.name
+    if not isinstance(name, str) or TOOL_NAME.fullmatch(name) is None:
+        raise ToolSpecError(
+            f"tool name {name!r} is invalid: use 1-128 letters, digits, '_', '-' or '.'",
+            name=str(name),
+        )
+    if not isinstance(tool.description, str):
+        raise ToolSpecError(f"tool {name!r}: description must be a string", name=name)
+    if not callable(tool.handler):
+        raise ToolSpecError(f"tool {name!r}: handler must be an async callable", name=name)
+    if not isinstance(tool.origin, str) or not tool.origin:
+        raise ToolSpecError(f"tool {name!r}: origin must be a non-empty string", name=name)
+    schema = tool.input_schema
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        raise ToolSpecError(
+            f'tool {name!r}: input_schema must be a JSON Schema object with "type": "object"',
+            name=name,
+        )
+    plain = plain_json(schema)
+    try:
+        validator_for(plain).check_schema(plain)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+        raise ToolSpecError(
+            f"tool {name!r}: input_schema is not valid JSON Schema at {where}: {exc.message}",
+            name=name,
+            path=where,
+        ) from exc
+    tool.memo["schema"] = plain
+    return tool
+
+
+def retag(tool: Tool, **changes: Any) -> Tool:
+    """``dataclasses.replace(tool, **changes)``, keeping the checked schema if it is unchanged."""
+    changed = dataclasses.replace(check_tool(tool), **changes)
+    if changed.input_schema is tool.input_schema:
+        changed.memo["schema"] = tool.memo["schema"]
+    return changed
+
+
+def json_schema(tool: Tool) -> dict[str, Any]:
+    """The tool's input schema as plain JSON data (checked and memoised on the tool)."""
+    return check_tool(tool).memo["schema"]  # type: ignore[no-any-return]
+
+
+def plain_json(value: Any) -> Any:
+    """A JSON-shaped copy: mappings become dicts, tuples and lists become lists."""
+    if isinstance(value, Mapping):
+        return {str(key): plain_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(item) for item in value]
+    return value
+
+
+class ToolRegistry:
+    """The live set of deployment-global tools, keyed by exact (case-sensitive) name.
+
+    Not thread-safe: it belongs to one event loop, like the scopes that read it.
+    """
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._tools: dict[str, Tool] = {}
+        self._by_origin: dict[str, set[str]] = {}
+        self._log: deque[RegistryChange] = deque(maxlen=CHANGE_LOG_SIZE)
+        self._listeners: list[Callable[[RegistryChange], None]] = []
+        self._extensions: dict[str, ExtensionTools] = {}
+        self._snapshot: Mapping[str, Tool] | None = None
+        self._restrictable: frozenset[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def register(self, tool: Tool, *, replace: bool = False) -> None:
+        """Add ``tool``; with ``replace``, a tool of the same name is swapped out."""
+        check_tool(tool)
+        previous = self._tools.get(tool.name)
+        if previous is not None and not replace:
+            raise ToolSpecError(
+                f"a tool named {tool.name!r} is already registered (origin {previous.origin}); "
+                "pass replace=True to swap it",
+                name=tool.name,
+            )
+        if previous is not None:
+            self._by_origin[previous.origin].discard(tool.name)
+        self._tools[tool.name] = tool
+        self._by_origin.setdefault(tool.origin, set()).add(tool.name)
+        self._commit("registered" if previous is None else "replaced", tool.name, tool, previous)
+
+    def remove(self, name: str) -> None:
+        """Remove the tool ``name`` from the registry and so from every view."""
+        previous = self._tools.pop(name, None)
+        if previous is None:
+            raise ToolSpecError(f"no global tool named {name!r} to remove", name=name)
+        self._by_origin[previous.origin].discard(name)
+        self._commit("removed", name, None, previous)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def tools(self) -> Mapping[str, Tool]:
+        """A read-only snapshot of the global tools (built once per version)."""
+        if self._snapshot is None:
+            self._snapshot = MappingProxyType(dict(self._tools))
+        return self._snapshot
+
+    def restrictable_names(self) -> frozenset[str]:
+        """Names a filter may mention: global tools that are not reserved."""
+        if self._restrictable is None:
+            self._restrictable = frozenset(
+                name for name, tool in self._tools.items() if not tool.reserved
+            )
+        return self._restrictable
+
+    def names_of_origin(self, origin: str) -> frozenset[str]:
+        """Global tool names whose origin is exactly ``origin`` (e.g. ``extension:alpha``)."""
+        return frozenset(self._by_origin.get(origin, ()))
+
+    def changes_since(self, version: int) -> tuple[RegistryChange, ...] | None:
+        """Changes after ``version``, oldest first; ``None`` when the log no longer reaches back."""
+        if version == self.version:
+            return ()
+        if version > self.version or not self._log or self._log[0].version > version + 1:
+            return None
+        skip = version + 1 - self._log[0].version
+        return tuple(self._log)[skip:]
+
+    def subscribe(self, listener: Callable[[RegistryChange], None]) -> Callable[[], None]:
+        """Call ``listener`` after every change; returns the function that unsubscribes it.
+
+        Every listener hears every change; if some raise, the first error is re-raised after all
+        were called (the change itself stays applied).
+        """
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def extension(self, name: str) -> ExtensionTools:
+        """The live tool map of extension ``name`` (created on first use)."""
+        tools = self._extensions.get(name)
+        if tools is None:
+            if not name or not isinstance(name, str):
+                raise ToolSpecError(f"extension name {name!r} is invalid", name=str(name))
+            tools = self._extensions[name] = ExtensionTools(name, self)
+        return tools
+
+    def _commit(
+        self, kind: ChangeKind, name: str, tool: Tool | None, previous: Tool | None
+    ) -> None:
+        self.version += 1
+        self._snapshot = None
+        if tool is None or previous is None or tool.reserved != previous.reserved:
+            self._restrictable = None
+        change = RegistryChange(self.version, kind, name, tool, previous)
+        self._log.append(change)
+        errors: list[BaseException] = []
+        for listener in list(self._listeners):
+            try:
+                listener(change)
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+class ExtensionTools:
+    """The live tool map owned by one extension; every tool in it has origin ``extension:NAME``.
+
+    Names are exact and case-sensitive. A name held by another origin cannot be taken over.
+    """
+
+    __slots__ = ("_registry", "name", "origin")
+
+    def __init__(self, name: str, registry: ToolRegistry) -> None:
+        self.name = name
+        self.origin = f"extension:{name}"
+        self._registry = registry
+
+    def register_tool(self, tool: Tool) -> None:
+        """Add or replace ``tool`` in this extension's map (its origin is set to this extension)."""
+        owned = retag(tool, origin=self.origin)
+        existing = self._registry.get(owned.name)
+        if existing is not None and existing.origin != self.origin:
+            raise ToolSpecError(
+                f"extension {self.name!r} cannot register {owned.name!r}: that name belongs to "
+                f"{existing.origin}; choose another name",
+                name=owned.name,
+                extension=self.name,
+            )
+        self._registry.register(owned, replace=existing is not None)
+
+    def remove_tool(self, name: str) -> None:
+        """Remove ``name`` from this extension's map (and so from every view)."""
+        if name not in self.names():
+            raise ToolSpecError(
+                f"extension {self.name!r} has no tool named {name!r} to remove",
+                name=name,
+                extension=self.name,
+            )
+        self._registry.remove(name)
+
+    def names(self) -> frozenset[str]:
+        return self._registry.names_of_origin(self.origin)
+
+    def __repr__(self) -> str:
+        return f"ExtensionTools({self.name!r}, {sorted(self.names())!r})"

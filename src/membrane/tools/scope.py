@@ -1,0 +1,259 @@
+"""``Scope``: where one agent's tool composition lives, and its one resolver.
+
+A scope's view is, in this order (seed 001, DESIGN rule 5):
+
+1. every global, non-reserved tool that all installed predicates admit (allow before deny
+   within each ``Restriction``; several predicates intersect), plus reserved global tools;
+2. the scope's local tools, which may shadow an admitted global tool;
+3. the scope's reserved tools (``run_code``), outside every filter.
+
+Scopes are flat: a child scope knows nothing of its parent's locals or restrictions.
+
+Resolution is incremental. The filtered global layer is kept with the registry version it was
+built at; when only the registry moved, the layer is brought forward by replaying the registry's
+change log (each changed name is re-admitted or dropped), so one hot registration costs a handful
+of predicate calls and a copy, not a re-filter of every tool. A new predicate, or a predicate
+whose ``stamp`` moved, rebuilds the layer; set algebra keeps that fast for ``Restriction``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import insort
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
+
+from membrane.errors import ToolSpecError
+from membrane.tools.registry import RegistryChange, ToolRegistry, check_tool, retag
+from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.spec import Tool
+from membrane.tools.view import ToolView
+
+__all__ = ["Scope"]
+
+#: Replay the change log while it is shorter than this share of the layer; rebuild otherwise.
+_REPLAY_SHARE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class _GlobalLayer:
+    """Admitted global tools at one registry version, for one predicate configuration.
+
+    ``tools`` and ``names`` are never mutated once built; views share them.
+    """
+
+    registry_version: int
+    filter_key: tuple[int, tuple[Hashable, ...]]
+    tools: Mapping[str, Tool]
+    names: tuple[str, ...] | None  # sorted; None when not needed since the last replay
+
+
+class Scope:
+    """One agent's tool composition over a shared ``ToolRegistry``."""
+
+    def __init__(self, registry: ToolRegistry, *, name: str) -> None:
+        self.registry = registry
+        self.name = name
+        #: Bumps on every change to this scope (restriction, local or reserved tool).
+        self.version = 0
+        self._filter_version = 0
+        self._restrictions: tuple[ToolPredicate, ...] = ()
+        self._locals: dict[str, Tool] = {}
+        self._reserved: dict[str, Tool] = {}
+        self._layer: _GlobalLayer | None = None
+        self._view: ToolView | None = None
+        self._view_version = -1
+        self._view_overlay: frozenset[str] = frozenset()
+
+    @property
+    def restrictions(self) -> tuple[ToolPredicate, ...]:
+        return self._restrictions
+
+    def locals(self) -> Mapping[str, Tool]:
+        """This scope's local tools (read-only)."""
+        return MappingProxyType(self._locals)
+
+    def reserved(self) -> Mapping[str, Tool]:
+        """This scope's reserved tools (read-only)."""
+        return MappingProxyType(self._reserved)
+
+    def restrict(self, predicate: ToolPredicate, *, validate: bool = True) -> None:
+        """Install ``predicate``; every global tool in this scope's view must pass it.
+
+        A ``Restriction`` is validated against the registry first unless ``validate`` is false
+        (``EmptyToolFilter``, ``UnknownToolInFilter``).
+        """
+        if not isinstance(predicate, ToolPredicate):
+            raise ToolSpecError(
+                f"scope {self.name!r}: restrict() needs a ToolPredicate (label, admits, stamp), "
+                f"got {type(predicate).__name__}",
+                scope=self.name,
+            )
+        if validate and isinstance(predicate, Restriction):
+            predicate.validate(self.registry, local=[*self._locals, *self._reserved])
+        self._restrictions = (*self._restrictions, predicate)
+        self._filter_version += 1
+        self.version += 1
+
+    def add_local(self, tool: Tool, *, replace: bool = False) -> None:
+        """Add a scope-local tool (origin ``scope``); it may shadow an admitted global tool."""
+        check_tool(tool)
+        self._claim(tool.name, self._locals, replace=replace, kind="local")
+        self._locals[tool.name] = retag(tool, origin="scope", reserved=False)
+        self.version += 1
+
+    def remove_local(self, name: str) -> None:
+        if self._locals.pop(name, None) is None:
+            raise ToolSpecError(
+                f"scope {self.name!r} has no local tool named {name!r}", name=name, scope=self.name
+            )
+        self.version += 1
+
+    def add_reserved(self, tool: Tool, *, replace: bool = False) -> None:
+        """Add a reserved tool (``run_code``): always visible here, outside every filter."""
+        check_tool(tool)
+        self._claim(tool.name, self._reserved, replace=replace, kind="reserved")
+        self._reserved[tool.name] = retag(tool, origin="scope", reserved=True)
+        self.version += 1
+
+    def remove_reserved(self, name: str) -> None:
+        if self._reserved.pop(name, None) is None:
+            raise ToolSpecError(
+                f"scope {self.name!r} has no reserved tool named {name!r}",
+                name=name,
+                scope=self.name,
+            )
+        self.version += 1
+
+    def view(self) -> ToolView:
+        """The current resolution, cached by (registry version, scope version, stamps)."""
+        stamps = tuple([predicate.stamp() for predicate in self._restrictions])
+        key = (self.registry.version, self.version, stamps)
+        previous = self._view
+        if previous is not None and previous.key == key:
+            return previous
+        layer, moved = self._global_layer(self.registry.version, stamps)
+        overlay = frozenset(self._locals) | frozenset(self._reserved)
+        if previous is None or moved is None:
+            view = self._compose(layer, key)
+        elif not moved and self._view_version == self.version:
+            view = previous.rekeyed(key)
+        else:
+            touched = moved | overlay | self._view_overlay
+            view = previous.derive(touched, partial(self._resolve_one, layer), key=key)
+        self._view = view
+        self._view_version = self.version
+        self._view_overlay = overlay
+        return view
+
+    def _claim(self, name: str, own: dict[str, Tool], *, replace: bool, kind: str) -> None:
+        other = self._reserved if own is self._locals else self._locals
+        if name in other:
+            raise ToolSpecError(
+                f"scope {self.name!r}: {name!r} is already a "
+                f"{'reserved' if kind == 'local' else 'local'} tool here",
+                name=name,
+                scope=self.name,
+            )
+        if name in own and not replace:
+            raise ToolSpecError(
+                f"scope {self.name!r} already has a {kind} tool named {name!r}; "
+                "pass replace=True to swap it",
+                name=name,
+                scope=self.name,
+            )
+
+    def _global_layer(
+        self, registry_version: int, stamps: tuple[Hashable, ...]
+    ) -> tuple[_GlobalLayer, frozenset[str] | None]:
+        """The admitted global layer now, and the names whose tool moved since the last one
+        (``None`` when it was rebuilt rather than brought forward)."""
+        filter_key = (self._filter_version, stamps)
+        layer = self._layer
+        if layer is not None and layer.filter_key == filter_key:
+            if layer.registry_version == registry_version:
+                return layer, frozenset()
+            changes = self.registry.changes_since(layer.registry_version)
+            if changes is not None and len(changes) * _REPLAY_SHARE <= len(layer.tools) + 64:
+                layer, moved = self._replay(layer, changes, registry_version)
+                self._layer = layer
+                return layer, moved
+        layer = self._rebuild(registry_version, filter_key)
+        self._layer = layer
+        return layer, None
+
+    def _admits(self, tool: Tool) -> bool:
+        return tool.reserved or all(p.admits(tool) for p in self._restrictions)
+
+    def _rebuild(
+        self, registry_version: int, filter_key: tuple[int, tuple[Hashable, ...]]
+    ) -> _GlobalLayer:
+        registry = self.registry
+        everything = registry.tools()
+        restrictable = registry.restrictable_names()
+        candidates = set(restrictable)
+        others: list[ToolPredicate] = []
+        for predicate in self._restrictions:
+            if type(predicate) is Restriction:
+                candidates = predicate.narrow(candidates)
+            else:
+                others.append(predicate)
+        if others:
+            candidates = {
+                name for name in candidates if all(p.admits(everything[name]) for p in others)
+            }
+        if len(restrictable) != len(everything):
+            candidates.update(name for name, tool in everything.items() if tool.reserved)
+        names = tuple(sorted(candidates))
+        tools = {name: everything[name] for name in names}
+        return _GlobalLayer(registry_version, filter_key, tools, names)
+
+    def _replay(
+        self, layer: _GlobalLayer, changes: Sequence[RegistryChange], registry_version: int
+    ) -> tuple[_GlobalLayer, frozenset[str]]:
+        """``layer`` brought forward over ``changes``, and the names whose admitted tool moved."""
+        tools: dict[str, Tool] | None = None
+        moved: list[str] = []
+        for name in dict.fromkeys(change.name for change in changes):
+            current = self.registry.get(name)
+            held = (tools if tools is not None else layer.tools).get(name)
+            admitted = current is not None and self._admits(current)
+            if held is current or (held is None and not admitted):
+                continue
+            if tools is None:
+                tools = dict(layer.tools)
+            moved.append(name)
+            if admitted:
+                assert current is not None
+                tools[name] = current
+            else:
+                del tools[name]
+        if tools is None:
+            return dataclasses.replace(layer, registry_version=registry_version), frozenset()
+        # Names are sorted again only if a later rebuild-free compose needs them.
+        return _GlobalLayer(registry_version, layer.filter_key, tools, None), frozenset(moved)
+
+    def _resolve_one(self, layer: _GlobalLayer, name: str) -> Tool | None:
+        """What ``name`` resolves to in this scope: reserved, then local, then admitted global."""
+        return self._reserved.get(name) or self._locals.get(name) or layer.tools.get(name)
+
+    def _compose(self, layer: _GlobalLayer, key: Hashable) -> ToolView:
+        names = layer.names if layer.names is not None else tuple(sorted(layer.tools))
+        if not self._locals and not self._reserved:
+            return ToolView(layer.tools, names, key=key)
+        tools = dict(layer.tools)
+        ordered = list(names)
+        for overlay in (self._locals, self._reserved):
+            for name, tool in overlay.items():
+                if name not in tools:
+                    insort(ordered, name)
+                tools[name] = tool
+        return ToolView(tools, tuple(ordered), key=key)
+
+    def __repr__(self) -> str:
+        return (
+            f"Scope({self.name!r}, restrictions={len(self._restrictions)}, "
+            f"locals={sorted(self._locals)!r}, reserved={sorted(self._reserved)!r})"
+        )

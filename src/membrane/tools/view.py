@@ -1,0 +1,277 @@
+"""``ToolView``: the one resolved answer for a scope.
+
+The same view produces the wire schemas, the lookup, the execution path and the Code Mode SDK,
+so what a model is shown and what it can run are the same set. Nothing executes a tool except
+``ToolView.call``; a name outside the view fails with ``tool-not-visible`` whatever is sent.
+
+A view is immutable. Everything derived from it (sorted schemas, the SDK) is computed on first
+use, and everything derived from one tool (its wire schema, its compiled validator) is memoised
+on that tool object, so views that share tools share that work.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import anyio
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+from membrane.errors import MembraneError, ToolArgumentsInvalid, ToolFailed, ToolNotVisible
+from membrane.tools.codemode import render_sdk
+from membrane.tools.registry import check_tool, json_schema, retag
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["ToolView", "anthropic_schema", "openai_schema", "wire_schema"]
+
+_SHOWN = 200
+
+
+class ToolView:
+    """Visible tools of one scope at one resolution, keyed by exact name.
+
+    ``names`` is sorted. ``key`` identifies the resolution (registry version, scope version,
+    predicate stamps); two views with equal keys from one scope are the same object.
+    """
+
+    __slots__ = ("_schemas", "_sdk", "_tools", "key", "names")
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        names: tuple[str, ...] | None = None,
+        *,
+        key: Hashable = None,
+    ) -> None:
+        self._tools = tools
+        self.names: tuple[str, ...] = tuple(sorted(tools)) if names is None else names
+        self.key = key
+        self._schemas: tuple[dict[str, Any], ...] | None = None
+        self._sdk: str | None = None
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool]) -> ToolView:
+        """A view over exactly ``tools`` (names must be distinct), outside any scope."""
+        by_name: dict[str, Tool] = {}
+        for tool in tools:
+            if check_tool(tool).name in by_name:
+                raise MembraneError(f"two tools are named {tool.name!r}", name=tool.name)
+            by_name[tool.name] = tool
+        return cls(MappingProxyType(by_name))
+
+    def rekeyed(self, key: Hashable) -> ToolView:
+        """The same resolution under a new key, sharing everything already derived."""
+        view = ToolView(self._tools, self.names, key=key)
+        view._schemas, view._sdk = self._schemas, self._sdk
+        return view
+
+    def derive(
+        self,
+        touched: Iterable[str],
+        resolve: Callable[[str], Tool | None],
+        *,
+        key: Hashable,
+    ) -> ToolView:
+        """A new view equal to this one except at ``touched`` names, which ``resolve`` answers.
+
+        Costs one copy of the name map plus work per touched name; schemas already rendered
+        for this view are carried over, not rendered again.
+        """
+        tools = dict(self._tools)
+        names = list(self.names)
+        schemas = None if self._schemas is None else list(self._schemas)
+        for name in sorted(touched):
+            new, old = resolve(name), tools.get(name)
+            if new is old:
+                continue
+            index = bisect_left(names, name)
+            if new is None:
+                del tools[name], names[index]
+                if schemas is not None:
+                    del schemas[index]
+                continue
+            tools[name] = new
+            if old is None:
+                names.insert(index, name)
+                if schemas is not None:
+                    schemas.insert(index, wire_schema(new))
+            elif schemas is not None:
+                schemas[index] = wire_schema(new)
+        view = ToolView(tools, tuple(names), key=key)
+        view._schemas = None if schemas is None else tuple(schemas)
+        return view
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def get(self, name: str) -> Tool:
+        """The visible tool ``name``; ``ToolNotVisible`` otherwise."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise _not_visible(name)
+        return tool
+
+    def find(self, name: str) -> Tool | None:
+        """The visible tool ``name`` or ``None``."""
+        return self._tools.get(name)
+
+    def tools(self) -> tuple[Tool, ...]:
+        """Visible tools in name order."""
+        tools = self._tools
+        return tuple(tools[name] for name in self.names)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """``[{"name", "description", "input_schema"}]`` sorted by name.
+
+        Entries are shared between views and calls: treat them as read-only.
+        """
+        if self._schemas is None:
+            tools = self._tools
+            self._schemas = tuple(wire_schema(tools[name]) for name in self.names)
+        return list(self._schemas)
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """The Anthropic Messages API ``tools`` list (same shape as ``schemas()``)."""
+        return self.schemas()
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The OpenAI ``tools`` list: ``{"type": "function", "function": {...}}`` per tool."""
+        tools = self._tools
+        return [openai_schema(tools[name]) for name in self.names]
+
+    def code_sdk(self) -> str:
+        """Source of a Python module with one typed async function per visible tool."""
+        if self._sdk is None:
+            self._sdk = render_sdk(self.tools())
+        return self._sdk
+
+    async def call(self, name: str, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        """Run the visible tool ``name`` with ``arguments`` validated against its schema.
+
+        Raises ``ToolNotVisible`` (naming only ``name``), ``ToolArgumentsInvalid`` (with the JSON
+        path of the first problem), or ``ToolFailed`` wrapping a handler's non-Membrane error.
+        """
+        tool = self._tools.get(name)
+        if tool is None:
+            raise _not_visible(name)
+        if tool.deferred and tool.loader is not None:
+            tool = await _loaded(tool)
+        if not isinstance(arguments, Mapping):
+            raise ToolArgumentsInvalid(
+                f"arguments for tool {name!r} must be a JSON object, "
+                f"got {type(arguments).__name__}",
+                tool=name,
+                path="$",
+                reason="not an object",
+            )
+        values = arguments if isinstance(arguments, dict) else dict(arguments)
+        error = best_match(_validator(tool).iter_errors(values))
+        if error is not None:
+            reason = _clip(error.message)
+            raise ToolArgumentsInvalid(
+                f"arguments for tool {name!r} are invalid at {error.json_path}: {reason}",
+                tool=name,
+                path=error.json_path,
+                reason=reason,
+            )
+        try:
+            return await tool.handler(values, context)
+        except MembraneError:
+            raise
+        except Exception as exc:
+            raise ToolFailed(
+                f"tool {name!r} failed: {type(exc).__name__}: {_clip(str(exc))}", tool=name
+            ) from exc
+
+    def __repr__(self) -> str:
+        shown = ", ".join(self.names[:8]) + (", ..." if len(self.names) > 8 else "")
+        return f"ToolView({len(self.names)} tools: {shown})"
+
+
+def wire_schema(tool: Tool) -> dict[str, Any]:
+    """``{"name", "description", "input_schema"}`` for ``tool`` (memoised on the tool)."""
+    entry = tool.memo.get("wire")
+    if entry is None:
+        entry = tool.memo["wire"] = {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": json_schema(tool),
+        }
+    return entry
+
+
+def anthropic_schema(tool: Tool) -> dict[str, Any]:
+    """The Anthropic tool format: ``{"name", "description", "input_schema"}``."""
+    return wire_schema(tool)
+
+
+def openai_schema(tool: Tool) -> dict[str, Any]:
+    """The OpenAI tool format (memoised on the tool)."""
+    entry = tool.memo.get("openai")
+    if entry is None:
+        wire = wire_schema(tool)
+        entry = tool.memo["openai"] = {
+            "type": "function",
+            "function": {
+                "name": wire["name"],
+                "description": wire["description"],
+                "parameters": wire["input_schema"],
+            },
+        }
+    return entry
+
+
+def _validator(tool: Tool) -> Validator:
+    validator = tool.memo.get("validator")
+    if validator is None:
+        schema = json_schema(tool)
+        validator = tool.memo["validator"] = validator_for(schema)(schema)
+    return validator
+
+
+async def _loaded(tool: Tool) -> Tool:
+    """The full tool behind a deferred entry, loaded once per entry object."""
+    loaded: Tool | None = tool.memo.get("loaded")
+    if loaded is not None:
+        return loaded
+    lock: anyio.Lock = tool.memo.setdefault("load-lock", anyio.Lock())
+    async with lock:
+        loaded = tool.memo.get("loaded")
+        if loaded is None:
+            assert tool.loader is not None
+            try:
+                result = check_tool(await tool.loader())
+            except Exception as exc:
+                raise ToolFailed(
+                    f"deferred tool {tool.name!r} could not be loaded: {type(exc).__name__}: "
+                    f"{_clip(str(exc))}",
+                    tool=tool.name,
+                ) from exc
+            if result.name != tool.name:
+                raise ToolFailed(
+                    f"deferred tool {tool.name!r} loaded a tool named {result.name!r}",
+                    tool=tool.name,
+                )
+            loaded = tool.memo["loaded"] = retag(
+                result, origin=tool.origin, reserved=tool.reserved, deferred=False, loader=None
+            )
+    return loaded
+
+
+def _not_visible(name: object) -> ToolNotVisible:
+    shown = _clip(str(name))
+    return ToolNotVisible(f"no tool named {shown!r} is visible to this agent", name=shown)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."

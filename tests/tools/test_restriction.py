@@ -1,0 +1,132 @@
+"""Restrictions: allow before deny, and the loud checks at installation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from membrane import Restriction, Scope, Tool, ToolRegistry
+from membrane.errors import EmptyToolFilter, ToolFilterError, UnknownToolInFilter
+
+
+@pytest.fixture
+def registry(make_tool: Callable[..., Tool]) -> ToolRegistry:
+    registry = ToolRegistry()
+    for name in ("Read", "Glob", "Grep", "Bash"):
+        registry.register(make_tool(name))
+    registry.register(make_tool("run_code", reserved=True))
+    return registry
+
+
+def test_allow_applies_before_deny(make_tool: Callable[..., Tool]) -> None:
+    restriction = Restriction(allow=["Read", "Bash"], deny=["Bash"])
+    assert restriction.admits(make_tool("Read"))
+    assert not restriction.admits(make_tool("Bash"))
+    assert not restriction.admits(make_tool("Glob"))
+
+
+def test_filter_with_neither_allow_nor_deny_is_refused(registry: ToolRegistry) -> None:
+    scope = Scope(registry, name="child")
+    with pytest.raises(EmptyToolFilter) as caught:
+        scope.restrict(Restriction())
+    assert caught.value.code == "empty-tool-filter"
+    assert "toolFilter" in caught.value.message
+    assert scope.restrictions == ()
+
+
+def test_empty_allow_list_is_valid_and_hides_every_global(registry: ToolRegistry) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=[]))
+    assert scope.view().names == ("run_code",)
+
+
+def test_unknown_name_is_refused_with_the_closest_real_name(registry: ToolRegistry) -> None:
+    scope = Scope(registry, name="child")
+    with pytest.raises(UnknownToolInFilter) as caught:
+        scope.restrict(Restriction(allow=["Read", "Reed"]))
+    error = caught.value
+    assert error.code == "unknown-tool-in-filter"
+    assert "'Reed'" in error.message
+    assert "did you mean 'Read'" in error.message
+    assert error.data["name"] == "Reed"
+    assert error.data["suggestion"] == "Read"
+    assert error.data["field"] == "allow"
+
+
+def test_wrong_case_suggests_the_canonical_name(registry: ToolRegistry) -> None:
+    with pytest.raises(UnknownToolInFilter) as caught:
+        Restriction(deny=["bash"]).validate(registry)
+    assert caught.value.data["suggestion"] == "Bash"
+    assert "'bash'" in caught.value.message
+
+
+def test_name_with_no_close_match_has_no_suggestion(registry: ToolRegistry) -> None:
+    with pytest.raises(UnknownToolInFilter) as caught:
+        Restriction(deny=["zzzzzzzz"]).validate(registry)
+    assert caught.value.data["suggestion"] is None
+    assert "'zzzzzzzz'" in caught.value.message
+
+
+def test_scope_local_only_name_is_refused(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.add_local(make_tool("report"))
+    with pytest.raises(UnknownToolInFilter) as caught:
+        scope.restrict(Restriction(deny=["report"]))
+    assert caught.value.code == "unknown-tool-in-filter"
+    assert "'report'" in caught.value.message
+    assert "local to this scope" in caught.value.message
+
+
+@pytest.mark.parametrize("where", ["global", "scope"])
+def test_reserved_name_is_refused(
+    registry: ToolRegistry, make_tool: Callable[..., Tool], where: str
+) -> None:
+    scope = Scope(registry, name="child")
+    name = "run_code" if where == "global" else "run_sql"
+    if where == "scope":
+        scope.add_reserved(make_tool(name))
+    with pytest.raises(UnknownToolInFilter) as caught:
+        scope.restrict(Restriction(allow=[name]))
+    assert caught.value.code == "unknown-tool-in-filter"
+    assert f"'{name}'" in caught.value.message
+
+
+def test_unvalidated_restriction_may_name_tools_not_registered_yet(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=["Read", "later"]), validate=False)
+    registry.register(make_tool("later"))
+    assert scope.view().names == ("Read", "later", "run_code")
+
+
+def test_single_string_is_not_taken_as_a_list_of_names() -> None:
+    with pytest.raises(ToolFilterError, match="'Read'") as caught:
+        Restriction(allow="Read")
+    assert caught.value.code == "tool-filter-invalid"
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"allow": ["Read"], "permit": ["Bash"]}, "'permit'"),
+        ({"deny": "Bash"}, "deny"),
+        ({"allow": ["Read", 3]}, "3"),
+        ({"allow": [""]}, "''"),
+        (["Read"], "mapping"),
+    ],
+)
+def test_untrusted_filter_mapping_is_checked(data: object, fragment: str) -> None:
+    with pytest.raises(ToolFilterError) as caught:
+        Restriction.from_mapping(data)  # type: ignore[arg-type]
+    assert fragment in caught.value.message
+
+
+def test_filter_mapping_builds_the_same_restriction() -> None:
+    built = Restriction.from_mapping({"allow": ["Read"], "deny": ["Bash"]})
+    assert built == Restriction(allow=["Read"], deny=["Bash"])
+    assert built.allow == frozenset({"Read"})
+    assert built.deny == frozenset({"Bash"})

@@ -1,0 +1,191 @@
+"""Scopes: intersecting restrictions, local and reserved tools, live semantics and caching."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import pytest
+
+from membrane import Restriction, Scope, Tool, ToolRegistry
+from membrane.errors import ToolSpecError
+
+
+@pytest.fixture
+def registry(make_tool: Callable[..., Tool]) -> ToolRegistry:
+    registry = ToolRegistry()
+    for name in ("Read", "Glob", "Grep", "Bash", "Edit"):
+        registry.register(make_tool(name))
+    return registry
+
+
+def test_several_restrictions_intersect(registry: ToolRegistry) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=["Read", "Glob", "Bash"]))
+    scope.restrict(Restriction(deny=["Bash"]))
+    scope.restrict(Restriction(allow=["Glob", "Read", "Edit"], label="role:reviewer"))
+    assert scope.view().names == ("Glob", "Read")
+
+
+def test_local_tool_shadows_an_admitted_global(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.add_local(make_tool("Read", description="scoped read"))
+    tool = scope.view().get("Read")
+    assert tool.description == "scoped read"
+    assert tool.origin == "scope"
+
+
+def test_local_tools_are_added_after_filtering(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=[]))
+    scope.add_local(make_tool("report"))
+    scope.add_local(make_tool("Bash", description="scoped bash"))
+    assert scope.view().names == ("Bash", "report")
+
+
+def test_reserved_tools_are_outside_every_filter(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    registry.register(make_tool("notebook", reserved=True))
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=[]))
+    scope.add_reserved(make_tool("run_code"))
+    view = scope.view()
+    assert view.names == ("notebook", "run_code")
+    assert view.get("run_code").reserved
+
+
+def test_scopes_are_flat(registry: ToolRegistry, make_tool: Callable[..., Tool]) -> None:
+    parent = Scope(registry, name="parent")
+    parent.add_local(make_tool("parent_only"))
+    child = Scope(registry, name="child")
+    assert "parent_only" in parent.view()
+    assert "parent_only" not in child.view()
+
+
+def test_deny_only_filter_admits_later_tools(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(deny=["Bash"]))
+    scope.view()
+    registry.register(make_tool("web_search"))
+    registry.register(make_tool("Bash", description="v2"), replace=True)
+    view = scope.view()
+    assert "web_search" in view
+    assert "Bash" not in view
+
+
+def test_allow_list_excludes_later_tools_unless_it_names_them(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=["Read", "Write"]), validate=False)
+    assert scope.view().names == ("Read",)
+    registry.register(make_tool("web_search"))
+    registry.register(make_tool("Write"))
+    assert scope.view().names == ("Read", "Write")
+
+
+def test_removing_a_global_removes_it_from_every_view(registry: ToolRegistry) -> None:
+    scopes = [Scope(registry, name=f"child{i}") for i in range(3)]
+    scopes[1].restrict(Restriction(allow=["Read", "Grep"]))
+    scopes[2].restrict(Restriction(deny=["Bash"]))
+    for scope in scopes:
+        assert "Read" in scope.view()
+    registry.remove("Read")
+    for scope in scopes:
+        assert "Read" not in scope.view()
+
+
+def test_replaced_global_is_seen_by_the_next_resolution(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    assert scope.view().get("Grep").description == "The Grep tool."
+    registry.register(make_tool("Grep", description="v2"), replace=True)
+    assert scope.view().get("Grep").description == "v2"
+
+
+def test_unchanged_view_is_the_same_object(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    first = scope.view()
+    assert scope.view() is first
+    scope.add_local(make_tool("report"))
+    assert scope.view() is not first
+
+
+def test_change_to_a_filtered_out_tool_keeps_the_same_resolution(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(allow=["Read"]))
+    first = scope.view()
+    registry.register(make_tool("unrelated"))
+    second = scope.view()
+    assert second.names == first.names
+    assert second.key != first.key
+
+
+class OriginPredicate:
+    """Admits tools of the given origins; the set may change, and the stamp with it."""
+
+    def __init__(self, *origins: str) -> None:
+        self.label = "definition"
+        self.origins = set(origins)
+
+    def admits(self, tool: Tool) -> bool:
+        return tool.origin in self.origins
+
+    def stamp(self) -> Hashable:
+        return frozenset(self.origins)
+
+
+def test_any_tool_predicate_can_restrict_a_scope(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    registry.extension("alpha").register_tool(make_tool("search"))
+    registry.extension("beta").register_tool(make_tool("fetch"))
+    predicate = OriginPredicate("extension:alpha")
+    scope = Scope(registry, name="child")
+    scope.restrict(predicate)
+    assert scope.view().names == ("search",)
+    registry.extension("alpha").register_tool(make_tool("write_remote"))
+    assert scope.view().names == ("search", "write_remote")
+    predicate.origins.add("builtin")
+    assert "Read" in scope.view()
+
+
+def test_non_predicate_is_refused(registry: ToolRegistry) -> None:
+    with pytest.raises(ToolSpecError, match="ToolPredicate"):
+        Scope(registry, name="child").restrict(["Read"])  # type: ignore[arg-type]
+
+
+def test_local_and_reserved_names_do_not_collide(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    scope = Scope(registry, name="child")
+    scope.add_reserved(make_tool("run_code"))
+    with pytest.raises(ToolSpecError, match="'run_code'"):
+        scope.add_local(make_tool("run_code"))
+    scope.add_local(make_tool("report"))
+    with pytest.raises(ToolSpecError, match="'report'"):
+        scope.add_local(make_tool("report"))
+    scope.add_local(make_tool("report", description="v2"), replace=True)
+    assert scope.view().get("report").description == "v2"
+
+
+def test_removing_local_tools(registry: ToolRegistry, make_tool: Callable[..., Tool]) -> None:
+    scope = Scope(registry, name="child")
+    scope.add_local(make_tool("report"))
+    scope.remove_local("report")
+    assert "report" not in scope.view()
+    with pytest.raises(ToolSpecError, match="'report'"):
+        scope.remove_local("report")
+    with pytest.raises(ToolSpecError, match="'run_code'"):
+        scope.remove_reserved("run_code")
