@@ -1,0 +1,454 @@
+"""The agent loop: one child's turns under its live tool scope.
+
+Each turn the loop resolves the child's ``ToolView`` afresh (``scope.view()``, cached by registry
+and scope versions, so this is cheap) and offers exactly that set to the model: a tool an
+in-scope extension registers during a turn is offered on the next one, and a tool outside the
+scope is never offered. Every call the model returns is checked again against the live view at
+the moment it executes, before and after the extensions' ``before_tool_call`` hooks, so a call
+to a tool that was never offered (forged, or registered after the request was built) is vetoed:
+the model gets an error tool result that names only what it asked for.
+
+One run, in order: ``session_start`` and ``before_agent_start`` hooks (the second may change
+the system prompt or register tools); the task as the first new user message; then turns. A
+turn injects queued steering messages, resolves the view, asks the model, and runs the calls
+one by one; a steer that arrives meanwhile lands after the current call, and the reply's
+remaining calls are answered ``tool-skipped``. ``turn_end`` follows each turn. At ``max_turns``
+a wrap-up message is injected and ``grace_turns`` more turns are allowed. With a
+``response_schema`` the final answer must be JSON matching it; otherwise the model is told what
+is wrong and tries again (at most ``max_output_retries`` times, within the turn budget).
+``session_shutdown`` runs on every exit path, shielded from cancellation.
+
+Statuses (``LoopResult.status``):
+
+``completed``
+    the model gave a final answer (a reply without tool calls) within ``max_turns``.
+``steered``
+    the model gave its final answer after the turn limit told it to wrap up, i.e. during the
+    grace turns. A host's ``steer()`` messages do not change the status.
+``aborted``
+    the grace turns ran out too. The calls of that last reply are not run: each is answered
+    with an error tool result, so the transcript stays well formed for a resume.
+``stopped``
+    ``stop()`` was called (by the host). A cancelled task is not a status: the cancellation
+    propagates after ``session_shutdown`` ran.
+``error``
+    a provider error, a reply that stopped for an error, a length stop with no text, a final
+    answer that never matched ``response_schema``, or a failing extension hook. ``error`` holds
+    ``{"code", "message", "data"}``.
+
+The loop emits ``turn``, ``tool_call``, ``tool_result`` and ``vetoed_call`` events; the runtime,
+which owns the store and the result, emits ``published``, ``completed``, ``error`` and
+``stopped``. Every ``tool_call`` is followed by exactly one ``tool_result``; a veto adds a
+``vetoed_call`` between them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+from membrane.errors import InvalidRequest, MembraneError, ModelError, StructuredOutputInvalid
+from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
+from membrane.runtime.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
+from membrane.runtime.hooks import (
+    BeforeAgentStart,
+    ExtensionHooks,
+    SessionShutdown,
+    SessionStart,
+    TurnEnd,
+)
+from membrane.tools.scope import Scope
+from membrane.tools.spec import ToolContext
+
+__all__ = ["WRAP_UP_MESSAGE", "AgentLoop", "LoopResult", "LoopStatus"]
+
+LoopStatus = Literal["completed", "steered", "stopped", "aborted", "error"]
+
+WRAP_UP_MESSAGE = (
+    "You have reached your turn limit. Do not start new work: give your final answer now. "
+    "You have at most {grace} more turn(s)."
+)
+_SKIPPED = "skipped: a new user message arrived before this call ran"
+_NOT_RUN = "not run: the turn limit was reached"
+_STOPPED = "not run: the run was stopped"
+#: How long ``session_shutdown`` handlers may take once the run is over (they run shielded).
+SHUTDOWN_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class LoopResult:
+    """How a run ended. ``text`` is the last assistant text; ``structured`` the parsed final
+    answer when a ``response_schema`` was given; ``messages`` the whole conversation (a resume
+    passes it to a new ``AgentLoop``)."""
+
+    status: LoopStatus
+    text: str
+    turns: int
+    usage: Usage
+    error: dict[str, Any] | None = None
+    structured: Any = None
+    messages: tuple[Message, ...] = ()
+
+
+def _ignore(kind: str, data: Mapping[str, Any]) -> None:
+    return None
+
+
+class AgentLoop:
+    """Drives one child: ``run()`` once; ``steer()`` and ``stop()`` from other tasks meanwhile.
+
+    ``messages`` are earlier conversation messages (a resume); ``task``, when not empty, is
+    added as the next user message. ``max_turns=None`` means no limit. The loop belongs to one
+    event loop and is not thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        scope: Scope,
+        agent: str,
+        run_id: str,
+        system: str,
+        task: str,
+        messages: Sequence[Message] = (),
+        context: ToolContext,
+        max_turns: int | None,
+        grace_turns: int = 5,
+        model_name: str | None = None,
+        thinking: str | None = None,
+        response_schema: Mapping[str, Any] | None = None,
+        hooks: ExtensionHooks | None = None,
+        emit: Emit = _ignore,
+        max_output_retries: int = 3,
+    ) -> None:
+        _check_count("max_turns", max_turns, minimum=1, optional=True)
+        _check_count("grace_turns", grace_turns, minimum=0)
+        _check_count("max_output_retries", max_output_retries, minimum=0)
+        self._model = model
+        self._model_label = str(getattr(model, "name", type(model).__name__))
+        self._scope = scope
+        self.agent = agent
+        self.run_id = run_id
+        self._system = system
+        self._task = task
+        self._messages: list[Message] = list(messages)
+        self._context = context
+        self._max_turns = max_turns
+        self._grace_turns = grace_turns
+        self._model_name = model_name
+        self._thinking = thinking
+        self._schema = response_schema
+        self._validator = _schema_validator(response_schema)
+        self._hooks = hooks
+        self._emit = emit
+        self._max_output_retries = max_output_retries
+        self._steering: deque[str] = deque()
+        self._state: Literal["new", "running", "done"] = "new"
+        self._stop_requested = False
+        self._cancel: anyio.CancelScope | None = None
+        self._turns = 0
+        self._usage = Usage()
+        self._text = ""
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation so far."""
+        return tuple(self._messages)
+
+    @property
+    def turns(self) -> int:
+        return self._turns
+
+    def steer(self, message: str) -> None:
+        """Queue a user message; it is injected after the current tool call finishes.
+
+        Calls still pending from the same reply are then skipped (each gets an error result),
+        so the model reads the message before doing anything else. Before ``run()`` starts, the
+        message is queued and follows the task.
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidRequest(
+                "a steering message must be a non-empty string", run_id=self.run_id
+            )
+        if self._state == "done":
+            raise InvalidRequest(
+                f"run {self.run_id!r} has finished; steering reaches only a running child",
+                run_id=self.run_id,
+            )
+        self._steering.append(message)
+
+    def stop(self) -> None:
+        """End the run with status ``stopped``; a stop before ``run()`` means it never starts."""
+        self._stop_requested = True
+        if self._cancel is not None:
+            self._cancel.cancel()
+
+    async def run(self) -> LoopResult:
+        """Run until a final answer, a stop or the turn limit; never raises a ``MembraneError``
+        for the run's own failures (they become status ``error``)."""
+        if self._state != "new":
+            raise InvalidRequest(
+                "an AgentLoop runs once; to continue, start a new one with the prior messages",
+                run_id=self.run_id,
+            )
+        self._state = "running"
+        if self._stop_requested:
+            self._state = "done"
+            return self._result("stopped")
+        try:
+            result = await self._guarded()
+        except BaseException as exc:
+            status = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "error"
+            await self._shutdown(status)
+            raise
+        finally:
+            self._state = "done"
+        failures = await self._shutdown(result.status)
+        if failures and result.status in ("completed", "steered"):
+            return self._result("error", error=failures[0])
+        return result
+
+    async def _guarded(self) -> LoopResult:
+        try:
+            with anyio.CancelScope() as cancel:
+                self._cancel = cancel
+                return await self._drive()
+            return self._result("stopped")
+        except MembraneError as exc:
+            return self._result("error", error=exc)
+        finally:
+            self._cancel = None
+
+    async def _drive(self) -> LoopResult:
+        hooks = self._hooks
+        extra: list[str] = []
+        if hooks is not None:
+            await hooks.session_start(SessionStart(self.agent, self.run_id, bool(self._messages)))
+            event = BeforeAgentStart(self.agent, self.run_id, self._task, self._system)
+            event = await hooks.before_agent_start(event)
+            self._system, extra = event.system_prompt, event.messages
+        for text in (self._task, *extra):
+            if text:
+                self._messages.append(Message(role="user", content=text))
+        limit = self._max_turns
+        last_turn = None if limit is None else limit + self._grace_turns
+        wrapping_up = False
+        retries = 0
+        while True:
+            self._drain_steering()
+            self._turns += 1
+            turn = self._turns
+            self._emit("turn", {"turn": turn})
+            response = await self._request()
+            reply = response.message()
+            self._messages.append(reply)
+            self._text = response.text
+            final_turn = last_turn is not None and turn >= last_turn
+            if not response.tool_calls:
+                if response.stop_reason == "length" and not response.text.strip():
+                    raise ModelError(
+                        f"the model {self._model_label!r} hit its length limit without any text",
+                        model=self._model_label,
+                        stop_reason="length",
+                    )
+                if hooks is not None:
+                    await hooks.turn_end(TurnEnd(self.agent, self.run_id, turn, reply, ()))
+                # A steering message that arrived while the model answered keeps the run going.
+                if not self._steering or final_turn:
+                    value, problem = self._parse_final(response.text)
+                    if problem is None:
+                        status: LoopStatus = "steered" if wrapping_up else "completed"
+                        return self._result(status, structured=value)
+                    retries += 1
+                    if retries > self._max_output_retries or final_turn:
+                        raise StructuredOutputInvalid(
+                            f"the final answer does not match the response schema: {problem[1]}",
+                            path=problem[0],
+                            reason=problem[1],
+                        )
+                    self._messages.append(Message(role="user", content=_correction(problem)))
+            else:
+                results = await self._run_calls(turn, response.tool_calls, run=not final_turn)
+                if hooks is not None:
+                    await hooks.turn_end(TurnEnd(self.agent, self.run_id, turn, reply, results))
+                if final_turn:
+                    return self._result("aborted")
+            if limit is not None and turn >= limit and not wrapping_up:
+                wrapping_up = True
+                wrap_up = WRAP_UP_MESSAGE.format(grace=self._grace_turns)
+                self._messages.append(Message(role="user", content=wrap_up))
+
+    async def _request(self) -> ModelResponse:
+        view = self._scope.view()
+        request = ModelRequest(
+            agent=self.agent,
+            run_id=self.run_id,
+            system=self._system,
+            messages=tuple(self._messages),
+            tools=tuple(view.schemas()),
+            model=self._model_name,
+            thinking=self._thinking,
+            response_schema=self._schema,
+        )
+        name = self._model_label
+        try:
+            response = await self._model.request(request)
+        except MembraneError:
+            raise
+        except Exception as exc:
+            raise ModelError(
+                f"the model {name!r} failed: {type(exc).__name__}: {exc}", model=name
+            ) from exc
+        if not isinstance(response, ModelResponse):
+            raise ModelError(
+                f"the model {name!r} returned {type(response).__name__}, not a ModelResponse",
+                model=name,
+            )
+        self._usage = self._usage + response.usage
+        if response.stop_reason == "error":
+            raise ModelError(
+                f"the model {name!r} stopped with an error", model=name, stop_reason="error"
+            )
+        return response
+
+    async def _run_calls(
+        self, turn: int, calls: Sequence[ToolCall], *, run: bool
+    ) -> tuple[Message, ...]:
+        results: list[Message] = []
+        skip = _NOT_RUN if not run else None
+        for call in calls:
+            self._emit("tool_call", {"name": call.name, "id": call.id, "turn": turn})
+            if skip is not None:
+                result = error_result(call, SKIPPED, skip)
+            else:
+                result = await run_tool_call(
+                    self._scope,
+                    call,
+                    self._context,
+                    hooks=self._hooks,
+                    agent=self.agent,
+                    run_id=self.run_id,
+                    turn=turn,
+                    emit=self._emit,
+                )
+                if self._steering:
+                    skip = _SKIPPED
+            self._messages.append(result)
+            results.append(result)
+            self._emit("tool_result", result_event(call, result))
+        return tuple(results)
+
+    def _drain_steering(self) -> None:
+        while self._steering:
+            self._messages.append(Message(role="user", content=self._steering.popleft()))
+
+    def _parse_final(self, text: str) -> tuple[Any, tuple[str, str] | None]:
+        if self._validator is None:
+            return None, None
+        try:
+            value = json.loads(_unfenced(text))
+        except json.JSONDecodeError as exc:
+            return None, ("$", f"the answer is not JSON ({exc.msg}, line {exc.lineno})")
+        error = best_match(self._validator.iter_errors(value))
+        if error is not None:
+            reason = error.message
+            return None, (error.json_path, reason if len(reason) <= 300 else reason[:297] + "...")
+        return value, None
+
+    async def _shutdown(self, status: str) -> list[MembraneError]:
+        if self._hooks is None:
+            return []
+        event = SessionShutdown(self.agent, self.run_id, status)
+        with anyio.move_on_after(SHUTDOWN_TIMEOUT, shield=True):
+            return list(await self._hooks.session_shutdown(event))
+        return []
+
+    def _answer_pending_calls(self) -> None:
+        """Answer calls a stop interrupted, so the transcript stays well formed for a resume."""
+        for index in range(len(self._messages) - 1, -1, -1):
+            if self._messages[index].role == "assistant":
+                break
+        else:
+            return
+        answered = {m.tool_call_id for m in self._messages[index + 1 :] if m.role == "tool"}
+        for call in self._messages[index].tool_calls:
+            if call.id not in answered:
+                self._messages.append(error_result(call, SKIPPED, _STOPPED))
+
+    def _result(
+        self, status: LoopStatus, *, error: MembraneError | None = None, structured: Any = None
+    ) -> LoopResult:
+        if status == "stopped":
+            self._answer_pending_calls()
+        return LoopResult(
+            status=status,
+            text=self._text,
+            turns=self._turns,
+            usage=self._usage,
+            error=None if error is None else error.to_dict(),
+            structured=structured,
+            messages=tuple(self._messages),
+        )
+
+
+def _unfenced(text: str) -> str:
+    """``text`` without one surrounding Markdown code fence, as models often add."""
+    body = text.strip()
+    if body.startswith("```") and body.endswith("```") and len(body) >= 6:
+        body = body[3:-3]
+        newline = body.find("\n")
+        if newline != -1 and not body[:newline].strip().startswith(("{", "[")):
+            body = body[newline + 1 :]
+    return body
+
+
+def _correction(problem: tuple[str, str]) -> str:
+    where, reason = problem
+    return (
+        "Your final answer must be only a JSON value that validates against the response "
+        f"schema. Problem at {where}: {reason}. Reply again with the corrected JSON and "
+        "nothing else."
+    )
+
+
+def _schema_validator(schema: Mapping[str, Any] | None) -> Validator | None:
+    if schema is None:
+        return None
+    if not isinstance(schema, Mapping):
+        raise InvalidRequest(
+            f"response_schema must be a JSON Schema object, got {type(schema).__name__}"
+        )
+    try:
+        plain = json.loads(json.dumps(schema))
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"response_schema is not plain JSON: {exc}") from exc
+    try:
+        cls = validator_for(plain)
+        cls.check_schema(plain)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+        raise InvalidRequest(
+            f"response_schema is not valid JSON Schema at {where}: {exc.message}", path=where
+        ) from exc
+    validator: Validator = cls(plain)
+    return validator
+
+
+def _check_count(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidRequest(
+            f"{name} must be an integer >= {minimum}{' or None' if optional else ''}, "
+            f"got {value!r}",
+            field=name,
+        )

@@ -1,0 +1,163 @@
+"""The mention clone (seed 003 section 3): ``@NAME rest`` delegated by a throwaway parent copy.
+
+When a user writes ``@reviewer check the auth change``, the parent does not answer it itself.
+A clone of the parent runs in memory: the parent's actual context messages (tool results
+included, unlike ``inherit_context``), the live system prompt, and exactly one callable tool,
+the delegation tool. It spends one model turn choosing how to call the real child, its calls
+run, and it is disposed. The clone's scope is private and sits over an empty registry, so no
+other tool can run, whatever the model sends: any other name is vetoed like in the agent loop.
+The real child still follows its own frontmatter; the clone only chooses the call.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from membrane.errors import InvalidRequest, MembraneError, ModelError
+from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
+from membrane.runtime.calls import Emit, result_event, run_tool_call
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.scope import Scope
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["MentionCall", "MentionResult", "parse_mention", "run_mention_clone"]
+
+#: ``@`` at the start of the message, then a name of letters, digits, ``_``, ``-`` and inner
+#: ``.``/``:``, ended by whitespace, end of text, or punctuation such as ``,`` or ``:``.
+_MENTION = re.compile(
+    r"\s*@(?P<name>[A-Za-z0-9_](?:[A-Za-z0-9_.:\-]*[A-Za-z0-9_])?)"
+    r"(?=$|[\s,;:!?.)])(?P<rest>.*)\Z",
+    re.DOTALL,
+)
+_LEADING_PUNCTUATION = " \t\r\n,;:!?."
+
+
+def parse_mention(text: str) -> tuple[str, str] | None:
+    """``(name, rest)`` when ``text`` starts with ``@NAME``; ``None`` otherwise.
+
+    Leading whitespace is allowed; the separator after the name (``,``, ``:``, spaces) is not
+    part of ``rest``, which keeps the rest of the message as written. An address in the middle
+    of a sentence (``mail me@example.com``) is not a mention.
+    """
+    if not isinstance(text, str):
+        return None
+    match = _MENTION.match(text)
+    if match is None:
+        return None
+    rest = match.group("rest").lstrip(_LEADING_PUNCTUATION).rstrip()
+    return match.group("name"), rest
+
+
+@dataclass(frozen=True, slots=True)
+class MentionCall:
+    """One delegation call the clone made, with the ``tool`` message that answered it."""
+
+    call: ToolCall
+    result: Message
+
+
+@dataclass(frozen=True, slots=True)
+class MentionResult:
+    """What the clone did: its own text, and each call it made with its result."""
+
+    name: str
+    rest: str
+    text: str
+    calls: tuple[MentionCall, ...]
+    usage: Usage
+
+    @property
+    def delegated(self) -> bool:
+        """True when at least one delegation call succeeded."""
+        return any(not call.result.is_error for call in self.calls)
+
+
+def _ignore(kind: str, data: object) -> None:
+    return None
+
+
+async def run_mention_clone(
+    model: Model,
+    messages: Sequence[Message],
+    system_prompt: str,
+    delegation_tool: Tool,
+    mention: str,
+    *,
+    context: ToolContext,
+    agent: str = "mention",
+    run_id: str | None = None,
+    model_name: str | None = None,
+    thinking: str | None = None,
+    emit: Emit = _ignore,
+) -> MentionResult:
+    """Run one clone turn for ``mention`` and execute the delegation call(s) it chooses.
+
+    The clone's request carries ``agent`` and ``run_id`` (a fresh id by default), so a scripted
+    model can script the clone apart from the parent. Calls to anything but
+    ``delegation_tool`` become ``tool-not-visible`` error results. Raises ``InvalidRequest``
+    when ``mention`` is not ``@NAME ...`` and ``ModelError`` when the model fails; the caller
+    decides what to do when the clone made no call (``MentionResult.calls`` is empty).
+    """
+    parsed = parse_mention(mention)
+    if parsed is None:
+        raise InvalidRequest(
+            f"not a mention: {mention[:80]!r}; a mention starts with @NAME", text=mention[:80]
+        )
+    name, rest = parsed
+    scope = Scope(ToolRegistry(), name=f"mention-clone:{name}")
+    scope.add_local(delegation_tool)
+    tool_name = delegation_tool.name
+    clone_run = run_id if run_id is not None else f"mention-{uuid.uuid4().hex[:12]}"
+    instruction = (
+        f"{mention.strip()}\n\n"
+        f"(This message is addressed to the agent {name!r}. Do not do the work yourself: call "
+        f"the {tool_name} tool to delegate it to {name!r}, choosing its task and parameters "
+        "from the conversation so far.)"
+    )
+    request = ModelRequest(
+        agent=agent,
+        run_id=clone_run,
+        system=system_prompt,
+        messages=(*messages, Message(role="user", content=instruction)),
+        tools=tuple(scope.view().schemas()),
+        model=model_name,
+        thinking=thinking,
+    )
+    response = await _ask(model, request)
+    calls: list[MentionCall] = []
+    for call in response.tool_calls:
+        emit("tool_call", {"name": call.name, "id": call.id, "turn": 1})
+        result = await run_tool_call(
+            scope, call, context, agent=agent, run_id=clone_run, turn=1, emit=emit
+        )
+        emit("tool_result", result_event(call, result))
+        calls.append(MentionCall(call, result))
+    return MentionResult(name, rest, response.text, tuple(calls), response.usage)
+
+
+async def _ask(model: Model, request: ModelRequest) -> ModelResponse:
+    label = getattr(model, "name", type(model).__name__)
+    try:
+        response = await model.request(request)
+    except MembraneError:
+        raise
+    except Exception as exc:
+        raise ModelError(
+            f"the model {label!r} failed in a mention clone: {type(exc).__name__}: {exc}",
+            model=label,
+        ) from exc
+    if not isinstance(response, ModelResponse):
+        raise ModelError(
+            f"the model {label!r} returned {type(response).__name__}, not a ModelResponse",
+            model=label,
+        )
+    if response.stop_reason == "error":
+        raise ModelError(
+            f"the model {label!r} stopped with an error in a mention clone",
+            model=label,
+            stop_reason="error",
+        )
+    return response
