@@ -36,6 +36,9 @@ class Settings:
     #: ``None``: unset (fall back to ``general-purpose`` with a note); ``"none"``: fail closed.
     fallback_subagent: str | None = None
     max_depth: int | Literal["provider-managed"] = 3
+    #: Seed 001: the delegation tools stay visible at the depth cap (a start is then rejected);
+    #: ``True`` is the static visibility policy that leaves them out of children at the cap.
+    hide_delegation_at_cap: bool = False
     #: The deployment persona (``deployment:persona`` prompt section); ``None`` means no section.
     persona: str | None = None
     #: The parent session's permission mode that ``permission: inherit`` follows.

@@ -1,1 +1,27 @@
 """Agent definitions: the tolerant frontmatter parser, the catalog and the writer."""
+
+from __future__ import annotations
+
+from membrane.agents.catalog import Catalog, Dispatch, Root, builtin_definitions
+from membrane.agents.config import load_settings, membrane_home
+from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
+from membrane.agents.frontmatter import parse_definition, read_definition
+from membrane.agents.writer import render_definition, update_definition_text, write_definition
+
+__all__ = [
+    "UNSET",
+    "AgentDefinition",
+    "Catalog",
+    "DefinitionWarning",
+    "Dispatch",
+    "Root",
+    "Unset",
+    "builtin_definitions",
+    "load_settings",
+    "membrane_home",
+    "parse_definition",
+    "read_definition",
+    "render_definition",
+    "update_definition_text",
+    "write_definition",
+]

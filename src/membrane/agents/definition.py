@@ -1,10 +1,10 @@
-"""``AgentDefinition``: one agent file (or builtin), with ``UNSET`` for every field it leaves out."""
+"""``AgentDefinition``: one agent file (or builtin); ``UNSET`` for every field it leaves out."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
 
 __all__ = [
@@ -18,7 +18,7 @@ __all__ = [
 
 
 class Unset(enum.Enum):
-    """The type of ``UNSET``: a field the file leaves out, distinct from ``None``, ``False``, ``[]``."""
+    """The type of ``UNSET``: a field left out, distinct from ``None``, ``False`` and ``[]``."""
 
     UNSET = "UNSET"
 
@@ -42,7 +42,7 @@ def is_set(value: T | Unset) -> bool:
 
 def or_else(value: T | Unset, default: U) -> T | U:
     """Nullish coalescing over ``UNSET`` only: an explicit ``False`` or ``[]`` is kept."""
-    return default if value is UNSET else value  # type: ignore[return-value]
+    return default if value is UNSET else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +98,7 @@ class AgentDefinition:
     color: str | Unset = UNSET
     #: Where it came from: ``builtin``, ``global``, ``workspace`` or ``project``.
     root: str = "builtin"
-    #: The file it was read from (for builtins, the packaged file's name).
+    #: The file it was read from (for builtins, ``<builtin>/`` and the packaged file's name).
     path: str = "<builtin>"
     #: 1-based line of each frontmatter key in the file, for error messages.
     lines: Mapping[str, int] = field(default_factory=dict)
@@ -118,3 +118,21 @@ class AgentDefinition:
     @property
     def is_enabled(self) -> bool:
         return self.enabled is not False
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values; fields left ``UNSET`` are omitted, explicit ``false``/``[]`` kept."""
+        out: dict[str, Any] = {"name": self.name, "root": self.root, "path": self.path}
+        for f in fields(self):
+            if f.name in ("name", "root", "path", "body", "lines", "extra", "warnings"):
+                continue
+            value = getattr(self, f.name)
+            if value is not UNSET:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        out["body"] = self.body
+        out["lines"] = dict(self.lines)
+        out["extra"] = dict(self.extra)
+        out["warnings"] = [
+            {"path": w.path, "line": w.line, "code": w.code, "message": w.message}
+            for w in self.warnings
+        ]
+        return out

@@ -15,8 +15,9 @@ app = typer.Typer(
     help="Delegate work to child agents under an exact, explainable capability boundary.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 #: Exit codes: 0 ok, 1 a check found problems (validate), 2 a developer's mistake, 3 a run failed.
 EXIT_CONFIG = 2
@@ -44,26 +45,21 @@ def _register_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point. Every ``MembraneError`` becomes ``code: message`` on stderr and an exit code."""
+    """Entry point. Every ``MembraneError`` becomes ``code: message`` on stderr and an exit code.
+
+    Usage errors are click's own (exit 2 with its message); everything else that escapes is a bug
+    and keeps its traceback.
+    """
     _register_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="membrane", standalone_mode=True)
     except MembraneError as exc:
         err_console.print(f"[bold red]{exc.code}[/]: {exc}", highlight=False, markup=True)
         return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except SystemExit as exc:  # click's own usage errors
-        return int(exc.code or 0) if isinstance(exc.code, int) else 1
-    except Exception as exc:  # click.ClickException and friends
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
-        raise
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        return exc.code if isinstance(exc.code, int) else 1
     return 0
 
 

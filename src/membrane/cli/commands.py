@@ -1,3 +1,8 @@
 """Imports every command module so that each registers itself on ``app``."""
 
 from __future__ import annotations
+
+from membrane.cli import (
+    agents,  # noqa: F401
+    explain,  # noqa: F401
+)

@@ -1,0 +1,182 @@
+"""Deployment settings: ``<home>/config.toml`` < ``<project>/.membrane/config.toml``.
+
+Each file is validated on its own (so an error names the file that holds it), then the project
+file overrides the global one key by key; ``roles`` and ``rate_limits`` merge entry by entry,
+a project entry replacing the global entry of the same name whole. Unknown keys are errors:
+a misspelt ``default-tools`` would otherwise leave the default silently in place.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from membrane.errors import SettingsError
+from membrane.settings import RateLimit, RoleSpec, Settings
+
+__all__ = [
+    "CONFIG_KEYS",
+    "CONFIG_NAME",
+    "global_config_path",
+    "load_settings",
+    "membrane_home",
+    "project_config_path",
+]
+
+CONFIG_NAME = "config.toml"
+
+
+def membrane_home() -> Path:
+    """``$MEMBRANE_HOME`` when set (``~`` expanded), else ``~/.membrane``."""
+    value = os.environ.get("MEMBRANE_HOME", "").strip()
+    return Path(value).expanduser() if value else Path.home() / ".membrane"
+
+
+def global_config_path(home: Path | None = None) -> Path:
+    return (home if home is not None else membrane_home()) / CONFIG_NAME
+
+
+def project_config_path(project: Path) -> Path:
+    return project / ".membrane" / CONFIG_NAME
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Role(_Strict):
+    allow: list[str] | None = None
+    deny: list[str] | None = None
+
+
+class _RateLimit(_Strict):
+    max_calls: int = Field(ge=1)
+    window_seconds: float = Field(gt=0)
+
+    @field_validator("window_seconds", mode="before")
+    @classmethod
+    def _int_seconds(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class _File(_Strict):
+    """One config file. ``None`` means the file leaves the key to the lower file or the default."""
+
+    default_tools: list[str] | None = None
+    fallback_subagent: str | None = Field(default=None, min_length=1)
+    max_depth: int | Literal["provider-managed"] | None = None
+    hide_delegation_at_cap: bool | None = None
+    persona: str | None = None
+    permission_mode: str | None = Field(default=None, min_length=1)
+    worktrees_enabled: bool | None = None
+    max_concurrency: int | None = Field(default=None, ge=1)
+    grace_turns: int | None = Field(default=None, ge=0)
+    default_max_turns: int | None = Field(default=None, ge=1)
+    roles: dict[str, _Role] | None = None
+    rate_limits: dict[str, _RateLimit] | None = None
+
+    @field_validator("max_depth", mode="before")
+    @classmethod
+    def _depth(cls, value: object) -> object:
+        if value == "provider-managed" or (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        ):
+            return value
+        raise ValueError('must be a whole number of 0 or more, or "provider-managed"')
+
+
+CONFIG_KEYS = tuple(_File.model_fields)
+
+
+def _read(path: Path) -> _File | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(
+            f"{path}: cannot read the settings file: {exc}",
+            path=str(path),
+            key=None,
+            hint="check that it is a readable UTF-8 file",
+        ) from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(
+            f"{path}: invalid TOML: {exc}",
+            path=str(path),
+            key=None,
+            hint="fix the TOML syntax at the line named",
+        ) from exc
+    try:
+        return _File.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = _key_path(raw, error["loc"])
+        if error["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(str(error["loc"][-1]), CONFIG_KEYS, n=1)
+            hint = (
+                f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
+            )
+            message = f"{path}: unknown setting `{key}`"
+        else:
+            hint = "see the settings reference for the expected type"
+            message = f"{path}: `{key}`: {error['msg']} (got {error.get('input')!r})"
+        raise SettingsError(message, path=str(path), key=key, hint=hint) from exc
+
+
+def _key_path(raw: object, loc: tuple[int | str, ...]) -> str:
+    """The dotted key of an error, without pydantic's union-member tags (``int``, ``str`` ...)."""
+    parts: list[str] = []
+    for part in loc:
+        if not isinstance(raw, dict):
+            break  # past the value: what follows names a type, not a key
+        parts.append(str(part))
+        if part not in raw:
+            break  # a missing key
+        raw = raw[part]
+    return ".".join(parts)
+
+
+def _role(name: str, role: _Role, path: Path) -> RoleSpec:
+    if role.allow is None and role.deny is None:
+        raise SettingsError(
+            f"{path}: role `{name}` gives neither `allow` nor `deny`",
+            path=str(path),
+            key=f"roles.{name}",
+            hint="list the tools the role may use in `allow`, or deny some in `deny`",
+        )
+    return RoleSpec(
+        allow=None if role.allow is None else tuple(role.allow),
+        deny=None if role.deny is None else tuple(role.deny),
+    )
+
+
+def load_settings(*, project: Path | None, home: Path | None = None) -> Settings:
+    """Read and merge both files (a missing one adds nothing); ``SettingsError`` otherwise."""
+    paths = [global_config_path(home)]
+    if project is not None:
+        paths.append(project_config_path(project))
+    merged: dict[str, Any] = {}
+    roles: dict[str, RoleSpec] = {}
+    limits: dict[str, RateLimit] = {}
+    for path in paths:
+        parsed = _read(path)
+        if parsed is None:
+            continue
+        for key, value in parsed.model_dump(
+            exclude_none=True, exclude={"roles", "rate_limits"}
+        ).items():
+            merged[key] = tuple(value) if key == "default_tools" else value
+        for name, role in (parsed.roles or {}).items():
+            roles[name] = _role(name, role, path)
+        for tool, limit in (parsed.rate_limits or {}).items():
+            limits[tool] = RateLimit(max_calls=limit.max_calls, window_seconds=limit.window_seconds)
+    return Settings(**merged, roles=MappingProxyType(roles), rate_limits=MappingProxyType(limits))

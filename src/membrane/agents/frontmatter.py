@@ -1,0 +1,182 @@
+"""Reading a definition file: decode, split, parse the YAML 1.2 block, build the definition.
+
+A valid file is read exactly as YAML reads it. Only when the strict parse fails are the value
+repairs of ``membrane.agents.repair`` tried, once; if the file still does not parse, the first
+error is reported as a ``DefinitionError`` with the file line, the field and a hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from membrane.agents.definition import AgentDefinition
+from membrane.agents.repair import KEY_RE, LOADER, Frontmatter, repair_values, split_frontmatter
+from membrane.errors import DefinitionError
+
+__all__ = [
+    "MAX_BYTES",
+    "Frontmatter",
+    "decode_definition",
+    "load_yaml",
+    "parse_definition",
+    "read_definition",
+    "split_frontmatter",
+]
+
+MAX_BYTES = 1 << 20
+
+
+def load_yaml(fm: Frontmatter, *, known_keys: frozenset[str]) -> tuple[CommentedMap, Frontmatter]:
+    """Parse strictly; on failure try the value repairs once, then fail precisely."""
+    try:
+        return _load(fm.yaml_text, fm), fm
+    except _Broken as first:
+        repaired = repair_values(fm, known_keys=known_keys)
+        if repaired is None:
+            raise first.error from first.__cause__
+        try:
+            return _load(repaired.yaml_text, repaired), repaired
+        except _Broken:
+            raise first.error from first.__cause__
+
+
+class _Broken(Exception):
+    def __init__(self, error: DefinitionError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
+    if not yaml_text.strip():
+        return CommentedMap()
+    try:
+        data = LOADER.load(yaml_text)
+    except DuplicateKeyError as exc:
+        line = fm.file_line(exc.problem_mark.line if exc.problem_mark else 0)
+        key = _key_at(yaml_text, exc.problem_mark.line if exc.problem_mark else 0)
+        raise _Broken(
+            DefinitionError(
+                f"the key `{key}` appears twice",
+                path=fm.path,
+                line=line,
+                field=key,
+                hint="keep one of the two lines",
+            )
+        ) from exc
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        yaml_line = mark.line if mark else 0
+        line = fm.file_line(yaml_line)
+        key = _key_at(yaml_text, yaml_line)
+        problem = (exc.problem or exc.context or "invalid YAML").strip()
+        raise _Broken(
+            DefinitionError(
+                f"invalid YAML: {problem}",
+                path=fm.path,
+                line=line,
+                field=key,
+                hint=_hint(problem, key),
+            )
+        ) from exc
+    except YAMLError as exc:  # pragma: no cover - ruamel raises marked errors for text input
+        raise _Broken(
+            DefinitionError(f"invalid YAML: {exc}", path=fm.path, line=fm.file_line(0), hint=None)
+        ) from exc
+    if data is None:
+        return CommentedMap()
+    if not isinstance(data, CommentedMap):
+        raise _Broken(
+            DefinitionError(
+                f"the frontmatter is a {type(data).__name__}, not a mapping of fields",
+                path=fm.path,
+                line=fm.file_line(0),
+                field=None,
+                hint="write one `key: value` per line between the `---` fences",
+            )
+        )
+    return data
+
+
+def _key_at(yaml_text: str, yaml_line: int) -> str | None:
+    lines = yaml_text.split("\n")
+    for i in range(min(yaml_line, len(lines) - 1), -1, -1):
+        match = KEY_RE.match(lines[i])
+        if match:
+            return match["key"]
+    return None
+
+
+def _hint(problem: str, key: str | None) -> str:
+    field = f"`{key}`" if key else "the value"
+    if "mapping values are not allowed" in problem:
+        return f"quote {field}: put it in single quotes, or use `|` for a multi-line text"
+    if "tab" in problem:
+        return "indent with spaces, not tabs"
+    return f"check the YAML syntax of {field}; quote values that contain `: `, `#` or quotes"
+
+
+def read_definition(file: Path, *, root: str) -> AgentDefinition:
+    """Read, decode and parse one file. Every failure is a ``DefinitionError`` naming the file."""
+    path = str(file)
+    try:
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise DefinitionError(
+            f"cannot read the file: {exc.strerror or exc}",
+            path=path,
+            hint="check that the file exists and is readable",
+        ) from exc
+    return decode_definition(data, path=path, root=root)
+
+
+def decode_definition(data: bytes, *, path: str, root: str) -> AgentDefinition:
+    """Decode UTF-8 bytes and parse them; the size cap and the encoding are checked here."""
+    if len(data) > MAX_BYTES:
+        raise DefinitionError(
+            f"the file is larger than {MAX_BYTES} bytes, the limit for a definition",
+            path=path,
+            line=1,
+            hint="move long reference material out of the definition",
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DefinitionError(
+            f"the file is not UTF-8 (byte {exc.start})",
+            path=path,
+            line=line,
+            hint="save the file as UTF-8",
+        ) from exc
+    return parse_definition(text, path=path, root=root)
+
+
+def parse_definition(text: str, *, path: str, root: str) -> AgentDefinition:
+    """Parse one definition. Raises ``DefinitionError`` when the file cannot be understood."""
+    from membrane.agents.fields import KNOWN_KEYS, build_definition
+
+    fm = split_frontmatter(text, path=path)
+    data, fm = load_yaml(fm, known_keys=KNOWN_KEYS)
+    lines = {
+        str(key): fm.file_line(pos[0]) for key in data if (pos := data.lc.data.get(key)) is not None
+    }
+    return build_definition(
+        _plain_mapping(data),
+        lines=lines,
+        body=fm.body.strip("\n").rstrip(),
+        stem=Path(path).stem,
+        path=path,
+        root=root,
+        warnings=fm.warnings,
+    )
+
+
+def _plain_mapping(data: Mapping[Any, Any]) -> dict[str, Any]:
+    return {str(k): v for k, v in data.items()}

@@ -1,0 +1,199 @@
+"""``membrane agents list|show|validate``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from membrane.agents.catalog import Catalog
+from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.agents.frontmatter import read_definition
+from membrane.cli.app import app
+from membrane.errors import DefinitionError, UnknownSubagent
+
+agents_app = typer.Typer(
+    name="agents", help="List, show and validate agent definitions.", no_args_is_help=True
+)
+app.add_typer(agents_app, name="agents")
+
+_PROJECT = typer.Option(
+    None, "--project", help="The project directory (default: the current directory)."
+)
+_WORKSPACE = typer.Option(
+    None, "--workspace", help="The workspace holding .agents/agents (default: the project)."
+)
+_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+
+
+def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
+    return Catalog(project=(project or Path.cwd()).resolve(), workspace=workspace)
+
+
+def _where(root: str, path: str) -> str:
+    return f"{root}:{path}"
+
+
+def _warning_line(warning: DefinitionWarning) -> str:
+    return str(warning)
+
+
+def _error_line(error: DefinitionError) -> str:
+    data = error.data
+    where = data["path"] if data.get("line") is None else f"{data['path']}:{data['line']}"
+    hint = f" (hint: {data['hint']})" if data.get("hint") else ""
+    return f"{where}: {error.code}: {error.message}{hint}"
+
+
+def _error_json(error: DefinitionError) -> dict[str, Any]:
+    return error.to_dict()
+
+
+@agents_app.command("list")
+def list_agents(
+    as_json: bool = _JSON, project: Path | None = _PROJECT, workspace: Path | None = _WORKSPACE
+) -> None:
+    """Every winning definition: its root and path, what it shadows, and its warnings."""
+    catalog = _catalog(project, workspace)
+    winners = catalog.definitions()
+    if as_json:
+        payload = {
+            "agents": [
+                {
+                    "name": d.name,
+                    "root": d.root,
+                    "path": d.path,
+                    "enabled": d.is_enabled,
+                    "description": d.to_json().get("description"),
+                    "shadows": [
+                        {"root": s.root, "path": s.path} for s in catalog.shadowed.get(name, [])
+                    ],
+                    "warnings": d.to_json()["warnings"],
+                }
+                for name, d in winners.items()
+            ],
+            "warnings": [str(w) for w in catalog.warnings],
+            "errors": [_error_json(e) for e in catalog.errors],
+        }
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    console = Console()
+    table = Table(title="Agent definitions", show_lines=False)
+    for column in ("name", "root", "path", "shadows", "warnings"):
+        table.add_column(column, overflow="fold")
+    for name, d in winners.items():
+        shadows = "\n".join(_where(s.root, s.path) for s in catalog.shadowed.get(name, []))
+        label = name if d.is_enabled else f"{name} (disabled)"
+        table.add_row(label, d.root, d.path, shadows or "-", str(len(d.warnings)))
+    console.print(table)
+    lines = [_warning_line(w) for d in winners.values() for w in d.warnings]
+    lines += [_warning_line(w) for w in catalog.warnings]
+    lines += [_error_line(e) for e in catalog.errors]
+    for line in lines:
+        typer.echo(line)
+    if catalog.errors:
+        typer.echo(f"{len(catalog.errors)} file(s) skipped; run `membrane agents validate`.")
+
+
+@agents_app.command("show")
+def show_agent(
+    name: str = typer.Argument(..., help="The agent name (case-insensitive when unambiguous)."),
+    as_json: bool = _JSON,
+    project: Path | None = _PROJECT,
+    workspace: Path | None = _WORKSPACE,
+) -> None:
+    """One definition: every field it sets, with the line it is set on, and its prompt."""
+    catalog = _catalog(project, workspace)
+    definition, why = catalog.lookup(name)
+    if definition is None:
+        known = ", ".join(catalog.definitions())
+        raise UnknownSubagent(f"agent `{name}` {why}; known: {known}", requested=name, reason=why)
+    shadows = catalog.shadowed.get(definition.name, [])
+    if as_json:
+        payload = definition.to_json()
+        payload["shadows"] = [{"root": s.root, "path": s.path} for s in shadows]
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    _print_definition(definition, shadows)
+
+
+def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition]) -> None:
+    console = Console()
+    table = Table(title=f"{definition.name} ({definition.root}: {definition.path})")
+    for column in ("field", "value", "line"):
+        table.add_column(column, overflow="fold")
+    data = definition.to_json()
+    for key, value in data.items():
+        if key in ("name", "root", "path", "body", "lines", "extra", "warnings"):
+            continue
+        shown = ", ".join(value) if isinstance(value, list) else json.dumps(value)
+        if isinstance(value, str):
+            shown = value
+        line = definition.lines.get(key)
+        table.add_row(key, shown, "-" if line is None else str(line))
+    for key, value in definition.extra.items():
+        line = definition.lines.get(key)
+        table.add_row(f"{key} (ignored)", json.dumps(value), "-" if line is None else str(line))
+    console.print(table)
+    if shadows:
+        typer.echo("shadows: " + ", ".join(_where(s.root, s.path) for s in shadows))
+    for warning in definition.warnings:
+        typer.echo(_warning_line(warning))
+    typer.echo("")
+    typer.echo(definition.body)
+
+
+def _files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*.md") if p.is_file()))
+        else:
+            found.append(path)
+    return found
+
+
+@agents_app.command("validate")
+def validate_agents(
+    paths: list[Path] | None = typer.Argument(  # noqa: B008
+        None, help="Files or directories (default: every root of the catalog)."
+    ),
+    project: Path | None = _PROJECT,
+    workspace: Path | None = _WORKSPACE,
+) -> None:
+    """Print every warning and error as `file:line: code: message`; exit 1 if a file is unusable."""
+    warnings: list[DefinitionWarning] = []
+    errors: list[DefinitionError] = []
+    count = 0
+    if paths:
+        for file in _files(paths):
+            count += 1
+            try:
+                warnings.extend(read_definition(file, root="project").warnings)
+            except DefinitionError as exc:
+                errors.append(exc)
+    else:
+        catalog = _catalog(project, workspace)
+        for definition in catalog.definitions().values():
+            warnings.extend(definition.warnings)
+        for losers in catalog.shadowed.values():
+            for definition in losers:
+                warnings.extend(definition.warnings)
+        warnings.extend(catalog.warnings)
+        errors = list(catalog.errors)
+        count = len(catalog.definitions()) + sum(map(len, catalog.shadowed.values())) + len(errors)
+    for warning in warnings:
+        typer.echo(_warning_line(warning))
+    for error in errors:
+        typer.echo(_error_line(error))
+    typer.echo(
+        f"{count} file(s): {count - len(errors)} usable, {len(errors)} unusable, "
+        f"{len(warnings)} warning(s)",
+        err=True,
+    )
+    if errors:
+        raise typer.Exit(1)

@@ -1,0 +1,84 @@
+"""Settings files: global < project, validated, with errors that name the file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from membrane import Settings, load_settings, membrane_home
+from membrane.errors import SettingsError
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_no_files_give_the_documented_defaults(project: Path) -> None:
+    assert load_settings(project=project) == Settings()
+
+
+def test_membrane_home_follows_the_environment(isolated_home: Path) -> None:
+    assert membrane_home() == isolated_home
+
+
+def test_the_project_file_overrides_the_global_one_key_by_key(
+    project: Path, isolated_home: Path
+) -> None:
+    write(
+        isolated_home / "config.toml",
+        'default_tools = ["Read"]\nmax_depth = 5\nfallback_subagent = "explorer"\n'
+        '[roles.ci]\nallow = ["Read"]\n[roles.ops]\ndeny = ["Bash"]\n',
+    )
+    write(
+        project / ".membrane" / "config.toml",
+        'max_depth = "provider-managed"\n[roles.ci]\ndeny = ["Write"]\n'
+        "[rate_limits.Bash]\nmax_calls = 3\nwindow_seconds = 60\n",
+    )
+    settings = load_settings(project=project)
+    assert settings.default_tools == ("Read",)
+    assert settings.max_depth == "provider-managed"
+    assert settings.fallback_subagent == "explorer"
+    assert settings.roles["ci"].allow is None and settings.roles["ci"].deny == ("Write",)
+    assert settings.roles["ops"].deny == ("Bash",)
+    assert settings.rate_limits["Bash"].max_calls == 3
+    assert settings.rate_limits["Bash"].window_seconds == 60.0
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("max_depth = -1\n", "max_depth"),
+        ('max_depth = "deep"\n', "max_depth"),
+        ('default-tools = ["Read"]\n', "default-tools"),
+        ('worktrees_enabled = "yes"\n', "worktrees_enabled"),
+        ("[roles.ci]\n", "roles.ci"),
+        ("[rate_limits.Bash]\nmax_calls = 0\nwindow_seconds = 1\n", "rate_limits.Bash.max_calls"),
+        ("max_depth = \n", None),
+    ],
+)
+def test_a_bad_setting_names_the_file_and_key(project: Path, text: str, key: str | None) -> None:
+    path = project / ".membrane" / "config.toml"
+    write(path, text)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(project=project)
+    assert caught.value.code == "settings-invalid"
+    assert caught.value.data["path"] == str(path)
+    assert caught.value.data["key"] == key
+    assert str(path) in caught.value.message
+
+
+def test_a_misspelt_key_suggests_the_real_one(project: Path) -> None:
+    write(project / ".membrane" / "config.toml", 'default-tools = ["Read"]\n')
+    with pytest.raises(SettingsError) as caught:
+        load_settings(project=project)
+    assert caught.value.data["hint"] == "did you mean `default_tools`?"
+
+
+def test_every_settings_field_can_be_set_from_a_file(project: Path) -> None:
+    import dataclasses
+
+    from membrane.agents.config import CONFIG_KEYS
+
+    assert {f.name for f in dataclasses.fields(Settings)} == set(CONFIG_KEYS)

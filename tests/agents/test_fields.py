@@ -1,0 +1,197 @@
+"""Field values: UNSET versus false versus [], list forms, near-misses, authority errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from membrane import UNSET, AgentDefinition, parse_definition
+from membrane.errors import DefinitionError
+
+
+def parse(frontmatter: str, path: str = "agents/worker.md") -> AgentDefinition:
+    return parse_definition(f"---\n{frontmatter}\n---\nBody\n", path=path, root="project")
+
+
+def test_a_field_left_out_is_unset_and_differs_from_false_and_empty() -> None:
+    left_out = parse("name: w")
+    explicit = parse("name: w\ninherit_context: false\ntools: []\nextensions: false")
+    assert left_out.inherit_context is UNSET and left_out.tools is UNSET
+    assert left_out.extensions is UNSET
+    assert explicit.inherit_context is False
+    assert explicit.tools == ()
+    assert explicit.extensions is False
+
+
+def test_tools_none_and_tools_empty_list_both_mean_no_tools() -> None:
+    assert parse("tools: none").tools == ()
+    assert parse("tools: []").tools == ()
+    assert parse("tools: None").tools == ()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "read, grep, find",
+        '"read, grep, find"',
+        "[read, grep, find]",
+        "\n  - read\n  - grep\n  - find",
+    ],
+)
+def test_comma_string_and_yaml_list_forms_give_the_same_tokens(value: str) -> None:
+    assert parse(f"tools: {value}").tools == ("read", "grep", "find")
+
+
+def test_tokens_keep_selectors_and_parenthesised_commas() -> None:
+    d = parse("tools: inherit, Bash(git log:*, git diff:*), ext:alpha/search, mcp__gh__*")
+    assert d.tools == ("inherit", "Bash(git log:*, git diff:*)", "ext:alpha/search", "mcp__gh__*")
+    assert d.inherits_tools
+
+
+def test_the_disallowed_tools_alias_is_accepted_without_warning() -> None:
+    d = parse("disallowedTools: Bash, Write")
+    assert d.disallowed_tools == ("Bash", "Write")
+    assert d.warnings == ()
+    assert d.lines["disallowed_tools"] == 2
+
+
+def test_both_spellings_of_disallowed_tools_at_once_is_an_error() -> None:
+    with pytest.raises(DefinitionError, match="given twice"):
+        parse("disallowed_tools: Bash\ndisallowedTools: Write")
+
+
+def test_the_name_falls_back_to_the_file_stem_when_absent_or_blank() -> None:
+    assert parse("description: x", path="a/b/reviewer.md").name == "reviewer"
+    assert parse('name: "  "', path="a/b/reviewer.md").name == "reviewer"
+    assert parse("name: Custom", path="a/b/reviewer.md").name == "Custom"
+
+
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [
+        ("allowed-tools", "tools"),
+        ("allowedTools", "tools"),
+        ("allowed_tools", "tools"),
+        ("tool", "tools"),
+        ("disallowed-tools", "disallowed_tools"),
+        ("exclude-extensions", "exclude_extensions"),
+        ("skill", "skills"),
+    ],
+)
+def test_a_near_miss_of_an_authority_field_is_kept_warned_loudly_and_grants_nothing(
+    key: str, meant: str
+) -> None:
+    d = parse(f"{key}: Bash")
+    assert d.tools is UNSET and d.disallowed_tools is UNSET
+    assert d.extra == {key: "Bash"}
+    [warning] = d.warnings
+    assert warning.code == "authority-near-miss"
+    assert f"did you mean `{meant}`?" in warning.message
+    assert warning.line == 2
+
+
+def test_unknown_keys_are_kept_and_warned_with_a_suggestion_when_close() -> None:
+    d = parse("temperature: 0.2\nmaxTurns: 5")
+    assert d.extra == {"temperature": 0.2, "maxTurns": 5}
+    assert d.max_turns is UNSET
+    assert [w.code for w in d.warnings] == ["unknown-key", "unknown-key"]
+    assert "did you mean `max_turns`?" in d.warnings[1].message
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "field"),
+    [
+        ("isolation: maybe", "isolation"),
+        ("isolation: false", "isolation"),
+        ("isolated: sometimes", "isolated"),
+        ("enabled: 3", "enabled"),
+        ("memory: everywhere", "memory"),
+        ("tools: true", "tools"),
+        ("tools:", "tools"),
+        ("tools: Read Grep", "tools"),
+        ("tools: [Read, 5]", "tools"),
+        ("tools: none, Bash", "tools"),
+        ("tools: {Read: yes}", "tools"),
+        ("extensions: 3", "extensions"),
+        ("inherit_context: perhaps", "inherit_context"),
+        ("permission: 7", "permission"),
+    ],
+)
+def test_a_malformed_authority_field_makes_the_file_unusable(frontmatter: str, field: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse(f"name: w\n{frontmatter}")
+    assert caught.value.data["field"] == field
+    assert caught.value.data["line"] == 3
+    assert caught.value.data["hint"]
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "field"),
+    [
+        ("max_turns: abc", "max_turns"),
+        ("max_turns: 0", "max_turns"),
+        ("prompt_mode: merge", "prompt_mode"),
+        ("run_in_background: later", "run_in_background"),
+        ("model: [a, b]", "model"),
+        ("color: {r: 1}", "color"),
+        ("description: ''", "description"),
+    ],
+)
+def test_a_malformed_cosmetic_field_warns_and_stays_unset(frontmatter: str, field: str) -> None:
+    d = parse(f"name: w\n{frontmatter}")
+    assert getattr(d, field) is UNSET
+    [warning] = d.warnings
+    assert (warning.code, warning.line) == ("invalid-value", 3)
+
+
+def test_yes_and_no_words_are_read_as_booleans_with_a_warning() -> None:
+    d = parse("isolated: yes\nrun_in_background: No")
+    assert (d.isolated, d.run_in_background) == (True, False)
+    assert [w.code for w in d.warnings] == ["coerced-value", "coerced-value"]
+
+
+def test_every_documented_field_is_read() -> None:
+    d = parse(
+        "name: reviewer\ndescription: Reviews\nmodel: inherit\nthinking: high\nmax_turns: 8\n"
+        "tools: read, grep\ndisallowed_tools: grep\nextensions: alpha, beta\n"
+        "exclude_extensions: beta\nskills: true\nprompt_mode: append\ninherit_context: false\n"
+        "run_in_background: false\nisolated: false\nisolation: off\nmemory: project\n"
+        "allowed_subagents: [explorer]\nenabled: true\npermission: inherit\n"
+        "display_name: Reviewer\ncolor: red"
+    )
+    assert d.warnings == ()
+    assert d.to_json() | {"body": None, "lines": None} == {
+        "name": "reviewer",
+        "root": "project",
+        "path": "agents/worker.md",
+        "description": "Reviews",
+        "model": "inherit",
+        "thinking": "high",
+        "max_turns": 8,
+        "tools": ["read", "grep"],
+        "disallowed_tools": ["grep"],
+        "extensions": ["alpha", "beta"],
+        "exclude_extensions": ["beta"],
+        "skills": True,
+        "prompt_mode": "append",
+        "inherit_context": False,
+        "run_in_background": False,
+        "isolated": False,
+        "isolation": "off",
+        "memory": "project",
+        "allowed_subagents": ["explorer"],
+        "enabled": True,
+        "permission": "inherit",
+        "display_name": "Reviewer",
+        "color": "red",
+        "body": None,
+        "lines": None,
+        "extra": {},
+        "warnings": [],
+    }
+
+
+def test_a_per_tool_permission_map_from_another_product_is_ignored_loudly() -> None:
+    d = parse("permission:\n  edit: deny\n  bash: allow")
+    assert d.permission is UNSET
+    assert d.extra == {"permission": {"edit": "deny", "bash": "allow"}}
+    assert [w.code for w in d.warnings] == ["authority-key-ignored"]

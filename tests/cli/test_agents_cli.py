@@ -1,0 +1,110 @@
+"""``membrane agents list|show|validate`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from membrane.cli import main
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_home: Path) -> Path:
+    agents = tmp_path / "project" / ".membrane" / "agents"
+    agents.mkdir(parents=True)
+    (isolated_home / "agents").mkdir()
+    (isolated_home / "agents" / "reviewer.md").write_text("---\nname: reviewer\nmodel: g\n---\nG\n")
+    (agents / "reviewer.md").write_text(
+        "---\nname: reviewer\ntools: inherit\nallowed-tools: Bash\n---\nReview.\n"
+    )
+    (agents / "broken.md").write_text("---\nname: broken\ntools: [Read\n---\n")
+    return tmp_path / "project"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_json_shows_roots_shadows_warnings_and_errors(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "agents", "list", "--json", "--project", str(project))
+    assert code == 0
+    payload = json.loads(out)
+    agents = {a["name"]: a for a in payload["agents"]}
+    assert {"general-purpose", "explorer", "code-reviewer", "plan", "reviewer"} <= set(agents)
+    reviewer = agents["reviewer"]
+    assert reviewer["root"] == "project"
+    assert [s["root"] for s in reviewer["shadows"]] == ["global"]
+    assert [w["code"] for w in reviewer["warnings"]] == ["authority-near-miss"]
+    [error] = payload["errors"]
+    assert error["code"] == "definition-invalid" and error["data"]["field"] == "tools"
+
+
+def test_list_prints_a_table_and_every_problem(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "agents", "list", "--project", str(project))
+    assert code == 0
+    assert "general-purpose" in out and "reviewer" in out
+    assert "reviewer.md:4: authority-near-miss:" in out
+    assert "broken.md:3: definition-invalid:" in out
+
+
+def test_show_json_prints_the_definition_with_explicit_values_only(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "agents", "show", "REVIEWER", "--json", "--project", str(project))
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["tools"] == ["inherit"] and "model" not in payload
+    assert payload["extra"] == {"allowed-tools": "Bash"}
+    assert payload["shadows"][0]["root"] == "global"
+
+
+def test_show_prints_fields_and_the_prompt(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "agents", "show", "explorer", "--project", str(project))
+    assert code == 0
+    assert "Read, Glob, Grep" in out and "You explore a codebase" in out
+
+
+def test_show_of_an_unknown_agent_is_a_config_error(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "agents", "show", "nobody", "--project", str(project))
+    assert code == 2
+    assert "unknown-subagent" in err
+
+
+def test_validate_prints_file_line_code_message_and_exits_1_on_an_unusable_file(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = project / ".membrane" / "agents"
+    code, out, _ = run(capsys, "agents", "validate", str(agents))
+    assert code == 1
+    lines = out.splitlines()
+    assert f"{agents / 'reviewer.md'}:4: authority-near-miss: " in "\n".join(lines)
+    assert any(line.startswith(f"{agents / 'broken.md'}:3: definition-invalid: ") for line in lines)
+
+
+def test_validate_of_good_files_exits_0(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "agents", "validate", str(project / ".membrane/agents/reviewer.md")
+    )
+    assert code == 0
+    assert "authority-near-miss" in out
+    assert "1 usable, 0 unusable" in err
+
+
+def test_validate_without_paths_checks_every_root_of_the_project(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "agents", "validate", "--project", str(project))
+    assert code == 1
+    assert "broken.md:3: definition-invalid:" in out
