@@ -1,0 +1,277 @@
+"""``membrane explain AGENT``: the effective authority of a child, before any model runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import typer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from rich.console import Console
+from rich.table import Table
+
+from membrane.agents.catalog import Catalog
+from membrane.agents.config import load_settings, membrane_home
+from membrane.builtin_tools import register_builtin_tools
+from membrane.cli.app import app
+from membrane.errors import ExtensionError, InvalidRequest
+from membrane.models.base import Message
+from membrane.resolve import (
+    CallParams,
+    Deployment,
+    EffectiveAuthority,
+    ParentContext,
+    resolve,
+)
+from membrane.tools.extensions import discover_extensions, load_extension
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["explain"]
+
+_MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _ParentTool(_Strict):
+    name: str = Field(min_length=1)
+    origin: str = "builtin"
+    deferred: bool = False
+    mutating: bool = False
+
+
+class _ParentMessage(_Strict):
+    role: Literal["user", "assistant", "tool"]
+    content: str = ""
+    kind: Literal["text", "summary"] = "text"
+
+
+class _Parent(_Strict):
+    tools: list[_ParentTool] | None = None
+    system_prompt: str = ""
+    model: str | None = None
+    transcript: list[_ParentMessage] = []
+    permission_mode: str | None = None
+    depth: int = Field(default=0, ge=0)
+    cwd: str | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _names(cls, value: object) -> object:
+        if isinstance(value, list):
+            return [{"name": item} if isinstance(item, str) else item for item in value]
+        return value
+
+
+def _read_json(option: str, value: str) -> object:
+    """``value`` is JSON text or ``@FILE``; ``InvalidRequest`` says which and where it broke."""
+    source = option
+    text = value
+    if value.startswith("@"):
+        path = Path(value[1:])
+        source = f"{option} {path}"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"{option}: cannot read {path}: {exc}", field=option) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            field=option,
+        ) from exc
+
+
+async def _absent(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+    raise InvalidRequest("a tool described in --parent cannot run")
+
+
+def _parent(
+    raw: object | None, *, registry: ToolRegistry, permission: str, cwd: Path
+) -> ParentContext:
+    """Without ``--parent``, the parent is a top-level session that sees the whole registry."""
+    if raw is None:
+        return ParentContext(tools=dict(registry.tools()), permission_mode=permission, cwd=str(cwd))
+    try:
+        parsed = _Parent.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+        got = "" if error["type"] == "missing" else f" (got {error.get('input')!r})"
+        if error["type"] in ("model_type", "model_attributes_type"):
+            error["msg"] = "Input should be a JSON object"
+        raise InvalidRequest(
+            f"--parent{where}: {error['msg']}{got}; expected an object with tools (names or "
+            "{name, origin, deferred, mutating}), system_prompt, model, transcript "
+            "([{role, content, kind}]), permission_mode, depth and cwd",
+            field=where.lstrip("."),
+        ) from exc
+    tools: dict[str, Tool] = {}
+    if parsed.tools is None:
+        tools = dict(registry.tools())
+    for spec in parsed.tools or ():
+        known = registry.get(spec.name)
+        tools[spec.name] = known or Tool(
+            name=spec.name,
+            description=f"{spec.name} (held by the parent)",
+            input_schema={"type": "object"},
+            handler=_absent,
+            origin=spec.origin,
+            mutating=spec.mutating,
+            deferred=spec.deferred,
+        )
+    return ParentContext(
+        tools=tools,
+        system_prompt=parsed.system_prompt,
+        model=parsed.model,
+        transcript=tuple(Message(m.role, m.content, kind=m.kind) for m in parsed.transcript),
+        permission_mode=parsed.permission_mode or permission,
+        depth=parsed.depth,
+        cwd=parsed.cwd or str(cwd),
+    )
+
+
+def _memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
+    if scope == "user":
+        return home / "memory" / agent / "MEMORY.md"
+    return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
+
+
+def build_authority(
+    agent: str,
+    *,
+    project: Path,
+    call: CallParams,
+    parent_json: object | None = None,
+    home: Path | None = None,
+) -> EffectiveAuthority:
+    """Everything ``explain`` reads from disk, handed to the pure resolver."""
+    home = home if home is not None else membrane_home()
+    settings = load_settings(project=project, home=home)
+    catalog = Catalog(project=project, home=home, settings=settings)
+    dispatch = catalog.dispatch(agent)
+    warnings: list[str] = [dispatch.note] if dispatch.note else []
+
+    registry = ToolRegistry()
+    register_builtin_tools(registry)
+    extensions: dict[str, frozenset[str]] = {}
+    prompts: dict[str, str] = {}
+    for name, source in discover_extensions(project).items():
+        try:
+            loaded = load_extension(source, registry)
+        except ExtensionError as exc:
+            warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
+            extensions[name] = frozenset()
+            continue
+        extensions[name] = loaded.tools.names()
+        sections = [text for text in loaded.prompt_sections.values() if text.strip()]
+        if sections:
+            prompts[name] = "\n\n".join(sections)
+
+    definition = dispatch.definition
+    memory: dict[str, str] = {}
+    if isinstance(definition.memory, str):
+        file = _memory_file(definition.memory, definition.name, project=project, home=home)
+        try:
+            memory[definition.memory] = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            pass
+        except (OSError, UnicodeDecodeError) as exc:
+            warnings.append(f"memory file {file} cannot be read: {exc}")
+
+    parent = _parent(
+        parent_json, registry=registry, permission=settings.permission_mode, cwd=project
+    )
+    deployment = Deployment(
+        settings=settings,
+        registry_tools=dict(registry.tools()),
+        extensions=extensions,
+        extension_prompts=prompts,
+        memory=memory,
+        project=str(project),
+        home=str(home),
+        subagents=catalog.definitions(),
+    )
+    authority = resolve(definition, call, parent, deployment)
+    return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
+
+
+def _print_table(authority: EffectiveAuthority) -> None:
+    console = Console()
+    definition = authority.definition
+    console.print(f"[bold]{definition.name}[/]  {definition.root}: {definition.path}")
+
+    invocation = Table("field", "value", "source", title="Invocation", title_justify="left")
+    for name, sourced in authority.invocation.items():
+        invocation.add_row(name, json.dumps(sourced.value), sourced.source)
+    console.print(invocation)
+
+    tools = Table("tool", "status", title="Tools", title_justify="left")
+    for name in authority.callable:
+        tools.add_row(name, "[green]callable[/]")
+    for name, reason in sorted(authority.left_out.items()):
+        tools.add_row(name, f"[dim]left out: {reason}[/]")
+    console.print(tools)
+
+    facts = Table("", "", title="Composition", title_justify="left", show_header=False)
+    facts.add_row("extensions loaded", ", ".join(authority.extensions_loaded) or "none")
+    facts.add_row("extensions excluded", ", ".join(authority.extensions_excluded) or "none")
+    facts.add_row("prompt mode", authority.prompt_mode)
+    facts.add_row("checkout", f"{authority.checkout.kind} ({authority.checkout.path or '-'})")
+    facts.add_row("depth", str(authority.depth))
+    facts.add_row("may delegate", "yes" if authority.may_delegate else "no")
+    console.print(facts)
+
+    console.rule("System prompt")
+    console.print(authority.system_prompt, markup=False, highlight=False)
+    if authority.task_prefix:
+        console.rule("Task prefix")
+        console.print(authority.task_prefix, markup=False, highlight=False)
+    if authority.warnings:
+        console.rule("Warnings")
+        for warning in authority.warnings:
+            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+_CALL = typer.Option(None, "--call", help="Call parameters as JSON, or @FILE holding them.")
+_PROJECT = typer.Option(
+    None, "--project", help="The project directory (default: the current directory)."
+)
+_PARENT = typer.Option(
+    None, "--parent", help="The delegating parent as JSON, or @FILE (tools, model, transcript)."
+)
+_JSON = typer.Option(False, "--json", help="Print the JSON contract instead of tables.")
+
+
+@app.command("explain")
+def explain(
+    agent: str = typer.Argument(..., help="The agent type to explain, as a caller would name it."),
+    call: str | None = _CALL,
+    project: Path | None = _PROJECT,
+    parent: str | None = _PARENT,
+    as_json: bool = _JSON,
+) -> None:
+    """Show what AGENT would really get: fields and sources, prompt, tools, checkout."""
+    call_params = (
+        CallParams.from_mapping(_read_json("--call", call), where="--call")
+        if call is not None
+        else CallParams()
+    )
+    parent_json = _read_json("--parent", parent) if parent is not None else None
+    authority = build_authority(
+        agent,
+        project=(project or Path.cwd()).resolve(),
+        call=call_params,
+        parent_json=parent_json,
+    )
+    if as_json:
+        typer.echo(json.dumps(authority.to_json(), indent=2))
+    else:
+        _print_table(authority)

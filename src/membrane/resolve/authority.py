@@ -1,0 +1,427 @@
+"""``resolve()``: what a child really gets, each field with its source and every tool accounted for.
+
+Pure: no I/O. The caller (the runtime, or ``membrane explain``) reads files and the registry and
+hands the results in as ``ParentContext`` and ``Deployment``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Protocol
+
+from membrane.agents.definition import UNSET, AgentDefinition, Unset
+from membrane.resolve.extensions import extension_of, select_extensions
+from membrane.resolve.invocation import (
+    CallParams,
+    Checkout,
+    Sourced,
+    resolve_checkout,
+    resolve_invocation,
+)
+from membrane.resolve.prompt import (
+    DelegationEntry,
+    MemoryNote,
+    PromptSection,
+    TranscriptEntry,
+    compose_system_prompt,
+    persona_section,
+    render_parent_context,
+)
+from membrane.resolve.tools import (
+    ASSIGNABLE_TOOLS,
+    DELEGATION_TOOLS,
+    INHERIT_DENY_TOOLS,
+    DefinitionRestriction,
+    describe_tools,
+    plan_tools,
+)
+from membrane.settings import Settings
+from membrane.tools.spec import Tool
+
+__all__ = [
+    "Deployment",
+    "EffectiveAuthority",
+    "ParentContext",
+    "ToolAdmission",
+    "resolve",
+]
+
+
+class ToolAdmission(Protocol):
+    """Anything that admits or refuses a global tool (a ``Restriction``, a role's predicate)."""
+
+    def admits(self, tool: Tool) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ParentContext:
+    """The agent that delegates. ``tools`` is its catalog, deferred MCP/plugin tools included.
+
+    ``live``/``live_stamp`` make ``inherit`` follow the parent's catalog as it changes: the
+    restriction calls ``live()`` (default: ``tools``) and caches by ``live_stamp()``.
+    """
+
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+    system_prompt: str = ""
+    model: str | None = None
+    transcript: tuple[TranscriptEntry, ...] = ()
+    permission_mode: str = "default"
+    depth: int = 0
+    cwd: str | None = None
+    live: Callable[[], Mapping[str, Tool]] | None = None
+    live_stamp: Callable[[], Hashable] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """What the deployment contributes.
+
+    ``extensions`` maps each discovered extension (MCP servers included) to its tool names;
+    ``memory`` maps a memory scope (``project``, ``local``, ``user``) to the agent's
+    ``MEMORY.md`` text; ``subagents`` are the catalog's definitions, for the delegation
+    catalog; ``skills`` maps installed skill names to descriptions.
+    """
+
+    settings: Settings = field(default_factory=Settings)
+    registry_tools: Mapping[str, Tool] = field(default_factory=dict)
+    extensions: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    extension_prompts: Mapping[str, str] = field(default_factory=dict)
+    memory: Mapping[str, str] = field(default_factory=dict)
+    project: str | None = None
+    environment: str = ""
+    home: str | None = None
+    subagents: Mapping[str, AgentDefinition] = field(default_factory=dict)
+    skills: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveAuthority:
+    """The resolved child. ``callable``/``left_out`` are ``restriction`` applied to the known
+    tools (the parent's catalog, the registry and the delegation tools), so the view a child
+    runs with is the one explain shows.
+
+    ``delegation_tools`` are the nested tools the runtime adds to the child's scope (visible
+    at the depth cap too, unless the deployment hides them). ``inherited_local_tools`` are
+    inherited names that exist only in the parent's catalog, not in the registry: the runtime
+    adds the parent's ``Tool`` objects as child-local tools.
+    """
+
+    definition: AgentDefinition
+    invocation: Mapping[str, Sourced[object]]
+    extensions_loaded: tuple[str, ...]
+    extensions_excluded: tuple[str, ...]
+    callable: tuple[str, ...]
+    left_out: Mapping[str, str]
+    restriction: DefinitionRestriction
+    may_delegate: bool
+    prompt_mode: str
+    system_prompt: str
+    task_prefix: str
+    checkout: Checkout
+    warnings: tuple[str, ...]
+    depth: int = 1
+    delegation_tools: tuple[str, ...] = ()
+    inherited_local_tools: tuple[str, ...] = ()
+    prompt_sections: tuple[PromptSection, ...] = ()
+    _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+
+    def with_filters(
+        self, *, tool_filter: ToolAdmission | None = None, role: ToolAdmission | None = None
+    ) -> EffectiveAuthority:
+        """The same resolution with the start request's ``toolFilter`` and the caller's role
+        layered on (reasons ``toolFilter`` and ``role``); guidance follows the narrower set."""
+        definition, call, parent, deployment, persona = self._inputs
+        return resolve(
+            definition,
+            call,
+            parent,
+            deployment,
+            persona=persona,
+            tool_filter=tool_filter,
+            role=role,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``membrane explain --json`` contract: exactly these seven keys."""
+        return {
+            "definition": {
+                "name": self.definition.name,
+                "root": self.definition.root,
+                "path": self.definition.path,
+            },
+            "invocation": {
+                name: {"value": sourced.value, "source": sourced.source}
+                for name, sourced in self.invocation.items()
+            },
+            "prompt": {
+                "mode": self.prompt_mode,
+                "system": self.system_prompt,
+                "task_prefix": self.task_prefix,
+            },
+            "extensions": {
+                "loaded": list(self.extensions_loaded),
+                "excluded": list(self.extensions_excluded),
+            },
+            "tools": {
+                "callable": list(self.callable),
+                "left_out": dict(sorted(self.left_out.items())),
+            },
+            "checkout": {"kind": self.checkout.kind, "path": self.checkout.path},
+            "warnings": list(self.warnings),
+        }
+
+
+def _placeholder_tool(name: str) -> Tool:
+    async def _absent(arguments: Mapping[str, Any], context: Any) -> Any:
+        raise NotImplementedError(name)
+
+    return Tool(name=name, description="", input_schema={"type": "object"}, handler=_absent)
+
+
+def _memory_path(scope: str, agent: str, deployment: Deployment) -> str | None:
+    if scope == "user":
+        home = deployment.home or "~/.membrane"
+        return str(PurePosixPath(home) / "memory" / agent / "MEMORY.md")
+    if deployment.project is None:
+        return None
+    folder = "memory.local" if scope == "local" else "memory"
+    return str(PurePosixPath(deployment.project) / ".membrane" / folder / agent / "MEMORY.md")
+
+
+def _delegation_state(
+    allowed: tuple[str, ...], *, isolated: bool, at_cap: bool, depth: int, hide: bool
+) -> tuple[str | None, list[str]]:
+    """Step 5: ``None`` when the delegation tools are visible, else why not (``off`` without
+    ``allowed_subagents``). At the cap they stay visible unless the deployment hides them."""
+    if not allowed:
+        return "off", []
+    if isolated:
+        return "isolated", ["isolated: true never admits the delegation tools (allowed_subagents)"]
+    if at_cap and hide:
+        return "depth cap", []
+    if at_cap:
+        return None, [
+            f"the child runs at depth {depth} = max_depth: its delegation tools stay visible, "
+            "but every start it attempts is rejected"
+        ]
+    return None, []
+
+
+def _classify(
+    known: Mapping[str, Tool],
+    restriction: DefinitionRestriction,
+    *,
+    global_names: Collection[str],
+    tool_filter: ToolAdmission | None,
+    role: ToolAdmission | None,
+) -> tuple[dict[str, Tool], dict[str, str]]:
+    """The one computation behind ``callable``/``left_out``: the definition's reason first,
+    then the start request's filter and the caller's role (global tools only)."""
+    callable_tools: dict[str, Tool] = {}
+    left_out: dict[str, str] = {}
+    for name in sorted(known):
+        tool = known[name]
+        why = restriction.reason(tool)
+        is_global = name in global_names
+        if why is None and is_global and tool_filter is not None and not tool_filter.admits(tool):
+            why = "toolFilter"
+        if why is None and is_global and role is not None and not role.admits(tool):
+            why = "role"
+        if why is None:
+            callable_tools[name] = tool
+        else:
+            left_out[name] = why
+    return callable_tools, left_out
+
+
+def _token_warnings(named: Collection[str], known: Collection[str]) -> list[str]:
+    warnings = []
+    for token in sorted(named):
+        if token in known or token in INHERIT_DENY_TOOLS:
+            warnings.append(
+                f"tools: {token!r} is not assignable to a subagent (assignable: "
+                f"{', '.join(ASSIGNABLE_TOOLS)}; use inherit to share the parent's tools)"
+            )
+        else:
+            warnings.append(f"tools: {token!r} is not a builtin tool or a selector; ignored")
+    return warnings
+
+
+def _skills(
+    definition: AgentDefinition, available: Mapping[str, str], *, isolated: bool
+) -> Mapping[str, str]:
+    wanted = definition.skills
+    if wanted is False or isolated:
+        return {}
+    if wanted is UNSET or wanted is True or "*" in wanted:
+        return available
+    return {n: d for n, d in available.items() if n in wanted}
+
+
+def _catalog(allowed: tuple[str, ...], deployment: Deployment) -> list[DelegationEntry]:
+    entries = []
+    for name in allowed:
+        sub = deployment.subagents.get(name)
+        if sub is None:
+            entries.append(DelegationEntry(name, "unknown (not in the catalog)"))
+        else:
+            about = sub.description if sub.description is not UNSET else ""
+            entries.append(DelegationEntry(name, describe_tools(sub, deployment.settings), about))
+    return entries
+
+
+def resolve(
+    definition: AgentDefinition,
+    call: CallParams,
+    parent: ParentContext,
+    deployment: Deployment,
+    *,
+    persona: str | Unset | None = UNSET,
+    tool_filter: ToolAdmission | None = None,
+    role: ToolAdmission | None = None,
+) -> EffectiveAuthority:
+    """Resolve one delegation. Never raises for a usable definition: problems become warnings.
+
+    ``persona`` is the start request's persona: a child-scoped ``deployment:persona`` section
+    (``""`` shadows the deployment persona with nothing; ``None``/``UNSET`` keep it).
+    ``tool_filter`` and ``role`` are the other two restrictions the runtime installs; they
+    only narrow, and their reasons appear in ``left_out``.
+    """
+    settings = deployment.settings
+    warnings = [str(w) for w in definition.warnings]
+    invocation, more = resolve_invocation(
+        definition,
+        call,
+        parent_model=parent.model,
+        parent_permission=parent.permission_mode,
+        settings=settings,
+    )
+    warnings += more
+    isolated = invocation["isolated"].value is True
+    live = parent.live or (lambda: parent.tools)
+    parent_now = dict(live())
+
+    discovered = set(deployment.extensions)
+    discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))}
+    selection, more = select_extensions(definition, discovered=discovered, isolated=isolated)
+    warnings += more
+
+    depth = parent.depth + 1
+    cap = settings.max_depth if isinstance(settings.max_depth, int) else None
+    at_cap = cap is not None and depth >= cap
+    if cap is not None and depth > cap:
+        warnings.append(
+            f"this child would run at depth {depth}, beyond max_depth = {cap}: "
+            "the runtime rejects the start"
+        )
+    allowed = definition.allowed_subagents if definition.allowed_subagents is not UNSET else ()
+    delegation, more = _delegation_state(
+        allowed, isolated=isolated, at_cap=at_cap, depth=depth, hide=settings.hide_delegation_at_cap
+    )
+    warnings += more
+
+    memory_scope = definition.memory if definition.memory is not UNSET else None
+    plan, more = plan_tools(
+        definition,
+        settings=settings,
+        extensions=selection,
+        isolated=isolated,
+        delegation=delegation,
+        has_memory=memory_scope is not None,
+        parent_names=parent_now,
+    )
+    warnings += more
+    restriction = DefinitionRestriction(plan, parent_tools=live, parent_stamp=parent.live_stamp)
+
+    known: dict[str, Tool] = {**parent_now, **deployment.registry_tools}
+    if allowed:
+        for name in DELEGATION_TOOLS:
+            known.setdefault(name, _placeholder_tool(name))
+    warnings += _token_warnings(plan.named, known)
+    callable_tools, left_out = _classify(
+        known,
+        restriction,
+        global_names=deployment.registry_tools.keys(),
+        tool_filter=tool_filter,
+        role=role,
+    )
+
+    via_parent = {e for t in parent_now.values() if (e := extension_of(t))} if plan.inherit else ()
+    loaded = selection.loaded(via_parent)
+    if (
+        definition.tools == ()
+        and not isolated
+        and any(extension_of(t) in loaded for t in callable_tools.values())
+    ):
+        warnings.append(
+            "tools: none still lets tools of loaded extensions through; set extensions: false "
+            "to remove them"
+        )
+    delegation_tools = tuple(n for n in DELEGATION_TOOLS if n in callable_tools)
+    checkout, folder = resolve_checkout(
+        invocation["isolation"].value, project=deployment.project, cwd=parent.cwd
+    )
+
+    memory_note = None
+    if memory_scope is not None:
+        memory_note = MemoryNote(
+            scope=memory_scope,
+            path=_memory_path(memory_scope, definition.name, deployment),
+            text=deployment.memory.get(memory_scope, ""),
+            read_only="Write" not in callable_tools and "Edit" not in callable_tools,
+        )
+    environment = [
+        f"- Delegation depth: {depth}" + (f" of at most {cap}" if cap is not None else ""),
+        f"- Permission mode: {invocation['permission'].value}",
+    ]
+    if deployment.environment.strip():
+        environment.append(deployment.environment.strip())
+    mode = "append" if definition.prompt_mode == "append" else "replace"
+    system, sections = compose_system_prompt(
+        mode=mode,
+        agent=definition.name,
+        description=definition.description if definition.description is not UNSET else "",
+        body=definition.body,
+        parent_system_prompt=parent.system_prompt,
+        working_folder=folder,
+        environment=environment,
+        persona=persona_section(settings.persona, persona),
+        callable_tools={n: t.mutating for n, t in callable_tools.items()},
+        skills=(
+            _skills(definition, deployment.skills, isolated=isolated)
+            if "Skill" in callable_tools
+            else None
+        ),
+        delegation=_catalog(allowed, deployment) if "Task" in delegation_tools else None,
+        at_cap=at_cap,
+        max_depth=cap,
+        memory=memory_note,
+        extension_prompts={n: t for n, t in deployment.extension_prompts.items() if n in loaded},
+    )
+    inherit_context = invocation["inherit_context"].value is True
+    return EffectiveAuthority(
+        definition=definition,
+        invocation=invocation,
+        extensions_loaded=loaded,
+        extensions_excluded=selection.excluded_names(via_parent),
+        callable=tuple(callable_tools),
+        left_out=left_out,
+        restriction=restriction,
+        may_delegate=bool(allowed) and not at_cap and "Task" in callable_tools,
+        prompt_mode=mode,
+        system_prompt=system,
+        task_prefix=render_parent_context(parent.transcript) if inherit_context else "",
+        checkout=checkout,
+        warnings=tuple(dict.fromkeys(warnings)),
+        depth=depth,
+        delegation_tools=delegation_tools,
+        inherited_local_tools=tuple(
+            n
+            for n in callable_tools
+            if n in parent_now and n not in deployment.registry_tools and n not in DELEGATION_TOOLS
+        ),
+        prompt_sections=sections,
+        _inputs=(definition, call, parent, deployment, persona),
+    )

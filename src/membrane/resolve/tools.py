@@ -1,0 +1,339 @@
+"""The child's tool decision as one live predicate.
+
+``ToolPlan`` is what the definition says, parsed once. ``DefinitionRestriction`` answers for any
+tool, now or later, by its name and origin: the builtin set, the loaded extensions and their
+selectors, and (for ``inherit``) whatever the parent's live catalog holds when asked. The
+explain output (``callable``/``left_out``) is this same predicate applied to the known tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.builtin_tools import ASSIGNABLE_TOOLS, canonical_builtin_name
+from membrane.resolve.extensions import ExtensionSelection, extension_of
+from membrane.settings import Settings
+from membrane.tools.spec import Tool
+
+__all__ = [
+    "ASSIGNABLE_TOOLS",
+    "DELEGATION_TOOLS",
+    "INHERIT_DENY_TOOLS",
+    "LEFT_OUT_REASONS",
+    "WRITE_TOOLS",
+    "DefinitionRestriction",
+    "Selector",
+    "ToolPlan",
+    "canonical_builtin",
+    "describe_tools",
+    "plan_tools",
+]
+
+#: Nested delegation tools; only ``allowed_subagents`` brings them to a child.
+DELEGATION_TOOLS: Final = ("Task", "TaskWait", "TaskList", "TaskStop")
+#: Seed 000, decision 2: never inherited.
+INHERIT_DENY_TOOLS: Final = frozenset(
+    {*DELEGATION_TOOLS, "EnterPlanMode", "EnterGoalMode", "asktool", "new_context", "ToolSearch"}
+)
+#: Tools whose presence makes memory read-write.
+WRITE_TOOLS: Final = frozenset({"Write", "Edit"})
+LEFT_OUT_REASONS: Final = (
+    "disallowed_tools",
+    "not selected",
+    "extension not loaded",
+    "extension excluded",
+    "inherit deny list",
+    "not assignable",
+    "isolated",
+    "depth cap",
+    "toolFilter",
+    "role",
+)
+
+
+def canonical_builtin(token: str) -> str | None:
+    """The canonical name of an assignable builtin, matched case-insensitively."""
+    return canonical_builtin_name(token)
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """``ext:NAME``, ``ext:NAME/TOOL``, ``mcp__SERVER__TOOL`` or ``mcp__SERVER__*``.
+
+    ``tool`` is ``None`` for all tools of the extension. Names match exactly.
+    """
+
+    extension: str
+    tool: str | None
+    text: str
+
+    @classmethod
+    def parse(cls, token: str) -> Selector | None:
+        text = token.strip()
+        if text[:4].lower() == "ext:":
+            name, _, tool = text[4:].partition("/")
+            if not name.strip():
+                return None
+            return cls(name.strip(), tool.strip() or None, text)
+        if text.startswith("mcp__"):
+            parts = text.split("__", 2)
+            if len(parts) != 3 or not parts[1] or not parts[2]:
+                return None
+            return cls(parts[1], None if parts[2] == "*" else text, text)
+        return None
+
+    def matches(self, tool: Tool, extension: str | None) -> bool:
+        if extension != self.extension:
+            return False
+        if self.tool is None:
+            return True
+        return tool.name in (self.tool, f"mcp__{extension}__{self.tool}")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """The definition's tool fields, parsed. Everything here is fixed at resolution time; only
+    the parent's catalog (for ``inherit``) and the registry's contents stay live."""
+
+    builtins: frozenset[str]
+    inherit: bool
+    selectors: tuple[Selector, ...]
+    #: Names written in ``tools`` that are not assignable (``Skill``, ``Task`` ...).
+    named: frozenset[str]
+    disallowed_builtins: frozenset[str]
+    disallowed_names: frozenset[str]
+    disallowed_selectors: tuple[Selector, ...]
+    extensions: ExtensionSelection
+    isolated: bool
+    #: ``None`` when the delegation tools are visible; otherwise why not (``isolated``,
+    #: ``depth cap``, ``disallowed_tools``), or ``"off"`` without ``allowed_subagents``.
+    delegation: str | None
+
+    def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
+        if extension is None and canonical_builtin(tool.name) in self.disallowed_builtins:
+            return True
+        if tool.name in self.disallowed_names:
+            return True
+        return any(s.matches(tool, extension) for s in self.disallowed_selectors)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tokens:
+    builtins: frozenset[str]
+    inherit: bool
+    selectors: tuple[Selector, ...]
+    named: frozenset[str]
+
+
+def _parse_tokens(tokens: Iterable[str], *, field: str, warnings: list[str]) -> _Tokens:
+    builtins: set[str] = set()
+    selectors: list[Selector] = []
+    named: set[str] = set()
+    inherit = False
+    for raw in tokens:
+        token = raw.strip()
+        low = token.lower()
+        if not token or low == "none":
+            continue
+        if low in ("*", "all"):
+            builtins.update(ASSIGNABLE_TOOLS)
+        elif low == "inherit":
+            inherit = True
+        elif low.startswith("ext:") or token.startswith("mcp__"):
+            selector = Selector.parse(token)
+            if selector is None:
+                warnings.append(f"{field}: malformed selector {token!r} is ignored")
+            else:
+                selectors.append(selector)
+        elif (name := canonical_builtin(token)) is not None:
+            builtins.add(name)
+        elif "(" in token and (name := canonical_builtin(token.partition("(")[0])) is not None:
+            builtins.add(name)
+            warnings.append(f"{field}: {token!r} grants {name}; argument patterns are not enforced")
+        else:
+            named.add(token)
+    return _Tokens(frozenset(builtins), inherit, tuple(selectors), frozenset(named))
+
+
+def plan_tools(
+    definition: AgentDefinition,
+    *,
+    settings: Settings,
+    extensions: ExtensionSelection,
+    isolated: bool,
+    delegation: str | None,
+    has_memory: bool,
+    parent_names: Iterable[str],
+) -> tuple[ToolPlan, list[str]]:
+    """Steps 1-4 and 6 of the tool order; the caller decides delegation (step 5).
+
+    ``parent_names`` is the parent's catalog now; it only decides whether memory is
+    read-write for an inheriting child.
+    """
+    warnings: list[str] = []
+    written = definition.tools
+    tokens = _parse_tokens(
+        settings.default_tools if written is UNSET else written,
+        field="tools" if written is not UNSET else "default_tools",
+        warnings=warnings,
+    )
+    if tokens.inherit and (definition.builtin or isolated):
+        why = (
+            "builtin definitions never inherit"
+            if definition.builtin
+            else "isolated: true allows builtins only"
+        )
+        rest = [
+            t for t in (written if isinstance(written, tuple) else ()) if t.lower() != "inherit"
+        ]
+        if rest:
+            warnings.append(f"tools: inherit is ignored ({why}); the other tokens still apply")
+            tokens = _parse_tokens(rest, field="tools", warnings=[])
+        else:
+            warnings.append(
+                f"tools: inherit is ignored ({why}); the default tools "
+                f"({', '.join(settings.default_tools)}) apply"
+            )
+            tokens = _parse_tokens(settings.default_tools, field="default_tools", warnings=[])
+    if isolated and tokens.selectors:
+        warnings.append(
+            "isolated: true loads no extensions; the selectors "
+            f"{', '.join(s.text for s in tokens.selectors)} select nothing"
+        )
+
+    disallowed = _parse_tokens(
+        () if definition.disallowed_tools is UNSET else definition.disallowed_tools,
+        field="disallowed_tools",
+        warnings=warnings,
+    )
+    builtins = set(tokens.builtins)
+    if has_memory:
+        reachable = builtins | (
+            {n for n in parent_names if n in WRITE_TOOLS} if tokens.inherit else set()
+        )
+        writes = (reachable & WRITE_TOOLS) - disallowed.builtins
+        builtins |= {"Read", "Write", "Edit"} if writes else {"Read"}
+    plan = ToolPlan(
+        builtins=frozenset(builtins),
+        inherit=tokens.inherit,
+        selectors=tokens.selectors,
+        named=tokens.named,
+        disallowed_builtins=disallowed.builtins,
+        disallowed_names=disallowed.named,
+        disallowed_selectors=disallowed.selectors,
+        extensions=extensions,
+        isolated=isolated,
+        delegation=delegation,
+    )
+    return plan, warnings
+
+
+class DefinitionRestriction:
+    """The ``definition`` restriction installed on a child's scope (a ``ToolPredicate``).
+
+    Live: it keeps no list of admitted names. A tool that a loaded extension registers later
+    is admitted by its origin; with ``inherit`` a tool is admitted while the parent's live
+    catalog (``parent_tools()``) holds it. ``stamp()`` follows the parent catalog, so a cached
+    view is re-resolved when the parent's catalog changes.
+    """
+
+    __slots__ = ("_cache", "label", "parent_stamp", "parent_tools", "plan")
+
+    def __init__(
+        self,
+        plan: ToolPlan,
+        *,
+        parent_tools: Callable[[], Mapping[str, Tool]],
+        parent_stamp: Callable[[], Hashable] | None = None,
+        label: str = "definition",
+    ) -> None:
+        self.plan = plan
+        self.parent_tools = parent_tools
+        self.parent_stamp = parent_stamp
+        self.label = label
+        self._cache: tuple[Hashable, frozenset[str]] | None = None
+
+    def __repr__(self) -> str:
+        return f"DefinitionRestriction(label={self.label!r}, inherit={self.plan.inherit})"
+
+    def stamp(self) -> Hashable:
+        if not self.plan.inherit:
+            return ("definition", id(self))
+        return ("definition", id(self), self._parent_names()[0])
+
+    def admits(self, tool: Tool) -> bool:
+        return self.reason(tool) is None
+
+    def _parent_names(self) -> tuple[Hashable, frozenset[str]]:
+        if self.parent_stamp is None:
+            names = frozenset(self.parent_tools())
+            return names, names
+        stamp = self.parent_stamp()
+        cached = self._cache
+        if cached is not None and cached[0] == stamp:
+            return cached
+        entry = (stamp, frozenset(self.parent_tools()))
+        self._cache = entry
+        return entry
+
+    def _inherited(self, name: str) -> bool:
+        return self.plan.inherit and name in self._parent_names()[1]
+
+    def reason(self, tool: Tool) -> str | None:
+        """``None`` when the tool is admitted, otherwise the one reason it is left out."""
+        plan = self.plan
+        if tool.reserved:
+            return None
+        extension = extension_of(tool)
+        if plan.is_disallowed(tool, extension):
+            return "disallowed_tools"
+        name = tool.name
+        if extension is not None:
+            return self._extension_reason(tool, extension)
+        builtin = canonical_builtin(name)
+        if builtin is not None:
+            if builtin in plan.builtins or (not plan.isolated and self._inherited(name)):
+                return None
+            return "not selected"
+        if name in DELEGATION_TOOLS and plan.delegation != "off":
+            return plan.delegation
+        if plan.isolated:
+            return "isolated"
+        if plan.inherit:
+            if name in INHERIT_DENY_TOOLS:
+                return "inherit deny list"
+            if self._inherited(name):
+                return None
+        return "not assignable" if name in plan.named else "not selected"
+
+    def _extension_reason(self, tool: Tool, extension: str) -> str | None:
+        plan = self.plan
+        if plan.isolated:
+            return "isolated"
+        inherited = self._inherited(tool.name)
+        state = plan.extensions.state(extension, via_parent=inherited)
+        if state == "excluded":
+            return "extension excluded"
+        if state == "not loaded":
+            return "extension not loaded"
+        if inherited:
+            return "inherit deny list" if tool.name in INHERIT_DENY_TOOLS else None
+        if not plan.selectors or any(s.matches(tool, extension) for s in plan.selectors):
+            return None
+        return "not selected"
+
+
+def describe_tools(definition: AgentDefinition, settings: Settings) -> str:
+    """One catalog line's worth: ``inherit (+Bash)`` rather than every inherited name."""
+    tools = definition.tools
+    if tools is UNSET:
+        return f"default ({', '.join(settings.default_tools)})"
+    if not tools:
+        return "none"
+    if definition.inherits_tools and not definition.builtin:
+        extras = [t for t in tools if t.lower() != "inherit"]
+        return f"inherit (+{', '.join(extras)})" if extras else "inherit"
+    return ", ".join(canonical_builtin(t) or t for t in tools)

@@ -1,0 +1,225 @@
+"""``membrane explain``: the JSON contract, the table, and precise errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from membrane.cli.app import main
+
+ALPHA = """\
+from membrane import Tool
+
+
+async def _run(arguments, context):
+    return "ok"
+
+
+def setup(ext):
+    for name in ("search", "write_remote"):
+        ext.register_tool(Tool(name, f"alpha {name}", {"type": "object"}, _run))
+    ext.add_prompt_section("alpha", "Alpha guidance stays even when its tools are filtered.")
+"""
+BETA = """\
+from membrane import Tool
+
+
+async def _run(arguments, context):
+    return "ok"
+
+
+def setup(ext):
+    ext.register_tool(Tool("lint", "beta lint", {"type": "object"}, _run))
+"""
+REVIEWER = """\
+---
+name: reviewer
+model: acme/file-model
+thinking: high
+max_turns: 8
+inherit_context: false
+run_in_background: false
+isolated: false
+isolation: off
+prompt_mode: append
+tools: read, grep, ext:alpha/search
+disallowed_tools: grep
+extensions: alpha, beta
+exclude_extensions: beta
+---
+Review only the authorization boundary.
+"""
+LOSER = "---\nname: reviewer\ntools: Bash\nmodel: acme/{root}-model\n---\nThe {root} reviewer.\n"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_home: Path) -> Path:
+    """The seed 003 exercise: three roots define ``reviewer``; the project file wins."""
+    root = tmp_path / "project"
+    _write(isolated_home / "agents" / "reviewer.md", LOSER.format(root="global"))
+    _write(root / ".agents" / "agents" / "reviewer.md", LOSER.format(root="workspace"))
+    _write(root / ".membrane" / "agents" / "project.md", REVIEWER)
+    _write(root / ".membrane" / "extensions" / "alpha.py", ALPHA)
+    _write(root / ".membrane" / "extensions" / "beta.py", BETA)
+    _write(root / ".membrane" / "config.toml", "max_depth = 2\n")
+    return root
+
+
+def test_explain_json_follows_the_contract(project: Path) -> None:
+    call = {
+        "model": "acme/call-model",
+        "thinking": "minimal",
+        "max_turns": 2,
+        "inherit_context": True,
+        "run_in_background": True,
+        "isolated": True,
+        "isolation": "worktree",
+    }
+    (project / "parent.json").write_text(
+        json.dumps(
+            {
+                "system_prompt": "You are the lead.",
+                "model": "acme/parent-model",
+                "permission_mode": "acceptEdits",
+                "tools": ["Read", "Grep", {"name": "mcp__docs__find", "origin": "mcp:docs"}],
+                "transcript": [{"role": "user", "content": "Audit the login flow."}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "membrane", "explain", "reviewer", "--json",
+         "--project", str(project), "--call", json.dumps(call), "--parent", "@parent.json"],
+        cwd=project, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert list(out) == [
+        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "warnings"
+    ]  # fmt: skip
+    assert out["definition"] == {
+        "name": "reviewer",
+        "root": "project",
+        "path": str(project / ".membrane" / "agents" / "project.md"),
+    }
+    assert out["invocation"] == {
+        "model": {"value": "acme/file-model", "source": "frontmatter"},
+        "thinking": {"value": "high", "source": "frontmatter"},
+        "max_turns": {"value": 8, "source": "frontmatter"},
+        "inherit_context": {"value": False, "source": "frontmatter"},
+        "run_in_background": {"value": False, "source": "frontmatter"},
+        "isolated": {"value": False, "source": "frontmatter"},
+        "isolation": {"value": "off", "source": "frontmatter"},
+        "permission": {"value": "acceptEdits", "source": "parent"},
+    }
+    assert list(out["prompt"]) == ["mode", "system", "task_prefix"]
+    assert out["prompt"]["mode"] == "append"
+    assert out["prompt"]["task_prefix"] == ""
+    system = out["prompt"]["system"]
+    assert system.startswith("You are the lead.\n\n# Subagent\n")
+    assert f"Your working folder is {project}" in system
+    assert "Alpha guidance stays even when its tools are filtered." in system
+    assert system.endswith(
+        "<agent_instructions>\nReview only the authorization boundary.\n</agent_instructions>"
+    )
+    assert out["extensions"] == {"loaded": ["alpha"], "excluded": ["beta"]}
+    assert out["tools"] == {
+        "callable": ["Read", "search"],
+        "left_out": {
+            "Bash": "not selected",
+            "Edit": "not selected",
+            "Glob": "not selected",
+            "Grep": "disallowed_tools",
+            "Write": "not selected",
+            "lint": "extension excluded",
+            "mcp__docs__find": "extension not loaded",
+            "write_remote": "not selected",
+        },
+    }
+    assert out["checkout"] == {"kind": "main", "path": str(project)}
+    assert out["warnings"] == []
+
+
+def test_explain_prints_a_readable_table(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "reviewer", "--project", str(project)])
+    assert code == 0
+    text = capsys.readouterr().out
+    for heading in ("Invocation", "Tools", "Composition", "System prompt"):
+        assert heading in text
+    assert "left out: extension excluded" in text
+    assert "acme/file-model" in text
+
+
+def test_explain_turns_a_fallback_into_a_warning(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["explain", "Reviewer", "--project", str(project), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["definition"]["name"] == "reviewer"
+    assert any("matched `reviewer`" in w for w in out["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--call", "{bad"], "invalid-request: --call: invalid JSON at line 1 column 2"),
+        (["--call", "[1]"], "invalid-request: --call: expected a JSON object"),
+        (["--call", '{"turns": 3}'], "invalid-request: --call: unknown call parameter 'turns'"),
+        (["--call", "@missing.json"], "invalid-request: --call: cannot read missing.json"),
+        (["--parent", '{"depth": "two"}'], "invalid-request: --parent.depth: Input should be"),
+        (["--parent", '{"tools": [{"nme": "x"}]}'], "invalid-request: --parent.tools[0]"),
+    ],
+)
+def test_bad_input_fails_with_a_precise_config_error(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(project)
+    assert main(["explain", "reviewer", *args]) == 2
+    assert " ".join(capsys.readouterr().err.split()).startswith(message)
+
+
+def test_explain_fails_closed_for_an_unknown_agent_when_the_policy_says_none(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".membrane" / "config.toml").write_text('fallback_subagent = "none"\n')
+    assert main(["explain", "nobody", "--project", str(project)]) == 2
+    assert "unknown-subagent" in capsys.readouterr().err
+
+
+def test_the_example_workspace_resolves_as_the_demo_expects(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = Path(__file__).resolve().parents[2] / "examples" / "workspace"
+    results = {}
+    for agent in ("scout", "auditor"):
+        assert main(["explain", agent, "--project", str(workspace), "--json"]) == 0
+        results[agent] = json.loads(capsys.readouterr().out)
+    scout, auditor = results["scout"], results["auditor"]
+    assert scout["tools"]["callable"] == [
+        "Glob",
+        "Grep",
+        "Read",
+        "annotate",
+        "count_lines",
+        "summarize",
+    ]
+    assert auditor["extensions"]["loaded"] == ["metrics", "notes"]
+    assert auditor["tools"]["callable"] == [
+        "Grep", "Read", "Task", "TaskList", "TaskStop", "TaskWait", "summarize"
+    ]  # fmt: skip
+    assert auditor["tools"]["left_out"]["annotate"] == "not selected"
+    assert any("every start it attempts is rejected" in w for w in auditor["warnings"])
+    assert "Notes: when a finding takes more than three sentences" in auditor["prompt"]["system"]
