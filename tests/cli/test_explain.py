@@ -175,7 +175,18 @@ def test_explain_turns_a_fallback_into_a_warning(
         (["--call", "[1]"], "invalid-request: --call: expected a JSON object"),
         (["--call", '{"turns": 3}'], "invalid-request: --call: unknown call parameter 'turns'"),
         (["--call", "@missing.json"], "invalid-request: --call: cannot read missing.json"),
-        (["--parent", '{"depth": "two"}'], "invalid-request: --parent.depth: Input should be"),
+        (["--parent", '{"depth": "two"}'], "invalid-depth: --parent.depth: expected a non-neg"),
+        (["--parent", '{"depth": 99999999999999999999999}'], "invalid-depth: --parent.depth"),
+        (["--parent", '{"depth": 9007199254740992}'], "invalid-depth: --parent.depth"),
+        (["--parent", '{"depth": true}'], "invalid-depth: --parent.depth: expected a non-neg"),
+        (["--parent", '{"depth": 1.0}'], "invalid-depth: --parent.depth: expected a non-neg"),
+        (["--parent", '{"depth": -1}'], "invalid-depth: --parent.depth: expected a non-neg"),
+        (["--parent", '{"depth": 9007199254740991}'], "invalid-depth: parent.depth + 1 must"),
+        (["--call", '{"max_turns": 9007199254740992}'], "invalid-request: --call.max_turns"),
+        (["--top-level", "--parent", '{"depth": 0}'], "invalid-request: --parent.depth cannot"),
+        (["--project", "missing"], "invalid-request: --project: "),
+        (["--workspace", "missing"], "invalid-request: --workspace: "),
+        (["--project", ".membrane/config.toml"], "invalid-request: --project: "),
         (["--parent", '{"tools": [{"nme": "x"}]}'], "invalid-request: --parent.tools[0]"),
     ],
 )
@@ -189,6 +200,69 @@ def test_bad_input_fails_with_a_precise_config_error(
     monkeypatch.chdir(project)
     assert main(["explain", "reviewer", *args]) == 2
     assert " ".join(capsys.readouterr().err.split()).startswith(message)
+
+
+def test_a_missing_project_names_the_path_instead_of_falling_back(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nonexistent"
+    assert main(["explain", "worker", "--project", str(missing)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"invalid-request: --project: {missing} does not exist" in err
+
+
+@pytest.mark.parametrize("agent", ["", "  "])
+def test_an_empty_agent_type_is_rejected(
+    project: Path, capsys: pytest.CaptureFixture[str], agent: str
+) -> None:
+    assert main(["explain", agent, "--project", str(project)]) == 2
+    assert "invalid-request: AGENT is empty" in capsys.readouterr().err
+
+
+def test_the_workspace_option_adds_its_definitions(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "elsewhere"
+    _write(workspace / ".agents" / "agents" / "porter.md", "---\nname: porter\ntools: Bash\n---\n")
+    assert main(["explain", "porter", "--project", str(project), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["definition"]["name"] == "general-purpose"
+    args = ["explain", "porter", "--project", str(project), "--workspace", str(workspace)]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["definition"]["root"] == "workspace"
+    assert "Bash" in out["tools"]["callable"]
+
+
+def test_a_worktree_checkout_is_where_the_manager_puts_it(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = tmp_path / "repo"
+    project = repo / "services" / "api"
+    project.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    call = ["--call", '{"isolation": "worktree"}', "--json"]
+    assert main(["explain", "worker", "--project", str(project), *call]) == 0
+    out = json.loads(capsys.readouterr().out)
+    root = project.resolve() / ".membrane" / "worktrees"
+    expected = f"{root}/<run-id>/services/api"
+    assert out["checkout"] == {"kind": "worktree", "path": expected}
+    assert f"Working folder: {expected}" in out["prompt"]["system"]
+    top = tmp_path / "top"
+    top.mkdir()
+    assert main(["explain", "worker", "--project", str(top), *call]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["checkout"]["path"] == f"{top.resolve()}/.membrane/worktrees/<run-id>"
+    assert any("is not inside a Git work tree" in w for w in out["warnings"])
+
+
+def test_explain_help_says_extensions_are_imported_and_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["explain", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "runs its setup()" in text
+    assert "--top-level" in text
+    assert "--workspace" in text
 
 
 def test_explain_fails_closed_for_an_unknown_agent_when_the_policy_says_none(
@@ -223,3 +297,17 @@ def test_the_example_workspace_resolves_as_the_demo_expects(
     assert auditor["tools"]["left_out"]["annotate"] == "not selected"
     assert any("every start it attempts is rejected" in w for w in auditor["warnings"])
     assert "Notes: when a finding takes more than three sentences" in auditor["prompt"]["system"]
+
+
+def test_the_example_lead_is_a_top_level_agent_below_the_cap(
+    isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = Path(__file__).resolve().parents[2] / "examples" / "workspace"
+    assert main(["explain", "lead", "--project", str(workspace), "--top-level", "--json"]) == 0
+    lead = json.loads(capsys.readouterr().out)
+    assert "- Delegation depth: 0 of at most 1" in lead["prompt"]["system"]
+    assert "Task" in lead["tools"]["callable"]
+    assert not any("every start it attempts is rejected" in w for w in lead["warnings"])
+    assert main(["explain", "lead", "--project", str(workspace), "--json"]) == 0
+    as_child = json.loads(capsys.readouterr().out)
+    assert "- Delegation depth: 1 of at most 1" in as_child["prompt"]["system"]

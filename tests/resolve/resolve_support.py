@@ -18,7 +18,7 @@ async def _noop(arguments: Mapping[str, Any], context: ToolContext) -> str:
     return "ok"
 
 
-def tool(name: str, origin: str = "builtin", *, mutating: bool = False, **flags: bool) -> Tool:
+def tool(name: str, origin: str = "builtin", *, mutating: bool = False, **flags: Any) -> Tool:
     return Tool(
         name=name,
         description=f"{name} tool",

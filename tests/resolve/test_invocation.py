@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from resolve_support import agent, builtins, deployment, run
 
 from membrane.errors import InvalidRequest
-from membrane.resolve import CallParams, ParentContext, Sourced
+from membrane.resolve import CallParams, Checkout, ParentContext, Sourced
 from membrane.settings import Settings
 
 
@@ -63,9 +65,29 @@ def test_isolation_off_in_frontmatter_vetoes_a_callers_worktree() -> None:
 def test_an_allowed_and_requested_worktree_is_a_worktree_checkout() -> None:
     authority = run(agent(), call=CallParams(isolation="worktree"))
     assert authority.invocation["isolation"] == Sourced("worktree", "call")
-    assert authority.checkout.kind == "worktree"
-    assert authority.checkout.path == "/srv/project/.membrane/worktrees/<run-id>"
+    assert authority.checkout == Checkout(
+        "worktree",
+        "/srv/project/.membrane/worktrees/<run-id>",
+        "/srv/project/.membrane/worktrees",
+    )
     assert "/srv/project/.membrane/worktrees/<run-id>" in authority.system_prompt
+
+
+def test_a_project_below_the_repository_top_works_in_its_place_inside_the_worktree() -> None:
+    deploy = deployment(project_subfolder="services/api/")
+    authority = run(agent(isolation="worktree"), deploy=deploy)
+    assert authority.checkout.worktrees == "/srv/project/.membrane/worktrees"
+    assert authority.checkout.path == "/srv/project/.membrane/worktrees/<run-id>/services/api"
+    assert "Working folder: /srv/project/.membrane/worktrees/<run-id>/services/api" in (
+        authority.system_prompt
+    )
+
+
+def test_a_worktree_without_a_project_warns_that_the_start_will_fail() -> None:
+    deploy = dataclasses.replace(deployment(), project=None)
+    authority = run(agent(isolation="worktree"), deploy=deploy)
+    assert authority.checkout.worktrees == "<project>/.membrane/worktrees"
+    assert any("fails with worktree-unavailable" in w for w in authority.warnings)
 
 
 def test_a_worktree_in_a_deployment_without_worktrees_runs_in_main_with_a_warning() -> None:
@@ -98,11 +120,19 @@ def test_call_params_from_json_keeps_null_as_not_given() -> None:
         ({"max_turn": 2}, "call: unknown call parameter 'max_turn'; did you mean 'max_turns'?"),
         (
             {"max_turns": 0},
-            "call.max_turns: expected a whole number of at least 1, got the number 0",
+            "call.max_turns: expected a whole number from 1 to 2**53-1, got the number 0",
         ),
         (
             {"max_turns": True},
-            "call.max_turns: expected a whole number of at least 1, got a boolean",
+            "call.max_turns: expected a whole number from 1 to 2**53-1, got a boolean",
+        ),
+        (
+            {"max_turns": 2**53},
+            "call.max_turns: expected a whole number from 1 to 2**53-1, got the number 9007",
+        ),
+        (
+            {"max_turns": 3.0},
+            "call.max_turns: expected a whole number from 1 to 2**53-1, got the number 3.0",
         ),
         ({"isolated": "yes"}, "call.isolated: expected true or false, got the string 'yes'"),
         ({"isolation": "sandbox"}, 'call.isolation: expected "off" or "worktree", got the string'),

@@ -5,14 +5,15 @@ from __future__ import annotations
 from resolve_support import agent, builtins, deployment, extension_tools, run, tool
 
 from membrane.models.base import Message, ToolCall
-from membrane.resolve import CallParams, ParentContext
+from membrane.resolve import CallParams, ParentContext, PromptSection
 from membrane.settings import Settings
 
 PARENT_PROMPT = "You are the lead. Work in /home/lead/repo and be brief."
 
 
 def _parent(**more: object) -> ParentContext:
-    return ParentContext(tools=builtins(), system_prompt=PARENT_PROMPT, **more)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"system_prompt": PARENT_PROMPT, **more}
+    return ParentContext(tools=builtins(), **fields)  # type: ignore[arg-type]
 
 
 def test_replace_mode_excludes_the_parent_prompt() -> None:
@@ -54,7 +55,30 @@ def test_deployment_persona_is_global_and_shadowable_per_child() -> None:
     assert "careful auditor" not in shadowed.system_prompt
     emptied = run(agent(), deploy=deploy, persona="")
     assert "careful auditor" not in emptied.system_prompt
-    assert "deployment:persona" not in [s.name for s in emptied.prompt_sections]
+    assert emptied.system_prompt.startswith('<active_agent name="worker">')
+    assert emptied.prompt_sections[0] == PromptSection("deployment:persona", "", "child")
+
+
+def test_append_mode_keeps_the_parent_prompt_and_the_childs_own_persona_section() -> None:
+    deploy = deployment(settings=Settings(persona="Deployment voice."))
+    parent = _parent(system_prompt="Deployment voice.\n\nYou are the lead.")
+    kept = run(agent(prompt_mode="append"), deploy=deploy, parent=parent)
+    assert kept.system_prompt.count("Deployment voice.") == 1
+    assert "deployment:persona" not in [s.name for s in kept.prompt_sections]
+    for persona, text in (("Reviewer voice.", "Reviewer voice."), ("", "")):
+        shadowed = run(agent(prompt_mode="append"), deploy=deploy, parent=parent, persona=persona)
+        sections = {s.name: s for s in shadowed.prompt_sections}
+        assert sections["deployment:persona"] == PromptSection("deployment:persona", text, "child")
+        names = list(sections)
+        assert names.index("agent:bridge") < names.index("deployment:persona")
+        assert shadowed.system_prompt.startswith("Deployment voice.\n\nYou are the lead.\n\n")
+        assert "\n\n\n\n" not in shadowed.system_prompt
+    assert (
+        "Reviewer voice."
+        in run(
+            agent(prompt_mode="append"), deploy=deploy, parent=parent, persona="Reviewer voice."
+        ).system_prompt
+    )
 
 
 def test_inherit_context_renders_text_and_summaries_but_not_tool_results() -> None:

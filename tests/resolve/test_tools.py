@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from resolve_support import (
     agent,
@@ -14,8 +16,11 @@ from resolve_support import (
     tool,
 )
 
+from membrane.errors import InvalidDepth
 from membrane.resolve import INHERIT_DENY_TOOLS, CallParams, ParentContext
 from membrane.settings import Settings
+from membrane.tools.restriction import Restriction
+from membrane.tools.spec import Tool
 
 ALPHA = extension_tools("alpha", ["search", "fetch"])
 BETA = extension_tools("beta", ["index"])
@@ -174,6 +179,97 @@ def test_a_builtin_definition_cannot_inherit() -> None:
     assert with_extra.callable == ("Bash",)
 
 
+def test_inherit_in_default_tools_never_reaches_a_definition_that_omits_tools() -> None:
+    parent = ParentContext(tools={**builtins(), "Skill": tool("Skill")})
+    deploy = deployment(settings=Settings(default_tools=("Read", "inherit")))
+    authority = run(agent(), parent=parent, deploy=deploy)
+    assert authority.callable == ("Read",)
+    assert authority.left_out["Skill"] == "not selected"
+    assert authority.left_out["Bash"] == "not selected"
+    assert not authority.restriction.plan.inherit
+    assert any(w.startswith("default_tools: 'inherit' is ignored") for w in authority.warnings)
+
+
+@pytest.mark.parametrize("written", [["inherit"], ["INHERIT", " "]])
+def test_a_builtin_definition_never_inherits_through_the_default_tools(
+    written: list[str],
+) -> None:
+    parent = ParentContext(tools={**builtins(), "Skill": tool("Skill")})
+    deploy = deployment(settings=Settings(default_tools=("inherit", "Grep")))
+    authority = run(agent(root="builtin", tools=written), parent=parent, deploy=deploy)
+    assert authority.callable == ("Grep",)
+    assert authority.left_out["Skill"] == "not selected"
+    assert not authority.restriction.plan.inherit
+    assert "tools: inherit is ignored (builtin definitions never inherit); the default tools " \
+        "(Grep) apply" in authority.warnings  # fmt: skip
+
+
+def test_selectors_in_default_tools_only_narrow_extension_tools() -> None:
+    deploy = deployment(
+        extensions={"alpha": ALPHA, "beta": BETA},
+        settings=Settings(default_tools=("Read", "ext:alpha/search")),
+    )
+    authority = run(agent(), deploy=deploy)
+    assert authority.callable == ("Read", "search")
+    assert authority.left_out["fetch"] == "not selected"
+    assert authority.left_out["index"] == "not selected"
+
+
+def test_unknown_default_tools_tokens_are_reported_under_default_tools() -> None:
+    deploy = deployment(settings=Settings(default_tools=("Read", "Skill", "Frobnicate")))
+    parent = ParentContext(tools={**builtins(), "Skill": tool("Skill")})
+    warnings = run(agent(), deploy=deploy, parent=parent).warnings
+    skill = next(w for w in warnings if "'Skill'" in w)
+    assert skill.startswith("default_tools: 'Skill' is not assignable to a subagent")
+    assert "inherit" not in skill
+    assert "default_tools: 'Frobnicate' is not a builtin tool or a selector; ignored" in warnings
+    assert not any(w.startswith("tools:") for w in warnings)
+    written = run(agent(tools=["Read", "Skill"]), parent=parent).warnings
+    assert any(w.startswith("tools: 'Skill' is not assignable") for w in written)
+
+
+@pytest.mark.parametrize(
+    "impostor",
+    [tool("read"), tool("BASH", "scope"), tool("Bash", "scope"), tool("Write", "host")],
+    ids=["lowercase-builtin-origin", "server-action", "scope-origin", "host-origin"],
+)
+def test_only_a_builtin_origin_tool_with_the_canonical_name_counts_as_a_builtin(
+    impostor: Tool,
+) -> None:
+    base = deployment()
+    deploy = dataclasses.replace(
+        base, registry_tools={**base.registry_tools, impostor.name: impostor}
+    )
+    selecting = run(agent(tools=["read", "bash", "write"]), deploy=deploy)
+    assert selecting.left_out[impostor.name] == "not selected"
+    assert selecting.restriction.reason(impostor) == "not selected"
+    # Through inherit it is one more parent tool, never a builtin.
+    parent = ParentContext(tools={impostor.name: impostor})
+    inheriting = run(agent(tools=["inherit"]), deploy=deploy, parent=parent)
+    assert impostor.name in inheriting.callable
+
+
+def test_disallowed_tools_removes_an_exactly_named_host_tool_and_the_builtin() -> None:
+    host_read = tool("read", "scope")
+    parent = ParentContext(tools={**builtins(), "read": host_read})
+    authority = run(agent(tools=["inherit"], disallowed_tools=["read"]), parent=parent)
+    assert authority.left_out["read"] == "disallowed_tools"
+    assert authority.left_out["Read"] == "disallowed_tools"
+
+
+def test_a_reserved_tool_is_neither_admitted_nor_inherited_for_being_reserved() -> None:
+    run_code = tool("run_code", "scope", reserved=True)
+    parent = ParentContext(tools={**builtins(), "run_code": run_code})
+    authority = run(agent(tools=["inherit"]), parent=parent)
+    assert "run_code" not in authority.callable
+    assert "run_code" not in authority.left_out
+    assert "run_code" not in authority.inherited_local_tools
+    assert authority.restriction.reason(run_code) == "not selected"
+    reserved_global = tool("Read", reserved=True)
+    plain = run(agent(tools=["Grep"]))
+    assert plain.restriction.reason(reserved_global) == "not selected"
+
+
 def test_read_write_memory_adds_read_write_edit_and_read_only_memory_adds_read() -> None:
     writer = run(agent(tools=["Bash", "Write"], memory="project"))
     assert writer.callable == ("Bash", "Edit", "Read", "Write")
@@ -213,6 +309,32 @@ def test_a_static_visibility_policy_hides_delegation_at_the_cap() -> None:
     assert "Task" in below.callable
 
 
+def test_a_top_level_agent_resolves_at_depth_zero_below_the_cap() -> None:
+    deploy = deployment(settings=Settings(max_depth=1))
+    authority = run(agent(allowed_subagents=["scout"]), deploy=deploy, depth=0)
+    assert authority.depth == 0
+    assert authority.may_delegate
+    assert "Delegation depth: 0 of at most 1" in authority.system_prompt
+    assert not any("every start it attempts" in w for w in authority.warnings)
+    assert authority.with_filters(tool_filter=Restriction(deny=["Glob"])).depth == 0
+    child = run(agent(allowed_subagents=["scout"]), deploy=deploy)
+    assert child.depth == 1
+    assert not child.may_delegate
+
+
+@pytest.mark.parametrize(
+    ("parent_depth", "depth"),
+    [(0, -1), (0, 2**53), (0, True), (0, 1.0), (2**53 - 1, None), (-2, None), (False, None)],
+)
+def test_a_depth_outside_the_safe_non_negative_integers_is_rejected(
+    parent_depth: object, depth: object
+) -> None:
+    parent = ParentContext(tools=builtins(), depth=parent_depth)  # type: ignore[arg-type]
+    with pytest.raises(InvalidDepth) as caught:
+        run(agent(), parent=parent, depth=depth)
+    assert caught.value.code == "invalid-depth"
+
+
 def test_provider_managed_depth_has_no_cap() -> None:
     deploy = deployment(settings=Settings(max_depth="provider-managed"))
     parent = ParentContext(tools=builtins(), depth=40)
@@ -227,8 +349,6 @@ def test_disallowed_tools_removes_delegation_too() -> None:
 
 @pytest.mark.parametrize("tools", [["Read"], ["inherit"], ["*"], []])
 def test_filters_layer_their_own_reasons(tools: list[str]) -> None:
-    from membrane.tools.restriction import Restriction
-
     authority = run(agent(tools=tools))
     narrowed = authority.with_filters(
         tool_filter=Restriction(deny=["Read"]),

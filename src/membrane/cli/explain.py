@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -17,9 +19,10 @@ from membrane.agents.catalog import Catalog
 from membrane.agents.config import load_settings, membrane_home
 from membrane.builtin_tools import register_builtin_tools
 from membrane.cli.app import app
-from membrane.errors import ExtensionError, InvalidRequest
+from membrane.errors import ExtensionError, InvalidDepth, InvalidRequest
 from membrane.models.base import Message
 from membrane.resolve import (
+    MAX_SAFE_INTEGER,
     CallParams,
     Deployment,
     EffectiveAuthority,
@@ -58,7 +61,7 @@ class _Parent(_Strict):
     model: str | None = None
     transcript: list[_ParentMessage] = []
     permission_mode: str | None = None
-    depth: int = Field(default=0, ge=0)
+    depth: int = 0
     cwd: str | None = None
 
     @field_validator("tools", mode="before")
@@ -93,10 +96,33 @@ async def _absent(arguments: Mapping[str, Any], context: ToolContext) -> Any:
     raise InvalidRequest("a tool described in --parent cannot run")
 
 
+def _check_parent_depth(raw: object, *, top_level: bool) -> None:
+    """``--parent.depth`` is a non-negative safe integer (JSON booleans and fractions are not),
+    and describes a delegating agent, so it has no place beside ``--top-level``."""
+    if not isinstance(raw, Mapping) or "depth" not in raw:
+        return
+    if top_level:
+        raise InvalidRequest(
+            "--parent.depth cannot be combined with --top-level: a top-level agent runs at "
+            "depth 0 under its host; drop one of them",
+            field="depth",
+        )
+    value = raw["depth"]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
+        raise InvalidDepth(
+            "--parent.depth: expected a non-negative whole number at most 2**53-1, got "
+            f"{json.dumps(value)}",
+            field="depth",
+            value=repr(value),
+        )
+
+
 def _parent(
-    raw: object | None, *, registry: ToolRegistry, permission: str, cwd: Path
+    raw: object | None, *, registry: ToolRegistry, permission: str, cwd: Path, top_level: bool
 ) -> ParentContext:
-    """Without ``--parent``, the parent is a top-level session that sees the whole registry."""
+    """Without ``--parent``, the parent is a top-level session that sees the whole registry
+    (with ``--top-level``: the host that starts AGENT directly)."""
+    _check_parent_depth(raw, top_level=top_level)
     if raw is None:
         return ParentContext(tools=dict(registry.tools()), permission_mode=permission, cwd=str(cwd))
     try:
@@ -144,6 +170,37 @@ def _memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
     return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
 
 
+def _folder(option: str, path: Path) -> None:
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise InvalidRequest(f"{option}: {path} {what}; name an existing folder", field=option)
+
+
+def _project_subfolder(project: Path) -> tuple[str, str | None]:
+    """The project's place in its Git repository, as the worktree manager computes it; or a
+    warning saying why a worktree cannot be made there."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(project), "rev-parse", "--show-prefix"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = str(exc)
+    else:
+        if done.returncode == 0:
+            return done.stdout.strip(), None
+        detail = done.stderr.strip() or f"git exited with {done.returncode}"
+    return "", (
+        f"isolation: worktree, but {project} is not inside a Git work tree ({detail}): "
+        "the start will fail with worktree-unavailable"
+    )
+
+
 def build_authority(
     agent: str,
     *,
@@ -151,11 +208,24 @@ def build_authority(
     call: CallParams,
     parent_json: object | None = None,
     home: Path | None = None,
+    workspace: Path | None = None,
+    top_level: bool = False,
 ) -> EffectiveAuthority:
-    """Everything ``explain`` reads from disk, handed to the pure resolver."""
+    """Everything ``explain`` reads from disk, handed to the pure resolver.
+
+    ``top_level``: AGENT is the root agent a host starts directly (depth 0), not a child.
+    """
+    if not agent.strip():
+        raise InvalidRequest(
+            "AGENT is empty: name the agent type to explain (membrane agents list shows them)",
+            field="agent",
+        )
+    _folder("--project", project)
+    if workspace is not None:
+        _folder("--workspace", workspace)
     home = home if home is not None else membrane_home()
     settings = load_settings(project=project, home=home)
-    catalog = Catalog(project=project, home=home, settings=settings)
+    catalog = Catalog(project=project, workspace=workspace, home=home, settings=settings)
     dispatch = catalog.dispatch(agent)
     warnings: list[str] = [dispatch.note] if dispatch.note else []
 
@@ -187,7 +257,11 @@ def build_authority(
             warnings.append(f"memory file {file} cannot be read: {exc}")
 
     parent = _parent(
-        parent_json, registry=registry, permission=settings.permission_mode, cwd=project
+        parent_json,
+        registry=registry,
+        permission=settings.permission_mode,
+        cwd=project,
+        top_level=top_level,
     )
     deployment = Deployment(
         settings=settings,
@@ -199,7 +273,15 @@ def build_authority(
         home=str(home),
         subagents=catalog.definitions(),
     )
-    authority = resolve(definition, call, parent, deployment)
+    depth = 0 if top_level else None
+    authority = resolve(definition, call, parent, deployment, depth=depth)
+    if authority.checkout.kind == "worktree":
+        subfolder, problem = _project_subfolder(project)
+        if problem is not None:
+            warnings.append(problem)
+        elif subfolder:
+            deployment = dataclasses.replace(deployment, project_subfolder=subfolder)
+            authority = resolve(definition, call, parent, deployment, depth=depth)
     return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
 
 
@@ -244,8 +326,16 @@ _CALL = typer.Option(None, "--call", help="Call parameters as JSON, or @FILE hol
 _PROJECT = typer.Option(
     None, "--project", help="The project directory (default: the current directory)."
 )
+_WORKSPACE = typer.Option(
+    None, "--workspace", help="The workspace holding .agents/agents (default: the project)."
+)
 _PARENT = typer.Option(
     None, "--parent", help="The delegating parent as JSON, or @FILE (tools, model, transcript)."
+)
+_TOP_LEVEL = typer.Option(
+    False,
+    "--top-level",
+    help="Explain AGENT as the root agent a host starts directly (depth 0), not as a child.",
 )
 _JSON = typer.Option(False, "--json", help="Print the JSON contract instead of tables.")
 
@@ -255,10 +345,20 @@ def explain(
     agent: str = typer.Argument(..., help="The agent type to explain, as a caller would name it."),
     call: str | None = _CALL,
     project: Path | None = _PROJECT,
+    workspace: Path | None = _WORKSPACE,
     parent: str | None = _PARENT,
+    top_level: bool = _TOP_LEVEL,
     as_json: bool = _JSON,
 ) -> None:
-    """Show what AGENT would really get: fields and sources, prompt, tools, checkout."""
+    """Show what AGENT would really get: fields and sources, prompt, tools, checkout.
+
+    AGENT is explained as a child of the parent (--parent, or a top-level session), one level
+    below it; --top-level explains it as the root agent instead.
+
+    To learn the tools of the project's extensions, explain imports every module in
+    <project>/.membrane/extensions and runs its setup(), as a run does: explain only projects
+    whose extensions you trust.
+    """
     call_params = (
         CallParams.from_mapping(_read_json("--call", call), where="--call")
         if call is not None
@@ -270,6 +370,8 @@ def explain(
         project=(project or Path.cwd()).resolve(),
         call=call_params,
         parent_json=parent_json,
+        workspace=None if workspace is None else workspace.resolve(),
+        top_level=top_level,
     )
     if as_json:
         typer.echo(json.dumps(authority.to_json(), indent=2))

@@ -15,7 +15,16 @@ from membrane.resolve.authority import (
     resolve,
 )
 from membrane.resolve.extensions import ExtensionSelection, extension_of
-from membrane.resolve.invocation import INVOCATION_FIELDS, CallParams, Checkout, Source, Sourced
+from membrane.resolve.invocation import (
+    INVOCATION_FIELDS,
+    MAX_SAFE_INTEGER,
+    RUN_ID_PLACEHOLDER,
+    CallParams,
+    Checkout,
+    Source,
+    Sourced,
+    worktrees_folder,
+)
 from membrane.resolve.prompt import PromptSection, TranscriptEntry, render_parent_context
 from membrane.resolve.tools import (
     ASSIGNABLE_TOOLS,
@@ -25,6 +34,7 @@ from membrane.resolve.tools import (
     DefinitionRestriction,
     Selector,
     ToolPlan,
+    builtin_of,
     canonical_builtin,
     describe_tools,
 )
@@ -35,6 +45,8 @@ __all__ = [
     "INHERIT_DENY_TOOLS",
     "INVOCATION_FIELDS",
     "LEFT_OUT_REASONS",
+    "MAX_SAFE_INTEGER",
+    "RUN_ID_PLACEHOLDER",
     "CallParams",
     "Checkout",
     "DefinitionRestriction",
@@ -49,9 +61,11 @@ __all__ = [
     "ToolAdmission",
     "ToolPlan",
     "TranscriptEntry",
+    "builtin_of",
     "canonical_builtin",
     "describe_tools",
     "extension_of",
     "render_parent_context",
     "resolve",
+    "worktrees_folder",
 ]

@@ -17,6 +17,7 @@ from membrane.resolve.invocation import (
     CallParams,
     Checkout,
     Sourced,
+    agent_depth,
     resolve_checkout,
     resolve_invocation,
 )
@@ -81,7 +82,9 @@ class Deployment:
     ``extensions`` maps each discovered extension (MCP servers included) to its tool names;
     ``memory`` maps a memory scope (``project``, ``local``, ``user``) to the agent's
     ``MEMORY.md`` text; ``subagents`` are the catalog's definitions, for the delegation
-    catalog; ``skills`` maps installed skill names to descriptions.
+    catalog; ``skills`` maps installed skill names to descriptions. ``project_subfolder`` is
+    the project's place inside its Git repository (``git rev-parse --show-prefix``; empty at
+    the top): a worktree holds the whole repository, so a child works in that subfolder of it.
     """
 
     settings: Settings = field(default_factory=Settings)
@@ -94,6 +97,7 @@ class Deployment:
     home: str | None = None
     subagents: Mapping[str, AgentDefinition] = field(default_factory=dict)
     skills: Mapping[str, str] = field(default_factory=dict)
+    project_subfolder: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +136,7 @@ class EffectiveAuthority:
     ) -> EffectiveAuthority:
         """The same resolution with the start request's ``toolFilter`` and the caller's role
         layered on (reasons ``toolFilter`` and ``role``); guidance follows the narrower set."""
-        definition, call, parent, deployment, persona = self._inputs
+        definition, call, parent, deployment, persona, depth = self._inputs
         return resolve(
             definition,
             call,
@@ -141,6 +145,7 @@ class EffectiveAuthority:
             persona=persona,
             tool_filter=tool_filter,
             role=role,
+            depth=depth,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -236,16 +241,18 @@ def _classify(
     return callable_tools, left_out
 
 
-def _token_warnings(named: Collection[str], known: Collection[str]) -> list[str]:
+def _token_warnings(named: Collection[str], known: Collection[str], *, field: str) -> list[str]:
+    """``field`` is where the tokens were written: ``tools`` or ``default_tools``."""
+    hint = "; use inherit to share the parent's tools" if field == "tools" else ""
     warnings = []
     for token in sorted(named):
         if token in known or token in INHERIT_DENY_TOOLS:
             warnings.append(
-                f"tools: {token!r} is not assignable to a subagent (assignable: "
-                f"{', '.join(ASSIGNABLE_TOOLS)}; use inherit to share the parent's tools)"
+                f"{field}: {token!r} is not assignable to a subagent (assignable: "
+                f"{', '.join(ASSIGNABLE_TOOLS)}{hint})"
             )
         else:
-            warnings.append(f"tools: {token!r} is not a builtin tool or a selector; ignored")
+            warnings.append(f"{field}: {token!r} is not a builtin tool or a selector; ignored")
     return warnings
 
 
@@ -281,13 +288,17 @@ def resolve(
     persona: str | Unset | None = UNSET,
     tool_filter: ToolAdmission | None = None,
     role: ToolAdmission | None = None,
+    depth: int | None = None,
 ) -> EffectiveAuthority:
     """Resolve one delegation. Never raises for a usable definition: problems become warnings.
 
     ``persona`` is the start request's persona: a child-scoped ``deployment:persona`` section
-    (``""`` shadows the deployment persona with nothing; ``None``/``UNSET`` keep it).
+    (``""`` shadows the deployment persona with an empty section; ``None``/``UNSET`` keep it).
     ``tool_filter`` and ``role`` are the other two restrictions the runtime installs; they
-    only narrow, and their reasons appear in ``left_out``.
+    only narrow, and their reasons appear in ``left_out``. ``depth`` is the agent's depth when
+    the caller knows it (``0`` for a top-level agent a host starts directly); ``None`` means a
+    child of ``parent``, at ``parent.depth + 1``. A depth that is not a non-negative safe
+    integer raises ``InvalidDepth``.
     """
     settings = deployment.settings
     warnings = [str(w) for w in definition.warnings]
@@ -308,7 +319,7 @@ def resolve(
     selection, more = select_extensions(definition, discovered=discovered, isolated=isolated)
     warnings += more
 
-    depth = parent.depth + 1
+    depth = agent_depth(parent.depth, depth)
     cap = settings.max_depth if isinstance(settings.max_depth, int) else None
     at_cap = cap is not None and depth >= cap
     if cap is not None and depth > cap:
@@ -330,16 +341,22 @@ def resolve(
         isolated=isolated,
         delegation=delegation,
         has_memory=memory_scope is not None,
-        parent_names=parent_now,
+        parent_tools=parent_now,
     )
     warnings += more
     restriction = DefinitionRestriction(plan, parent_tools=live, parent_stamp=parent.live_stamp)
 
-    known: dict[str, Tool] = {**parent_now, **deployment.registry_tools}
+    # Reserved tools (``run_code``) are scope-local protocol tools the runtime installs outside
+    # every filter; they are neither classified nor inherited here.
+    known: dict[str, Tool] = {
+        name: tool
+        for name, tool in {**parent_now, **deployment.registry_tools}.items()
+        if not tool.reserved
+    }
     if allowed:
         for name in DELEGATION_TOOLS:
             known.setdefault(name, _placeholder_tool(name))
-    warnings += _token_warnings(plan.named, known)
+    warnings += _token_warnings(plan.named, known, field=plan.field)
     callable_tools, left_out = _classify(
         known,
         restriction,
@@ -361,8 +378,16 @@ def resolve(
         )
     delegation_tools = tuple(n for n in DELEGATION_TOOLS if n in callable_tools)
     checkout, folder = resolve_checkout(
-        invocation["isolation"].value, project=deployment.project, cwd=parent.cwd
+        invocation["isolation"].value,
+        project=deployment.project,
+        cwd=parent.cwd,
+        subfolder=deployment.project_subfolder,
     )
+    if checkout.kind == "worktree" and deployment.project is None:
+        warnings.append(
+            "isolation: worktree needs a project to create the worktree in; without one the "
+            "start fails with worktree-unavailable"
+        )
 
     memory_note = None
     if memory_scope is not None:
@@ -423,5 +448,5 @@ def resolve(
             if n in parent_now and n not in deployment.registry_tools and n not in DELEGATION_TOOLS
         ),
         prompt_sections=sections,
-        _inputs=(definition, call, parent, deployment, persona),
+        _inputs=(definition, call, parent, deployment, persona, depth),
     )

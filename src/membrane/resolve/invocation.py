@@ -10,25 +10,34 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Generic, Literal, TypeVar
+from typing import Final, Generic, Literal, TypeGuard, TypeVar
 
 from membrane.agents.definition import UNSET, AgentDefinition, Isolation, Unset
-from membrane.errors import InvalidRequest
+from membrane.errors import InvalidDepth, InvalidRequest
 from membrane.settings import Settings
 
 __all__ = [
     "INVOCATION_FIELDS",
+    "MAX_SAFE_INTEGER",
+    "RUN_ID_PLACEHOLDER",
     "CallParams",
     "Checkout",
     "Source",
     "Sourced",
+    "agent_depth",
     "resolve_checkout",
     "resolve_invocation",
+    "worktrees_folder",
 ]
 
 T = TypeVar("T")
 
 Source = Literal["frontmatter", "call", "deployment", "default", "parent"]
+
+#: The largest integer a JSON number carries exactly; counts (depths, turns) stay within it.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+#: Stands for the worktree's folder name, which the runtime picks from the run id at the start.
+RUN_ID_PLACEHOLDER: Final = "<run-id>"
 
 #: The fields ``EffectiveAuthority.invocation`` carries, in display order.
 INVOCATION_FIELDS: tuple[str, ...] = (
@@ -132,14 +141,42 @@ def _check(key: str, value: object, *, where: str) -> object:
             return value.strip()
         expected = "a non-empty string"
     elif key == "max_turns":
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and 1 <= value <= MAX_SAFE_INTEGER
+        ):
             return value
-        expected = "a whole number of at least 1"
+        expected = "a whole number from 1 to 2**53-1"
     else:  # isolation
         if value in ("off", "worktree"):
             return value
         expected = '"off" or "worktree"'
     raise InvalidRequest(f"{where}.{key}: expected {expected}, got {_kind(value)}", field=key)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def agent_depth(parent_depth: int, depth: int | None) -> int:
+    """The agent's depth: ``depth`` when given (``0`` for a top-level agent), else
+    ``parent_depth + 1``. Either must be a non-negative safe integer, never a boolean or a
+    float (seed 001: every public entry validates the domain); else ``InvalidDepth``."""
+    if depth is None:
+        what, given = "parent.depth + 1", parent_depth
+        value = parent_depth + 1 if _is_int(parent_depth) else None
+    else:
+        what, given = "depth", depth
+        value = depth if _is_int(depth) else None
+    if value is None or not 0 <= value <= MAX_SAFE_INTEGER:
+        raise InvalidDepth(
+            f"{what} must be a non-negative integer at most 2**53-1, got {what.split(' ')[0]} = "
+            f"{given!r}",
+            field="depth",
+            value=repr(given),
+        )
+    return value
 
 
 def _pick(
@@ -216,21 +253,41 @@ def resolve_invocation(
 
 @dataclass(frozen=True, slots=True)
 class Checkout:
-    """``main``, or a ``worktree`` the isolation step must create (strictly: no fallback)."""
+    """Where the child works: the ``main`` checkout, or a ``worktree`` the runtime must create
+    (strictly: no fallback).
+
+    ``path`` is the child's working folder. For a worktree it is a placeholder,
+    ``<worktrees>/<run-id>[/<project subfolder>]``: the runtime creates the worktree in
+    ``worktrees`` (``<project>/.membrane/worktrees``), names its folder after the run id, and the
+    child works at the project's place inside it. The runtime replaces ``path`` with the real
+    folder wherever the prompt names it.
+    """
 
     kind: Literal["main", "worktree"]
     path: str | None
+    worktrees: str | None = None
+
+
+def worktrees_folder(project: str | None) -> str:
+    """``<project>/.membrane/worktrees``: the folder a child's worktree is created in."""
+    return str(PurePosixPath(project or "<project>") / ".membrane" / "worktrees")
 
 
 def resolve_checkout(
-    isolation: object, *, project: str | None, cwd: str | None
+    isolation: object, *, project: str | None, cwd: str | None, subfolder: str = ""
 ) -> tuple[Checkout, str]:
-    """The checkout and how the prompt names the working folder. The worktree's run id is
-    not known before the start, so its path ends in ``<run-id>``."""
-    base = project or cwd
+    """The checkout and how the prompt names the working folder.
+
+    ``subfolder`` is the project's place inside its Git repository; a worktree holds the whole
+    repository, so the child works in that subfolder of it.
+    """
     if isolation == "worktree":
-        root = PurePosixPath(base) if base else PurePosixPath("<project>")
-        path = str(root / ".membrane" / "worktrees" / "<run-id>")
-        folder = f"{path} (a detached Git worktree created from HEAD)"
-        return Checkout("worktree", path), folder
+        folder = worktrees_folder(project)
+        path = PurePosixPath(folder) / RUN_ID_PLACEHOLDER
+        inner = subfolder.strip("/")
+        if inner:
+            path /= inner
+        where = f"{path} (in a detached Git worktree created from HEAD)"
+        return Checkout("worktree", str(path), folder), where
+    base = project or cwd
     return Checkout("main", base), base or "the current working folder"

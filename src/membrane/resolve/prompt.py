@@ -193,9 +193,13 @@ def compose_system_prompt(
 
     ``replace``: persona, active-agent tag, environment, guidance, extension sections, body.
     ``append``: the parent's system prompt verbatim, a bridge naming the child's working
-    folder, then the same child sections with the body under ``<agent_instructions>``. The
-    deployment persona is not repeated there (the parent's prompt carries the deployment's),
-    but a child-scoped persona shadow is kept.
+    folder, then the same child sections with the body under ``<agent_instructions>``.
+
+    The persona control governs the child's own ``deployment:persona`` section. A child
+    shadow is that section in both modes, an empty one included (seed 001: an empty string
+    shadows with an empty section), so ``sections`` shows it. In ``append`` the global persona
+    is not repeated: the parent's prompt is copied verbatim (seed 003), persona and all, and
+    no shadow edits the parent's text. Empty sections add nothing to the joined prompt.
     """
     active = f'<active_agent name="{agent}">\nYou are the subagent "{agent}".'
     if description:
@@ -215,9 +219,9 @@ def compose_system_prompt(
                 "another folder, that folder is the parent's, not yours.",
             )
         )
-        if persona is not None and persona.scope == "child" and persona.text:
+        if persona is not None and persona.scope == "child":
             sections.append(persona)
-    elif persona is not None and persona.text:
+    elif persona is not None and (persona.text or persona.scope == "child"):
         sections.append(persona)
     sections.append(PromptSection("agent:active", active))
     sections.append(PromptSection("agent:environment", env))
@@ -257,4 +261,4 @@ def compose_system_prompt(
         )
     elif body.strip():
         sections.append(PromptSection("agent:body", body.strip()))
-    return "\n\n".join(s.text for s in sections), tuple(sections)
+    return "\n\n".join(s.text for s in sections if s.text), tuple(sections)

@@ -4,6 +4,12 @@
 tool, now or later, by its name and origin: the builtin set, the loaded extensions and their
 selectors, and (for ``inherit``) whatever the parent's live catalog holds when asked. The
 explain output (``callable``/``left_out``) is this same predicate applied to the known tools.
+
+Case-insensitivity belongs to the tokens in files (DESIGN rule 2): ``read`` in ``tools`` means
+``Read``. A tool in a catalog is a builtin only when its origin is ``builtin`` and its name is the
+canonical spelling, so a host tool ``read`` or a server action ``BASH`` is never mistaken for one.
+Nothing is admitted because it is ``reserved``: reserved tools (``run_code``) are scope-local and
+installed by the runtime outside every filter, so the resolver neither classifies nor inherits them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ __all__ = [
     "DefinitionRestriction",
     "Selector",
     "ToolPlan",
+    "builtin_of",
     "canonical_builtin",
     "describe_tools",
     "plan_tools",
@@ -55,8 +62,14 @@ LEFT_OUT_REASONS: Final = (
 
 
 def canonical_builtin(token: str) -> str | None:
-    """The canonical name of an assignable builtin, matched case-insensitively."""
+    """The canonical name of an assignable builtin that a *token* spells in any case."""
     return canonical_builtin_name(token)
+
+
+def builtin_of(tool: Tool) -> str | None:
+    """The builtin ``tool`` is: its origin is ``builtin`` and its name the canonical spelling."""
+    name = tool.name
+    return name if tool.origin == "builtin" and canonical_builtin_name(name) == name else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +112,13 @@ class ToolPlan:
     the parent's catalog (for ``inherit``) and the registry's contents stay live."""
 
     builtins: frozenset[str]
+    #: Never true for a builtin definition, under ``isolated`` or from ``default_tools``.
     inherit: bool
     selectors: tuple[Selector, ...]
     #: Names written in ``tools`` that are not assignable (``Skill``, ``Task`` ...).
     named: frozenset[str]
     disallowed_builtins: frozenset[str]
+    #: Every ``disallowed_tools`` token as written: any tool of exactly that name is disallowed.
     disallowed_names: frozenset[str]
     disallowed_selectors: tuple[Selector, ...]
     extensions: ExtensionSelection
@@ -111,9 +126,11 @@ class ToolPlan:
     #: ``None`` when the delegation tools are visible; otherwise why not (``isolated``,
     #: ``depth cap``, ``disallowed_tools``), or ``"off"`` without ``allowed_subagents``.
     delegation: str | None
+    #: Where the selecting tokens came from: ``tools`` or ``default_tools``.
+    field: str = "tools"
 
     def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
-        if extension is None and canonical_builtin(tool.name) in self.disallowed_builtins:
+        if builtin_of(tool) in self.disallowed_builtins:
             return True
         if tool.name in self.disallowed_names:
             return True
@@ -126,18 +143,22 @@ class _Tokens:
     inherit: bool
     selectors: tuple[Selector, ...]
     named: frozenset[str]
+    written: frozenset[str] = frozenset()
+    field: str = "tools"
 
 
 def _parse_tokens(tokens: Iterable[str], *, field: str, warnings: list[str]) -> _Tokens:
     builtins: set[str] = set()
     selectors: list[Selector] = []
     named: set[str] = set()
+    written: set[str] = set()
     inherit = False
     for raw in tokens:
         token = raw.strip()
         low = token.lower()
         if not token or low == "none":
             continue
+        written.add(token)
         if low in ("*", "all"):
             builtins.update(ASSIGNABLE_TOOLS)
         elif low == "inherit":
@@ -155,7 +176,25 @@ def _parse_tokens(tokens: Iterable[str], *, field: str, warnings: list[str]) -> 
             warnings.append(f"{field}: {token!r} grants {name}; argument patterns are not enforced")
         else:
             named.add(token)
-    return _Tokens(frozenset(builtins), inherit, tuple(selectors), frozenset(named))
+    return _Tokens(
+        frozenset(builtins), inherit, tuple(selectors), frozenset(named), frozenset(written), field
+    )
+
+
+def _default_tokens(settings: Settings, *, warnings: list[str]) -> _Tokens:
+    """``default_tools`` without ``inherit``: only a definition opts into the parent's tools
+    (seed 000: builtins do not opt in; documents that omit ``tools`` get the deployment's
+    default, read-only unless it names more builtins). Selectors are kept: they only narrow
+    which tools of loaded extensions surface, so dropping one would widen the grant."""
+    tokens = _parse_tokens(settings.default_tools, field="default_tools", warnings=warnings)
+    if tokens.inherit:
+        warnings.append(
+            "default_tools: 'inherit' is ignored: only a definition opts into the parent's "
+            "tools, by writing tools: inherit"
+        )
+    return _Tokens(
+        tokens.builtins, False, tokens.selectors, tokens.named, tokens.written, "default_tools"
+    )
 
 
 def plan_tools(
@@ -166,20 +205,20 @@ def plan_tools(
     isolated: bool,
     delegation: str | None,
     has_memory: bool,
-    parent_names: Iterable[str],
+    parent_tools: Mapping[str, Tool],
 ) -> tuple[ToolPlan, list[str]]:
-    """Steps 1-4 and 6 of the tool order; the caller decides delegation (step 5).
+    """Steps 1-3 and 5 of the tool order; the caller decides delegation (step 4).
 
-    ``parent_names`` is the parent's catalog now; it only decides whether memory is
-    read-write for an inheriting child.
+    ``parent_tools`` is the parent's catalog now; it only decides whether memory is
+    read-write for an inheriting child. ``inherit`` survives only when the definition itself
+    writes it, is not a builtin and is not ``isolated``.
     """
     warnings: list[str] = []
     written = definition.tools
-    tokens = _parse_tokens(
-        settings.default_tools if written is UNSET else written,
-        field="tools" if written is not UNSET else "default_tools",
-        warnings=warnings,
-    )
+    if written is UNSET:
+        tokens = _default_tokens(settings, warnings=warnings)
+    else:
+        tokens = _parse_tokens(written, field="tools", warnings=warnings)
     if tokens.inherit and (definition.builtin or isolated):
         why = (
             "builtin definitions never inherit"
@@ -187,22 +226,25 @@ def plan_tools(
             else "isolated: true allows builtins only"
         )
         rest = [
-            t for t in (written if isinstance(written, tuple) else ()) if t.lower() != "inherit"
+            t
+            for t in (written if isinstance(written, tuple) else ())
+            if t.strip().lower() != "inherit"
         ]
-        if rest:
+        if any(t.strip() for t in rest):
             warnings.append(f"tools: inherit is ignored ({why}); the other tokens still apply")
             tokens = _parse_tokens(rest, field="tools", warnings=[])
         else:
+            tokens = _default_tokens(settings, warnings=warnings)
             warnings.append(
                 f"tools: inherit is ignored ({why}); the default tools "
-                f"({', '.join(settings.default_tools)}) apply"
+                f"({', '.join(sorted(tokens.builtins)) or 'none'}) apply"
             )
-            tokens = _parse_tokens(settings.default_tools, field="default_tools", warnings=[])
     if isolated and tokens.selectors:
         warnings.append(
             "isolated: true loads no extensions; the selectors "
             f"{', '.join(s.text for s in tokens.selectors)} select nothing"
         )
+    inherit = tokens.inherit and not definition.builtin and not isolated
 
     disallowed = _parse_tokens(
         () if definition.disallowed_tools is UNSET else definition.disallowed_tools,
@@ -211,22 +253,21 @@ def plan_tools(
     )
     builtins = set(tokens.builtins)
     if has_memory:
-        reachable = builtins | (
-            {n for n in parent_names if n in WRITE_TOOLS} if tokens.inherit else set()
-        )
-        writes = (reachable & WRITE_TOOLS) - disallowed.builtins
+        inherited = {b for t in parent_tools.values() if (b := builtin_of(t))} if inherit else set()
+        writes = ((builtins | inherited) & WRITE_TOOLS) - disallowed.builtins
         builtins |= {"Read", "Write", "Edit"} if writes else {"Read"}
     plan = ToolPlan(
         builtins=frozenset(builtins),
-        inherit=tokens.inherit,
+        inherit=inherit,
         selectors=tokens.selectors,
         named=tokens.named,
         disallowed_builtins=disallowed.builtins,
-        disallowed_names=disallowed.named,
+        disallowed_names=disallowed.written,
         disallowed_selectors=disallowed.selectors,
         extensions=extensions,
         isolated=isolated,
         delegation=delegation,
+        field=tokens.field,
     )
     return plan, warnings
 
@@ -268,14 +309,15 @@ class DefinitionRestriction:
         return self.reason(tool) is None
 
     def _parent_names(self) -> tuple[Hashable, frozenset[str]]:
+        """The parent's inheritable names: its catalog without its reserved tools."""
         if self.parent_stamp is None:
-            names = frozenset(self.parent_tools())
+            names = _inheritable(self.parent_tools())
             return names, names
         stamp = self.parent_stamp()
         cached = self._cache
         if cached is not None and cached[0] == stamp:
             return cached
-        entry = (stamp, frozenset(self.parent_tools()))
+        entry = (stamp, _inheritable(self.parent_tools()))
         self._cache = entry
         return entry
 
@@ -285,17 +327,15 @@ class DefinitionRestriction:
     def reason(self, tool: Tool) -> str | None:
         """``None`` when the tool is admitted, otherwise the one reason it is left out."""
         plan = self.plan
-        if tool.reserved:
-            return None
         extension = extension_of(tool)
         if plan.is_disallowed(tool, extension):
             return "disallowed_tools"
         name = tool.name
         if extension is not None:
             return self._extension_reason(tool, extension)
-        builtin = canonical_builtin(name)
+        builtin = builtin_of(tool)
         if builtin is not None:
-            if builtin in plan.builtins or (not plan.isolated and self._inherited(name)):
+            if builtin in plan.builtins or self._inherited(name):
                 return None
             return "not selected"
         if name in DELEGATION_TOOLS and plan.delegation != "off":
@@ -326,11 +366,16 @@ class DefinitionRestriction:
         return "not selected"
 
 
+def _inheritable(tools: Mapping[str, Tool]) -> frozenset[str]:
+    return frozenset(name for name, tool in tools.items() if not tool.reserved)
+
+
 def describe_tools(definition: AgentDefinition, settings: Settings) -> str:
     """One catalog line's worth: ``inherit (+Bash)`` rather than every inherited name."""
     tools = definition.tools
     if tools is UNSET:
-        return f"default ({', '.join(settings.default_tools)})"
+        default = [t for t in settings.default_tools if canonical_builtin(t) is not None]
+        return f"default ({', '.join(canonical_builtin(t) or t for t in default) or 'none'})"
     if not tools:
         return "none"
     if definition.inherits_tools and not definition.builtin:
