@@ -56,6 +56,13 @@ def test_the_project_file_overrides_the_global_one_key_by_key(
         ("[roles.ci]\n", "roles.ci"),
         ("[rate_limits.Bash]\nmax_calls = 0\nwindow_seconds = 1\n", "rate_limits.Bash.max_calls"),
         ("max_depth = \n", None),
+        ("max_depth = 9007199254740992\n", "max_depth"),
+        ("max_depth = true\n", "max_depth"),
+        ("max_concurrency = 9007199254740992\n", "max_concurrency"),
+        (
+            "[rate_limits.Bash]\nmax_calls = 1\nwindow_seconds = inf\n",
+            "rate_limits.Bash.window_seconds",
+        ),
     ],
 )
 def test_a_bad_setting_names_the_file_and_key(project: Path, text: str, key: str | None) -> None:
@@ -82,3 +89,52 @@ def test_every_settings_field_can_be_set_from_a_file(project: Path) -> None:
     from membrane.agents.config import CONFIG_KEYS
 
     assert {f.name for f in dataclasses.fields(Settings)} == set(CONFIG_KEYS)
+
+
+def test_the_largest_safe_integer_is_a_valid_depth(project: Path) -> None:
+    write(project / ".membrane" / "config.toml", "max_depth = 9007199254740991\n")
+    assert load_settings(project=project).max_depth == 2**53 - 1
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('["read", "GREP", "Read"]', ("Read", "Grep")),
+        ('["*"]', ("Read", "Glob", "Grep", "BrowserPreview", "Bash", "Edit", "Write")),
+        ('["All"]', ("Read", "Glob", "Grep", "BrowserPreview", "Bash", "Edit", "Write")),
+        ('["none"]', ()),
+        ("[]", ()),
+    ],
+)
+def test_default_tools_are_canonical_builtin_names(
+    project: Path, value: str, expected: tuple[str, ...]
+) -> None:
+    write(project / ".membrane" / "config.toml", f"default_tools = {value}\n")
+    assert load_settings(project=project).default_tools == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "needle", "hint"),
+    [
+        ('["inherit"]', "cannot hold `inherit`", "`tools: inherit` in the definitions"),
+        ('["Read", "INHERIT"]', "cannot hold `inherit`", "`tools: inherit` in the definitions"),
+        ('["Raed"]', "`Raed`", "did you mean `Read`?"),
+        ('["bsh"]', "`bsh`", "did you mean `Bash`?"),
+        ('["Task"]', "`Task`", "use Read, Glob"),
+        ('["Bash(rm *)"]', "argument pattern `Bash(rm *)`", "write `Bash` alone"),
+        ('["ext:notes"]', "selector `ext:notes`", "`tools` of the definitions"),
+        ('["mcp__gh__*"]', "selector `mcp__gh__*`", "`tools` of the definitions"),
+        ('["none", "Read"]', "mixes `none`", "`[]`"),
+    ],
+)
+def test_default_tools_outside_the_assignable_builtins_are_refused(
+    project: Path, value: str, needle: str, hint: str
+) -> None:
+    path = project / ".membrane" / "config.toml"
+    write(path, f"default_tools = {value}\n")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(project=project)
+    assert caught.value.data["key"] == "default_tools"
+    assert caught.value.data["path"] == str(path)
+    assert needle in caught.value.message
+    assert hint in caught.value.data["hint"]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from agents_support import write_agent
 
 from membrane import UNSET, Catalog
+from membrane.agents import catalog as catalog_module
+from membrane.errors import DefinitionError
 
 
 def test_builtins_are_present_read_only_and_never_inherit(project: Path) -> None:
@@ -18,6 +21,8 @@ def test_builtins_are_present_read_only_and_never_inherit(project: Path) -> None
         definition = catalog.definitions()[name]
         assert definition.builtin and definition.root == "builtin"
         assert definition.tools == ("Read", "Glob", "Grep")
+        # Read-only means no extension tools either: a loaded extension may change state.
+        assert definition.extensions is False
         assert not definition.inherits_tools
         assert definition.body and isinstance(definition.description, str)
         assert definition.warnings == ()
@@ -166,3 +171,48 @@ def test_a_file_broken_later_is_reported_and_the_previous_version_is_not_kept(
     catalog.reload()
     assert catalog.get("a") is None
     assert len(catalog.errors) == 1
+
+
+@pytest.mark.parametrize(
+    "frontmatter",
+    [
+        "name: bad\ncreated: 2023-02-29",
+        "name: bad\nx: !!int abc",
+        "name: bad\nx: !!float zz",
+        "name: bad\nx: " + "[" * 3000 + "]" * 3000,
+    ],
+)
+def test_one_unreadable_value_costs_only_its_own_file(
+    project: Path, project_agents: Path, frontmatter: str
+) -> None:
+    write_agent(project_agents, "good.md", "name: good")
+    bad = write_agent(project_agents, "bad.md", frontmatter)
+    catalog = Catalog(project=project)
+    assert catalog.get("good") is not None
+    [error] = catalog.errors
+    assert (error.data["path"], error.data["line"]) == (str(bad), 3)
+    assert catalog.dispatch("good").definition.name == "good"
+
+
+def test_anything_parsing_raises_becomes_an_error_for_that_file_only(
+    project: Path, project_agents: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_agent(project_agents, "good.md", "name: good")
+    bad = write_agent(project_agents, "bad.md", "name: bad")
+    real = catalog_module.decode_definition
+
+    def decode(data: bytes, *, path: str, root: str):  # type: ignore[no-untyped-def]
+        if path == str(bad):
+            raise RuntimeError("unexpected")
+        return real(data, path=path, root=root)
+
+    monkeypatch.setattr(catalog_module, "decode_definition", decode)
+    catalog = Catalog(project=project)
+    assert catalog.get("good") is not None and catalog.get("bad") is None
+    [error] = catalog.errors
+    assert isinstance(error, DefinitionError)
+    assert error.data["path"] == str(bad)
+    assert "RuntimeError: unexpected" in error.message
+    write_agent(project_agents, "other.md", "name: other")
+    assert catalog.reload() is True
+    assert catalog.get("other") is not None

@@ -42,9 +42,45 @@ def test_comma_string_and_yaml_list_forms_give_the_same_tokens(value: str) -> No
 
 
 def test_tokens_keep_selectors_and_parenthesised_commas() -> None:
-    d = parse("tools: inherit, Bash(git log:*, git diff:*), ext:alpha/search, mcp__gh__*")
-    assert d.tools == ("inherit", "Bash(git log:*, git diff:*)", "ext:alpha/search", "mcp__gh__*")
+    d = parse("tools: inherit, ext:alpha/search, mcp__gh__*")
+    assert d.tools == ("inherit", "ext:alpha/search", "mcp__gh__*")
     assert d.inherits_tools
+    denied = parse("disallowed_tools: Bash(git log:*, git diff:*), Write")
+    assert denied.disallowed_tools == ("Bash", "Write")
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        ("Read, Bash(git log:*)", ("Read",)),
+        ("[Read, 'Bash(git log:*, git diff:*)']", ("Read",)),
+        ("Bash(rm *)", ()),
+    ],
+)
+def test_an_argument_pattern_in_tools_grants_nothing_and_says_so(
+    value: str, kept: tuple[str, ...]
+) -> None:
+    d = parse(f"tools: {value}")
+    assert d.tools == kept
+    [warning] = d.warnings
+    assert (warning.code, warning.line) == ("argument-pattern", 2)
+    assert "Membrane has no argument patterns" in warning.message
+    assert "would grant all of Bash" in warning.message
+
+
+def test_an_argument_pattern_in_disallowed_tools_denies_the_whole_tool() -> None:
+    d = parse("disallowed_tools: Bash(rm *)")
+    assert d.disallowed_tools == ("Bash",)
+    [warning] = d.warnings
+    assert warning.code == "argument-pattern"
+    assert "denies all of Bash" in warning.message
+
+
+@pytest.mark.parametrize("value", ["(git)", "Bash(git", "Bash)", "Bash(x)y"])
+def test_a_parenthesis_that_is_not_a_pattern_is_an_error(value: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse(f"tools: ['{value}']")
+    assert caught.value.data["field"] == "tools"
 
 
 def test_the_disallowed_tools_alias_is_accepted_without_warning() -> None:
@@ -54,15 +90,62 @@ def test_the_disallowed_tools_alias_is_accepted_without_warning() -> None:
     assert d.lines["disallowed_tools"] == 2
 
 
-def test_both_spellings_of_disallowed_tools_at_once_is_an_error() -> None:
-    with pytest.raises(DefinitionError, match="given twice"):
-        parse("disallowed_tools: Bash\ndisallowedTools: Write")
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("disallowed_tools", "disallowedTools"), ("disallowedTools", "disallowed_tools")],
+)
+def test_both_spellings_of_disallowed_tools_at_once_is_an_error_naming_both(
+    first: str, second: str
+) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse(f"{first}: Bash\n{second}: Write")
+    assert f"given twice (as `{first}` and `{second}`)" in caught.value.message
 
 
 def test_the_name_falls_back_to_the_file_stem_when_absent_or_blank() -> None:
     assert parse("description: x", path="a/b/reviewer.md").name == "reviewer"
     assert parse('name: "  "', path="a/b/reviewer.md").name == "reviewer"
     assert parse("name: Custom", path="a/b/reviewer.md").name == "Custom"
+    assert parse("description: x", path="a/.pi__agents__auditor.md").name == "pi__agents__auditor"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["ns:code-reviewer", "v1.2_beta", "A", "x" * 128],
+)
+def test_a_name_of_letters_digits_and_separators_is_accepted(name: str) -> None:
+    assert parse(f"name: '{name}'").name == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../../x",
+        "a/b",
+        "-leading-dash",
+        ".hidden",
+        "has space",
+        "a<b>",
+        "a]b[/red] [bold]x",
+        "evil\u202etxt.exe",
+        "a\\x00b",
+        "x" * 129,
+    ],
+)
+def test_a_name_outside_the_safe_character_set_makes_the_file_unusable(name: str) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse(f'name: "{name}"')
+    assert (caught.value.data["field"], caught.value.data["line"]) == ("name", 2)
+    assert "letters, digits" in caught.value.data["hint"]
+    assert "\u202e" not in caught.value.message
+
+
+def test_a_file_name_that_is_no_valid_name_needs_a_name_field() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse("description: x", path="agents/my agent.md")
+    assert (caught.value.data["field"], caught.value.data["line"]) == ("name", 1)
+    assert "add a `name` field" in caught.value.data["hint"]
+    assert parse("name: mine", path="agents/my agent.md").name == "mine"
 
 
 @pytest.mark.parametrize(
@@ -188,6 +271,46 @@ def test_every_documented_field_is_read() -> None:
         "extra": {},
         "warnings": [],
     }
+
+
+@pytest.mark.parametrize(
+    ("frontmatter", "field", "needle"),
+    [
+        ("tools: !!binary UmVhZA==", "tools", "binary data"),
+        ("tools: 2024-01-01", "tools", "the date 2024-01-01"),
+        ("tools: [Read, 2024-01-01]", "tools", "the date 2024-01-01"),
+        ("disallowed_tools: !!set {Bash}", "disallowed_tools", "a set"),
+        ("allowed_subagents: !agent scout", "allowed_subagents", "tagged `!agent`"),
+        ("exclude_extensions: [2024-01-01T10:00:00]", "exclude_extensions", "the date"),
+    ],
+)
+def test_a_name_list_holding_a_yaml_typed_value_is_refused(
+    frontmatter: str, field: str, needle: str
+) -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse(f"name: w\n{frontmatter}")
+    assert (caught.value.data["field"], caught.value.data["line"]) == (field, 3)
+    assert needle in caught.value.message
+
+
+def test_an_explicitly_tagged_string_is_a_name() -> None:
+    assert parse("allowed_subagents: !!str 2024-01-01").allowed_subagents == ("2024-01-01",)
+
+
+def test_a_star_alone_allows_any_subagent_but_not_mixed_with_names() -> None:
+    assert parse("allowed_subagents: '*'").allowed_subagents == ("*",)
+    with pytest.raises(DefinitionError) as caught:
+        parse('name: w\nallowed_subagents: [scout, "*"]')
+    assert caught.value.data["field"] == "allowed_subagents"
+    assert "mixes `*` with names" in caught.value.message
+
+
+def test_the_hint_for_a_boolean_subagent_list_suggests_agent_names() -> None:
+    with pytest.raises(DefinitionError) as caught:
+        parse("name: w\nallowed_subagents: true")
+    hint = caught.value.data["hint"]
+    assert "allowed_subagents: explorer, code-reviewer" in hint
+    assert "Read" not in hint
 
 
 def test_a_per_tool_permission_map_from_another_product_is_ignored_loudly() -> None:

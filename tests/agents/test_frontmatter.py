@@ -134,7 +134,18 @@ def test_a_broken_authority_value_is_never_requoted() -> None:
         ("---\nname: a\ntools: Read\n", 1, None, "never closed"),
         ("---\nname: a\ntools: Read\ntools: Bash\n---\n", 4, "tools", "appears twice"),
         ("---\nname: a\ntools: [Read, Grep\n---\n", 3, "tools", "invalid YAML"),
-        ("---\n- just\n- a list\n---\n", 2, None, "not a mapping"),
+        ("---\n- just\n- a list\n---\n", 2, None, "is a list, not a mapping"),
+        ("---\njust text\n---\n", 2, None, "is a scalar, not a mapping"),
+        ("---\nname: a\ncreated: 2023-02-29\n---\n", 3, "created", "day is out of range"),
+        ("---\nname: a\nx: !!int abc\n---\n", 3, "x", "invalid YAML value"),
+        ("---\nname: a\nx: !!float zz\n---\n", 3, "x", "invalid YAML value"),
+        ("---\nname: a\nx: " + "[" * 3000 + "]" * 3000 + "\n---\n", 3, "x", "too deeply"),
+        (
+            "---\nname: a\n" + "\n".join(" " * i + "k:" for i in range(1500)) + " 1\n---\n",
+            None,
+            "k",
+            "too deeply",
+        ),
     ],
 )
 def test_unusable_files_raise_a_precise_definition_error(
@@ -145,10 +156,36 @@ def test_unusable_files_raise_a_precise_definition_error(
     error = caught.value
     assert error.code == "definition-invalid"
     assert error.data["path"] == "agents/reviewer.md"
-    assert error.data["line"] == line
+    assert error.data["line"] == line or (line is None and error.data["line"] > 3)
     assert error.data["field"] == field
     assert error.data["hint"]
     assert needle in error.message
+
+
+def test_a_value_its_type_refuses_never_escapes_as_a_raw_exception(tmp_path: Path) -> None:
+    path = tmp_path / "dated.md"
+    path.write_text("---\nname: dated\nx: !!int 12z\ndescription: y\n---\n")
+    with pytest.raises(DefinitionError) as caught:
+        read_definition(path, root="project")
+    assert (caught.value.data["line"], caught.value.data["field"]) == (3, "x")
+    assert "quote `x`" in caught.value.data["hint"]
+
+
+def test_a_reader_never_lets_an_unexpected_exception_escape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import membrane.agents.fields
+
+    def explode(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(membrane.agents.fields, "build_definition", explode)
+    path = tmp_path / "a.md"
+    path.write_text("---\nname: a\n---\n")
+    with pytest.raises(DefinitionError) as caught:
+        read_definition(path, root="project")
+    assert caught.value.data["path"] == str(path)
+    assert "RuntimeError: boom" in caught.value.message
 
 
 def test_a_file_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:

@@ -108,3 +108,70 @@ def test_validate_without_paths_checks_every_root_of_the_project(
     code, out, _ = run(capsys, "agents", "validate", "--project", str(project))
     assert code == 1
     assert "broken.md:3: definition-invalid:" in out
+
+
+def test_validate_without_paths_counts_only_files_on_disk(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, _, err = run(capsys, "agents", "validate", "--project", str(project))
+    # Two project files and one global file; the four packaged builtins are not files here.
+    assert "3 file(s): 2 usable, 1 unusable" in err
+
+
+def test_rich_markup_in_a_definition_is_printed_as_written(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    agents = project / ".membrane" / "agents"
+    (agents / "[bold]odd[red].md").write_text(
+        '---\nname: odd\ndescription: "[/x] closes nothing [red]"\nmodel: "[/]"\n---\n[b]Body\n'
+    )
+    (agents / "weird.md").write_text('---\nname: "a]b[/red] [bold]x"\n---\nB\n')
+    code, out, _ = run(capsys, "agents", "show", "odd", "--project", str(project))
+    assert code == 0
+    assert "[/x] closes nothing [red]" in out and "[/]" in out and "[b]Body" in out
+    code, out, _ = run(capsys, "agents", "list", "--project", str(project))
+    assert code == 0
+    assert "[bold]odd[red].md" in out
+    assert "`a]b[/red] [bold]x` is not a valid agent name" in out
+
+
+def test_characters_the_terminal_cannot_encode_are_escaped_not_fatal(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = project / ".membrane" / "agents"
+    (agents / "sur.md").write_text(
+        '---\nname: sur\ndescription: "lone \\ud800 surrogate"\n---\nBody \\ud800\n'
+    )
+    code, out, _ = run(capsys, "agents", "show", "sur", "--project", str(project))
+    assert code == 0
+    assert "lone \\ud800 surrogate" in out
+    code, out, _ = run(capsys, "agents", "list", "--json", "--project", str(project))
+    assert code == 0
+    assert json.loads(out)["agents"]
+
+
+def test_an_error_message_is_printed_without_markup(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "agents", "show", "[red]x[/red]", "--project", str(project))
+    assert code == 2
+    assert "agent `[red]x[/red]` is unknown" in err
+
+
+def test_a_settings_error_prints_its_hint(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".membrane" / "config.toml").write_text('default_tools = ["inherit"]\n')
+    code, _, err = run(capsys, "agents", "list", "--project", str(project))
+    assert code == 2
+    assert "settings-invalid: " in err
+    assert "(hint: write `tools: inherit` in the definitions that should inherit)" in err
+
+
+def test_a_hint_already_in_the_message_is_not_repeated() -> None:
+    from membrane.cli.app import error_text
+    from membrane.errors import DefinitionError
+
+    error = DefinitionError("bad", path="a.md", line=2, hint="fix [it]")
+    assert error_text(error).plain == "definition-invalid: a.md:2: bad (fix [it])"

@@ -254,3 +254,42 @@ def test_a_duplicate_key_is_a_script_error_with_the_line() -> None:
     with pytest.raises(ScriptError, match="duplicate key") as info:
         ScriptedModel("agents:\n  a: [{text: x}]\n  a: [{text: y}]\n")
     assert info.value.data["line"] == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        ("default:\n  - text: x\n    usage: {input_tokens: !!int abc}\n", 3, "invalid value"),
+        ("default:\n  - tool_calls: [{name: T, arguments: {d: 2023-02-30}}]\n", 2, "day is"),
+        ("default:\n  - text: !!float zz\n", 2, "invalid value"),
+        ("default:\n  - text: " + "[" * 3000 + "]" * 3000 + "\n", 2, "nests too deeply"),
+    ],
+)
+def test_a_value_yaml_cannot_build_is_a_script_error_with_the_line(
+    text: str, line: int, problem: str
+) -> None:
+    with pytest.raises(ScriptError, match="not valid YAML") as info:
+        ScriptedModel(text)
+    assert info.value.data["line"] == line
+    assert problem in str(info.value)
+
+
+def test_a_one_line_string_yaml_cannot_build_is_read_as_a_path() -> None:
+    with pytest.raises(ScriptError, match="cannot read"):
+        ScriptedModel("!!int abc")
+
+
+@pytest.mark.parametrize("number", [".nan", ".inf", "-.inf"])
+def test_arguments_that_are_not_json_numbers_are_refused(number: str) -> None:
+    with pytest.raises(ScriptError, match="not a JSON number") as info:
+        ScriptedModel(f"default:\n  - tool_calls: [{{name: T, arguments: {{x: {number}}}}}]\n")
+    assert info.value.data["key"] == "default[0].tool_calls[0].arguments.x"
+    assert info.value.data["line"] == 2
+
+
+def test_arguments_that_contain_themselves_are_refused() -> None:
+    loop: dict[str, Any] = {}
+    loop["again"] = loop
+    script = {"default": [{"tool_calls": [{"name": "T", "arguments": loop}]}]}
+    with pytest.raises(ScriptError, match="contains itself"):
+        ScriptedModel(script)

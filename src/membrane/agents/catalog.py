@@ -4,7 +4,8 @@ Roots, lowest to highest: the packaged builtins < ``<home>/agents`` < ``<workspa
 < ``<project>/.membrane/agents``, each scanned recursively for ``*.md``. The key is the
 definition's name. A higher root replaces the whole definition (fields are never merged from
 the loser); within one root, two files with the same name are decided by path order (the first
-wins) and warned about. A broken file lands in ``errors`` and is skipped.
+wins) and warned about. A broken file lands in ``errors`` and is skipped: whatever parsing one
+file raises, it becomes a ``DefinitionError`` for that path and never stops a reload.
 
 ``reload()`` runs before every spawn, so its unchanged path must be cheap: it stats every known
 directory and file and compares ``(mtime_ns, ctime_ns, size, inode)``. A file or directory whose
@@ -170,6 +171,14 @@ class _RootScan:
             )
         except DefinitionError as exc:
             result = exc
+        except Exception as exc:  # one file never takes the catalog down
+            result = DefinitionError(
+                f"cannot be read: {type(exc).__name__}: {exc}",
+                path=path,
+                line=1,
+                hint="fix or remove this file; the other definitions are unaffected",
+            )
+            result.__cause__ = exc
         return _Entry(signature, digest, result)
 
 

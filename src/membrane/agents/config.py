@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from membrane.builtin_tools import ASSIGNABLE_TOOLS, canonical_builtin_name
 from membrane.errors import SettingsError
 from membrane.settings import RateLimit, RoleSpec, Settings
 
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 CONFIG_NAME = "config.toml"
+#: The largest integer a JSON number holds exactly (2**53 - 1); seed 001 rejects unsafe integers.
+MAX_SAFE_INT = 2**53 - 1
 
 
 def membrane_home() -> Path:
@@ -56,8 +59,8 @@ class _Role(_Strict):
 
 
 class _RateLimit(_Strict):
-    max_calls: int = Field(ge=1)
-    window_seconds: float = Field(gt=0)
+    max_calls: int = Field(ge=1, le=MAX_SAFE_INT)
+    window_seconds: float = Field(gt=0, allow_inf_nan=False)
 
     @field_validator("window_seconds", mode="before")
     @classmethod
@@ -75,9 +78,9 @@ class _File(_Strict):
     persona: str | None = None
     permission_mode: str | None = Field(default=None, min_length=1)
     worktrees_enabled: bool | None = None
-    max_concurrency: int | None = Field(default=None, ge=1)
-    grace_turns: int | None = Field(default=None, ge=0)
-    default_max_turns: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
+    grace_turns: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
+    default_max_turns: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     roles: dict[str, _Role] | None = None
     rate_limits: dict[str, _RateLimit] | None = None
 
@@ -85,10 +88,70 @@ class _File(_Strict):
     @classmethod
     def _depth(cls, value: object) -> object:
         if value == "provider-managed" or (
-            isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SAFE_INT
         ):
             return value
-        raise ValueError('must be a whole number of 0 or more, or "provider-managed"')
+        raise ValueError(f'must be a whole number from 0 to {MAX_SAFE_INT}, or "provider-managed"')
+
+
+def _default_tools(tokens: list[str], path: Path) -> tuple[str, ...]:
+    """``default_tools`` canonicalised: assignable built-in names, ``*``/``all``, or nothing.
+
+    ``inherit``, selectors (``ext:``, ``mcp__``), argument patterns and unknown names are
+    refused: the default applies to every definition that leaves ``tools`` out, and seed 000
+    keeps those documents read-only unless a definition itself opts into ``inherit``.
+    """
+    out: list[str] = []
+    words = [token.strip() for token in tokens]
+    for token in words:
+        low = token.lower()
+        if low in ("", "none"):
+            if any(w.lower() not in ("", "none") for w in words):
+                raise _bad_default(path, "mixes `none` with tool names", "write `[]` or the names")
+            continue
+        if low in ("*", "all"):
+            out.extend(ASSIGNABLE_TOOLS)
+            continue
+        name = canonical_builtin_name(token)
+        if name is not None and name in ASSIGNABLE_TOOLS:
+            out.append(name)
+            continue
+        raise _bad_default(path, *_default_tool_problem(token))
+    return tuple(dict.fromkeys(out))
+
+
+def _bad_default(path: Path, problem: str, hint: str) -> SettingsError:
+    return SettingsError(
+        f"{path}: `default_tools` {problem}", path=str(path), key="default_tools", hint=hint
+    )
+
+
+def _default_tool_problem(token: str) -> tuple[str, str]:
+    low = token.lower()
+    if low == "inherit":
+        return (
+            "cannot hold `inherit`: definitions that leave `tools` out stay bounded",
+            "write `tools: inherit` in the definitions that should inherit",
+        )
+    if low.startswith("ext:") or token.startswith("mcp__"):
+        return (
+            f"cannot hold the selector `{token}`",
+            "list it in the `tools` of the definitions that need it",
+        )
+    if "(" in token:
+        base = canonical_builtin_name(token.partition("(")[0]) or "the tool name"
+        return (
+            f"holds the argument pattern `{token}`, which Membrane cannot enforce",
+            f"write `{base}` alone to grant all of it, or leave it out",
+        )
+    choices = [*ASSIGNABLE_TOOLS, "*", "none"]
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(low, list(by_lower), n=1, cutoff=0.6)
+    known = f"use {', '.join(choices)}"
+    return (
+        f"holds `{token}`, which is not a built-in tool a subagent can be given",
+        f"did you mean `{by_lower[close[0]]}`? ({known})" if close else known,
+    )
 
 
 CONFIG_KEYS = tuple(_File.model_fields)
@@ -116,7 +179,7 @@ def _read(path: Path) -> _File | None:
             hint="fix the TOML syntax at the line named",
         ) from exc
     try:
-        return _File.model_validate(raw)
+        parsed = _File.model_validate(raw)
     except ValidationError as exc:
         error = exc.errors()[0]
         key = _key_path(raw, error["loc"])
@@ -130,6 +193,10 @@ def _read(path: Path) -> _File | None:
             hint = "see the settings reference for the expected type"
             message = f"{path}: `{key}`: {error['msg']} (got {error.get('input')!r})"
         raise SettingsError(message, path=str(path), key=key, hint=hint) from exc
+    if parsed.default_tools is None:
+        return parsed
+    tools = _default_tools(parsed.default_tools, path)
+    return parsed.model_copy(update={"default_tools": list(tools)})
 
 
 def _key_path(raw: object, loc: tuple[int | str, ...]) -> str:

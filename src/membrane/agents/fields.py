@@ -23,10 +23,17 @@ import datetime as dt
 import difflib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
-from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
-from membrane.errors import DefinitionError
+from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning
+from membrane.agents.values import (
+    AUTHORITY_FIELDS,
+    CHOICES,
+    NAME_LIST_FIELDS,
+    ValueReader,
+    check_names,
+    definition_name,
+)
 
 __all__ = [
     "ALIASES",
@@ -44,22 +51,6 @@ FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AgentDefinition) if f.name not in _NOT_FIELDS
 )
 ALIASES: Mapping[str, str] = {"disallowedTools": "disallowed_tools"}
-AUTHORITY_FIELDS = frozenset(
-    {
-        "tools",
-        "disallowed_tools",
-        "extensions",
-        "exclude_extensions",
-        "skills",
-        "allowed_subagents",
-        "isolated",
-        "isolation",
-        "memory",
-        "permission",
-        "enabled",
-        "inherit_context",
-    }
-)
 _NEAR_MISSES: Mapping[str, str] = {
     "tool": "tools",
     "allowedtools": "tools",
@@ -119,13 +110,7 @@ KNOWN_KEYS = (
         for key in ("allowed-tools", "allowedTools", "allowed_tools", "tool", "disallowed-tools")
     )
 )
-_BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 _THINKING = {"off", "minimal", "low", "medium", "high", "xhigh"}
-_CHOICES: Mapping[str, tuple[str, ...]] = {
-    "prompt_mode": ("replace", "append"),
-    "isolation": ("off", "worktree"),
-    "memory": ("project", "local", "user"),
-}
 
 
 #: Aliases let a small file describe a huge value ("billion laughs"); no definition needs more.
@@ -173,169 +158,6 @@ def suggest_field(key: str) -> str | None:
     return _BY_NORM[close[0]] if close else None
 
 
-class _Builder:
-    def __init__(self, *, path: str, lines: Mapping[str, int]) -> None:
-        self.path = path
-        self.lines = lines
-        self.warnings: list[DefinitionWarning] = []
-
-    def warn(self, key: str, code: str, message: str) -> None:
-        self.warnings.append(DefinitionWarning(self.path, self.lines.get(key), code, message))
-
-    def fail(self, key: str, problem: str, hint: str) -> NoReturn:
-        raise DefinitionError(
-            f"`{key}` {problem}", path=self.path, line=self.lines.get(key), field=key, hint=hint
-        )
-
-    def bad(self, key: str, field: str, problem: str, hint: str) -> Unset:
-        """Authority fields fail; the others warn and stay UNSET."""
-        if field in AUTHORITY_FIELDS:
-            self.fail(key, problem, hint)
-        self.warn(key, "invalid-value", f"`{key}` {problem}; ignored ({hint})")
-        return UNSET
-
-    def text(self, key: str, field: str, value: Any) -> str | Unset:
-        if isinstance(value, str):
-            return (
-                value.strip()
-                if value.strip()
-                else self.bad(key, field, "is empty", "give a value or remove the line")
-            )
-        if (
-            isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and (field not in AUTHORITY_FIELDS)
-        ):
-            self.warn(key, "coerced-value", f"read `{key}: {value}` as the text {str(value)!r}")
-            return str(value)
-        return self.bad(key, field, f"must be text, not {_kind(value)}", "write a plain string")
-
-    def flag(self, key: str, field: str, value: Any) -> bool | Unset:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
-            result = _BOOL_WORDS[value.strip().lower()]
-            self.warn(key, "coerced-value", f"read `{key}: {value}` as `{str(result).lower()}`")
-            return result
-        return self.bad(
-            key,
-            field,
-            f"must be true or false, not {_show(value)}",
-            f"write `{key}: true` or `{key}: false`",
-        )
-
-    def choice(self, key: str, field: str, value: Any) -> str | Unset:
-        options = _CHOICES[field]
-        if isinstance(value, str) and value.strip().lower() in options:
-            return value.strip().lower()
-        return self.bad(
-            key,
-            field,
-            f"must be one of {', '.join(options)}, not {_show(value)}",
-            f"write `{key}: {options[0]}` or remove the line",
-        )
-
-    def turns(self, key: str, value: Any) -> int | Unset:
-        if isinstance(value, str) and value.strip().isdigit():
-            self.warn(
-                key, "coerced-value", f"read `{key}: {value!r}` as the number {value.strip()}"
-            )
-            value = int(value.strip())
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-            return value
-        return self.bad(
-            key,
-            "max_turns",
-            f"must be a whole number of at least 1, not {_show(value)}",
-            "write for example `max_turns: 20`",
-        )
-
-    def tokens(self, key: str, field: str, value: Any, *, flags: bool) -> Any:
-        """A comma string or a YAML list; ``none`` and ``[]`` are the empty tuple."""
-        denylist = field in ("disallowed_tools", "exclude_extensions")
-        if isinstance(value, bool):
-            if flags or (field == "allowed_subagents" and value is False):
-                return value if flags else ()
-            self.fail(
-                key,
-                f"cannot be `{str(value).lower()}`",
-                f"list names, e.g. `{key}: Read, Grep`, or write `{key}: none`",
-            )
-        if value is None or (isinstance(value, str) and not value.strip()):
-            if denylist:
-                self.warn(key, "empty-value", f"`{key}` is empty; nothing is excluded")
-                return ()
-            self.fail(
-                key,
-                "has no value",
-                f"write `{key}: none` for nothing, or remove the line for the default",
-            )
-        if isinstance(value, str):
-            items = _split_commas(value)
-            if "" in items:
-                self.warn(key, "repaired-list", f"ignored an empty entry in `{key}`")
-                items = [item for item in items if item]
-        elif isinstance(value, list):
-            items = []
-            for item in value:
-                if not isinstance(item, str) or not item.strip():
-                    self.fail(
-                        key,
-                        f"has the entry {_show(item)}, which is not a name",
-                        "write each entry as a plain name",
-                    )
-                items.append(item.strip())
-        else:
-            self.fail(
-                key,
-                f"must be a list or a comma-separated string, not {_kind(value)}",
-                f"write `{key}: a, b` or a YAML list",
-            )
-        lowered = [item.lower() for item in items]
-        if "none" in lowered:
-            if len(items) > 1:
-                self.fail(
-                    key,
-                    "mixes `none` with names",
-                    f"write `{key}: none` alone, or list the names without `none`",
-                )
-            return ()
-        if field in ("tools", "disallowed_tools"):
-            for item in items:
-                if re.search(r"\s", re.sub(r"\(.*\)", "", item)):
-                    self.fail(
-                        key, f"`{item}` is not one tool name", "separate tool names with commas"
-                    )
-        return tuple(dict.fromkeys(items))
-
-
-def _split_commas(text: str) -> list[str]:
-    """Split on commas outside parentheses (``Bash(git log:*)`` stays one token)."""
-    items: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char == "," and depth == 0:
-            items.append("".join(current).strip())
-            current = []
-            continue
-        depth += char == "("
-        depth -= char == ")" and depth > 0
-        current.append(char)
-    items.append("".join(current).strip())
-    return items
-
-
-def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "empty"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _show(value: Any) -> str:
-    return f"`{value}`" if isinstance(value, (str, int, float)) else _kind(value)
-
-
 def build_definition(
     data: Mapping[str, Any],
     *,
@@ -347,25 +169,33 @@ def build_definition(
     warnings: Sequence[DefinitionWarning] = (),
 ) -> AgentDefinition:
     """Validate the parsed mapping into a definition; ``DefinitionError`` when unusable."""
-    builder = _Builder(path=path, lines=lines)
+    builder = ValueReader(path=path, lines=lines)
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     field_lines: dict[str, int] = {}
     budget = [MAX_VALUES]
+    given: dict[str, str] = {}  # field -> the key that set it
     for key, raw in data.items():
+        field = ALIASES.get(key, key if key in FIELDS else None)
+        if field in NAME_LIST_FIELDS:
+            check_names(builder, key, raw)
         try:
             value = plain(raw, budget)
         except _TooLarge:
             builder.fail(key, f"holds more than {MAX_VALUES} values", "remove the YAML aliases")
-        field = ALIASES.get(key, key if key in FIELDS else None)
         if key in lines:
             field_lines[field or key] = lines[key]
         if field is None:
             extra[key] = value
             _unknown(builder, key, value)
             continue
-        if field in values:
-            builder.fail(key, f"is given twice (as `{field}` and `{key}`)", "keep one of the two")
+        if field in given:
+            builder.fail(
+                key,
+                f"is given twice (as `{given[field]}` and `{key}`)",
+                "keep one of the two",
+            )
+        given[field] = key
         if field == "permission" and isinstance(value, dict):
             extra[key] = value
             builder.warn(
@@ -377,13 +207,8 @@ def build_definition(
             )
             continue
         values[field] = _field(builder, key, field, value)
-    name = values.pop("name", UNSET)
-    if not isinstance(name, str) or not name:
-        name = stem
-    if any(ord(c) < 0x20 for c in name):
-        builder.fail("name", "contains a control character", "use a single-line name")
     return AgentDefinition(
-        name=name,
+        name=definition_name(builder, values.pop("name", UNSET), stem),
         body=body,
         root=root,
         path=path,
@@ -394,7 +219,7 @@ def build_definition(
     )
 
 
-def _unknown(builder: _Builder, key: str, value: Any) -> None:
+def _unknown(builder: ValueReader, key: str, value: Any) -> None:
     guess = suggest_field(key)
     if guess in AUTHORITY_FIELDS:
         builder.warn(
@@ -415,14 +240,14 @@ def _unknown(builder: _Builder, key: str, value: Any) -> None:
         )
 
 
-def _field(builder: _Builder, key: str, field: str, value: Any) -> Any:
+def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
     if field in ("tools", "disallowed_tools", "exclude_extensions", "allowed_subagents"):
         return builder.tokens(key, field, value, flags=False)
     if field in ("extensions", "skills"):
         return builder.tokens(key, field, value, flags=True)
     if field in ("inherit_context", "run_in_background", "isolated", "enabled"):
         return builder.flag(key, field, value)
-    if field in _CHOICES:
+    if field in CHOICES:
         return builder.choice(key, field, value)
     if field == "max_turns":
         return builder.turns(key, value)

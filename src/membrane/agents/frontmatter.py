@@ -88,12 +88,39 @@ def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
         raise _Broken(
             DefinitionError(f"invalid YAML: {exc}", path=fm.path, line=fm.file_line(0), hint=None)
         ) from exc
+    except RecursionError as exc:
+        yaml_line = _failing_line(exc)
+        key = _key_at(yaml_text, yaml_line)
+        raise _Broken(
+            DefinitionError(
+                "the YAML nests too deeply to read",
+                path=fm.path,
+                line=fm.file_line(yaml_line),
+                field=key,
+                hint="flatten the value: a definition needs at most a list of names",
+            )
+        ) from exc
+    except Exception as exc:
+        # A tagged or implicitly typed scalar that its Python type refuses (`!!int abc`,
+        # `2023-02-29`): ruamel lets the type's own ValueError, TypeError or OverflowError
+        # through without a position.
+        yaml_line = _failing_line(exc)
+        key = _key_at(yaml_text, yaml_line)
+        raise _Broken(
+            DefinitionError(
+                f"invalid YAML value: {exc}",
+                path=fm.path,
+                line=fm.file_line(yaml_line),
+                field=key,
+                hint=f"quote {f'`{key}`' if key else 'the value'} to keep it as text",
+            )
+        ) from exc
     if data is None:
         return CommentedMap()
     if not isinstance(data, CommentedMap):
         raise _Broken(
             DefinitionError(
-                f"the frontmatter is a {type(data).__name__}, not a mapping of fields",
+                f"the frontmatter is {_shape(data)}, not a mapping of fields",
                 path=fm.path,
                 line=fm.file_line(0),
                 field=None,
@@ -101,6 +128,31 @@ def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
             )
         )
     return data
+
+
+def _failing_line(exc: BaseException) -> int:
+    """The 0-based YAML line of the node being built when ``exc`` was raised (0 if unknown).
+
+    ruamel's constructors hold the node they build in a local named ``node``; the innermost
+    frame that has one is the value that failed.
+    """
+    line = 0
+    trace = exc.__traceback__
+    while trace is not None:
+        mark = getattr(trace.tb_frame.f_locals.get("node"), "start_mark", None)
+        found = getattr(mark, "line", None)
+        if isinstance(found, int):
+            line = found
+        trace = trace.tb_next
+    return line
+
+
+def _shape(data: object) -> str:
+    if isinstance(data, Mapping):
+        return "a mapping"
+    if isinstance(data, list):
+        return "a list"
+    return "a scalar"
 
 
 def _key_at(yaml_text: str, yaml_line: int) -> str | None:
@@ -155,7 +207,17 @@ def decode_definition(data: bytes, *, path: str, root: str) -> AgentDefinition:
             line=line,
             hint="save the file as UTF-8",
         ) from exc
-    return parse_definition(text, path=path, root=root)
+    try:
+        return parse_definition(text, path=path, root=root)
+    except DefinitionError:
+        raise
+    except Exception as exc:  # a file must never crash its reader: report it as unusable
+        raise DefinitionError(
+            f"cannot be read: {type(exc).__name__}: {exc}",
+            path=path,
+            line=1,
+            hint="fix or remove this file",
+        ) from exc
 
 
 def parse_definition(text: str, *, path: str, root: str) -> AgentDefinition:

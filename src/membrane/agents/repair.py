@@ -264,8 +264,8 @@ def _one_liner(lines: list[str], span: list[int]) -> bool:
 def _entry_broken(text: str) -> bool:
     try:
         LOADER.load(text)
-    except YAMLError:
-        return True
+    except (YAMLError, RecursionError, ValueError, TypeError, OverflowError):
+        return True  # a value its type refuses (`!!int 12z`) is as broken as bad syntax
     return False
 
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import sys
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import read_definition
-from membrane.cli.app import app
+from membrane.cli.app import app, safe_text
 from membrane.errors import DefinitionError, UnknownSubagent
 
 agents_app = typer.Typer(
@@ -32,6 +35,16 @@ _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
     return Catalog(project=(project or Path.cwd()).resolve(), workspace=workspace)
+
+
+def _echo(text: str, *, err: bool = False) -> None:
+    """Print file-derived text verbatim: no markup, and nothing the terminal cannot encode."""
+    typer.echo(safe_text(text, stream=sys.stderr if err else sys.stdout), err=err)
+
+
+def _cell(text: str) -> Text:
+    """A table cell or title that Rich shows as written (``[red]`` in a name stays ``[red]``)."""
+    return Text(safe_text(text))
 
 
 def _where(root: str, path: str) -> str:
@@ -79,7 +92,7 @@ def list_agents(
             "warnings": [str(w) for w in catalog.warnings],
             "errors": [_error_json(e) for e in catalog.errors],
         }
-        typer.echo(json.dumps(payload, indent=2))
+        _echo(json.dumps(payload, indent=2))
         return
     console = Console()
     table = Table(title="Agent definitions", show_lines=False)
@@ -88,15 +101,15 @@ def list_agents(
     for name, d in winners.items():
         shadows = "\n".join(_where(s.root, s.path) for s in catalog.shadowed.get(name, []))
         label = name if d.is_enabled else f"{name} (disabled)"
-        table.add_row(label, d.root, d.path, shadows or "-", str(len(d.warnings)))
+        table.add_row(*map(_cell, (label, d.root, d.path, shadows or "-", str(len(d.warnings)))))
     console.print(table)
     lines = [_warning_line(w) for d in winners.values() for w in d.warnings]
     lines += [_warning_line(w) for w in catalog.warnings]
     lines += [_error_line(e) for e in catalog.errors]
     for line in lines:
-        typer.echo(line)
+        _echo(line)
     if catalog.errors:
-        typer.echo(f"{len(catalog.errors)} file(s) skipped; run `membrane agents validate`.")
+        _echo(f"{len(catalog.errors)} file(s) skipped; run `membrane agents validate`.")
 
 
 @agents_app.command("show")
@@ -116,14 +129,14 @@ def show_agent(
     if as_json:
         payload = definition.to_json()
         payload["shadows"] = [{"root": s.root, "path": s.path} for s in shadows]
-        typer.echo(json.dumps(payload, indent=2))
+        _echo(json.dumps(payload, indent=2))
         return
     _print_definition(definition, shadows)
 
 
 def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition]) -> None:
     console = Console()
-    table = Table(title=f"{definition.name} ({definition.root}: {definition.path})")
+    table = Table(title=_cell(f"{definition.name} ({definition.root}: {definition.path})"))
     for column in ("field", "value", "line"):
         table.add_column(column, overflow="fold")
     data = definition.to_json()
@@ -134,17 +147,18 @@ def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition
         if isinstance(value, str):
             shown = value
         line = definition.lines.get(key)
-        table.add_row(key, shown, "-" if line is None else str(line))
+        table.add_row(*map(_cell, (key, shown, "-" if line is None else str(line))))
     for key, value in definition.extra.items():
         line = definition.lines.get(key)
-        table.add_row(f"{key} (ignored)", json.dumps(value), "-" if line is None else str(line))
+        row = (f"{key} (ignored)", json.dumps(value), "-" if line is None else str(line))
+        table.add_row(*map(_cell, row))
     console.print(table)
     if shadows:
-        typer.echo("shadows: " + ", ".join(_where(s.root, s.path) for s in shadows))
+        _echo("shadows: " + ", ".join(_where(s.root, s.path) for s in shadows))
     for warning in definition.warnings:
-        typer.echo(_warning_line(warning))
-    typer.echo("")
-    typer.echo(definition.body)
+        _echo(_warning_line(warning))
+    _echo("")
+    _echo(definition.body)
 
 
 def _files(paths: list[Path]) -> list[Path]:
@@ -185,12 +199,14 @@ def validate_agents(
                 warnings.extend(definition.warnings)
         warnings.extend(catalog.warnings)
         errors = list(catalog.errors)
-        count = len(catalog.definitions()) + sum(map(len, catalog.shadowed.values())) + len(errors)
+        # Files on disk only: the packaged builtins are not the user's files.
+        read = [*catalog.definitions().values(), *chain.from_iterable(catalog.shadowed.values())]
+        count = sum(not d.builtin for d in read) + len(errors)
     for warning in warnings:
-        typer.echo(_warning_line(warning))
+        _echo(_warning_line(warning))
     for error in errors:
-        typer.echo(_error_line(error))
-    typer.echo(
+        _echo(_error_line(error))
+    _echo(
         f"{count} file(s): {count - len(errors)} usable, {len(errors)} unusable, "
         f"{len(warnings)} warning(s)",
         err=True,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+from typing import TextIO
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 import membrane
 from membrane.errors import ConfigError, MembraneError
@@ -39,6 +41,29 @@ def _root(
     """Membrane."""
 
 
+def safe_text(text: str, *, stream: TextIO | None = None) -> str:
+    """``text`` with what ``stream`` (default: stdout) cannot encode escaped as ``\\uXXXX``.
+
+    Names, paths and messages come from files on disk and may hold lone surrogates or
+    characters outside the terminal's encoding; printing must not crash on them.
+    """
+    encoding = getattr(stream if stream is not None else sys.stdout, "encoding", None) or "utf-8"
+    try:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: fall back to ASCII
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def error_text(exc: MembraneError) -> Text:
+    """``code: message`` (plus the hint when the message does not already carry it), as plain
+    text: nothing in a message is read as Rich markup."""
+    message = str(exc)
+    hint = exc.data.get("hint")
+    if isinstance(hint, str) and hint and hint not in message:
+        message += f" (hint: {hint})"
+    return Text.assemble((exc.code, "bold red"), ": ", safe_text(message, stream=sys.stderr))
+
+
 def _register_commands() -> None:
     # Each command module adds itself to ``app`` on import.
     from membrane.cli import commands  # noqa: F401
@@ -54,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="membrane", standalone_mode=True)
     except MembraneError as exc:
-        err_console.print(f"[bold red]{exc.code}[/]: {exc}", highlight=False, markup=True)
+        err_console.print(error_text(exc), highlight=False)
         return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
     except SystemExit as exc:
         if exc.code is None:

@@ -25,7 +25,8 @@ Rules:
   - ``usage``: ``{input_tokens: N, output_tokens: N}`` (non-negative integers, default 0).
 
 * A tool call is ``{name: STR, arguments: MAPPING, id: STR}``; ``arguments`` defaults to ``{}``
-  and must hold JSON values (quote dates); ``id`` defaults to ``call_<run_id>_<turn>_<index>``.
+  and must hold JSON values (quote dates; no NaN or infinities; at most 100 levels deep);
+  ``id`` defaults to ``call_<run_id>_<turn>_<index>``.
 * ``{error: "message"}`` alone is an error turn: the request raises ``ModelError`` with that
   message, as a failing provider would.
 * Each distinct ``run_id`` replays its agent's list from turn 0, so two runs of one agent get the
@@ -41,6 +42,7 @@ Every malformed script is a ``ScriptError`` (``model-script-invalid``) naming th
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +68,8 @@ _TURN_KEYS = ("text", "tool_calls", "stop_reason", "usage", "error")
 _CALL_KEYS = ("name", "arguments", "id")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
 _STOP_REASONS: tuple[str, ...] = get_args(StopReason)
+#: Deeper arguments are refused; a value that contains itself reaches this limit too.
+_MAX_JSON_DEPTH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +167,7 @@ def _load(script: Mapping[str, Any] | str | Path) -> tuple[object, str]:
             return _parse_yaml(script, source="<script>"), "<script>"
         try:
             data = YAML(typ="rt").load(script)
-        except YAMLError:
+        except Exception:  # not YAML that a script could be: read it as a path below
             data = None
         if isinstance(data, Mapping):
             return data, "<script>"
@@ -182,14 +186,45 @@ def _load(script: Mapping[str, Any] | str | Path) -> tuple[object, str]:
 def _parse_yaml(text: str, *, source: str) -> object:
     try:
         return YAML(typ="rt").load(text)
-    except YAMLError as exc:
+    except Exception as exc:  # every malformed script is a ScriptError
+        raise _yaml_error(exc, source=source) from exc
+
+
+def _yaml_error(exc: Exception, *, source: str) -> ScriptError:
+    line: int | None
+    if isinstance(exc, YAMLError):
         mark = getattr(exc, "problem_mark", None)
         line = None if mark is None else mark.line + 1
-        where = source if line is None else f"{source}:{line}"
         problem = getattr(exc, "problem", None) or str(exc)
-        raise ScriptError(
-            f"{where}: the model script is not valid YAML: {problem}", path=source, line=line
-        ) from exc
+    elif isinstance(exc, RecursionError):
+        line = _failing_line(exc)
+        problem = "the YAML nests too deeply to read"
+    else:
+        # A scalar its Python type refuses (`!!int abc`, `2023-02-30`): ruamel lets the type's
+        # own ValueError, TypeError or OverflowError through without a position.
+        line = _failing_line(exc)
+        problem = f"invalid value ({exc}); quote it to keep it as text"
+    where = source if line is None else f"{source}:{line}"
+    return ScriptError(
+        f"{where}: the model script is not valid YAML: {problem}", path=source, line=line
+    )
+
+
+def _failing_line(exc: BaseException) -> int | None:
+    """The 1-based line of the node ruamel was building when ``exc`` was raised, if known.
+
+    ruamel's constructors hold the node they build in a local named ``node``; the innermost
+    frame that has one is the value that failed.
+    """
+    line = None
+    trace = exc.__traceback__
+    while trace is not None:
+        mark = getattr(trace.tb_frame.f_locals.get("node"), "start_mark", None)
+        found = getattr(mark, "line", None)
+        if isinstance(found, int):
+            line = found + 1
+        trace = trace.tb_next
+    return line
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -313,8 +348,9 @@ class _Parser:
             )
         return str(value)
 
-    def json(self, value: object, key: str, *, node: object, at: object) -> object:
-        """A plain JSON value: YAML-specific types (dates, sets) are refused."""
+    def json(self, value: object, key: str, *, node: object, at: object, depth: int = 0) -> object:
+        """A plain JSON value: YAML-specific types (dates, sets), NaN and the infinities,
+        self-containing values and nesting beyond ``_MAX_JSON_DEPTH`` are refused."""
         if value is None or isinstance(value, bool):
             return value
         if isinstance(value, str):
@@ -322,17 +358,31 @@ class _Parser:
         if isinstance(value, int):
             return int(value)
         if isinstance(value, float):
+            if not math.isfinite(value):
+                raise self.fail(
+                    key, f"{value!r} is not a JSON number (use a finite number)", node=node, at=at
+                )
             return float(value)
+        if isinstance(value, Mapping | list) and depth >= _MAX_JSON_DEPTH:
+            raise self.fail(
+                key,
+                f"nests deeper than {_MAX_JSON_DEPTH} levels (or contains itself)",
+                node=node,
+                at=at,
+            )
         if isinstance(value, Mapping):
             result: dict[str, object] = {}
             for name, item in value.items():
                 if not isinstance(name, str):
                     raise self.fail(f"{key}", f"key {name!r} is not a string", node=value, at=name)
-                result[str(name)] = self.json(item, f"{key}.{name}", node=value, at=name)
+                result[str(name)] = self.json(
+                    item, f"{key}.{name}", node=value, at=name, depth=depth + 1
+                )
             return result
         if isinstance(value, list):
             return [
-                self.json(item, f"{key}[{i}]", node=value, at=i) for i, item in enumerate(value)
+                self.json(item, f"{key}[{i}]", node=value, at=i, depth=depth + 1)
+                for i, item in enumerate(value)
             ]
         raise self.fail(key, f"{_kind(value)} is not a JSON value (quote it)", node=node, at=at)
 

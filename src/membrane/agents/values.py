@@ -1,0 +1,331 @@
+"""Reading one field's value: text, flags, choices, turn counts, name lists and the name.
+
+``ValueReader`` applies the rule of ``membrane.agents.fields``: a malformed authority field is
+a ``DefinitionError``; any other malformed field is an ``invalid-value`` warning and stays
+``UNSET``. Name lists never widen authority: an argument pattern (``Bash(git log:*)``) is dropped
+from ``tools`` and read as the whole tool in ``disallowed_tools``, and a value YAML typed as
+something other than text (a date, binary data, a set) is refused rather than turned into a name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any, NoReturn
+
+from membrane.agents.definition import UNSET, DefinitionWarning, Unset
+from membrane.errors import DefinitionError
+
+__all__ = [
+    "AUTHORITY_FIELDS",
+    "CHOICES",
+    "NAME_LIST_FIELDS",
+    "NAME_RE",
+    "ValueReader",
+    "check_names",
+    "definition_name",
+]
+
+AUTHORITY_FIELDS = frozenset(
+    {
+        "tools",
+        "disallowed_tools",
+        "extensions",
+        "exclude_extensions",
+        "skills",
+        "allowed_subagents",
+        "isolated",
+        "isolation",
+        "memory",
+        "permission",
+        "enabled",
+        "inherit_context",
+    }
+)
+#: An example value for each name-list field, used in hints.
+_EXAMPLES: Mapping[str, str] = {
+    "tools": "Read, Grep",
+    "disallowed_tools": "Bash, Write",
+    "exclude_extensions": "my-extension",
+    "allowed_subagents": "explorer, code-reviewer",
+    "extensions": "my-extension",
+    "skills": "my-skill",
+}
+#: Fields whose value is a list of names (or, for ``extensions``/``skills``, a flag).
+NAME_LIST_FIELDS = frozenset(_EXAMPLES)
+#: A definition name: it keys the catalog and memory paths and appears in prompt tags, so it is
+#: restricted to characters that are safe in all three.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_NAME_HINT = (
+    "use letters, digits, `.`, `_`, `:` and `-`, starting with a letter or digit, at most "
+    "128 characters, such as `code-reviewer`"
+)
+_BOOL_WORDS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
+CHOICES: Mapping[str, tuple[str, ...]] = {
+    "prompt_mode": ("replace", "append"),
+    "isolation": ("off", "worktree"),
+    "memory": ("project", "local", "user"),
+}
+
+
+class ValueReader:
+    """Reads the values of one file, collecting its warnings."""
+
+    def __init__(self, *, path: str, lines: Mapping[str, int]) -> None:
+        self.path = path
+        self.lines = lines
+        self.warnings: list[DefinitionWarning] = []
+
+    def warn(self, key: str, code: str, message: str) -> None:
+        self.warnings.append(DefinitionWarning(self.path, self.lines.get(key), code, message))
+
+    def fail(self, key: str, problem: str, hint: str) -> NoReturn:
+        raise DefinitionError(
+            f"`{key}` {problem}", path=self.path, line=self.lines.get(key), field=key, hint=hint
+        )
+
+    def bad(self, key: str, field: str, problem: str, hint: str) -> Unset:
+        """Authority fields fail; the others warn and stay UNSET."""
+        if field in AUTHORITY_FIELDS:
+            self.fail(key, problem, hint)
+        self.warn(key, "invalid-value", f"`{key}` {problem}; ignored ({hint})")
+        return UNSET
+
+    def text(self, key: str, field: str, value: Any) -> str | Unset:
+        if isinstance(value, str):
+            return (
+                value.strip()
+                if value.strip()
+                else self.bad(key, field, "is empty", "give a value or remove the line")
+            )
+        if (
+            isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and (field not in AUTHORITY_FIELDS)
+        ):
+            self.warn(key, "coerced-value", f"read `{key}: {value}` as the text {str(value)!r}")
+            return str(value)
+        return self.bad(key, field, f"must be text, not {_kind(value)}", "write a plain string")
+
+    def flag(self, key: str, field: str, value: Any) -> bool | Unset:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _BOOL_WORDS:
+            result = _BOOL_WORDS[value.strip().lower()]
+            self.warn(key, "coerced-value", f"read `{key}: {value}` as `{str(result).lower()}`")
+            return result
+        return self.bad(
+            key,
+            field,
+            f"must be true or false, not {_show(value)}",
+            f"write `{key}: true` or `{key}: false`",
+        )
+
+    def choice(self, key: str, field: str, value: Any) -> str | Unset:
+        options = CHOICES[field]
+        if isinstance(value, str) and value.strip().lower() in options:
+            return value.strip().lower()
+        return self.bad(
+            key,
+            field,
+            f"must be one of {', '.join(options)}, not {_show(value)}",
+            f"write `{key}: {options[0]}` or remove the line",
+        )
+
+    def turns(self, key: str, value: Any) -> int | Unset:
+        if isinstance(value, str) and value.strip().isdigit():
+            self.warn(
+                key, "coerced-value", f"read `{key}: {value!r}` as the number {value.strip()}"
+            )
+            value = int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        return self.bad(
+            key,
+            "max_turns",
+            f"must be a whole number of at least 1, not {_show(value)}",
+            "write for example `max_turns: 20`",
+        )
+
+    def tokens(self, key: str, field: str, value: Any, *, flags: bool) -> Any:
+        """A comma string or a YAML list; ``none`` and ``[]`` are the empty tuple."""
+        denylist = field in ("disallowed_tools", "exclude_extensions")
+        if isinstance(value, bool):
+            if flags or (field == "allowed_subagents" and value is False):
+                return value if flags else ()
+            self.fail(
+                key,
+                f"cannot be `{str(value).lower()}`",
+                f"list names, e.g. `{key}: {_EXAMPLES[field]}`, or write `{key}: none`",
+            )
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if denylist:
+                self.warn(key, "empty-value", f"`{key}` is empty; nothing is excluded")
+                return ()
+            self.fail(
+                key,
+                "has no value",
+                f"write `{key}: none` for nothing, or remove the line for the default",
+            )
+        if isinstance(value, str):
+            items = _split_commas(value)
+            if "" in items:
+                self.warn(key, "repaired-list", f"ignored an empty entry in `{key}`")
+                items = [item for item in items if item]
+        elif isinstance(value, list):
+            items = []
+            for item in value:
+                if not isinstance(item, str) or not item.strip():
+                    self.fail(
+                        key,
+                        f"has the entry {_show(item)}, which is not a name",
+                        "write each entry as a plain name",
+                    )
+                items.append(item.strip())
+        else:
+            self.fail(
+                key,
+                f"must be a list or a comma-separated string, not {_kind(value)}",
+                f"write `{key}: a, b` or a YAML list",
+            )
+        lowered = [item.lower() for item in items]
+        if "none" in lowered:
+            if len(items) > 1:
+                self.fail(
+                    key,
+                    "mixes `none` with names",
+                    f"write `{key}: none` alone, or list the names without `none`",
+                )
+            return ()
+        if field in ("tools", "disallowed_tools"):
+            for item in items:
+                if re.search(r"\s", re.sub(r"\(.*\)", "", item)):
+                    self.fail(
+                        key, f"`{item}` is not one tool name", "separate tool names with commas"
+                    )
+            items = self.patterns(key, field, items)
+        if field == "allowed_subagents" and "*" in items and len(items) > 1:
+            self.fail(
+                key,
+                "mixes `*` with names",
+                f"write `{key}: '*'` alone for any subagent, or list the names without `*`",
+            )
+        return tuple(dict.fromkeys(items))
+
+    def patterns(self, key: str, field: str, items: list[str]) -> list[str]:
+        """Argument patterns (``Bash(git log:*)``, another product's syntax) never widen authority.
+
+        Membrane cannot enforce a pattern, so in ``tools`` such a token would grant the whole
+        tool: it is dropped and grants nothing. In ``disallowed_tools`` it denies the whole
+        tool, which only narrows. Either way the ``argument-pattern`` warning says so.
+        """
+        kept: list[str] = []
+        for item in items:
+            if "(" not in item and ")" not in item:
+                kept.append(item)
+                continue
+            tool = item.partition("(")[0].strip()
+            if not tool or "(" not in item or not item.endswith(")"):
+                self.fail(
+                    key,
+                    f"`{item}` is not a tool name",
+                    "write a tool name such as `Bash`; Membrane has no argument patterns",
+                )
+            if field == "tools":
+                self.warn(
+                    key,
+                    "argument-pattern",
+                    f"Membrane has no argument patterns; `{item}` would grant all of {tool}, "
+                    f"so it is dropped and grants nothing (write `{tool}` to grant all of it)",
+                )
+                continue
+            self.warn(
+                key,
+                "argument-pattern",
+                f"Membrane has no argument patterns; `{item}` denies all of {tool}",
+            )
+            kept.append(tool)
+        return kept
+
+
+def _split_commas(text: str) -> list[str]:
+    """Split on commas outside parentheses (``Bash(git log:*)`` stays one token)."""
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "," and depth == 0:
+            items.append("".join(current).strip())
+            current = []
+            continue
+        depth += char == "("
+        depth -= char == ")" and depth > 0
+        current.append(char)
+    items.append("".join(current).strip())
+    return items
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "empty"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _show(value: Any) -> str:
+    return f"`{value}`" if isinstance(value, (str, int, float)) else _kind(value)
+
+
+def definition_name(builder: ValueReader, name: Any, stem: str) -> str:
+    """The ``name`` as written, else the file stem without leading dots (a hidden file)."""
+    if isinstance(name, str) and name:
+        if not NAME_RE.fullmatch(name):
+            builder.fail("name", f"{_quote(name)} is not a valid agent name", _NAME_HINT)
+        return name
+    derived = stem.lstrip(".")
+    if not NAME_RE.fullmatch(derived):
+        raise DefinitionError(
+            f"the file gives no `name` and its file name {_quote(stem)} is not a valid agent name",
+            path=builder.path,
+            line=builder.lines.get("name", 1),
+            field="name",
+            hint=f"add a `name` field: {_NAME_HINT}",
+        )
+    return derived
+
+
+def _quote(text: str) -> str:
+    """``text`` in backticks, or escaped when it holds invisible or control characters."""
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return f"`{shown}`" if shown.isprintable() else ascii(shown)
+
+
+def check_names(builder: ValueReader, key: str, raw: Any) -> None:
+    """A name list holds text only: a date, binary data, a set or a tagged value is refused,
+    because converting it to text would make up a name its author did not write."""
+    items = list(raw) if isinstance(raw, list) else [raw]
+    for item in items:
+        if item is None or isinstance(item, (str, bool, int, float, list, Mapping)):
+            continue  # kinds the field rules judge themselves, with their own message
+        tag = getattr(getattr(item, "tag", None), "value", None)
+        if tag == "tag:yaml.org,2002:str":
+            continue  # `!!str 2024-01-01`: explicitly text
+        builder.fail(
+            key,
+            f"holds {_yaml_kind(item)}, which is not a name",
+            "write each entry as plain text; quote it if it looks like a date or a number",
+        )
+
+
+def _yaml_kind(value: Any) -> str:
+    if isinstance(value, (dt.date, dt.datetime)):
+        return f"the date {value.isoformat()}"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary data"
+    if isinstance(value, AbstractSet):
+        return "a set"
+    tag = getattr(getattr(value, "tag", None), "value", None)
+    if tag:
+        return f"a value tagged `{tag}`"
+    return f"a {type(value).__name__}"
