@@ -27,6 +27,14 @@ from membrane.resolve import (
     Sourced,
     resolve,
 )
+from membrane.runtime import (
+    CommandProvider,
+    InProcessProvider,
+    Provider,
+    SubagentCapabilities,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.settings import Settings
 from membrane.store import SQLiteStore, Store
 from membrane.tools.extensions import (
@@ -51,6 +59,7 @@ __all__ = [
     "CallParams",
     "Catalog",
     "Checkout",
+    "CommandProvider",
     "DefinitionWarning",
     "Deployment",
     "Dispatch",
@@ -58,6 +67,7 @@ __all__ = [
     "ExtensionAPI",
     "ExtensionSource",
     "ExtensionTools",
+    "InProcessProvider",
     "LoadedExtension",
     "MembraneError",
     "Message",
@@ -65,6 +75,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ParentContext",
+    "Provider",
     "RegistryChange",
     "Restriction",
     "SQLiteStore",
@@ -72,6 +83,9 @@ __all__ = [
     "Settings",
     "Sourced",
     "Store",
+    "SubagentCapabilities",
+    "SubagentRuntime",
+    "SubagentStartRequest",
     "Tool",
     "ToolCall",
     "ToolContext",

@@ -1,1 +1,36 @@
-"""runtime"""
+"""The subagent runtime: start requests, honest providers, unpublished setup, durable depth."""
+
+from __future__ import annotations
+
+from membrane.runtime.capabilities import (
+    ChildComposition,
+    ChildOutcome,
+    ChildSpec,
+    Provider,
+    ProviderChild,
+    SubagentCapabilities,
+)
+from membrane.runtime.delegation import DelegationConfig
+from membrane.runtime.events import EventStream, LifecycleEvent
+from membrane.runtime.providers import CommandProvider, InProcessProvider
+from membrane.runtime.request import SubagentStartRequest
+from membrane.runtime.runs import RunInfo, RunResult
+from membrane.runtime.runtime import SubagentRuntime
+
+__all__ = [
+    "ChildComposition",
+    "ChildOutcome",
+    "ChildSpec",
+    "CommandProvider",
+    "DelegationConfig",
+    "EventStream",
+    "InProcessProvider",
+    "LifecycleEvent",
+    "Provider",
+    "ProviderChild",
+    "RunInfo",
+    "RunResult",
+    "SubagentCapabilities",
+    "SubagentRuntime",
+    "SubagentStartRequest",
+]

@@ -1,0 +1,186 @@
+"""Honest providers: what a transport can enforce, and the contract between it and the runtime.
+
+A ``Provider`` is an execution transport (in-process, a child process, later ACP or Ray). It
+advertises ``SubagentCapabilities`` truthfully, and ``check_capabilities`` rejects a request
+that names a control the provider cannot honour, before anything else happens (DESIGN rule 7):
+a request never degrades silently.
+
+``create(request, setup)`` receives a ``ChildSpec`` (everything resolved for one child) and the
+one setup callback. The provider builds the child's private ``Scope`` and calls ``setup`` on it
+before returning; nothing it returns is observable until the runtime publishes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from membrane.agents.definition import UNSET
+from membrane.errors import UnsupportedCapability
+from membrane.models.base import Message, Usage
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.scope import Scope
+
+if TYPE_CHECKING:
+    from membrane.runtime.request import SubagentStartRequest
+
+__all__ = [
+    "ChildComposition",
+    "ChildOutcome",
+    "ChildSpec",
+    "EmitFn",
+    "OutcomeStatus",
+    "Provider",
+    "ProviderChild",
+    "SetupCallback",
+    "SubagentCapabilities",
+    "check_capabilities",
+]
+
+OutcomeStatus = Literal["completed", "steered", "stopped", "aborted", "error"]
+EmitFn = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentCapabilities:
+    """Which start-request controls a provider enforces (seed 001)."""
+
+    persona: bool
+    tool_filter: bool
+    depth_limit: bool
+
+    def to_dict(self) -> dict[str, bool]:
+        return {
+            "persona": self.persona,
+            "tool_filter": self.tool_filter,
+            "depth_limit": self.depth_limit,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ChildComposition:
+    """What setup installed, for the provider to use.
+
+    ``system`` is the rendered system prompt (persona section first); ``persona`` is the
+    effective persona text (the child's shadow, else the deployment's, else ``None``).
+    """
+
+    system: str
+    persona: str | None
+    sections: tuple[tuple[str, str], ...]
+    response_schema: Mapping[str, Any] | None = None
+
+
+#: Installs the child's composition into its still-private scope.
+SetupCallback = Callable[[Scope], ChildComposition]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """One child, fully resolved and validated, ready for a provider to build.
+
+    ``task`` already carries the resolver's prefix (inherited context); ``transcript`` is the
+    parent's conversation so far, which a ``fork`` provider copies; ``emit`` reports lifecycle
+    events (turn, tool_call, tool_result, vetoed_call) and works only after publication.
+    """
+
+    run_id: str
+    agent: str
+    request: SubagentStartRequest
+    registry: ToolRegistry
+    task: str
+    depth: int
+    emit: EmitFn
+    parent_id: str | None = None
+    cwd: Path | None = None
+    model: str | None = None
+    thinking: str | None = None
+    max_turns: int | None = None
+    grace_turns: int = 5
+    response_schema: Mapping[str, Any] | None = None
+    transcript: tuple[Message, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOutcome:
+    """How a child's run ended, in the loop's vocabulary.
+
+    An error is never an empty success: ``status="error"`` carries ``error`` as
+    ``{"code", "message", ...}``.
+    """
+
+    status: OutcomeStatus
+    text: str = ""
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: Mapping[str, Any] | None = None
+    structured: Any = None
+
+
+class ProviderChild(Protocol):
+    """A built, unpublished child. The runtime runs it once, after publication.
+
+    ``stop()`` asks for a graceful end; a cancelled ``run()`` must also release what the child
+    holds (a process group, a connection).
+    """
+
+    @property
+    def scope(self) -> Scope:
+        """The child's private scope (its view is what the child may see and call)."""
+        ...
+
+    async def run(self) -> ChildOutcome: ...
+
+    def steer(self, message: str) -> bool:
+        """Inject a user message after the current tool call; ``False`` when unsupported."""
+        ...
+
+    def stop(self) -> None:
+        """End the run soon with status ``stopped``; before ``run()``, it never starts."""
+        ...
+
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation so far (empty when the transport keeps it elsewhere)."""
+        ...
+
+
+class Provider(Protocol):
+    """An execution transport for children."""
+
+    name: str
+    capabilities: SubagentCapabilities
+
+    async def create(self, request: ChildSpec, setup: SetupCallback) -> ProviderChild: ...
+
+
+def check_capabilities(
+    request: SubagentStartRequest, provider: Provider, *, role_filters: bool = False
+) -> None:
+    """Reject every control present in ``request`` that ``provider`` does not advertise.
+
+    ``role_filters`` says the caller's role maps to a restriction, which needs ``tool_filter``
+    as much as the request's own filter does.
+    """
+    caps = provider.capabilities
+    wanted: list[tuple[str, bool]] = [
+        ("persona", request.persona not in (UNSET, None) and not caps.persona),
+        ("tool_filter", request.tool_filter is not None and not caps.tool_filter),
+        ("max_depth", request.max_depth is not None and not caps.depth_limit),
+        ("role", role_filters and not caps.tool_filter),
+    ]
+    missing = [name for name, unsupported in wanted if unsupported]
+    if not missing:
+        return
+    flag = {"max_depth": "depth_limit", "role": "tool_filter"}
+    needs = ", ".join(f"{name} (needs {flag.get(name, name)})" for name in missing)
+    raise UnsupportedCapability(
+        f"provider {provider.name!r} cannot honour {needs}; it advertises "
+        f"{caps.to_dict()}. Drop the control from the request or use a provider that "
+        "supports it (the in-process provider supports all three).",
+        provider=provider.name,
+        controls=missing,
+        capabilities=caps.to_dict(),
+    )

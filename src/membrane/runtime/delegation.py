@@ -1,0 +1,241 @@
+"""The delegation tools ``Task``, ``TaskWait``, ``TaskList`` and ``TaskStop``.
+
+They are scope-local tools of one parent (a child whose definition sets ``allowed_subagents``),
+bound to that parent's run id, so a parent sees and controls only its own children: any other
+id is ``unknown-run``. ``Task`` copies the deployment's ``DelegationConfig`` into every request
+it makes (seed 001: ``max_depth`` defaults to 3, a number or ``"provider-managed"``).
+
+A rejected start (depth cap, unknown type, bad arguments) is raised as its ``MembraneError``;
+the loop turns it into an error tool result carrying the code, and no child exists.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+from membrane.agents.definition import UNSET, Unset
+from membrane.errors import InvalidRequest, UnknownSubagent, UnsupportedCapability
+from membrane.resolve import CallParams
+from membrane.runtime.depth import PROVIDER_MANAGED, parse_depth_cap
+from membrane.runtime.persona import check_persona
+from membrane.runtime.request import SubagentStartRequest
+from membrane.tools.restriction import Restriction
+from membrane.tools.spec import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from membrane.runtime.capabilities import Provider
+    from membrane.runtime.runs import RunInfo, RunResult
+    from membrane.settings import Settings
+
+__all__ = ["DELEGATION_TOOL_NAMES", "DelegationConfig", "DelegationHost", "delegation_tools"]
+
+DELEGATION_TOOL_NAMES: Final = ("Task", "TaskWait", "TaskList", "TaskStop")
+_CALL_KEYS: Final = ("model", "thinking", "max_turns", "inherit_context", "isolated", "isolation")
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationConfig:
+    """What the delegation tool copies into every start request it creates.
+
+    ``max_depth``: a non-negative integer, or ``"provider-managed"`` for no cap (the provider's
+    deployment owns recursion). ``persona`` and ``tool_filter`` are the other two controls.
+    """
+
+    max_depth: int | Literal["provider-managed"] = 3
+    persona: str | Unset | None = UNSET
+    tool_filter: Restriction | None = None
+
+    def __post_init__(self) -> None:
+        parse_depth_cap(self.max_depth, what="delegation max_depth")
+        if self.persona is not UNSET and self.persona is not None:
+            check_persona(self.persona, where="delegation persona")
+        if self.tool_filter is not None and not isinstance(self.tool_filter, Restriction):
+            raise InvalidRequest(
+                "delegation tool_filter must be a Restriction, got "
+                f"{type(self.tool_filter).__name__}",
+                field="tool_filter",
+            )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DelegationConfig:
+        return cls(max_depth=settings.max_depth)
+
+    @property
+    def cap(self) -> int | None:
+        """The numeric cap, or ``None`` when provider-managed."""
+        return parse_depth_cap(self.max_depth, what="delegation max_depth")
+
+    def check_provider(self, provider: Provider) -> None:
+        """Mount-time check: every configured control must be one ``provider`` enforces."""
+        caps = provider.capabilities
+        problems = []
+        if self.cap is not None and not caps.depth_limit:
+            problems.append(
+                f"max_depth = {self.cap} needs depth_limit; set max_depth = "
+                f"{PROVIDER_MANAGED!r} to leave recursion to the provider's deployment"
+            )
+        if self.persona not in (UNSET, None) and not caps.persona:
+            problems.append("persona needs a provider with persona support")
+        if self.tool_filter is not None and not caps.tool_filter:
+            problems.append("tool_filter needs a provider with tool_filter support")
+        if problems:
+            raise UnsupportedCapability(
+                f"the delegation tool cannot be mounted on provider {provider.name!r}: "
+                + "; ".join(problems),
+                provider=provider.name,
+                capabilities=caps.to_dict(),
+            )
+
+
+class DelegationHost(Protocol):
+    """What the tools need from the runtime; every call is scoped to ``caller``."""
+
+    async def start(self, request: SubagentStartRequest) -> RunInfo: ...
+
+    async def wait(self, run_id: str, *, caller: str | None = None) -> RunResult: ...
+
+    async def wait_all(
+        self, run_ids: Sequence[str], *, timeout: float | None, caller: str | None = None
+    ) -> builtins.list[RunInfo]: ...
+
+    def list(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]: ...
+
+    async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo: ...
+
+
+def delegation_tools(
+    host: DelegationHost,
+    *,
+    parent_id: str,
+    allowed: Sequence[str],
+    config: DelegationConfig,
+    role: str | None = None,
+    names: Sequence[str] = DELEGATION_TOOL_NAMES,
+) -> tuple[Tool, ...]:
+    """The delegation tools for ``parent_id``; ``allowed`` is its ``allowed_subagents``."""
+    allowed_set = {a.lower() for a in allowed}
+
+    async def task(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        agent = str(arguments["agent"])
+        if "*" not in allowed_set and agent.lower() not in allowed_set:
+            raise UnknownSubagent(
+                f"{agent!r} is not among the subagents this agent may start "
+                f"({', '.join(allowed) or 'none'})",
+                agent=agent,
+                allowed=list(allowed),
+            )
+        call = CallParams.from_mapping(
+            {key: arguments[key] for key in _CALL_KEYS if key in arguments}, where="Task"
+        )
+        request = SubagentStartRequest(
+            agent_type=agent,
+            task=str(arguments["task"]),
+            call=call,
+            persona=config.persona,
+            tool_filter=config.tool_filter,
+            max_depth=config.cap,
+            parent_id=parent_id,
+            request_id=arguments.get("request_id"),
+            background=arguments.get("background"),
+            role=role,
+        )
+        info = await host.start(request)
+        if info.background:
+            return info.to_dict()
+        result = await host.wait(info.run_id, caller=parent_id)
+        return result.to_dict()
+
+    async def task_wait(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        ids = list(arguments["ids"])
+        timeout = arguments.get("timeout")
+        infos = await host.wait_all(ids, timeout=timeout, caller=parent_id)
+        return {"runs": [info.to_dict() for info in infos]}
+
+    async def task_list(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        return {"runs": [info.to_dict() for info in host.list(parent_id=parent_id)]}
+
+    async def task_stop(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        info = await host.stop(str(arguments["id"]), caller=parent_id)
+        return info.to_dict()
+
+    catalog = {
+        "Task": Tool(
+            name="Task",
+            description=(
+                "Start a subagent on a task. In the foreground (default) the subagent's result "
+                "comes back as this tool's result; with background: true you get its run id at "
+                "once and a notice when it finishes. Subagents you may start: "
+                + (", ".join(allowed) or "none")
+                + "."
+            ),
+            input_schema=_TASK_SCHEMA,
+            handler=task,
+            mutating=True,
+        ),
+        "TaskWait": Tool(
+            name="TaskWait",
+            description=(
+                "Wait for your background subagents to finish (at most `timeout` seconds). "
+                "Returns each one's state and, when finished, its result. Giving up the wait "
+                "does not stop them."
+            ),
+            input_schema=_WAIT_SCHEMA,
+            handler=task_wait,
+        ),
+        "TaskList": Tool(
+            name="TaskList",
+            description="List the subagents you started, with their state and queue place.",
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            handler=task_list,
+        ),
+        "TaskStop": Tool(
+            name="TaskStop",
+            description="Stop one of your subagents (and everything it started).",
+            input_schema=_STOP_SCHEMA,
+            handler=task_stop,
+            mutating=True,
+        ),
+    }
+    return tuple(catalog[name] for name in names if name in catalog)
+
+
+_TASK_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "agent": {"type": "string", "minLength": 1, "description": "The subagent type."},
+        "task": {"type": "string", "minLength": 1, "description": "The brief."},
+        "background": {"type": "boolean"},
+        "model": {"type": "string", "minLength": 1},
+        "thinking": {"type": "string", "minLength": 1},
+        "max_turns": {"type": "integer", "minimum": 1},
+        "inherit_context": {"type": "boolean"},
+        "isolated": {"type": "boolean"},
+        "isolation": {"type": "string", "enum": ["off", "worktree"]},
+        "request_id": {"type": "string", "minLength": 1},
+    },
+    "required": ["agent", "task"],
+    "additionalProperties": False,
+}
+_WAIT_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "ids": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "uniqueItems": True,
+        },
+        "timeout": {"type": "number", "minimum": 0},
+    },
+    "required": ["ids"],
+    "additionalProperties": False,
+}
+_STOP_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {"id": {"type": "string", "minLength": 1}},
+    "required": ["id"],
+    "additionalProperties": False,
+}

@@ -1,0 +1,253 @@
+"""Lifecycle events: to the store (durable) and to every host subscribed through ``events()``.
+
+Kinds: ``published``, ``turn``, ``tool_call``, ``tool_result``, ``vetoed_call``, ``completed``,
+``error``, ``stopped``. An event exists only for a published child; the unpublished setup of a
+child emits nothing, so no observer ever sees a half-built child.
+
+The store write comes first and gives the event its ``seq``; a stream sees an event only once
+it is durable, in ``seq`` order. Delivery never blocks the emitting child (each subscription
+buffers without bound, and a subscription that was closed is dropped).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import anyio
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from membrane.errors import StoreError
+from membrane.store.base import Store
+
+T = TypeVar("T")
+
+__all__ = ["EVENT_KINDS", "TERMINAL_KINDS", "EventHub", "EventStream", "LifecycleEvent"]
+
+EVENT_KINDS: Final = frozenset(
+    {
+        "published",
+        "turn",
+        "tool_call",
+        "tool_result",
+        "vetoed_call",
+        "completed",
+        "error",
+        "stopped",
+    }
+)
+TERMINAL_KINDS: Final = frozenset({"completed", "error", "stopped"})
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleEvent:
+    """One event of one run. ``seq`` is the store's sequence number for it."""
+
+    seq: int
+    run_id: str
+    parent_id: str | None
+    agent: str
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "run_id": self.run_id,
+            "parent_id": self.parent_id,
+            "agent": self.agent,
+            "kind": self.kind,
+            "data": dict(self.data),
+            "at": self.at,
+        }
+
+
+class EventStream:
+    """An async iterator over events published after it was opened.
+
+    Use ``async with runtime.events() as stream: async for event in stream: ...``, or iterate
+    directly and call ``close()`` when done. Iteration ends when the runtime closes.
+    """
+
+    def __init__(self, hub: EventHub) -> None:
+        self._hub = hub
+        send, receive = anyio.create_memory_object_stream[LifecycleEvent](math.inf)
+        self._send: MemoryObjectSendStream[LifecycleEvent] = send
+        self._receive: MemoryObjectReceiveStream[LifecycleEvent] = receive
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> LifecycleEvent:
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop receiving; events already buffered are dropped."""
+        self._hub.unsubscribe(self)
+        self._send.close()
+        self._receive.close()
+
+    def _offer(self, event: LifecycleEvent) -> bool:
+        try:
+            self._send.send_nowait(event)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return False
+        return True
+
+    def _end(self) -> None:
+        self._send.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    run_id: str
+    parent_id: str | None
+    agent: str
+    kind: str
+    data: Mapping[str, Any]
+    at: float
+
+
+class EventHub:
+    """Writes events to the store in order, then offers them to every open ``EventStream``.
+
+    Events a running child reports (``turn``, ``tool_call``...) are written behind: ``post()``
+    queues them and never blocks the child, and the queue is written in one transaction by the
+    hub's writer task or by the next ``commit()``, whichever comes first. ``commit()`` runs the
+    runtime's own writes (publication, a run's end) in the same transaction, after the queue,
+    so ``seq`` order is emission order and a run's end is durable with everything before it.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._streams: list[EventStream] = []
+        self._pending: list[_Pending] = []
+        self._wakeup: anyio.Event | None = None
+        self._closed = False
+        #: Store failures met while writing queued events (they were still delivered, seq 0).
+        self.errors: list[StoreError] = []
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def subscribe(self) -> EventStream:
+        stream = EventStream(self)
+        if self._closed:
+            stream._end()
+        else:
+            self._streams.append(stream)
+        return stream
+
+    def unsubscribe(self, stream: EventStream) -> None:
+        if stream in self._streams:
+            self._streams.remove(stream)
+
+    def post(
+        self,
+        *,
+        run_id: str,
+        parent_id: str | None,
+        agent: str,
+        kind: str,
+        data: Mapping[str, Any],
+    ) -> None:
+        """Queue an event for the writer; it reaches the store and the streams shortly."""
+        self._pending.append(_Pending(run_id, parent_id, agent, kind, dict(data), time.time()))
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def commit(self, work: Callable[[], T]) -> T:
+        """Write the queued events, then ``work()``, in one store transaction; deliver the
+        queued events once it commits. ``work`` may add events and deliver them afterwards."""
+        batch, self._pending = self._pending, []
+        try:
+            with self._store.transaction():
+                seqs = [self._store.append_event(p.run_id, p.kind, p.data) for p in batch]
+                result = work()
+        except BaseException:
+            self._pending[:0] = batch
+            raise
+        for pending, seq in zip(batch, seqs, strict=True):
+            self._deliver(pending, seq)
+        return result
+
+    def flush(self) -> None:
+        """Write and deliver everything queued; a store failure is kept in ``errors``."""
+        if not self._pending:
+            return
+        try:
+            self.commit(lambda: None)
+        except StoreError as exc:
+            batch, self._pending = self._pending, []
+            self.errors.append(exc)
+            for pending in batch:
+                self._deliver(pending, 0)
+
+    async def writer(self) -> None:
+        """Write queued events until ``close()``; run it in the runtime's task group."""
+        while not self._closed:
+            self._wakeup = anyio.Event()
+            if not self._pending:
+                await self._wakeup.wait()
+            # One scheduling round lets the events of concurrent children join this batch.
+            await anyio.lowlevel.checkpoint()
+            self.flush()
+        self.flush()
+
+    def deliver(
+        self,
+        *,
+        seq: int,
+        run_id: str,
+        parent_id: str | None,
+        agent: str,
+        kind: str,
+        data: Mapping[str, Any],
+    ) -> LifecycleEvent:
+        """Offer an event the store already holds (as ``seq``) to every open stream."""
+        return self._deliver(_Pending(run_id, parent_id, agent, kind, data, time.time()), seq)
+
+    def _deliver(self, pending: _Pending, seq: int) -> LifecycleEvent:
+        event = LifecycleEvent(
+            seq,
+            pending.run_id,
+            pending.parent_id,
+            pending.agent,
+            pending.kind,
+            pending.data,
+            pending.at,
+        )
+        if self._streams:
+            self._streams = [s for s in self._streams if s._offer(event)]
+        return event
+
+    def close(self) -> None:
+        """Write what is queued, stop the writer and end every stream's iteration."""
+        self.flush()
+        self._closed = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+        for stream in self._streams:
+            stream._end()
+        self._streams.clear()

@@ -1,0 +1,137 @@
+"""``InProcessProvider``: children as ``AgentLoop``s in this process, each with its own scope.
+
+It enforces all three controls: the persona is a section of the child's own prompt, the tool
+filter is a restriction on the child's scope (one resolver for schemas and execution), and depth
+is counted by the runtime, which sees every start.
+
+Modes:
+
+* ``spawn``: a fresh conversation holding only the task (and the resolver's inherited-context
+  prefix when the definition asks for it);
+* ``fork``: a copy of the parent's conversation so far, then the task. The parent's last reply
+  is usually the unanswered delegation call itself; a copy never ends in unanswered tool calls,
+  so that reply and any partial results after it are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal
+
+from membrane.errors import InvalidRequest
+from membrane.models.base import Message, Model
+from membrane.runtime.capabilities import (
+    ChildOutcome,
+    ChildSpec,
+    SetupCallback,
+    SubagentCapabilities,
+)
+from membrane.runtime.hooks import ExtensionHooks
+from membrane.runtime.loop import AgentLoop
+from membrane.tools.scope import Scope
+from membrane.tools.spec import ToolContext
+
+__all__ = ["InProcessProvider", "fork_transcript"]
+
+Mode = Literal["spawn", "fork"]
+_MODES: Final = ("spawn", "fork")
+
+
+class InProcessProvider:
+    """Runs each child as an ``AgentLoop`` on ``model`` in this process."""
+
+    capabilities = SubagentCapabilities(persona=True, tool_filter=True, depth_limit=True)
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        mode: Mode = "spawn",
+        hooks: ExtensionHooks | None = None,
+        name: str | None = None,
+    ) -> None:
+        if mode not in _MODES:
+            raise InvalidRequest(
+                f"InProcessProvider mode must be 'spawn' or 'fork', got {mode!r}", field="mode"
+            )
+        if not callable(getattr(model, "request", None)):
+            raise InvalidRequest(
+                f"InProcessProvider needs a Model (with async request()), got "
+                f"{type(model).__name__}",
+                field="model",
+            )
+        self.model = model
+        self.mode: Mode = mode
+        self.hooks = hooks
+        self.name = name or f"in-process:{mode}"
+
+    async def create(self, request: ChildSpec, setup: SetupCallback) -> _InProcessChild:
+        scope = Scope(request.registry, name=f"agent:{request.run_id}")
+        composition = setup(scope)
+        history = fork_transcript(request.transcript) if self.mode == "fork" else ()
+        loop = AgentLoop(
+            model=self.model,
+            scope=scope,
+            agent=request.agent,
+            run_id=request.run_id,
+            system=composition.system,
+            task=request.task,
+            messages=history,
+            context=ToolContext(agent=request.agent, run_id=request.run_id, cwd=request.cwd),
+            max_turns=request.max_turns,
+            grace_turns=request.grace_turns,
+            model_name=request.model,
+            thinking=request.thinking,
+            response_schema=composition.response_schema,
+            hooks=self.hooks,
+            emit=request.emit,
+        )
+        return _InProcessChild(scope, loop)
+
+
+class _InProcessChild:
+    __slots__ = ("_loop", "_scope")
+
+    def __init__(self, scope: Scope, loop: AgentLoop) -> None:
+        self._scope = scope
+        self._loop = loop
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    async def run(self) -> ChildOutcome:
+        result = await self._loop.run()
+        return ChildOutcome(
+            status=result.status,
+            text=result.text,
+            turns=result.turns,
+            usage=result.usage,
+            error=result.error,
+            structured=result.structured,
+        )
+
+    def steer(self, message: str) -> bool:
+        self._loop.steer(message)
+        return True
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    def messages(self) -> tuple[Message, ...]:
+        return self._loop.messages
+
+
+def fork_transcript(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """``messages`` up to the last point where every tool call has its result."""
+    kept = list(messages)
+    while kept:
+        last_call = next((i for i in range(len(kept) - 1, -1, -1) if kept[i].tool_calls), None)
+        if last_call is None:
+            break
+        wanted = {call.id for call in kept[last_call].tool_calls}
+        answered = {m.tool_call_id for m in kept[last_call + 1 :] if m.role == "tool"}
+        if wanted <= answered:
+            break
+        del kept[last_call:]
+    return tuple(kept)

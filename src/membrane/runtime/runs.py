@@ -1,0 +1,155 @@
+"""The runtime's record of each published child, and the snapshots it hands out.
+
+``RunInfo`` is what listings show; ``RunResult`` is how a run ended. Both are immutable
+snapshots with ``to_dict()`` for tool results, JSON output and the store.
+
+Statuses of a run: ``queued`` (published, waiting for a background slot), ``running``, then one
+of the loop's end states: ``completed``, ``steered``, ``stopped``, ``aborted``, ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+
+from membrane.runtime.capabilities import ChildOutcome, ProviderChild
+from membrane.runtime.worktree import Worktree
+
+__all__ = ["END_STATES", "RunInfo", "RunRecord", "RunResult", "event_kind"]
+
+END_STATES: Final = frozenset({"completed", "steered", "stopped", "aborted", "error"})
+
+
+def event_kind(status: str) -> str:
+    """The lifecycle event that reports an end status."""
+    if status in ("completed", "steered"):
+        return "completed"
+    if status == "error":
+        return "error"
+    return "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How one run ended. ``worktree`` is ``{branch, commit, has_changes}`` for an isolated
+    child; ``error`` is ``{"code", "message", "data"}`` when ``status`` is ``error``."""
+
+    run_id: str
+    agent: str
+    status: str
+    text: str = ""
+    turns: int = 0
+    error: Mapping[str, Any] | None = None
+    structured: Any = None
+    worktree: Mapping[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("completed", "steered")
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "status": self.status,
+            "text": self.text,
+            "turns": self.turns,
+        }
+        if self.error is not None:
+            data["error"] = dict(self.error)
+        if self.structured is not None:
+            data["structured"] = self.structured
+        if self.worktree is not None:
+            data["worktree"] = dict(self.worktree)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """A published run as listings show it. ``queue_position`` is 1-based while queued."""
+
+    run_id: str
+    agent: str
+    agent_type: str
+    parent_id: str | None
+    depth: int
+    status: str
+    background: bool
+    provider: str
+    queue_position: int | None = None
+    result: RunResult | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "status": self.status,
+            "background": self.background,
+        }
+        if self.queue_position is not None:
+            data["queue_position"] = self.queue_position
+        if self.result is not None:
+            data["result"] = self.result.to_dict()
+        return data
+
+
+@dataclass(eq=False, slots=True)
+class RunRecord:
+    """The runtime's mutable record of one published child (never handed out)."""
+
+    run_id: str
+    agent: str
+    agent_type: str
+    parent_id: str | None
+    depth: int
+    background: bool
+    provider: str
+    child: ProviderChild
+    system: str = ""
+    model: str | None = None
+    permission_mode: str = "default"
+    role: str | None = None
+    cwd: str | None = None
+    worktree: Worktree | None = None
+    status: str = "queued"
+    stop_requested: bool = False
+    has_edge: bool = False
+    waiters: int = 0
+    children: list[str] = field(default_factory=list)
+    result: RunResult | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def info(self, *, queue_position: int | None = None) -> RunInfo:
+        return RunInfo(
+            run_id=self.run_id,
+            agent=self.agent,
+            agent_type=self.agent_type,
+            parent_id=self.parent_id,
+            depth=self.depth,
+            status=self.status,
+            background=self.background,
+            provider=self.provider,
+            queue_position=queue_position,
+            result=self.result,
+        )
+
+    def result_of(self, outcome: ChildOutcome, *, worktree: Mapping[str, Any] | None) -> RunResult:
+        return RunResult(
+            run_id=self.run_id,
+            agent=self.agent,
+            status=outcome.status,
+            text=outcome.text,
+            turns=outcome.turns,
+            error=outcome.error,
+            structured=outcome.structured,
+            worktree=worktree,
+        )

@@ -1,0 +1,525 @@
+"""``SubagentRuntime``: starts, lists, waits for, steers and stops children through a provider.
+
+The path of one start (DESIGN, "The path of one delegation"):
+
+1. the capability gate: every control in the request must be one the provider advertises,
+   before anything else happens (no run, event, store row or listing otherwise);
+2. validation: the request's own fields, its tool filter against the live registry;
+3. depth: the parent's depth is the larger of its durable header and this runtime's value; the
+   child's is that + 1, rejected when it exceeds the request's cap;
+4. ``catalog.reload()``, ``catalog.dispatch()``, ``resolve()``;
+5. the worktree, when the resolved checkout asks for one (strict: no fallback);
+6. ``provider.create(spec, setup)``: the child is built and composed while still private;
+7. publication, in one store transaction (header, lineage edge, ``published`` event), then the
+   listing and the event stream. Any failure before this point rolls everything back.
+
+Runs live in the runtime's task group (``async with SubagentRuntime(...) as runtime``); closing
+the runtime stops every child. A child ends when its parent ends.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import math
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+from membrane.agents.definition import AgentDefinition
+from membrane.errors import (
+    InvalidRequest,
+    MembraneError,
+    RunError,
+    StoreError,
+    UnknownRun,
+    UnsupportedCapability,
+)
+from membrane.resolve.authority import Deployment
+from membrane.runtime.capabilities import ChildOutcome, EmitFn, Provider, check_capabilities
+from membrane.runtime.delegation import DelegationConfig
+from membrane.runtime.events import EventHub, EventStream
+from membrane.runtime.persona import check_persona
+from membrane.runtime.request import SubagentStartRequest, validate_request
+from membrane.runtime.runs import RunInfo, RunRecord, RunResult, event_kind
+from membrane.runtime.setup import SetupStep
+from membrane.runtime.spawn import Spawner
+from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
+from membrane.settings import Settings
+from membrane.store.base import Store
+from membrane.store.memory import MemoryStore
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.restriction import Restriction
+from membrane.tools.view import ToolView
+
+__all__ = ["CatalogLike", "SubagentRuntime"]
+
+T = TypeVar("T")
+
+
+class _DispatchLike(Protocol):
+    @property
+    def definition(self) -> AgentDefinition: ...
+
+    @property
+    def note(self) -> str | None: ...
+
+
+class CatalogLike(Protocol):
+    """What the runtime needs of a ``Catalog``."""
+
+    def reload(self) -> object: ...
+
+    def dispatch(self, agent_type: str) -> _DispatchLike: ...
+
+    def definitions(self) -> Mapping[str, AgentDefinition]: ...
+
+
+class SubagentRuntime:
+    """Children of one deployment, on one provider, with durable headers in ``store``.
+
+    ``settings`` default to the catalog's. ``project`` enables worktrees (and their orphan
+    pruning when the runtime opens). ``delegation`` is what the delegation tools copy into each
+    request (default: ``settings.max_depth``); it is checked against the provider here, at
+    mount, so a numeric cap on a provider without ``depth_limit`` fails now, not at a start.
+    ``on_setup_step`` observes each step of every child's unpublished setup.
+    """
+
+    def __init__(
+        self,
+        *,
+        catalog: CatalogLike,
+        registry: ToolRegistry,
+        provider: Provider,
+        store: Store | None = None,
+        settings: Settings | None = None,
+        project: Path | None = None,
+        deployment: Deployment | None = None,
+        worktrees: WorktreeManager | None = None,
+        delegation: DelegationConfig | None = None,
+        on_setup_step: SetupStep | None = None,
+    ) -> None:
+        if not isinstance(registry, ToolRegistry):
+            raise InvalidRequest("registry must be a ToolRegistry", field="registry")
+        for attr in ("name", "capabilities", "create"):
+            if not hasattr(provider, attr):
+                raise InvalidRequest(
+                    f"provider lacks {attr!r}; a Provider has name, capabilities and create()",
+                    field="provider",
+                )
+        found = getattr(catalog, "settings", None)
+        settings = settings or (found if isinstance(found, Settings) else Settings())
+        if settings.persona is not None:
+            check_persona(settings.persona, where="settings.persona")
+        limit = settings.max_concurrency
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidRequest(
+                f"settings.max_concurrency must be a positive integer, got {limit!r}",
+                field="max_concurrency",
+            )
+        self._delegation = delegation or DelegationConfig.from_settings(settings)
+        if not isinstance(self._delegation, DelegationConfig):
+            raise InvalidRequest("delegation must be a DelegationConfig", field="delegation")
+        self._delegation.check_provider(provider)
+        self.settings = dataclasses.replace(settings, max_depth=self._delegation.max_depth)
+        self.registry = registry
+        self.provider = provider
+        self.project = Path(project).resolve() if project is not None else None
+        self.store: Store = store if store is not None else MemoryStore()
+        if worktrees is None and self.project is not None and settings.worktrees_enabled:
+            worktrees = WorktreeManager(self.project)
+        self._worktrees = worktrees
+        #: What ``prune_orphans()`` did when the runtime opened (worktrees of crashed runs).
+        self.pruned_worktrees: tuple[WorktreeOutcome, ...] = ()
+        self._catalog = catalog
+        base = deployment or Deployment(settings=self.settings)
+        project_text = str(self.project) if self.project is not None else base.project
+        self._deployment = dataclasses.replace(base, settings=self.settings, project=project_text)
+        self._hub = EventHub(self.store)
+        self._runs: dict[str, RunRecord] = {}
+        self._queue: deque[RunRecord] = deque()
+        self._slots_used = 0
+        self._holding: set[str] = set()
+        self._group: TaskGroup | None = None
+        self._writers: TaskGroup | None = None
+        self._spawner = Spawner(self, on_step=on_setup_step)
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> SubagentRuntime:
+        if self._group is not None or self._hub.closed:
+            raise InvalidRequest("a SubagentRuntime opens once; build a new one to run again")
+        if self._worktrees is not None:
+            pruned = await anyio.to_thread.run_sync(self._worktrees.prune_orphans)
+            self.pruned_worktrees = tuple(pruned)
+        # The event writer lives in an outer group so that it outlasts every run.
+        writers = anyio.create_task_group()
+        await writers.__aenter__()
+        writers.start_soon(self._hub.writer)
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._writers, self._group = writers, group
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        group = self._group
+        if group is None:
+            return None
+        for record in list(self._runs.values()):
+            self._request_stop(record)
+        try:
+            if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
+                return await group.__aexit__(exc_type, exc, tb)
+            # The host's own error propagates as itself, not wrapped in an exception group;
+            # the children were asked to stop and are joined first.
+            await group.__aexit__(None, None, None)
+            return None
+        finally:
+            self._group = None
+            self._hub.close()
+            # The writer returns at once now that the hub is closed.
+            writers, self._writers = self._writers, None
+            if writers is not None:
+                await writers.__aexit__(None, None, None)
+
+    # -- the public API -----------------------------------------------------------------------
+
+    async def start(self, request: SubagentStartRequest) -> RunInfo:
+        """Start one child; returns once it is published (running, or queued for a slot).
+
+        Raises, with nothing published: ``UnsupportedCapability``, ``InvalidRequest``,
+        ``InvalidPersona``, ``InvalidDepth``, ``EmptyToolFilter``, ``UnknownToolInFilter``,
+        ``UnknownRun`` (no such parent), ``DepthLimitExceeded``, ``UnknownSubagent``,
+        ``WorktreeUnavailable``, ``SetupFailed`` or ``StoreError``.
+        """
+        if not isinstance(request, SubagentStartRequest):
+            raise InvalidRequest(
+                f"start() takes a SubagentStartRequest, got {type(request).__name__}"
+            )
+        role = self.role_restriction(request.role)
+        check_capabilities(request, self.provider, role_filters=role is not None)
+        group = self._require_open()
+        validate_request(request, registry=self.registry)
+        record = await self._spawner.spawn(request, role=role)
+        self._schedule(record, group)
+        return self._info(record)
+
+    async def run(self, request: SubagentStartRequest) -> RunResult:
+        """``start()`` and ``wait()`` in one call."""
+        info = await self.start(request)
+        return await self.wait(info.run_id)
+
+    async def wait(self, run_id: str, *, caller: str | None = None) -> RunResult:
+        """The run's result, once it has ended. ``caller``: only its own children are known."""
+        record = self._lookup(run_id, caller)
+        record.waiters += 1
+        try:
+            await record.done.wait()
+        finally:
+            record.waiters -= 1
+        assert record.result is not None
+        return record.result
+
+    async def wait_all(
+        self, run_ids: Sequence[str], *, timeout: float | None = None, caller: str | None = None
+    ) -> builtins.list[RunInfo]:
+        """Wait until every run has ended or ``timeout`` seconds pass; return their states.
+
+        Cancelling or timing out the wait leaves the runs running.
+        """
+        if isinstance(run_ids, str) or not isinstance(run_ids, Sequence) or not run_ids:
+            raise InvalidRequest("run_ids must be a non-empty list of run ids", field="ids")
+        if timeout is not None and (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout < 0
+        ):
+            raise InvalidRequest(
+                f"timeout must be a non-negative number of seconds, got {timeout!r}",
+                field="timeout",
+            )
+        records = [self._lookup(run_id, caller) for run_id in dict.fromkeys(run_ids)]
+        for record in records:
+            record.waiters += 1
+        try:
+            with anyio.move_on_after(timeout):
+                for record in records:
+                    await record.done.wait()
+        finally:
+            for record in records:
+                record.waiters -= 1
+        return [self._info(record) for record in records]
+
+    def list(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
+        """Every published run, or only ``parent_id``'s children, in start order."""
+        return [
+            self._info(record)
+            for record in self._runs.values()
+            if parent_id is None or record.parent_id == parent_id
+        ]
+
+    def get(self, run_id: str, *, caller: str | None = None) -> RunInfo:
+        return self._info(self._lookup(run_id, caller))
+
+    def steer(self, run_id: str, message: str, *, caller: str | None = None) -> None:
+        """Inject ``message`` into a running child after its current tool call."""
+        record = self._lookup(run_id, caller)
+        if record.finished:
+            raise InvalidRequest(f"run {run_id!r} has ended; only a live child can be steered")
+        if not record.child.steer(message):
+            raise UnsupportedCapability(
+                f"provider {record.provider!r} cannot steer a running child",
+                provider=record.provider,
+            )
+
+    async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo:
+        """Stop a run and its descendants; returns once it has ended."""
+        record = self._lookup(run_id, caller)
+        self._request_stop(record)
+        await record.done.wait()
+        return self._info(record)
+
+    def events(self) -> EventStream:
+        """Lifecycle events published from now on (``async for event in runtime.events()``)."""
+        return self._hub.subscribe()
+
+    def view(self, run_id: str) -> ToolView:
+        """The tool view a run resolves right now: exactly what it may see and call."""
+        return self._lookup(run_id, None).child.scope.view()
+
+    def role_restriction(self, role: str | None) -> Restriction | None:
+        """The restriction of a trusted role from ``settings.roles`` (``None``: no role)."""
+        if role is None:
+            return None
+        spec = self.settings.roles.get(role) if isinstance(role, str) else None
+        if spec is None:
+            known = ", ".join(sorted(self.settings.roles)) or "none configured"
+            raise InvalidRequest(
+                f"unknown role {role!r}; roles in settings: {known}", field="role", role=role
+            )
+        if spec.allow is None and spec.deny is None:
+            return None
+        return Restriction(allow=spec.allow, deny=spec.deny, label=f"role:{role}")
+
+    # -- used by the spawner ------------------------------------------------------------------
+
+    @property
+    def delegation(self) -> DelegationConfig:
+        return self._delegation
+
+    @property
+    def worktrees(self) -> WorktreeManager | None:
+        return self._worktrees
+
+    @property
+    def catalog(self) -> CatalogLike:
+        return self._catalog
+
+    def deployment(self) -> Deployment:
+        """The deployment as of now: the live registry and the catalog's definitions."""
+        return dataclasses.replace(
+            self._deployment,
+            registry_tools=self.registry.tools(),
+            subagents=self._catalog.definitions(),
+        )
+
+    def live_run(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    def emitter(self, run_id: str) -> EmitFn:
+        """The ``emit`` callback of one child; silent until the child is published."""
+
+        def emit(kind: str, data: Mapping[str, Any]) -> None:
+            record = self._runs.get(run_id)
+            if record is not None:
+                self._hub.post(
+                    run_id=run_id,
+                    parent_id=record.parent_id,
+                    agent=record.agent,
+                    kind=kind,
+                    data=data,
+                )
+
+        return emit
+
+    def register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
+        """List a child whose publication committed (as ``seq``), and announce it."""
+        self._runs[record.run_id] = record
+        parent = self._runs.get(record.parent_id) if record.parent_id else None
+        if parent is not None:
+            parent.children.append(record.run_id)
+        self._hub.deliver(
+            seq=seq,
+            run_id=record.run_id,
+            parent_id=record.parent_id,
+            agent=record.agent,
+            kind="published",
+            data=data,
+        )
+
+    def commit(self, work: Callable[[], T]) -> T:
+        """Run store writes in one transaction with the queued events (see ``EventHub``)."""
+        return self._hub.commit(work)
+
+    def must_queue(self, record: RunRecord) -> bool:
+        """Whether a new background child waits for a slot."""
+        return record.background and self._slots_used >= self.settings.max_concurrency
+
+    # -- scheduling and ending ----------------------------------------------------------------
+
+    def _require_open(self) -> TaskGroup:
+        if self._group is None:
+            raise InvalidRequest(
+                "the runtime is not open; use `async with SubagentRuntime(...) as runtime:`"
+            )
+        return self._group
+
+    def _schedule(self, record: RunRecord, group: TaskGroup) -> None:
+        if record.status == "queued":
+            self._queue.append(record)
+            return
+        if record.background:
+            self._slots_used += 1
+            self._holding.add(record.run_id)
+        group.start_soon(self._drive, record)
+
+    def _admit(self) -> None:
+        group = self._group
+        while (
+            group is not None and self._queue and (self._slots_used < self.settings.max_concurrency)
+        ):
+            record = self._queue.popleft()
+            record.status = "running"
+            self._slots_used += 1
+            self._holding.add(record.run_id)
+            self._set_status(record.run_id, "running")
+            group.start_soon(self._drive, record)
+
+    async def _drive(self, record: RunRecord) -> None:
+        outcome = ChildOutcome(status="stopped")
+        try:
+            if not record.stop_requested:
+                outcome = await record.child.run()
+        except MembraneError as exc:
+            outcome = ChildOutcome(status="error", error=exc.to_dict())
+        except Exception as exc:
+            failure = RunError(
+                f"provider {record.provider!r} failed while running {record.run_id!r}: "
+                f"{type(exc).__name__}: {exc}",
+                provider=record.provider,
+            )
+            outcome = ChildOutcome(status="error", error=failure.to_dict())
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish(record, outcome)
+
+    async def _finish(self, record: RunRecord, outcome: ChildOutcome) -> None:
+        worktree: dict[str, Any] | None = None
+        if record.worktree is not None and self._worktrees is not None:
+            ok = outcome.status in ("completed", "steered")
+            finished = await anyio.to_thread.run_sync(
+                partial(self._worktrees.finish, record.worktree, success=ok)
+            )
+            worktree = dict(finished.to_dict())
+        result = record.result_of(outcome, worktree=worktree)
+        record.status = result.status
+        record.result = result
+        kind = event_kind(result.status)
+        data = result.to_dict()
+
+        def write() -> int:
+            self.store.set_status(record.run_id, result.status, result=data)
+            if record.has_edge:
+                self._complete_edge(record, result)
+            return self.store.append_event(record.run_id, kind, data)
+
+        try:
+            seq = self._hub.commit(write)
+        except StoreError as exc:
+            # The in-memory result stays authoritative in this process; the durable row keeps
+            # its last status, which a later process reads as an interrupted run.
+            self._hub.errors.append(exc)
+            seq = 0
+        self._hub.deliver(
+            seq=seq,
+            run_id=record.run_id,
+            parent_id=record.parent_id,
+            agent=record.agent,
+            kind=kind,
+            data=data,
+        )
+        record.done.set()
+        for child_id in record.children:
+            child = self._runs.get(child_id)
+            if child is not None:
+                self._request_stop(child)
+        if record.run_id in self._holding:
+            self._holding.discard(record.run_id)
+            self._slots_used -= 1
+            self._admit()
+        self._notify_parent(record, result)
+
+    def _complete_edge(self, record: RunRecord, result: RunResult) -> None:
+        with contextlib.suppress(StoreError), self.store.transaction():
+            self.store.complete_edge(
+                record.run_id,
+                status="completed" if result.ok else "failed",
+                result_summary=(result.text or (result.error or {}).get("message") or "")[:500],
+            )
+
+    def _notify_parent(self, record: RunRecord, result: RunResult) -> None:
+        """A background child's completion notice reaches its parent as a steering message,
+        unless a wait is collecting the result right now."""
+        if not record.background or record.waiters or record.parent_id is None:
+            return
+        parent = self._runs.get(record.parent_id)
+        if parent is None or parent.finished or parent.stop_requested:
+            return
+        notice = f"[background subagent {record.agent} ({record.run_id}) ended: {result.status}]"
+        if result.text:
+            notice += f"\n{result.text}"
+        if result.error:
+            notice += f"\nerror: {result.error.get('code')}: {result.error.get('message')}"
+        with contextlib.suppress(MembraneError):
+            parent.child.steer(notice)
+
+    def _request_stop(self, record: RunRecord) -> None:
+        if record.finished or record.stop_requested:
+            return
+        record.stop_requested = True
+        if record in self._queue:
+            self._queue.remove(record)
+            if self._group is not None:
+                self._group.start_soon(self._drive, record)
+            return
+        record.child.stop()
+
+    def _set_status(self, run_id: str, status: str) -> None:
+        with contextlib.suppress(StoreError):
+            self._hub.commit(lambda: self.store.set_status(run_id, status))
+
+    def _lookup(self, run_id: str, caller: str | None) -> RunRecord:
+        record = self._runs.get(run_id) if isinstance(run_id, str) else None
+        if record is None or (caller is not None and record.parent_id != caller):
+            whose = "among your subagents" if caller is not None else "in this runtime"
+            raise UnknownRun(f"no run {run_id!r} {whose}", run_id=str(run_id))
+        return record
+
+    def _info(self, record: RunRecord) -> RunInfo:
+        position = None
+        if record.status == "queued" and record in self._queue:
+            position = self._queue.index(record) + 1
+        return record.info(queue_position=position)

@@ -1,0 +1,374 @@
+"""The start path from a validated request to a published child (steps 3-7 of the runtime).
+
+Nothing here is observable until ``SubagentRuntime.publish`` runs: depth is derived and
+checked, the definition dispatched and resolved, the worktree made, the child built by the
+provider with the one setup callback. A failure at any point rolls back what exists (the
+worktree is discarded; the private scope is dropped) and publishes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.errors import (
+    InvalidRequest,
+    MembraneError,
+    SetupFailed,
+    StoreError,
+    UnknownRun,
+    WorktreeUnavailable,
+)
+from membrane.resolve import CallParams
+from membrane.resolve.authority import EffectiveAuthority, ParentContext, resolve
+from membrane.runtime.capabilities import ChildComposition, ChildSpec, ProviderChild
+from membrane.runtime.delegation import delegation_tools
+from membrane.runtime.depth import check_cap, child_depth, effective_parent_depth
+from membrane.runtime.request import SubagentStartRequest
+from membrane.runtime.runs import RunRecord
+from membrane.runtime.setup import ChildSetup, SetupStep
+from membrane.runtime.worktree import Worktree
+from membrane.store.base import SessionHeader, brief_digest
+from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.scope import Scope
+from membrane.tools.spec import Tool
+
+if TYPE_CHECKING:
+    from membrane.runtime.runtime import SubagentRuntime
+
+__all__ = ["Spawner", "new_run_id"]
+
+#: The depth of the host above a top-level agent, so that the top level is depth 0.
+_HOST_DEPTH = -1
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class Spawner:
+    """Builds and publishes children for one runtime."""
+
+    def __init__(self, runtime: SubagentRuntime, *, on_step: SetupStep | None = None) -> None:
+        if on_step is not None and not callable(on_step):
+            raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
+        self._rt = runtime
+        self._on_step = on_step
+
+    async def spawn(self, request: SubagentStartRequest, *, role: Restriction | None) -> RunRecord:
+        rt = self._rt
+        parent = rt.live_run(request.parent_id) if request.parent_id is not None else None
+        if parent is not None and parent.finished:
+            raise InvalidRequest(
+                f"run {request.parent_id!r} has ended ({parent.status}); a child of an ended "
+                "agent would be orphaned",
+                parent_id=request.parent_id,
+            )
+        parent_depth, depth = self._depths(request, parent)
+        check_cap(depth, request.max_depth, agent=request.agent_type, parent_id=request.parent_id)
+        rt.catalog.reload()
+        dispatch = rt.catalog.dispatch(request.agent_type)
+        run_id = new_run_id()
+        context = self._parent_context(parent, parent_depth)
+        authority = resolve(
+            dispatch.definition,
+            _call(request),
+            context,
+            rt.deployment(),
+            persona=UNSET if request.persona is None else request.persona,
+            tool_filter=request.restriction,
+            role=role,
+        )
+        worktree = await self._worktree(run_id, authority)
+        try:
+            record = await self._build(
+                run_id, request, authority, context, depth=depth, role=role, worktree=worktree
+            )
+            self._publish(record, authority, request=request, note=dispatch.note)
+        except BaseException:
+            if worktree is not None and rt.worktrees is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        partial(rt.worktrees.finish, worktree, success=False)
+                    )
+            raise
+        return record
+
+    def _publish(
+        self,
+        record: RunRecord,
+        authority: EffectiveAuthority,
+        *,
+        request: SubagentStartRequest,
+        note: str | None,
+    ) -> None:
+        """Make a built child observable: header, lineage edge and ``published`` event in one
+        transaction; only once it commits does the child appear in listings and streams."""
+        rt = self._rt
+        store = rt.store
+        record.status = "queued" if rt.must_queue(record) else "running"
+        header = SessionHeader(
+            session_id=record.run_id,
+            agent=record.agent,
+            parent_id=record.parent_id,
+            delegation_depth=record.depth,
+            status=record.status,
+            provider=record.provider,
+            created_at=time.time(),
+            request_id=request.request_id,
+            meta={
+                "agent_type": record.agent_type,
+                "background": record.background,
+                "role": record.role,
+                "cwd": record.cwd,
+                "model": record.model,
+            },
+        )
+        data: dict[str, Any] = {
+            "agent_type": record.agent_type,
+            "depth": record.depth,
+            "background": record.background,
+            "provider": record.provider,
+            "tools": list(record.child.scope.view().names),
+            "checkout": authority.checkout.kind,
+        }
+        if note:
+            data["note"] = note
+        if record.worktree is not None:
+            data["worktree"] = str(record.worktree.cwd)
+        fingerprint = {
+            "provider": record.provider,
+            "model": record.model,
+            "thinking": authority.invocation["thinking"].value,
+        }
+
+        def write() -> int:
+            store.create_session(header)
+            if record.parent_id is not None:
+                # The lineage edge is supplementary provenance: it never fails a start.
+                with contextlib.suppress(StoreError), store.transaction():
+                    store.record_edge(
+                        parent_id=record.parent_id,
+                        child_id=record.run_id,
+                        child_role=record.agent,
+                        brief_digest=brief_digest(request.task),
+                        spawn_fingerprint=fingerprint,
+                    )
+                    record.has_edge = True
+            return store.append_event(record.run_id, "published", data)
+
+        rt.register(record, seq=rt.commit(write), data=data)
+
+    def _depths(self, request: SubagentStartRequest, parent: RunRecord | None) -> tuple[int, int]:
+        parent_id = request.parent_id
+        if parent_id is None:
+            return _HOST_DEPTH, 0
+        header = self._rt.store.get_header(parent_id)
+        if header is None and parent is None:
+            raise UnknownRun(
+                f"no session {parent_id!r} to start a child under: it is neither running here "
+                "nor stored",
+                run_id=parent_id,
+            )
+        parent_depth = effective_parent_depth(
+            stored=None if header is None else header.delegation_depth,
+            live=None if parent is None else parent.depth,
+            parent_id=parent_id,
+        )
+        return parent_depth, child_depth(parent_depth, parent_id=parent_id)
+
+    def _parent_context(self, parent: RunRecord | None, parent_depth: int) -> ParentContext:
+        rt = self._rt
+        if parent is None:
+            registry = rt.registry
+            return ParentContext(
+                tools=registry.tools(),
+                depth=parent_depth,
+                cwd=None if rt.project is None else str(rt.project),
+                permission_mode=rt.settings.permission_mode,
+                live=registry.tools,
+                live_stamp=lambda: registry.version,
+            )
+        scope = parent.child.scope
+
+        def live() -> Mapping[str, Tool]:
+            return {tool.name: tool for tool in scope.view().tools()}
+
+        return ParentContext(
+            tools=live(),
+            system_prompt=parent.system,
+            model=parent.model,
+            transcript=parent.child.messages(),
+            permission_mode=parent.permission_mode,
+            depth=parent_depth,
+            cwd=parent.cwd,
+            live=live,
+            live_stamp=lambda: scope.view().key,
+        )
+
+    async def _worktree(self, run_id: str, authority: EffectiveAuthority) -> Worktree | None:
+        if authority.checkout.kind != "worktree":
+            return None
+        manager = self._rt.worktrees
+        if manager is None:
+            raise WorktreeUnavailable(
+                f"{authority.definition.name!r} asks for isolation: worktree, but this runtime "
+                "has no project (or worktrees are disabled in settings); nothing was started",
+                run_id=run_id,
+            )
+        return await anyio.to_thread.run_sync(manager.create, run_id)
+
+    async def _build(
+        self,
+        run_id: str,
+        request: SubagentStartRequest,
+        authority: EffectiveAuthority,
+        context: ParentContext,
+        *,
+        depth: int,
+        role: Restriction | None,
+        worktree: Worktree | None,
+    ) -> RunRecord:
+        rt = self._rt
+        definition = authority.definition
+        invocation = authority.invocation
+        model = _text_or_none(invocation["model"].value)
+        max_turns = invocation["max_turns"].value
+        if max_turns is None:
+            max_turns = rt.settings.default_max_turns
+        cwd: Path | None = None
+        if worktree is not None:
+            cwd = worktree.cwd
+        elif authority.checkout.path:
+            cwd = Path(authority.checkout.path)
+        restrictions: list[ToolPredicate] = [authority.restriction]
+        restrictions += [p for p in (request.restriction, role) if p is not None]
+        setup = ChildSetup(
+            run_id=run_id,
+            sections=authority.prompt_sections,
+            persona_values={
+                "agent": definition.name,
+                "agent_type": request.agent_type,
+                "cwd": "" if cwd is None else str(cwd),
+                "depth": str(depth),
+                "model": model or "",
+                "parent_id": request.parent_id or "",
+                "project": "" if rt.project is None else str(rt.project),
+                "run_id": run_id,
+            },
+            restrictions=restrictions,
+            local_tools=self._local_tools(run_id, request, authority, context, definition),
+            response_schema=request.response_schema,
+            checkout=None
+            if worktree is None or not authority.checkout.path
+            else (authority.checkout.path, str(worktree.cwd)),
+            on_step=self._on_step,
+        )
+        composed: list[ChildComposition] = []
+
+        def install(scope: Scope) -> ChildComposition:
+            composition = setup(scope)
+            composed.append(composition)
+            return composition
+
+        spec = ChildSpec(
+            run_id=run_id,
+            agent=definition.name,
+            request=request,
+            registry=rt.registry,
+            task=authority.task_prefix + request.task,
+            depth=depth,
+            emit=rt.emitter(run_id),
+            parent_id=request.parent_id,
+            cwd=cwd,
+            model=model,
+            thinking=_text_or_none(invocation["thinking"].value),
+            max_turns=max_turns if isinstance(max_turns, int) else None,
+            grace_turns=rt.settings.grace_turns,
+            response_schema=request.response_schema,
+            transcript=tuple(context.transcript),  # type: ignore[arg-type]
+        )
+        child = await self._create(spec, install)
+        if len(composed) != 1:
+            raise SetupFailed(
+                f"provider {rt.provider.name!r} returned child {run_id!r} without running its "
+                "setup exactly once; nothing was published",
+                run_id=run_id,
+                step="provider",
+            )
+        return RunRecord(
+            run_id=run_id,
+            agent=definition.name,
+            agent_type=request.agent_type,
+            parent_id=request.parent_id,
+            depth=depth,
+            background=invocation["run_in_background"].value is True,
+            provider=rt.provider.name,
+            child=child,
+            system=composed[0].system,
+            model=model,
+            permission_mode=str(invocation["permission"].value),
+            role=request.role,
+            cwd=None if cwd is None else str(cwd),
+            worktree=worktree,
+        )
+
+    async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:
+        provider = self._rt.provider
+        try:
+            return await provider.create(spec, install)  # type: ignore[arg-type]
+        except SetupFailed:
+            raise
+        except (MembraneError, Exception) as exc:
+            detail = (
+                exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+            )
+            raise SetupFailed(
+                f"provider {provider.name!r} could not build child {spec.run_id!r}: {detail}; "
+                "nothing was published",
+                run_id=spec.run_id,
+                step="provider",
+                cause=getattr(exc, "code", None),
+            ) from exc
+
+    def _local_tools(
+        self,
+        run_id: str,
+        request: SubagentStartRequest,
+        authority: EffectiveAuthority,
+        context: ParentContext,
+        definition: AgentDefinition,
+    ) -> list[Tool]:
+        tools = [context.tools[name] for name in authority.inherited_local_tools]
+        if authority.delegation_tools:
+            allowed = definition.allowed_subagents
+            tools += delegation_tools(
+                self._rt,
+                parent_id=run_id,
+                allowed=() if allowed is UNSET else allowed,
+                config=self._rt.delegation,
+                role=request.role,
+                names=authority.delegation_tools,
+            )
+        return tools
+
+
+def _call(request: SubagentStartRequest) -> CallParams:
+    """The call fields with ``background`` folded in (``validate_request`` ruled out a clash)."""
+    call = request.call
+    if request.background is None or call.run_in_background is not UNSET:
+        return call
+    return dataclasses.replace(call, run_in_background=request.background)
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,91 @@
+"""Fixtures for the subagent runtime's tests: a temporary project with agent files, a live
+registry of simple tools, and a factory for runtimes on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from membrane.agents.catalog import Catalog
+from membrane.runtime import InProcessProvider, Provider, SubagentRuntime
+from membrane.settings import Settings
+from membrane.store.base import Store
+from membrane.testing import ScriptedModel
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.spec import Tool, ToolContext
+
+
+def echo_tool(name: str, *, origin: str = "builtin", mutating: bool = False) -> Tool:
+    """A tool whose result names itself and its arguments."""
+
+    async def handler(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        return f"{name} ran with {dict(arguments)} in {context.cwd}"
+
+    return Tool(
+        name=name,
+        description=f"The {name} tool.",
+        input_schema={"type": "object", "additionalProperties": True},
+        handler=handler,
+        origin=origin,
+        mutating=mutating,
+    )
+
+
+@dataclass
+class Project:
+    """A temporary project: agent files, settings, a registry and runtimes over them."""
+
+    root: Path
+    home: Path
+    registry: ToolRegistry
+    settings: Settings = field(default_factory=Settings)
+
+    def agent(self, name: str, body: str = "Do the task.", **frontmatter: object) -> Path:
+        lines = [f"name: {name}", f"description: The {name} agent."]
+        for key, value in frontmatter.items():
+            if isinstance(value, list | tuple):
+                value = "[" + ", ".join(str(v) for v in value) + "]"
+            elif isinstance(value, bool):
+                value = "true" if value else "false"
+            lines.append(f"{key}: {value}")
+        path = self.root / ".membrane" / "agents" / f"{name}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("---\n" + "\n".join(lines) + "\n---\n" + body + "\n", encoding="utf-8")
+        return path
+
+    def catalog(self) -> Catalog:
+        return Catalog(project=self.root, home=self.home, settings=self.settings)
+
+    def runtime(
+        self,
+        provider: Provider | ScriptedModel,
+        *,
+        store: Store | None = None,
+        **options: Any,
+    ) -> SubagentRuntime:
+        if not hasattr(provider, "capabilities"):
+            provider = InProcessProvider(provider)  # type: ignore[arg-type]
+        return SubagentRuntime(
+            catalog=self.catalog(),
+            registry=self.registry,
+            provider=provider,  # type: ignore[arg-type]
+            store=store,
+            settings=options.pop("settings", self.settings),
+            project=options.pop("project", self.root),
+            **options,
+        )
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_home: Path) -> Project:
+    root = tmp_path / "project"
+    root.mkdir()
+    registry = ToolRegistry()
+    for name in ("Read", "Glob", "Grep"):
+        registry.register(echo_tool(name))
+    registry.register(echo_tool("Write", mutating=True))
+    return Project(root=root, home=isolated_home, registry=registry)
