@@ -33,6 +33,7 @@ Two families, as a user meets them:
         ├── ToolFailed ................. tool-failed
         ├── ToolBlocked ................ tool-blocked
         ├── PathOutsideCheckout ........ path-outside-checkout
+        │   └── PathProtected .......... path-protected
         ├── DepthLimitExceeded ......... depth-limit-exceeded
         ├── SetupFailed ................ setup-failed
         ├── WorktreeUnavailable ........ worktree-unavailable
@@ -60,6 +61,7 @@ __all__ = [
     "MembraneError",
     "ModelError",
     "PathOutsideCheckout",
+    "PathProtected",
     "RunError",
     "ScriptError",
     "SettingsError",
@@ -140,8 +142,10 @@ class DefinitionError(ConfigError):
         super().__init__(message, path=path, line=line, field=field, hint=hint, **data)
 
     def __str__(self) -> str:
-        where = self.data["path"] if self.data.get("line") is None else (
-            f"{self.data['path']}:{self.data['line']}"
+        where = (
+            self.data["path"]
+            if self.data.get("line") is None
+            else (f"{self.data['path']}:{self.data['line']}")
         )
         text = f"{where}: {self.message}"
         if self.data.get("hint"):
@@ -258,6 +262,13 @@ class PathOutsideCheckout(RunError):
     """A mutating tool was asked to touch a path outside the child's checkout."""
 
     code = "path-outside-checkout"
+
+
+class PathProtected(PathOutsideCheckout):
+    """A mutating tool was asked to write control files inside the checkout: ``.git`` or
+    ``.membrane`` (except the agent's own memory folder). Carries ``path`` and ``protected``."""
+
+    code = "path-protected"
 
 
 class DepthLimitExceeded(RunError):

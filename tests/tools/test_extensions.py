@@ -148,6 +148,13 @@ def test_unknown_hook_event_fails_with_a_suggestion(tmp_path: Path) -> None:
         ("x = 1\n", "no setup(ext)"),
         ("async def setup(ext):\n    pass\n", "synchronous"),
         ("def setup(ext):\n    raise ValueError('bad config')\n", "bad config"),
+        ("import sys\nsys.exit(3)\n", "sys.exit(3)"),
+        ("def setup(ext):\n    import sys\n    sys.exit()\n", "sys.exit(None)"),
+        (
+            "def setup(ext):\n    ext.register_tool(Tool('run_code', '', {'type': 'object'}, "
+            "_echo, reserved=True))\n",
+            "Scope.add_reserved",
+        ),
     ],
 )
 def test_broken_extensions_fail_with_their_path(tmp_path: Path, body: str, fragment: str) -> None:
@@ -247,6 +254,42 @@ def test_function_tool_refuses_what_it_cannot_describe() -> None:
 
     with pytest.raises(ToolSpecError, match="'queries'"):
         function_tool()(variadic)
+
+
+def test_function_tool_works_bare_and_called() -> None:
+    @function_tool
+    async def lookup(term: str) -> str:
+        """Look a term up."""
+        return term.upper()
+
+    @function_tool("find", mutating=True)
+    async def other(term: str) -> str:
+        return term
+
+    assert isinstance(lookup, Tool)
+    assert (lookup.name, lookup.description) == ("lookup", "Look a term up.")
+    assert lookup.input_schema["required"] == ["term"]
+    assert anyio.run(ToolView.of([lookup]).call, "lookup", {"term": "x"}, ToolContext()) == "X"
+    assert (other.name, other.mutating) == ("find", True)
+    with pytest.raises(ToolSpecError, match="tool name"):
+        function_tool(3)  # type: ignore[call-overload]
+
+
+def test_extension_handle_decorator_works_bare(tmp_path: Path) -> None:
+    write_extension(
+        tmp_path,
+        "alpha",
+        """
+        def setup(ext):
+            @ext.tool
+            async def fetch(url: str) -> str:
+                return url
+        """,
+    )
+    registry = ToolRegistry()
+    load_extension(discover_extensions(tmp_path, installed=False)["alpha"], registry)
+    fetched = registry.get("fetch")
+    assert fetched is not None and fetched.origin == "extension:alpha"
 
 
 def test_extension_handle_registers_decorated_functions(tmp_path: Path) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from jsonschema.validators import validator_for
 
 from membrane import RegistryChange, Tool, ToolRegistry
 from membrane.errors import ToolSpecError
+from membrane.tools import schemas
 
 
 def test_every_change_bumps_the_version_and_reaches_listeners(
@@ -91,6 +95,93 @@ def test_malformed_tools_are_refused_with_the_offending_part(
     assert fragment in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}},
+            "properties/a/$ref",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "https://example.invalid/a.json"}}},
+            "properties/a/$ref",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"$dynamicRef": "#/$defs/missing"}}},
+            "properties/a/$dynamicRef",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}},
+            "properties/a/$ref",
+        ),
+        (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "type": "object",
+                "items": [{"$ref": "#/definitions/nope"}],
+            },
+            "items/0/$ref",
+        ),
+    ],
+)
+def test_a_reference_that_cannot_be_followed_is_refused_at_registration(
+    make_tool: Callable[..., Tool], schema: dict[str, object], where: str
+) -> None:
+    with pytest.raises(ToolSpecError) as caught:
+        ToolRegistry().register(make_tool("Read", schema=schema))
+    assert caught.value.code == "tool-spec-invalid"
+    assert caught.value.data["path"] == where
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "type": "object",
+            "$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}},
+            "properties": {"a": {"$ref": "#/$defs/node"}, "b": {"const": {"$ref": "#/no"}}},
+        },
+        {
+            "$id": "https://example.com/root.json",
+            "type": "object",
+            "$defs": {"x": {"$id": "sub.json", "$defs": {"y": {"type": "integer"}}}},
+            "properties": {"a": {"$ref": "sub.json#/$defs/y"}},
+        },
+        {
+            "type": "object",
+            "properties": {"a": {"$ref": "https://json-schema.org/draft/2020-12/schema"}},
+        },
+    ],
+)
+def test_references_that_resolve_are_accepted(
+    make_tool: Callable[..., Tool], schema: dict[str, object]
+) -> None:
+    ToolRegistry().register(make_tool("Read", schema=schema))
+
+
+def test_a_repeated_schema_is_checked_once(
+    make_tool: Callable[..., Tool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[object] = []
+
+    def counting(schema: Any) -> Any:
+        checked.append(schema)
+        return validator_for(schema)
+
+    monkeypatch.setattr(schemas, "validator_for", counting)
+    monkeypatch.setattr(schemas, "_checked", {})
+    unique = {"type": "object", "properties": {"q": {"type": "string", "title": "x" * 40}}}
+    registry = ToolRegistry()
+    for index in range(50):
+        registry.register(make_tool(f"tool_{index}", schema=copy.deepcopy(unique)))
+    assert len(checked) == 1
+    with pytest.raises(ToolSpecError):
+        registry.register(make_tool("bad", schema={"type": "object", "required": 3}))
+    with pytest.raises(ToolSpecError):
+        registry.register(make_tool("bad", schema={"type": "object", "required": 3}))
+    assert len(checked) == 2
+
+
 def test_snapshot_does_not_move_with_later_changes(make_tool: Callable[..., Tool]) -> None:
     registry = ToolRegistry()
     registry.register(make_tool("Read"))
@@ -100,11 +191,28 @@ def test_snapshot_does_not_move_with_later_changes(make_tool: Callable[..., Tool
     assert sorted(registry.tools()) == ["Glob", "Read"]
 
 
-def test_restrictable_names_leave_out_reserved_tools(make_tool: Callable[..., Tool]) -> None:
+def test_registry_refuses_a_reserved_tool(make_tool: Callable[..., Tool]) -> None:
     registry = ToolRegistry()
     registry.register(make_tool("Read"))
-    registry.register(make_tool("run_code", reserved=True))
+    with pytest.raises(ToolSpecError) as caught:
+        registry.register(make_tool("run_code", reserved=True))
+    assert caught.value.code == "tool-spec-invalid"
+    assert "scope-local" in caught.value.message
+    assert "Scope.add_reserved" in caught.value.message
+    assert "run_code" not in registry
+    assert registry.version == 1
     assert registry.restrictable_names() == frozenset({"Read"})
+
+
+def test_extension_cannot_register_a_reserved_tool(make_tool: Callable[..., Tool]) -> None:
+    registry = ToolRegistry()
+    tools = registry.extension("alpha")
+    with pytest.raises(ToolSpecError) as caught:
+        tools.register_tool(make_tool("run_code", reserved=True))
+    assert caught.value.data == {"name": "run_code", "extension": "alpha"}
+    assert "Scope.add_reserved" in caught.value.message
+    assert tools.names() == frozenset()
+    assert len(registry) == 0
 
 
 def test_change_log_replays_from_any_recent_version(make_tool: Callable[..., Tool]) -> None:

@@ -15,7 +15,6 @@ def registry(make_tool: Callable[..., Tool]) -> ToolRegistry:
     registry = ToolRegistry()
     for name in ("Read", "Glob", "Grep", "Bash"):
         registry.register(make_tool(name))
-    registry.register(make_tool("run_code", reserved=True))
     return registry
 
 
@@ -35,8 +34,11 @@ def test_filter_with_neither_allow_nor_deny_is_refused(registry: ToolRegistry) -
     assert scope.restrictions == ()
 
 
-def test_empty_allow_list_is_valid_and_hides_every_global(registry: ToolRegistry) -> None:
+def test_empty_allow_list_is_valid_and_hides_every_global(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
     scope = Scope(registry, name="child")
+    scope.add_reserved(make_tool("run_code"))
     scope.restrict(Restriction(allow=[]))
     assert scope.view().names == ("run_code",)
 
@@ -77,21 +79,63 @@ def test_scope_local_only_name_is_refused(
         scope.restrict(Restriction(deny=["report"]))
     assert caught.value.code == "unknown-tool-in-filter"
     assert "'report'" in caught.value.message
-    assert "local to this scope" in caught.value.message
+    assert "is not a tool this filter can name" in caught.value.message
 
 
-@pytest.mark.parametrize("where", ["global", "scope"])
-def test_reserved_name_is_refused(
-    registry: ToolRegistry, make_tool: Callable[..., Tool], where: str
+def test_every_unnameable_entry_gets_the_same_wording(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
 ) -> None:
     scope = Scope(registry, name="child")
-    name = "run_code" if where == "global" else "run_sql"
-    if where == "scope":
-        scope.add_reserved(make_tool(name))
+    scope.add_local(make_tool("xylophone"))
+    scope.add_reserved(make_tool("run_code"))
+    messages = set()
+    for name in ("xylophone", "run_code", "nothing_by_this_name"):
+        with pytest.raises(UnknownToolInFilter) as caught:
+            scope.restrict(Restriction(deny=[name]))
+        messages.add(caught.value.message.replace(repr(name), "X"))
+    assert messages == {
+        "toolFilter.deny names X, which is not a tool this filter can name (filters name "
+        "global tools; scope-local and reserved tools are outside them)"
+    }
+
+
+def test_a_caller_sees_no_trace_of_tools_outside_what_it_may_see(
+    registry: ToolRegistry,
+) -> None:
+    visible = ["Read", "Glob"]
+    hidden = Restriction(deny=["Bash"], label="toolFilter")
+    missing = Restriction(deny=["Bosh"], label="toolFilter")
+    with pytest.raises(UnknownToolInFilter) as hidden_error:
+        hidden.validate(registry, visible=visible)
+    with pytest.raises(UnknownToolInFilter) as missing_error:
+        missing.validate(registry, visible=visible)
+    assert hidden_error.value.data == {
+        "name": "Bash",
+        "suggestion": None,
+        "field": "deny",
+        "label": "toolFilter",
+    }
+    assert missing_error.value.data["suggestion"] is None
+    assert hidden_error.value.message.replace("Bash", "Bosh") == missing_error.value.message
+
+
+def test_suggestions_come_only_from_the_visible_names(registry: ToolRegistry) -> None:
     with pytest.raises(UnknownToolInFilter) as caught:
-        scope.restrict(Restriction(allow=[name]))
+        Restriction(allow=["Grap"]).validate(registry, visible=["Glob", "Grep"])
+    assert caught.value.data["suggestion"] == "Grep"
+    with pytest.raises(UnknownToolInFilter) as caught:
+        Restriction(allow=["Grap"]).validate(registry, visible=["Glob"])
+    assert caught.value.data["suggestion"] is None
+    Restriction(allow=["Grep"]).validate(registry, visible=["Grep"])
+
+
+def test_reserved_name_is_refused(registry: ToolRegistry, make_tool: Callable[..., Tool]) -> None:
+    scope = Scope(registry, name="child")
+    scope.add_reserved(make_tool("run_sql"))
+    with pytest.raises(UnknownToolInFilter) as caught:
+        scope.restrict(Restriction(allow=["run_sql"]))
     assert caught.value.code == "unknown-tool-in-filter"
-    assert f"'{name}'" in caught.value.message
+    assert "'run_sql'" in caught.value.message
 
 
 def test_unvalidated_restriction_may_name_tools_not_registered_yet(
@@ -100,7 +144,7 @@ def test_unvalidated_restriction_may_name_tools_not_registered_yet(
     scope = Scope(registry, name="child")
     scope.restrict(Restriction(allow=["Read", "later"]), validate=False)
     registry.register(make_tool("later"))
-    assert scope.view().names == ("Read", "later", "run_code")
+    assert scope.view().names == ("Read", "later")
 
 
 def test_single_string_is_not_taken_as_a_list_of_names() -> None:

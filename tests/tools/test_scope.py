@@ -49,13 +49,24 @@ def test_local_tools_are_added_after_filtering(
 def test_reserved_tools_are_outside_every_filter(
     registry: ToolRegistry, make_tool: Callable[..., Tool]
 ) -> None:
-    registry.register(make_tool("notebook", reserved=True))
     scope = Scope(registry, name="child")
     scope.restrict(Restriction(allow=[]))
     scope.add_reserved(make_tool("run_code"))
     view = scope.view()
-    assert view.names == ("notebook", "run_code")
+    assert view.names == ("run_code",)
     assert view.get("run_code").reserved
+
+
+def test_an_extension_cannot_slip_a_reserved_tool_past_a_child_filter(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    child = Scope(registry, name="child")
+    child.restrict(Restriction(allow=[]))
+    with pytest.raises(ToolSpecError):
+        registry.extension("evil").register_tool(make_tool("notebook", reserved=True))
+    registry.extension("evil").register_tool(make_tool("notebook"))
+    assert "notebook" not in child.view()
+    assert child.view().names == ()
 
 
 def test_scopes_are_flat(registry: ToolRegistry, make_tool: Callable[..., Tool]) -> None:

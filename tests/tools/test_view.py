@@ -9,10 +9,10 @@ import pytest
 
 from membrane import Restriction, Scope, Tool, ToolContext, ToolRegistry, ToolView
 from membrane.errors import (
-    MembraneError,
     ToolArgumentsInvalid,
     ToolFailed,
     ToolNotVisible,
+    ToolSpecError,
     UnknownRun,
 )
 
@@ -192,5 +192,21 @@ def test_schemas_and_renderings_name_the_same_tools_in_order(scope: Scope) -> No
 
 
 def test_view_of_refuses_two_tools_with_one_name(make_tool: Callable[..., Tool]) -> None:
-    with pytest.raises(MembraneError, match="'Read'"):
+    with pytest.raises(ToolSpecError, match="'Read'") as caught:
         ToolView.of([make_tool("Read"), make_tool("Read")])
+    assert caught.value.code == "tool-spec-invalid"
+
+
+async def test_a_schema_the_validator_cannot_apply_fails_as_a_spec_error(
+    make_tool: Callable[..., Tool],
+) -> None:
+    looping = {
+        "type": "object",
+        "properties": {"a": {"allOf": [{"$ref": "#/properties/a"}]}},
+    }
+    view = ToolView.of([make_tool("loop", schema=looping)])
+    with pytest.raises(ToolSpecError) as caught:
+        await view.call("loop", {"a": 1}, ToolContext())
+    assert caught.value.code == "tool-spec-invalid"
+    assert caught.value.data == {"name": "loop"}
+    assert "RecursionError" in caught.value.message

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from membrane import Restriction, Scope, Tool, ToolContext, ToolPredicate, ToolRegistry, ToolView
-from membrane.errors import ToolNotVisible
+from membrane.errors import ToolNotVisible, ToolSpecError
 
 POOL = ["Read", "Glob", "Grep", "Bash", "Edit", "search", "fetch", "web-search", "a.b", "Task"]
 RESERVED_POOL = ["run_code", "run_sql"]
@@ -56,9 +56,10 @@ def _tool(spec: Global, *, version: int = 0) -> Tool:
 
 
 names = st.sampled_from(POOL)
-#: About one global in four is reserved (outside every filter).
-globals_ = st.builds(
-    Global, names, st.sampled_from(ORIGINS), st.sampled_from([False, False, False, True])
+globals_ = st.builds(Global, names, st.sampled_from(ORIGINS), st.just(False))
+#: Reserved tools are scope-local: the registry refuses a reserved global one.
+reserved_globals = st.builds(
+    Global, st.sampled_from([*POOL, *RESERVED_POOL]), st.sampled_from(ORIGINS), st.just(True)
 )
 name_sets = st.frozensets(names, max_size=6)
 restrictions = st.one_of(
@@ -72,6 +73,7 @@ restrictions = st.one_of(
 changes = st.lists(
     st.one_of(
         st.tuples(st.just("register"), globals_),
+        st.tuples(st.just("register-reserved"), reserved_globals),
         st.tuples(st.just("remove"), names),
         st.tuples(st.just("local"), names),
         st.tuples(st.just("reserved"), st.sampled_from(RESERVED_POOL)),
@@ -96,7 +98,7 @@ def expected_tools(scope: Scope) -> dict[str, Tool]:
     visible = {
         name: tool
         for name, tool in scope.registry.tools().items()
-        if tool.reserved or all(_admits(p, tool) for p in scope.restrictions)
+        if all(_admits(p, tool) for p in scope.restrictions)
     }
     visible.update(scope.locals())
     visible.update(scope.reserved())
@@ -169,6 +171,15 @@ def test_view_is_the_set_formula_through_hot_changes(
     for version, (kind, value) in enumerate(steps, start=2):
         if kind == "register":
             registry.register(_tool(value, version=version), replace=True)
+        elif kind == "register-reserved":
+            before = registry.version
+            try:
+                registry.register(_tool(value, version=version), replace=True)
+            except ToolSpecError as error:
+                assert error.code == "tool-spec-invalid"
+            else:
+                raise AssertionError(f"a reserved global {value.name!r} was registered")
+            assert registry.version == before
         elif kind == "remove" and value in registry:
             registry.remove(value)
         elif kind == "local":

@@ -8,21 +8,25 @@ directly (by a host or a test) fails with ``tool-arguments-invalid`` instead of 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
+    "NotRegularFile",
     "atomic_write_text",
     "bool_arg",
+    "file_kind",
     "int_arg",
-    "is_binary",
     "looks_binary",
+    "non_regular_kind",
     "number_arg",
+    "open_regular",
     "optional_str_arg",
     "str_arg",
 ]
@@ -118,10 +122,57 @@ def looks_binary(head: bytes) -> bool:
     return b"\x00" in head
 
 
-def is_binary(path: Path) -> bool:
-    """Whether the file at ``path`` looks binary (reads at most :data:`BINARY_SNIFF_BYTES`)."""
-    with path.open("rb") as handle:
-        return looks_binary(handle.read(BINARY_SNIFF_BYTES))
+class NotRegularFile(OSError):
+    """``path`` exists but is not a regular file; ``kind`` says what it is ("a named pipe")."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path} is {kind}")
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str | None:
+    """What a ``st_mode`` describes, in words; ``None`` for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for binary reading, only if it is a regular file.
+
+    The file is opened with ``O_NONBLOCK`` and checked on the open descriptor, so a named pipe
+    or a device (or one swapped in after a check) never blocks the calling thread: opening a
+    FIFO for reading would otherwise wait forever for a writer. Raises :class:`NotRegularFile`,
+    or the ``OSError`` of the open (``FileNotFoundError``...).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise NotRegularFile(path, kind)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def non_regular_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``None`` otherwise)."""
+    try:
+        return file_kind(path.stat().st_mode)
+    except OSError:
+        return None
 
 
 def atomic_write_text(path: Path, text: str, *, tool: str, shown: str) -> None:

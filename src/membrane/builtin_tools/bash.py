@@ -6,8 +6,10 @@ the whole group is killed on timeout, on cancellation, and when the command ends
 
 Before it runs, :func:`~membrane.builtin_tools.shell_guard.find_shell_escape` reads the command
 and refuses, with ``path-outside-checkout``, one that changes directory or writes outside the
-checkout in a way the text shows. That is capability shaping, not a sandbox: neither this check
-nor worktree isolation contains hostile code, which needs an OS, container or VM boundary.
+checkout in a way the text shows, or whose targets the text does not show; with
+``path-protected``, one that writes into the checkout's ``.git`` or ``.membrane``. That is
+capability shaping, not a sandbox: neither this check nor worktree isolation contains hostile
+code, which needs an OS, container or VM boundary.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from membrane.builtin_tools._support import number_arg, str_arg
 from membrane.builtin_tools.paths import checkout_root
 from membrane.builtin_tools.process import DEFAULT_MAX_OUTPUT_BYTES, run_process
 from membrane.builtin_tools.shell_guard import find_shell_escape
-from membrane.errors import PathOutsideCheckout, ToolArgumentsInvalid, ToolFailed, ToolSpecError
+from membrane.errors import (
+    PathOutsideCheckout,
+    PathProtected,
+    ToolArgumentsInvalid,
+    ToolFailed,
+    ToolSpecError,
+)
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["DEFAULT_BASH_TIMEOUT", "MAX_BASH_TIMEOUT", "bash_tool"]
@@ -42,8 +50,10 @@ the command.
 - Output is capped at {limit} bytes per stream; the middle of longer output is dropped with a \
 note. Redirect large output to a file inside the checkout and Read or Grep it.
 - Commands may read anywhere, but a command that changes directory (`cd`) or writes \
-(redirection, `rm`, `mv`, `cp`, `sed -i`, `git -C`, ...) outside the checkout is refused. \
-Use paths relative to the checkout."""
+(redirection, `rm`, `mv`, `cp`, `sed -i`, `curl -o`, `git -C`, ...) outside the checkout, \
+or into `.git` or `.membrane`, is refused; so is one whose target is hidden in an unknown \
+variable or a command substitution, and a shell fed commands on its input (`| sh`). Use \
+literal paths relative to the checkout."""
 
 
 def _schema(maximum: float) -> dict[str, Any]:
@@ -103,17 +113,21 @@ def bash_tool(
                 f"Bash: the checkout {root} is not a folder; the command cannot run there.",
                 tool=NAME,
             )
-        escape = await to_thread.run_sync(lambda: find_shell_escape(command, root=root))
+        agent = context.agent
+        escape = await to_thread.run_sync(
+            lambda: find_shell_escape(command, root=root, agent=agent)
+        )
         if escape is not None:
-            raise PathOutsideCheckout(
-                f"Bash refused the command: {escape.operation} targets {escape.path!r} "
-                f"({escape.resolved}), which is outside the checkout {root}. Commands run in "
-                "the checkout and may read anywhere, but must not change directory or write "
-                "outside it; use paths inside the checkout.",
+            error = PathProtected if escape.reason == "protected" else PathOutsideCheckout
+            raise error(
+                f"Bash refused the command: {escape.describe(root, agent=agent)}. Commands run "
+                "in the checkout and may read anywhere, but must not change directory or write "
+                "outside it (nor into .git or .membrane); use literal paths inside the checkout.",
                 tool=NAME,
                 path=escape.path,
-                resolved=str(escape.resolved),
+                resolved=None if escape.resolved is None else str(escape.resolved),
                 operation=escape.operation,
+                reason=escape.reason,
                 checkout=str(root),
             )
         shell = shutil.which("bash")

@@ -8,7 +8,15 @@ from typing import Any
 
 from anyio import to_thread
 
-from membrane.builtin_tools._support import atomic_write_text, bool_arg, is_binary, str_arg
+from membrane.builtin_tools._support import (
+    BINARY_SNIFF_BYTES,
+    NotRegularFile,
+    atomic_write_text,
+    bool_arg,
+    looks_binary,
+    open_regular,
+    str_arg,
+)
 from membrane.builtin_tools.paths import display_path, resolve_for_write
 from membrane.errors import ToolFailed
 from membrane.tools.spec import Tool, ToolContext
@@ -56,32 +64,39 @@ SCHEMA: dict[str, Any] = {
 
 
 def _load(path: Path, shown: str) -> str:
-    if path.is_dir():
-        raise ToolFailed(f"Edit: {shown} is a directory.", tool=NAME, path=str(path))
-    if not path.exists():
+    try:
+        with open_regular(path) as handle:
+            data = handle.read()
+    except FileNotFoundError as exc:
         raise ToolFailed(
             f"Edit: {shown} does not exist. Use Write to create a new file.",
             tool=NAME,
             path=str(path),
-        )
-    try:
-        if is_binary(path):
-            raise ToolFailed(
-                f"Edit: {shown} is a binary file; only text files can be edited.",
-                tool=NAME,
-                path=str(path),
-            )
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
+        ) from exc
+    except NotRegularFile as exc:
         raise ToolFailed(
-            f"Edit: {shown} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-            "it cannot be edited safely.",
+            f"Edit: {shown} is {exc.kind}, not a regular file; only regular files can be edited.",
             tool=NAME,
             path=str(path),
         ) from exc
     except OSError as exc:
         raise ToolFailed(
             f"Edit: cannot read {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
+        ) from exc
+    if looks_binary(data[:BINARY_SNIFF_BYTES]):
+        raise ToolFailed(
+            f"Edit: {shown} is a binary file; only text files can be edited.",
+            tool=NAME,
+            path=str(path),
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolFailed(
+            f"Edit: {shown} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "it cannot be edited safely.",
+            tool=NAME,
+            path=str(path),
         ) from exc
 
 

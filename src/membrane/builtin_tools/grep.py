@@ -13,8 +13,10 @@ from anyio import to_thread
 from membrane.builtin_tools._support import (
     BINARY_SNIFF_BYTES,
     bool_arg,
+    file_kind,
     int_arg,
     looks_binary,
+    open_regular,
     optional_str_arg,
     str_arg,
 )
@@ -48,8 +50,8 @@ without `/` matches file names in any folder.
 or `count` (matches per file as `path:N`).
 - `case_insensitive: true` ignores case. Results come in path order; at most `limit` entries \
 (default {DEFAULT_GREP_LIMIT}) are returned, with a note when more exist.
-- Binary files, files over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB and version-control \
-or cache folders ({", ".join(sorted(SKIPPED_DIRS))}) are skipped."""
+- Binary files, named pipes, devices, files over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB \
+and version-control or cache folders ({", ".join(sorted(SKIPPED_DIRS))}) are skipped."""
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -119,7 +121,7 @@ class _Search:
 
 
 def _candidates(base: Path, glob: GlobPattern | None) -> Iterator[tuple[Path, str]]:
-    if base.is_file():
+    if not base.is_dir():
         yield base, base.name
         return
     for path, relative in walk_files(base):
@@ -129,9 +131,9 @@ def _candidates(base: Path, glob: GlobPattern | None) -> Iterator[tuple[Path, st
 
 
 def _lines(path: Path) -> list[str] | None:
-    """The file's lines, or ``None`` when it is binary or unreadable."""
+    """The file's lines, or ``None`` when it is binary, unreadable or not a regular file."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(BINARY_SNIFF_BYTES)
             if looks_binary(head):
                 return None
@@ -176,10 +178,13 @@ def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolCo
     for path, _relative in _candidates(base, glob):
         shown = display_path(path, context)
         try:
-            if path.stat().st_size > MAX_GREP_FILE_BYTES:
-                search.too_large.append(shown)
-                continue
+            status = path.stat()
         except OSError:
+            continue
+        if file_kind(status.st_mode) is not None:
+            continue  # named pipes, sockets and devices are not searched (a FIFO would block)
+        if status.st_size > MAX_GREP_FILE_BYTES:
+            search.too_large.append(shown)
             continue
         lines = _lines(path)
         if lines is not None:
@@ -246,7 +251,8 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     base = resolve_path(
         optional_str_arg(arguments, "path", tool=NAME) or ".", context, tool=NAME, argument="path"
     )
-    return await to_thread.run_sync(_grep, base, glob, search, context)
+    # A stalled file system must not make the call uncancellable.
+    return await to_thread.run_sync(_grep, base, glob, search, context, abandon_on_cancel=True)
 
 
 def grep_tool() -> Tool:

@@ -6,8 +6,18 @@ working directory, so a child in a worktree cannot reach the main checkout by ac
 
 Reads may leave the checkout. Writes may not: :func:`resolve_for_write` resolves symlinks and
 ``..`` *before* checking containment, so neither ``../x`` nor a symlink inside the checkout that
-points outside it can be used to write elsewhere. This is capability shaping for a trusted agent,
-not a sandbox: a hostile process needs an OS, container or VM boundary.
+points outside it can be used to write elsewhere.
+
+Nor may writes reach the control files inside the checkout (:func:`protected_part`): anything
+under a ``.git`` entry (the folder, or a worktree's ``.git`` file) and anything under
+``<checkout>/.membrane`` (agent definitions, extensions, settings, other agents' memory and
+worktrees), which Membrane itself reads and imports on its next load. The one exception is the
+calling agent's own memory folder, ``.membrane/memory/<agent>/`` and
+``.membrane/memory.local/<agent>/``. Git commands a child runs still update ``.git``
+themselves; only explicit writes there are refused.
+
+This is capability shaping for a trusted agent, not a sandbox: a hostile process needs an OS,
+container or VM boundary.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from membrane.errors import PathOutsideCheckout, ToolArgumentsInvalid
+from membrane.errors import PathOutsideCheckout, PathProtected, ToolArgumentsInvalid
 from membrane.tools.spec import ToolContext
 
 __all__ = [
@@ -23,10 +33,16 @@ __all__ = [
     "display_path",
     "ensure_inside",
     "is_inside",
+    "protected_message",
+    "protected_part",
     "real_path",
     "resolve_for_write",
     "resolve_path",
 ]
+
+
+#: Folders under ``.membrane`` whose ``<agent>/`` subfolder that agent may write.
+_MEMORY_FOLDERS = ("memory", "memory.local")
 
 
 def checkout_root(context: ToolContext) -> Path:
@@ -66,8 +82,28 @@ def is_inside(path: Path, root: Path) -> bool:
     return real_path(path).is_relative_to(root)
 
 
+def protected_part(real: Path, root: Path, *, agent: str | None) -> str | None:
+    """The control folder (``.git`` or ``.membrane``) that the real path ``real`` lies in, or
+    ``None`` when a mutating tool may write it.
+
+    ``real`` must be inside ``root`` (both real). ``.git`` counts at any depth (a nested
+    repository's hooks run too); ``.membrane`` at the checkout's top. ``agent`` may write its own
+    memory folder. Names are compared case-insensitively, for case-insensitive file systems.
+    """
+    parts = real.relative_to(root).parts
+    folded = [part.casefold() for part in parts]
+    if ".git" in folded:
+        return ".git"
+    if folded[:1] != [".membrane"]:
+        return None
+    if agent and len(parts) >= 3 and folded[1] in _MEMORY_FOLDERS and parts[2] == agent:
+        return None
+    return ".membrane"
+
+
 def ensure_inside(path: Path, context: ToolContext, *, tool: str, shown: str | None = None) -> Path:
-    """The real location of ``path``; :class:`PathOutsideCheckout` when outside the checkout.
+    """The real location of ``path``; :class:`PathOutsideCheckout` when outside the checkout,
+    :class:`PathProtected` when inside one of its control folders (:func:`protected_part`).
 
     Symlinks in every existing component (the final one included, even when dangling) are
     followed before the check, so the returned path is where a write would really land.
@@ -85,7 +121,37 @@ def ensure_inside(path: Path, context: ToolContext, *, tool: str, shown: str | N
             resolved=str(real),
             checkout=str(root),
         )
+    protected = protected_part(real, root, agent=context.agent)
+    if protected is not None:
+        where = shown if shown is not None else str(path)
+        raise PathProtected(
+            f"{tool} refused to modify {where}: {protected_message(protected, context.agent)}",
+            tool=tool,
+            path=str(path),
+            resolved=str(real),
+            checkout=str(root),
+            protected=protected,
+        )
     return real
+
+
+def protected_message(protected: str, agent: str | None) -> str:
+    """Why a write into the control folder ``protected`` is refused, and what is allowed."""
+    if protected == ".git":
+        return (
+            "it is inside .git, the repository's own metadata (config, hooks, objects). Change "
+            "the repository with git commands (git add, git commit, ...), not by writing there."
+        )
+    own = (
+        f" Your own memory folders, .membrane/memory/{agent}/ and .membrane/memory.local/{agent}/, "
+        "may be written."
+        if agent
+        else ""
+    )
+    return (
+        "it is inside .membrane, Membrane's own configuration (agent definitions, extensions, "
+        f"settings, other agents' memory and worktrees), which agents must not change.{own}"
+    )
 
 
 def resolve_for_write(

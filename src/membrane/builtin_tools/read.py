@@ -9,7 +9,14 @@ from typing import Any
 
 from anyio import to_thread
 
-from membrane.builtin_tools._support import BINARY_SNIFF_BYTES, int_arg, looks_binary, str_arg
+from membrane.builtin_tools._support import (
+    BINARY_SNIFF_BYTES,
+    NotRegularFile,
+    int_arg,
+    looks_binary,
+    open_regular,
+    str_arg,
+)
 from membrane.builtin_tools.paths import display_path, resolve_path
 from membrane.errors import ToolFailed
 from membrane.tools.spec import Tool, ToolContext
@@ -32,8 +39,8 @@ the checkout may be read.
 - `offset` (1-based line to start at) and `limit` (number of lines, at most \
 {DEFAULT_READ_LINES}) page through long files; by default the first {DEFAULT_READ_LINES} lines \
 are returned and a note says how to continue.
-- Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files and directories are \
-refused: use Glob to list a directory.
+- Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files, directories, named \
+pipes and devices are refused: use Glob to list a directory.
 - The line-number prefix is not part of the file: leave it out when you quote text to Edit."""
 
 SCHEMA: dict[str, Any] = {
@@ -76,17 +83,23 @@ def _suggestion(path: Path) -> str:
 
 
 def _read(path: Path, shown: str, offset: int, limit: int) -> str:
-    if path.is_dir():
-        raise ToolFailed(
-            f"Read: {shown} is a directory, not a file. Use Glob to list what it contains.",
-            tool=NAME,
-            path=str(path),
-        )
     try:
-        handle = path.open("rb")
+        handle = open_regular(path)
     except FileNotFoundError as exc:
         raise ToolFailed(
             f"Read: {shown} does not exist.{_suggestion(path)}", tool=NAME, path=str(path)
+        ) from exc
+    except NotRegularFile as exc:
+        if exc.kind == "a directory":
+            raise ToolFailed(
+                f"Read: {shown} is a directory, not a file. Use Glob to list what it contains.",
+                tool=NAME,
+                path=str(path),
+            ) from exc
+        raise ToolFailed(
+            f"Read: {shown} is {exc.kind}, not a regular file; only regular files can be read.",
+            tool=NAME,
+            path=str(path),
         ) from exc
     except OSError as exc:
         raise ToolFailed(
@@ -158,7 +171,8 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     )
     path = resolve_path(raw, context, tool=NAME)
     shown = display_path(path, context)
-    return await to_thread.run_sync(_read, path, shown, offset, limit)
+    # A stalled file system must not make the call uncancellable.
+    return await to_thread.run_sync(_read, path, shown, offset, limit, abandon_on_cancel=True)
 
 
 def read_tool() -> Tool:

@@ -1,29 +1,44 @@
-"""A conservative reading of a shell command: does it leave or write outside the checkout?
+"""A conservative reading of a shell command: does it leave the checkout or write where it must not?
 
 ``Bash`` runs commands with the checkout as working directory. Before running one it reads the
-command text and refuses it (:class:`~membrane.errors.PathOutsideCheckout`) when it finds
+command text and refuses it when it finds
 
-* ``cd``/``pushd`` to a folder outside the checkout (``cd`` alone goes to ``$HOME``);
-* an output redirection (``>``, ``>>``, ``&>``, ``>|``) to a file outside it (``/dev/null``,
-  ``/dev/stdout``, ``/dev/stderr`` and ``/dev/fd/*`` are fine);
+* ``cd``/``pushd`` (or ``env -C``/``--chdir``, ``sudo -D``) to a folder outside the checkout;
+  ``cd`` alone goes to ``$HOME``, ``cd -``/``cd ~-`` to a folder the text does not show;
+* an output redirection (``>``, ``>>``, ``&>``, ``>|``, ``>&FILE``) to a file outside it
+  (``/dev/null``, ``/dev/stdout``, ``/dev/stderr``, ``/dev/tty`` and ``/dev/fd/*`` are fine);
 * a known mutating command with a target outside it: ``rm``, ``rmdir``, ``mv``, ``touch``,
   ``mkdir``, ``chmod``, ``chown``, ``chgrp``, ``truncate``, ``shred``, ``unlink``, ``tee``,
-  ``mkfifo`` (every path argument); ``cp``, ``ln``, ``install``, ``rsync`` (the destination);
-  ``sed -i`` and ``perl -i`` (the files); ``dd of=``; ``tar`` (``-f`` when creating, ``-C``
-  when extracting); ``find`` with ``-delete``/``-exec``; ``git -C``/``--git-dir``/``--work-tree``
-  and ``git init``/``clone``/``worktree add`` targets.
+  ``mkfifo``, ``mknod`` (every path argument); ``cp``, ``ln``, ``install``, ``rsync`` (the
+  destination, ``-t``/``--target-directory`` in every form); ``sed -i``/``--in-place`` and
+  ``perl -i`` (the files); ``dd of=``; ``tar`` (``-f`` when creating, ``-C`` when extracting);
+  ``unzip -d``; ``curl -o``/``--output``; ``wget -O``/``-P``/``-o``; ``find`` with
+  ``-delete``/``-exec``; ``git -C``/``--git-dir``/``--work-tree`` and ``git init``/``clone``/
+  ``worktree add`` targets;
+* a write into the checkout's control folders, ``.git`` and ``.membrane`` (except the agent's
+  own memory folder; see :func:`~membrane.builtin_tools.paths.protected_part`). Git commands
+  themselves still update ``.git``: only paths the text names are checked;
+* ``ln`` linking to something outside the checkout (a later write through the link would land
+  there);
+* a shell that reads its commands from its input (``... | sh``, ``sh <<< ...``, ``bash -s``,
+  ``bash <<EOF``), whose commands the guard cannot read;
+* a path it cannot work out where a write or ``cd`` needs one: an unknown variable, a special
+  parameter (``$1``, ``$@``), a ``${...}`` operator or a command substitution. It fails closed.
 
 Paths are resolved the way the shell would see them: against the current folder (following
-``cd`` within the command, subshells included), with ``~``, ``$HOME``-style variables (from the
-environment and from assignments earlier in the command; unknown ones expand to nothing) and
-symlinks resolved. ``bash -c``/``sh -c`` scripts, ``eval``, ``find -exec`` and prefixes such as
-``sudo``, ``env``, ``xargs``, ``nohup`` or ``timeout`` are looked through.
+``cd`` within the command, subshells included), with braces, ``~``/``~user``/``~+``, variables
+(from the environment, from assignments earlier in the command and from ``for`` lists), globs
+(against the file system) and symlinks resolved. ``bash -c``/``sh -c`` scripts, ``eval``,
+command substitutions, ``find -exec`` and prefixes such as ``sudo``, ``env``, ``xargs``,
+``nohup`` or ``timeout`` are looked through.
 
 This is capability shaping, not a sandbox. It reads text; it cannot see what a program does
-(``python -c``, ``make``, a script, a command substitution whose output names a path), and a
+(``python -c``, ``make``, a script, ``source``, ``xargs`` fed paths on its input, aliases under
+``shopt -s expand_aliases``, a command that writes where its configuration says), and a
 determined process can always write elsewhere. Hostile code needs an OS, container or VM
 boundary. What the check does guarantee is that the plain, common ways of writing outside the
-checkout are refused with a clear message instead of silently succeeding.
+checkout, or into its control folders, are refused with a clear message instead of silently
+succeeding.
 """
 
 from __future__ import annotations
@@ -31,32 +46,40 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from membrane.builtin_tools.paths import real_path
+from membrane.builtin_tools.paths import protected_message, protected_part, real_path
+from membrane.builtin_tools.shell_targets import (
+    LINKING,
+    SHELLS,
+    link_sources,
+    option_values,
+    positional,
+    write_targets,
+)
+from membrane.builtin_tools.shell_words import (
+    Expander,
+    is_operator,
+    quoted_substitutions,
+    tokens,
+)
 
 __all__ = ["ShellEscape", "find_shell_escape"]
 
-_OPERATORS = "();<>|&\n"
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _HARMLESS_TARGETS = ("/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty")
 _MAX_NESTING = 4
-
-_ALL_PATHS = frozenset(
-    {"rm", "rmdir", "mv", "touch", "mkdir", "chmod", "chown", "chgrp", "truncate", "shred",
-     "unlink", "tee", "mkfifo", "mknod"}
-)  # fmt: skip
-_DESTINATION = frozenset({"cp", "ln", "install", "rsync"})
+#: Marks a word built from a command substitution (its value is unknowable).
+_SUBSTITUTED = "$(...)"
 #: Reserved words that may open a simple command (``if cd /x; then ...``, ``{ rm /x; }``).
 _KEYWORDS = frozenset({"{", "}", "!", "if", "then", "else", "elif", "do", "while", "until"})
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "ksh"})
 #: Prefix commands, with the options of each that take a value.
 _WRAPPERS: Mapping[str, frozenset[str]] = {
-    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-U"}),
-    "env": frozenset({"-u", "-C", "-S"}),
+    "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-U", "--chdir"}),
+    "env": frozenset({"-u", "-C", "-S", "--chdir", "--unset", "--split-string"}),
     "command": frozenset(),
     "builtin": frozenset(),
     "exec": frozenset({"-a"}),
@@ -67,169 +90,278 @@ _WRAPPERS: Mapping[str, frozenset[str]] = {
     "xargs": frozenset({"-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a"}),
     "timeout": frozenset({"-s", "-k"}),
 }
+#: Options of a shell that take a value, and options after which it does not read commands.
+_SHELL_VALUES = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+_SHELL_INFO = frozenset({"--version", "--help"})
+
+Reason = Literal["outside", "protected", "unresolved", "shell-stdin", "link-outside"]
 
 
 @dataclass(frozen=True, slots=True)
 class ShellEscape:
-    """Why a command was refused: the offending operation and the path as written and resolved."""
+    """Why a command was refused: the operation, the path as written and where it resolves.
+
+    ``resolved`` is ``None`` when the path could not be worked out; ``protected`` names the
+    control folder (``.git``, ``.membrane``) for ``reason == "protected"``.
+    """
 
     operation: str
     path: str
-    resolved: Path
+    resolved: Path | None
+    reason: Reason = "outside"
+    protected: str | None = None
 
-
-def _strip_comments(command: str) -> str:
-    """``command`` without ``#`` comments (a ``#`` that starts a word outside quotes)."""
-    out: list[str] = []
-    quote = ""
-    index = 0
-    while index < len(command):
-        char = command[index]
-        if char == "\\" and quote != "'":
-            out.append(command[index : index + 2])
-            index += 2
-            continue
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (index == 0 or command[index - 1] in " \t\n;&|()"):
-            end = command.find("\n", index)
-            index = len(command) if end == -1 else end
-            continue
-        out.append(char)
-        index += 1
-    return "".join(out)
-
-
-def _tokens(command: str) -> list[str]:
-    # Backquoted substitutions run as commands of their own: split at them.
-    text = _strip_comments(command).replace("`", "\n")
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=_OPERATORS)
-    lexer.whitespace = " \t\r"
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:
-        # Unbalanced quotes (often in heredoc text): fall back to a quote-blind split.
-        return re.findall(r"[();<>|&\n]+|[^\s();<>|&]+", text)
-
-
-def _is_operator(token: str) -> bool:
-    return bool(token) and all(char in _OPERATORS for char in token)
+    def describe(self, root: Path, *, agent: str | None = None) -> str:
+        """One sentence for the refusal message."""
+        if self.reason == "protected":
+            assert self.protected is not None
+            return (
+                f"{self.operation} targets {self.path!r}, and "
+                f"{protected_message(self.protected, agent)}"
+            )
+        if self.reason == "unresolved":
+            return (
+                f"{self.operation} uses {self.path!r}, whose location cannot be read from the "
+                "text (an unknown variable, a special parameter or a command substitution); "
+                "write the path out literally, inside the checkout"
+            )
+        if self.reason == "shell-stdin":
+            return (
+                f"{self.operation} would run commands read from its input, which cannot be "
+                "checked; pass them with `bash -c '...'` or put them in a script file"
+            )
+        if self.reason == "link-outside":
+            return (
+                f"{self.operation} links to {self.path!r} ({self.resolved}), outside the "
+                f"checkout {root}; a write through the link would land there"
+            )
+        return (
+            f"{self.operation} targets {self.path!r} ({self.resolved}), which is outside the "
+            f"checkout {root}"
+        )
 
 
 class _Reader:
     """Walks the tokens of one command string, tracking the folder and variables as it goes."""
 
-    def __init__(self, *, root: Path, cwd: Path, env: Mapping[str, str], depth: int) -> None:
+    def __init__(self, *, root: Path, words: Expander, agent: str | None, depth: int) -> None:
         self.root = root
-        self.cwd = cwd
-        self.env = dict(env)
+        self.words = words
+        self.agent = agent
         self.depth = depth
         self.pushed: list[Path] = []
 
-    def expand(self, word: str) -> str:
-        if word == "~" or word.startswith("~/"):
-            word = self.env.get("HOME", str(Path.home())) + word[1:]
-        return _VARIABLE.sub(lambda m: self.env.get(m.group(1) or m.group(2), ""), word)
+    def nested_reader(self) -> _Reader:
+        return _Reader(
+            root=self.root, words=self.words.copy(), agent=self.agent, depth=self.depth + 1
+        )
 
-    def outside(self, operation: str, word: str) -> ShellEscape | None:
-        expanded = self.expand(word)
-        if not expanded or expanded in _HARMLESS_TARGETS or expanded.startswith("/dev/fd/"):
-            return None
-        resolved = real_path(self.cwd / expanded)
-        if resolved.is_relative_to(self.root):
-            return None
-        return ShellEscape(operation=operation, path=word, resolved=resolved)
+    def check(self, operation: str, word: str, *, write: bool = True) -> ShellEscape | None:
+        """Refusal for ``word`` used as a write target (or, with ``write=False``, a folder)."""
+        candidates = self.words.paths(word)
+        if candidates is None:
+            return ShellEscape(operation, word, None, "unresolved")
+        for candidate in candidates:
+            if not candidate or candidate in _HARMLESS_TARGETS or candidate.startswith("/dev/fd/"):
+                continue
+            resolved = real_path(self.words.cwd / candidate)
+            if not resolved.is_relative_to(self.root):
+                return ShellEscape(operation, word, resolved)
+            protected = protected_part(resolved, self.root, agent=self.agent) if write else None
+            if protected is not None:
+                return ShellEscape(operation, word, resolved, "protected", protected)
+        return None
 
     def read(self, command: str) -> ShellEscape | None:
         words: list[str] = []
-        stack: list[Path] = []
+        fed = False
+        stack: list[tuple[Path, list[str] | None, bool]] = []
         heredoc: str | None = None
         in_heredoc: str | None = None
-        tokens = iter(_tokens(command))
-        for token in tokens:
+        stream = iter(tokens(command))
+        for token in stream:
             if in_heredoc is not None:
                 if token == in_heredoc and words == []:
                     in_heredoc = None
-                elif _is_operator(token) and "\n" in token:
+                elif is_operator(token) and "\n" in token:
                     words = []
                 else:
                     words.append(token)
                 continue
-            if not _is_operator(token):
+            if not is_operator(token):
+                for script in quoted_substitutions(token) if self.depth < _MAX_NESTING else ():
+                    found = self.nested_reader().read(script)
+                    if found:
+                        return found
                 words.append(token)
                 continue
             if ">" in token and "(" not in token:
-                target = next(tokens, "")
+                target = next(stream, "")
                 if not (token.endswith("&") and (target.isdigit() or target == "-")):
-                    found = self.outside(f"redirection `{token}`", target)
+                    found = self.check(f"redirection `{token}`", target)
                     if found:
                         return found
                 continue
             if token.startswith("<") and "(" not in token:
-                operand = next(tokens, "")
+                operand = next(stream, "")
                 if token in ("<<", "<<-"):
                     heredoc = operand.removeprefix("-").strip("'\"")
+                fed |= token in ("<<", "<<-", "<<<")
                 continue
-            found = self.command(words)
-            if found:
-                return found
-            words = []
+            for char in token:
+                if char == "(" and words and words[-1].endswith("$"):
+                    # A command substitution: its command runs first, the outer one goes on.
+                    words[-1] = words[-1][:-1] + _SUBSTITUTED
+                    stack.append((self.words.cwd, words, fed))
+                    words, fed = [], False
+                    continue
+                found = self.command(words, fed=fed)
+                if found:
+                    return found
+                words, fed = [], False
+                if char == "(":
+                    stack.append((self.words.cwd, None, False))
+                elif char == ")" and stack:
+                    cwd, outer, outer_fed = stack.pop()
+                    self.words.cwd = cwd
+                    if outer is not None:
+                        words, fed = outer, outer_fed
             if "\n" in token and heredoc is not None:
                 in_heredoc, heredoc = heredoc, None
-            for char in token:
-                if char == "(":
-                    stack.append(self.cwd)
-                elif char == ")" and stack:
-                    self.cwd = stack.pop()
-        return None if in_heredoc is not None else self.command(words)
+        return None if in_heredoc is not None else self.command(words, fed=fed)
 
-    def command(self, words: Sequence[str]) -> ShellEscape | None:
+    def command(self, words: Sequence[str], *, fed: bool = False) -> ShellEscape | None:
         words = list(words)
         while words and _ASSIGNMENT.match(words[0]):
             name, _, value = words.pop(0).partition("=")
-            self.env[name] = self.expand(value)
-        words = _strip_wrappers(words)
+            self.words.assign(name, value)
+        words, chdirs = _strip_wrappers(words)
         if not words:
             return None
-        verb, args = os.path.basename(words[0]), words[1:]
-        if verb in ("export", "local", "declare", "readonly"):
+        saved = self.words.cwd
+        try:
+            for operation, folder in chdirs:
+                found = self.change_directory(operation, folder)
+                if found:
+                    return found
+            return self.simple(words, fed=fed)
+        finally:
+            if chdirs:
+                self.words.cwd = saved
+
+    def simple(self, words: list[str], *, fed: bool) -> ShellEscape | None:
+        verb_word, args = words[0], words[1:]
+        verbs = self.words.values(verb_word)
+        if verbs is None or len(verbs) != 1:
+            # The command itself is not known: every operand may be something it writes.
+            for arg in positional(args):
+                found = self.check(f"`{verb_word}` (a command that cannot be read)", arg)
+                if found:
+                    return found
+            return None
+        verb = os.path.basename(verbs[0])
+        if verb in ("export", "local", "declare", "readonly", "typeset"):
             for arg in args:
                 if _ASSIGNMENT.match(arg):
                     name, _, value = arg.partition("=")
-                    self.env[name] = self.expand(value)
+                    self.words.assign(name, value)
             return None
-        for operation, target in _targets(verb, args):
-            found = self.outside(operation, target)
+        if verb in ("for", "select"):
+            if len(args) >= 2 and args[1] == "in":
+                self.words.loop(args[0], args[2:])
+            elif args:
+                self.words.forget(args[0])
+            return None
+        if verb in ("read", "mapfile", "readarray", "getopts"):
+            for arg in positional(args, takes_value=frozenset({"-p", "-d", "-n", "-N", "-t"})):
+                self.words.forget(arg)
+            return None
+        for operation, target in write_targets(verb, args):
+            found = self.check(operation, target, write=not operation.startswith("`git -"))
+            if found:
+                return found
+        if verb in LINKING:
+            found = self.links(verb, args)
             if found:
                 return found
         if verb == "popd":
             if self.pushed:
-                self.cwd = self.pushed.pop()
+                self.words.cwd = self.pushed.pop()
             return None
         if verb in ("cd", "pushd"):
             destination = next((a for a in args if not a.startswith("-") or a == "-"), "~")
-            if destination == "-":
-                return ShellEscape(f"`{verb} -`", "-", Path(self.env.get("OLDPWD", "/")))
-            found = self.outside(f"`{verb}`", destination)
-            if found:
-                return found
-            if verb == "pushd":
-                self.pushed.append(self.cwd)
-            self.cwd = real_path(self.cwd / self.expand(destination))
-            return None
+            current = self.words.cwd
+            found = self.change_directory(f"`{verb}`", destination)
+            if not found and verb == "pushd":
+                self.pushed.append(current)
+            return found
+        if verb in SHELLS:
+            return self.shell(verb, args, fed=fed)
         return self.nested(verb, args)
 
+    def change_directory(self, operation: str, destination: str) -> ShellEscape | None:
+        targets = self.words.directories("~-" if destination == "-" else destination)
+        if targets is None:
+            return ShellEscape(operation, destination, None, "unresolved")
+        for target in targets:
+            found = self.check(operation, target, write=False)
+            if found:
+                return ShellEscape(operation, destination, found.resolved, found.reason)
+        self.words.change_directory(real_path(self.words.cwd / targets[0]))
+        return None
+
+    def links(self, verb: str, args: Sequence[str]) -> ShellEscape | None:
+        """Refusal for a link to outside: a hard link's source is read from the current
+        folder, a symbolic link's target from the folder the link is made in."""
+        sources, destination = link_sources(verb, args)
+        folders = [self.words.cwd]
+        symbolic = any(a == "--symbolic" or re.fullmatch(r"-[A-Za-z]*s[A-Za-z]*", a) for a in args)
+        places = self.words.paths(destination) if destination and symbolic else None
+        if places:
+            folders = []
+            for place in places:
+                real = real_path(self.words.cwd / place)
+                folders.append(real if real.is_dir() else real.parent)
+        saved = self.words.cwd
+        try:
+            for folder in folders:
+                self.words.cwd = folder
+                for source in sources:
+                    found = self.check(f"`{verb}`", source, write=False)
+                    if found:
+                        reason: Reason = (
+                            "unresolved" if found.reason == "unresolved" else "link-outside"
+                        )
+                        return ShellEscape(found.operation, source, found.resolved, reason)
+        finally:
+            self.words.cwd = saved
+        return None
+
+    def shell(self, verb: str, args: Sequence[str], *, fed: bool) -> ShellEscape | None:
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            if arg == "-c" or (arg.startswith("-") and not arg.startswith("--") and "c" in arg):
+                script = args[index + 1] if index + 1 < len(args) else ""
+                return self.nested_script(script)
+            if arg in _SHELL_INFO:
+                return None
+            if arg in ("-s", "-") or (
+                arg.startswith("-") and not arg.startswith("--") and "s" in arg[1:]
+            ):
+                break
+            if arg in _SHELL_VALUES:
+                index += 2
+                continue
+            if not arg.startswith(("-", "+")):
+                return None  # runs a script file, which the guard cannot read
+            index += 1
+        operation = f"`{verb}`" + (" fed by a here-document or here-string" if fed else "")
+        return ShellEscape(operation, verb, None, "shell-stdin")
+
     def nested(self, verb: str, args: Sequence[str]) -> ShellEscape | None:
-        if self.depth >= _MAX_NESTING:
-            return None
         scripts: list[str] = []
-        if verb in _SHELLS and "-c" in args[:-1]:
-            scripts.append(args[args.index("-c") + 1])
-        elif verb == "eval":
+        if verb == "eval":
             scripts.append(" ".join(args))
         elif verb == "find":
             for flag in ("-exec", "-execdir", "-ok", "-okdir"):
@@ -237,19 +369,26 @@ class _Reader:
                     rest = args[args.index(flag) + 1 :]
                     scripts.append(shlex.join(a for a in rest if a not in (";", "+", "{}")))
         for script in scripts:
-            inner = _Reader(root=self.root, cwd=self.cwd, env=self.env, depth=self.depth + 1)
-            found = inner.read(script)
+            found = self.nested_script(script)
             if found:
                 return found
         return None
 
+    def nested_script(self, script: str) -> ShellEscape | None:
+        if self.depth >= _MAX_NESTING:
+            return ShellEscape("a command nested too deeply to read", script, None, "unresolved")
+        return self.nested_reader().read(script)
 
-def _strip_wrappers(words: list[str]) -> list[str]:
+
+def _strip_wrappers(words: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """``words`` without leading keywords and prefix commands, and the folders those prefixes
+    change into (``env -C DIR``, ``sudo -D DIR``)."""
+    chdirs: list[tuple[str, str]] = []
     while words and words[0] in _KEYWORDS:
         words = words[1:]
     while words and os.path.basename(words[0]) in _WRAPPERS:
-        takes_value = _WRAPPERS[os.path.basename(words[0])]
-        is_timeout = os.path.basename(words[0]) == "timeout"
+        wrapper = os.path.basename(words[0])
+        takes_value = _WRAPPERS[wrapper]
         index = 1
         while index < len(words):
             word = words[index]
@@ -259,156 +398,31 @@ def _strip_wrappers(words: list[str]) -> list[str]:
                 index += 1
             else:
                 break
-        if is_timeout and index < len(words):
+        options = words[1:index]
+        if wrapper in ("env", "sudo"):
+            flag = "-C" if wrapper == "env" else "-D"
+            chdirs += [(f"`{wrapper} {flag}`", d) for d in option_values(options, flag, "--chdir")]
+        if wrapper == "timeout" and index < len(words):
             index += 1  # the duration
         words = words[index:]
         while words and words[0] in _KEYWORDS:
             words = words[1:]
-    return words
-
-
-def _positional(args: Sequence[str], *, takes_value: frozenset[str] = frozenset()) -> list[str]:
-    out: list[str] = []
-    skip = False
-    after_dashes = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif after_dashes or not arg.startswith("-") or arg == "-":
-            out.append(arg)
-        elif arg == "--":
-            after_dashes = True
-        elif arg in takes_value:
-            skip = True
-    return out
-
-
-def _targets(verb: str, args: Sequence[str]) -> Iterator[tuple[str, str]]:
-    """(operation, path) pairs that ``verb args`` would write to or move into."""
-    label = f"`{verb}`"
-    if verb in _ALL_PATHS:
-        for arg in _positional(args):
-            yield label, arg
-    elif verb in _DESTINATION:
-        yield from _destination(verb, args)
-    elif verb in ("sed", "perl"):
-        yield from _in_place(verb, args)
-    elif verb == "dd":
-        yield from ((label, a[3:]) for a in args if a.startswith("of="))
-    elif verb == "git":
-        yield from _git(args)
-    elif verb == "tar":
-        yield from _tar(args)
-    elif verb == "find" and {"-delete", "-exec", "-execdir", "-ok", "-okdir"} & set(args):
-        starts = []
-        for arg in args:
-            if arg.startswith(("-", "(", "!")):
-                break
-            starts.append(arg)
-        for start in starts or ["."]:
-            yield "`find` with -delete/-exec", start
-
-
-def _destination(verb: str, args: Sequence[str]) -> Iterator[tuple[str, str]]:
-    label = f"`{verb}`"
-    for index, arg in enumerate(args):
-        if arg in ("-t", "--target-directory") and index + 1 < len(args):
-            yield label, args[index + 1]
-            return
-        if arg.startswith("--target-directory="):
-            yield label, arg.partition("=")[2]
-            return
-    positional = _positional(args, takes_value=frozenset({"-m", "-o", "-g", "-S", "-e"}))
-    if verb == "install" and ("-d" in args or "--directory" in args):
-        yield from ((label, a) for a in positional)
-    elif len(positional) >= 2 or (verb != "ln" and positional):
-        yield label, positional[-1]
-
-
-def _in_place(verb: str, args: Sequence[str]) -> Iterator[tuple[str, str]]:
-    in_place = any(
-        a.partition("=")[0] == "--in-place" or re.fullmatch(r"-[A-Za-z]*i\S*", a) for a in args
-    )
-    if not in_place:
-        return
-    if verb == "sed":
-        takes_value = frozenset({"-e", "-f", "-l", "--expression", "--file"})
-        script_given = any(a in takes_value - {"-l"} for a in args)
-    else:
-        takes_value = frozenset({"-e", "-E"})
-        script_given = any(re.fullmatch(r"-[A-Za-z]*[eE]", a) for a in args)
-    files = _positional(args, takes_value=takes_value)
-    if not script_given:
-        files = files[1:]
-    for name in files:
-        yield f"`{verb} -i`", name
-
-
-def _git(args: Sequence[str]) -> Iterator[tuple[str, str]]:
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg == "-c":
-            index += 2
-            continue
-        if arg in ("-C", "--git-dir", "--work-tree") and index + 1 < len(args):
-            yield f"`git {arg}`", args[index + 1]
-            index += 2
-            continue
-        if arg.startswith(("--git-dir=", "--work-tree=")):
-            yield f"`git {arg.partition('=')[0]}`", arg.partition("=")[2]
-        elif not arg.startswith("-"):
-            rest = _positional(args[index + 1 :])
-            if arg == "init":
-                yield from (("`git init`", a) for a in rest)
-            elif arg == "clone" and len(rest) >= 2:
-                yield "`git clone`", rest[-1]
-            elif arg == "worktree" and len(rest) >= 2 and rest[0] == "add":
-                yield "`git worktree add`", rest[1]
-            return
-        index += 1
-
-
-def _tar(args: Sequence[str]) -> Iterator[tuple[str, str]]:
-    files: list[str] = []
-    folders: list[str] = []
-    extracting = creating = False
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        index += 1
-        if arg.startswith("--"):
-            name, _, value = arg.partition("=")
-            extracting |= name in ("--extract", "--get")
-            creating |= name in ("--create", "--append", "--update", "--concatenate")
-            if name in ("--file", "--directory"):
-                if not value and index < len(args):
-                    value, index = args[index], index + 1
-                (files if name == "--file" else folders).append(value)
-        elif arg.startswith("-") or index == 1:
-            cluster = arg.lstrip("-")
-            for position, letter in enumerate(cluster):
-                extracting |= letter == "x"
-                creating |= letter in "cruA"
-                if letter in "fC":
-                    value = cluster[position + 1 :]
-                    if not value and index < len(args):
-                        value, index = args[index], index + 1
-                    (files if letter == "f" else folders).append(value)
-                    break
-    if extracting:
-        yield from (("`tar -C` (extracting)", folder) for folder in folders)
-    if creating:
-        yield from (("`tar -f` (creating)", name) for name in files if name != "-")
+    return words, chdirs
 
 
 def find_shell_escape(
-    command: str, *, root: Path, env: Mapping[str, str] | None = None
+    command: str,
+    *,
+    root: Path,
+    env: Mapping[str, str] | None = None,
+    agent: str | None = None,
 ) -> ShellEscape | None:
-    """The first way ``command``, run in the checkout ``root``, leaves or writes outside it.
+    """The first way ``command``, run in the checkout ``root``, leaves it or writes where it
+    must not (outside, or into ``.git``/``.membrane`` other than ``agent``'s memory folder).
 
     ``root`` must be absolute and symlink-free. ``env`` (default: this process's environment)
     supplies ``$HOME`` and other variables the command's paths may use.
     """
-    reader = _Reader(root=root, cwd=root, env=os.environ if env is None else env, depth=0)
+    words = Expander(cwd=root, env=os.environ if env is None else env)
+    reader = _Reader(root=root, words=words, agent=agent, depth=0)
     return reader.read(command)

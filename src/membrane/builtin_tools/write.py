@@ -8,7 +8,7 @@ from typing import Any
 
 from anyio import to_thread
 
-from membrane.builtin_tools._support import atomic_write_text, str_arg
+from membrane.builtin_tools._support import atomic_write_text, non_regular_kind, str_arg
 from membrane.builtin_tools.paths import display_path, resolve_for_write
 from membrane.errors import ToolFailed
 from membrane.tools.spec import Tool, ToolContext
@@ -41,9 +41,16 @@ SCHEMA: dict[str, Any] = {
 
 
 def _write(path: Path, shown: str, content: str) -> str:
-    if path.is_dir():
+    kind = non_regular_kind(path)
+    if kind == "a directory":
         raise ToolFailed(
             f"Write: {shown} is a directory; give the path of a file.", tool=NAME, path=str(path)
+        )
+    if kind is not None:
+        raise ToolFailed(
+            f"Write: {shown} is {kind}, not a regular file; only regular files can be written.",
+            tool=NAME,
+            path=str(path),
         )
     existed = path.exists()
     try:

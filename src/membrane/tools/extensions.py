@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import pydantic
 
@@ -48,6 +48,7 @@ HOOK_EVENTS = frozenset(
     {"session_start", "before_agent_start", "turn_end", "session_shutdown", "before_tool_call"}
 )
 Hook = Callable[..., Any]
+AsyncFunction = Callable[..., Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,10 @@ class ExtensionAPI:
     def remove_tool(self, name: str) -> None:
         self.tools.remove_tool(name)
 
+    @overload
+    def tool(self, name: AsyncFunction, /) -> Tool: ...
+
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -108,11 +113,22 @@ class ExtensionAPI:
         description: str | None = None,
         schema: Mapping[str, Any] | None = None,
         mutating: bool = False,
-    ) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
-        """Decorator: ``function_tool`` that also registers the tool in this extension."""
+    ) -> Callable[[AsyncFunction], Tool]: ...
+
+    def tool(
+        self,
+        name: str | AsyncFunction | None = None,
+        *,
+        description: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+        mutating: bool = False,
+    ) -> Tool | Callable[[AsyncFunction], Tool]:
+        """Decorator, bare or called: ``function_tool`` that also registers the tool here."""
+        if callable(name):
+            return self.tool()(name)
         build = function_tool(name, description=description, schema=schema, mutating=mutating)
 
-        def register(function: Callable[..., Awaitable[Any]]) -> Tool:
+        def register(function: AsyncFunction) -> Tool:
             built = build(function)
             self.register_tool(built)
             return built
@@ -173,21 +189,44 @@ class LoadedExtension:
         return f"LoadedExtension({self.name!r}, tools={sorted(self.tools.names())!r})"
 
 
+@overload
+def function_tool(name: AsyncFunction, /) -> Tool: ...
+
+
+@overload
 def function_tool(
     name: str | None = None,
     *,
     description: str | None = None,
     schema: Mapping[str, Any] | None = None,
     mutating: bool = False,
-) -> Callable[[Callable[..., Awaitable[Any]]], Tool]:
+) -> Callable[[AsyncFunction], Tool]: ...
+
+
+def function_tool(
+    name: str | AsyncFunction | None = None,
+    *,
+    description: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    mutating: bool = False,
+) -> Tool | Callable[[AsyncFunction], Tool]:
     """Decorator: a ``Tool`` from an ``async def`` taking its arguments as keyword parameters.
 
+    Use it bare (``@function_tool``) or called (``@function_tool("name", mutating=True)``).
     The name defaults to the function's, the description to its docstring, and the schema is
     derived from the parameters' annotations unless given. A parameter named ``context``
     receives the ``ToolContext`` and is not part of the schema.
     """
+    if callable(name):
+        return function_tool()(name)
+    if name is not None and not isinstance(name, str):
+        raise ToolSpecError(
+            f"function_tool(name) takes a tool name or decorates an async function, "
+            f"got {type(name).__name__}",
+            name=str(name),
+        )
 
-    def build(function: Callable[..., Awaitable[Any]]) -> Tool:
+    def build(function: AsyncFunction) -> Tool:
         label = name or str(getattr(function, "__name__", ""))
         if not inspect.iscoroutinefunction(function):
             raise ToolSpecError(f"tool {label!r}: the function must be 'async def'", name=label)
@@ -265,12 +304,13 @@ def load_extension(source: ExtensionSource, registry: ToolRegistry) -> LoadedExt
                 extension=source.name,
                 path=source.location,
             )
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
+        # ``sys.exit()`` in an extension must not end the host: it is a failed setup like any.
         for name in tools.names() - before:
             tools.remove_tool(name)
         if isinstance(exc, ExtensionError):
             raise
-        detail = exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+        detail = exc.message if isinstance(exc, MembraneError) else _describe(exc)
         raise ExtensionError(
             f"{source.location}: setup() of extension {source.name!r} failed: {detail}",
             extension=source.name,
@@ -287,10 +327,9 @@ def _setup_of(source: ExtensionSource) -> Callable[[ExtensionAPI], object]:
             target = EntryPoint(source.name, source.location, ENTRY_POINT_GROUP).load()
     except ExtensionError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise ExtensionError(
-            f"{source.location}: cannot import extension {source.name!r}: "
-            f"{type(exc).__name__}: {exc}",
+            f"{source.location}: cannot import extension {source.name!r}: {_describe(exc)}",
             extension=source.name,
             path=source.location,
         ) from exc
@@ -302,6 +341,12 @@ def _setup_of(source: ExtensionSource) -> Callable[[ExtensionAPI], object]:
             path=source.location,
         )
     return setup  # type: ignore[no-any-return]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}); an extension must raise an exception instead"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _import_file(source: ExtensionSource) -> types.ModuleType:

@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
-
 from membrane.errors import ToolSpecError
+from membrane.tools.schemas import schema_problem
 from membrane.tools.spec import Tool
 
 __all__ = [
@@ -58,9 +56,10 @@ class RegistryChange:
 def check_tool(tool: object) -> Tool:
     """Return ``tool`` when it is a well-formed ``Tool``; raise ``ToolSpecError`` saying why not.
 
-    The input schema is checked against its JSON Schema meta-schema here, once per tool object
-    (the check is memoised on it), so that a bad schema fails at registration and never at a
-    model's call. The JSON-shaped copy of the schema made for the check is kept for the wire.
+    The input schema is checked against its JSON Schema meta-schema, and every ``$ref`` in it
+    is resolved, here (memoised on the tool object, and cached per distinct schema text), so
+    that a bad schema fails at registration and never at a model's call. The JSON-shaped copy
+    of the schema made for the check is kept for the wire.
     """
     if isinstance(tool, Tool) and "schema" in tool.memo:
         return tool
@@ -88,15 +87,14 @@ def check_tool(tool: object) -> Tool:
             name=name,
         )
     plain = plain_json(schema)
-    try:
-        validator_for(plain).check_schema(plain)
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+    problem = schema_problem(plain)
+    if problem is not None:
         raise ToolSpecError(
-            f"tool {name!r}: input_schema is not valid JSON Schema at {where}: {exc.message}",
+            f"tool {name!r}: input_schema is not valid JSON Schema at {problem.where}: "
+            f"{problem.what}",
             name=name,
-            path=where,
-        ) from exc
+            path=problem.where,
+        )
     tool.memo["schema"] = plain
     return tool
 
@@ -146,8 +144,15 @@ class ToolRegistry:
         return name in self._tools
 
     def register(self, tool: Tool, *, replace: bool = False) -> None:
-        """Add ``tool``; with ``replace``, a tool of the same name is swapped out."""
+        """Add ``tool``; with ``replace``, a tool of the same name is swapped out.
+
+        A ``reserved`` tool is refused: reserved tools sit outside every filter, so one in the
+        registry would reach every scope past its restrictions. Only ``Scope.add_reserved``
+        makes them, for one scope.
+        """
         check_tool(tool)
+        if tool.reserved:
+            raise _reserved_error(tool.name)
         previous = self._tools.get(tool.name)
         if previous is not None and not replace:
             raise ToolSpecError(
@@ -179,11 +184,9 @@ class ToolRegistry:
         return self._snapshot
 
     def restrictable_names(self) -> frozenset[str]:
-        """Names a filter may mention: global tools that are not reserved."""
+        """Names a filter may mention: every global tool (none is reserved)."""
         if self._restrictable is None:
-            self._restrictable = frozenset(
-                name for name, tool in self._tools.items() if not tool.reserved
-            )
+            self._restrictable = frozenset(self._tools)
         return self._restrictable
 
     def names_of_origin(self, origin: str) -> frozenset[str]:
@@ -227,7 +230,7 @@ class ToolRegistry:
     ) -> None:
         self.version += 1
         self._snapshot = None
-        if tool is None or previous is None or tool.reserved != previous.reserved:
+        if tool is None or previous is None:
             self._restrictable = None
         change = RegistryChange(self.version, kind, name, tool, previous)
         self._log.append(change)
@@ -255,7 +258,12 @@ class ExtensionTools:
         self._registry = registry
 
     def register_tool(self, tool: Tool) -> None:
-        """Add or replace ``tool`` in this extension's map (its origin is set to this extension)."""
+        """Add or replace ``tool`` in this extension's map (its origin is set to this extension).
+
+        A ``reserved`` tool is refused, as by ``ToolRegistry.register``.
+        """
+        if check_tool(tool).reserved:
+            raise _reserved_error(tool.name, extension=self.name)
         owned = retag(tool, origin=self.origin)
         existing = self._registry.get(owned.name)
         if existing is not None and existing.origin != self.origin:
@@ -282,3 +290,14 @@ class ExtensionTools:
 
     def __repr__(self) -> str:
         return f"ExtensionTools({self.name!r}, {sorted(self.names())!r})"
+
+
+def _reserved_error(name: str, **data: str) -> ToolSpecError:
+    by = f"extension {data['extension']!r} cannot register" if data else "cannot register"
+    return ToolSpecError(
+        f"{by} {name!r} as a reserved tool: reserved tools are scope-local and sit outside "
+        "every filter; use Scope.add_reserved on the scope that should see it, or register "
+        "it with reserved=False",
+        name=name,
+        **data,
+    )

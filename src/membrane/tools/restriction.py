@@ -28,8 +28,8 @@ __all__ = ["Restriction", "ToolPredicate", "closest_name"]
 class ToolPredicate(Protocol):
     """Anything ``Scope.restrict`` accepts.
 
-    ``admits`` is asked about global, non-reserved tools only. ``stamp`` must change whenever
-    ``admits`` may answer differently for the same tool; views are cached on it.
+    ``admits`` is asked about global tools only (none of them is reserved). ``stamp`` must
+    change whenever ``admits`` may answer differently for the same tool; views are cached on it.
     """
 
     label: str
@@ -100,12 +100,26 @@ class Restriction:
         kept = names if self.allow is None else names & self.allow
         return kept - self.deny if self.deny else set(kept)
 
-    def validate(self, registry: ToolRegistry, *, local: Iterable[str] = ()) -> None:
-        """Check this restriction against the registry's current restrictable set.
+    def validate(
+        self,
+        registry: ToolRegistry,
+        *,
+        local: Iterable[str] = (),
+        visible: Iterable[str] | None = None,
+    ) -> None:
+        """Check this restriction against the names it may mention now.
 
         Raises ``EmptyToolFilter`` when it has neither ``allow`` nor ``deny`` and
-        ``UnknownToolInFilter`` for the first entry that names no global, non-reserved tool
-        (``local`` lists the installing scope's own names, for a clearer message).
+        ``UnknownToolInFilter`` for the first entry it cannot name. Every such entry gets the
+        same wording whatever the reason (not registered, scope-local, reserved, not visible),
+        so the error reveals nothing about tools the caller cannot see.
+
+        ``visible`` is what the caller may see (a parent's view). When given, only the global
+        tools in it may be named and only they are offered as suggestions; an untrusted caller
+        must pass it. When omitted (trusted, in-process callers), every global tool counts.
+        ``local`` (the installing scope's own names) changes nothing: a scope-local name is
+        refused like any other unless a global tool of that name exists, which the filter then
+        restricts (the local tool shadows it in the view either way).
         """
         if self.allow is None and not self.deny:
             raise EmptyToolFilter(
@@ -113,21 +127,18 @@ class Restriction:
                 "Give 'allow' (an empty list hides every global tool) or 'deny'",
                 label=self.label,
             )
-        restrictable = registry.restrictable_names()
-        local_names = frozenset(local)
+        nameable = registry.restrictable_names()
+        if visible is not None:
+            nameable = nameable & frozenset(visible)
         for field, name in self._order:
-            if name in restrictable:
+            if name in nameable:
                 continue
-            suggestion = closest_name(name, restrictable)
-            if name in local_names:
-                why = "is local to this scope; filters restrict global tools only"
-            elif (tool := registry.get(name)) is not None and tool.reserved:
-                why = "is reserved and outside every filter"
-            else:
-                why = "is not a registered global tool"
+            suggestion = closest_name(name, nameable)
             hint = f"; did you mean {suggestion!r}?" if suggestion else ""
             raise UnknownToolInFilter(
-                f"{self.label}.{field} names {name!r}, which {why}{hint}",
+                f"{self.label}.{field} names {name!r}, which is not a tool this filter can name "
+                f"(filters name global tools; scope-local and reserved tools are outside "
+                f"them){hint}",
                 name=name,
                 suggestion=suggestion,
                 field=field,

@@ -2,8 +2,9 @@
 
 A scope's view is, in this order (seed 001, DESIGN rule 5):
 
-1. every global, non-reserved tool that all installed predicates admit (allow before deny
-   within each ``Restriction``; several predicates intersect), plus reserved global tools;
+1. every global tool that all installed predicates admit (allow before deny within each
+   ``Restriction``; several predicates intersect). The registry holds no reserved tool, so
+   nothing global gets past the filters;
 2. the scope's local tools, which may shadow an admitted global tool;
 3. the scope's reserved tools (``run_code``), outside every filter.
 
@@ -185,15 +186,14 @@ class Scope:
         return layer, None
 
     def _admits(self, tool: Tool) -> bool:
-        return tool.reserved or all(p.admits(tool) for p in self._restrictions)
+        return all(p.admits(tool) for p in self._restrictions)
 
     def _rebuild(
         self, registry_version: int, filter_key: tuple[int, tuple[Hashable, ...]]
     ) -> _GlobalLayer:
         registry = self.registry
         everything = registry.tools()
-        restrictable = registry.restrictable_names()
-        candidates = set(restrictable)
+        candidates = set(registry.restrictable_names())
         others: list[ToolPredicate] = []
         for predicate in self._restrictions:
             if type(predicate) is Restriction:
@@ -204,8 +204,6 @@ class Scope:
             candidates = {
                 name for name in candidates if all(p.admits(everything[name]) for p in others)
             }
-        if len(restrictable) != len(everything):
-            candidates.update(name for name, tool in everything.items() if tool.reserved)
         names = tuple(sorted(candidates))
         tools = {name: everything[name] for name in names}
         return _GlobalLayer(registry_version, filter_key, tools, names)

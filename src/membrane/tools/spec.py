@@ -35,7 +35,8 @@ class Tool:
 
     ``origin`` is ``builtin``, ``extension:NAME``, ``mcp:SERVER`` or ``scope``.
     ``mutating`` tells guidance and checkout checks that the tool changes files or state.
-    ``reserved`` tools (``run_code``) sit outside every global filter.
+    ``reserved`` tools (``run_code``) sit outside every filter; they are scope-local, made only
+    by ``Scope.add_reserved`` (the registry refuses them, so no global tool passes a filter).
     ``deferred`` tools are known to the catalog but loaded on first use, as MCP/plugin tools are:
     when ``loader`` is set, the first call through a view awaits it and runs the tool it returns.
 

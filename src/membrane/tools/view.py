@@ -21,7 +21,13 @@ from jsonschema.exceptions import best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from membrane.errors import MembraneError, ToolArgumentsInvalid, ToolFailed, ToolNotVisible
+from membrane.errors import (
+    MembraneError,
+    ToolArgumentsInvalid,
+    ToolFailed,
+    ToolNotVisible,
+    ToolSpecError,
+)
 from membrane.tools.codemode import render_sdk
 from membrane.tools.registry import check_tool, json_schema, retag
 from membrane.tools.spec import Tool, ToolContext
@@ -59,7 +65,10 @@ class ToolView:
         by_name: dict[str, Tool] = {}
         for tool in tools:
             if check_tool(tool).name in by_name:
-                raise MembraneError(f"two tools are named {tool.name!r}", name=tool.name)
+                raise ToolSpecError(
+                    f"two tools are named {tool.name!r}; a view needs distinct names",
+                    name=tool.name,
+                )
             by_name[tool.name] = tool
         return cls(MappingProxyType(by_name))
 
@@ -159,7 +168,8 @@ class ToolView:
         """Run the visible tool ``name`` with ``arguments`` validated against its schema.
 
         Raises ``ToolNotVisible`` (naming only ``name``), ``ToolArgumentsInvalid`` (with the JSON
-        path of the first problem), or ``ToolFailed`` wrapping a handler's non-Membrane error.
+        path of the first problem), ``ToolSpecError`` when the tool's own schema cannot be
+        applied, or ``ToolFailed`` wrapping a handler's non-Membrane error.
         """
         tool = self._tools.get(name)
         if tool is None:
@@ -175,7 +185,16 @@ class ToolView:
                 reason="not an object",
             )
         values = arguments if isinstance(arguments, dict) else dict(arguments)
-        error = best_match(_validator(tool).iter_errors(values))
+        try:
+            error = best_match(_validator(tool).iter_errors(values))
+        except Exception as exc:
+            # The schema passed registration but the validator still failed on it (a
+            # reference or keyword it could not follow): the tool's spec is at fault.
+            raise ToolSpecError(
+                f"tool {name!r}: its input_schema could not be applied to these arguments "
+                f"({type(exc).__name__}: {_clip(str(exc))}); fix the tool's schema",
+                name=name,
+            ) from exc
         if error is not None:
             reason = _clip(error.message)
             raise ToolArgumentsInvalid(

@@ -1,0 +1,135 @@
+"""Checking a tool's input schema once, at registration: the meta-schema and every ``$ref``.
+
+A schema that is valid JSON Schema can still point nowhere (``{"$ref": "#/$defs/missing"}``):
+the meta-schema does not know which definitions exist, and the validator only finds out when a
+call reaches that keyword. So every ``$ref`` is looked up here too, with the same ``referencing``
+machinery the validator uses, against the schema itself and the JSON Schema meta-schemas only:
+nothing is fetched over the network, at registration or later.
+
+The result is cached by the schema's canonical JSON text (``json.dumps(..., sort_keys=True)``):
+MCP servers and extensions repeat the same schemas across many tools, and the meta-schema check
+costs about a millisecond, so a repeated schema is checked once per process.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import referencing.jsonschema
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
+from referencing import Registry, Specification
+from referencing._core import Resolver  # public type, exported only from here
+from referencing.exceptions import NoSuchResource, Unresolvable, Unretrievable
+
+__all__ = ["SchemaProblem", "schema_problem"]
+
+#: Keywords that point at another schema; each must resolve when the tool is registered.
+_REFERENCES = ("$ref", "$dynamicRef")
+#: Keywords whose values are instance data, not subschemas: a ``$ref`` inside them is data.
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+#: Past this many distinct schemas the cache starts over (it only saves time, never decides).
+_CACHE_SIZE = 16_384
+
+#: The JSON Schema meta-schemas, the only documents a ``$ref`` may reach outside its schema.
+_META_SCHEMAS: Registry[Any] = REGISTRY
+_checked: dict[str, SchemaProblem | None] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaProblem:
+    """Why a schema was refused: where (a ``/``-joined path, ``(root)`` at the top) and what."""
+
+    where: str
+    what: str
+
+
+def schema_problem(plain: dict[str, Any]) -> SchemaProblem | None:
+    """The first problem with the JSON-shaped schema ``plain``, or ``None`` when it is usable."""
+    try:
+        key = json.dumps(plain, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return SchemaProblem("(root)", f"it is not JSON data ({exc})")
+    if key in _checked:
+        return _checked[key]
+    problem = _check(plain)
+    if len(_checked) >= _CACHE_SIZE:
+        _checked.clear()
+    _checked[key] = problem
+    return problem
+
+
+def _check(plain: dict[str, Any]) -> SchemaProblem | None:
+    cls = validator_for(plain)
+    try:
+        cls.check_schema(plain)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+        return SchemaProblem(where, exc.message)
+    dialect = str(cls.META_SCHEMA.get("$schema", ""))
+    specification = referencing.jsonschema.specification_with(
+        dialect, default=referencing.jsonschema.DRAFT202012
+    )
+    root = specification.create_resource(plain)
+    resolver = _META_SCHEMAS.resolver_with_root(root)
+    return _first_unresolvable(plain, resolver, specification, [])
+
+
+def _first_unresolvable(
+    node: object,
+    resolver: Resolver[Any],
+    specification: Specification[Any],
+    path: list[str],
+) -> SchemaProblem | None:
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            found = _first_unresolvable(item, resolver, specification, [*path, str(index)])
+            if found:
+                return found
+        return None
+    if not isinstance(node, dict):
+        return None
+    if isinstance(specification.id_of(node), str | None):
+        # A nested ``$id`` moves the base URI that relative references resolve against.
+        resolver = resolver.in_subresource(specification.create_resource(node))
+    for keyword in _REFERENCES:
+        ref = node.get(keyword)
+        if isinstance(ref, str):
+            problem = _follow(node, keyword, ref, resolver)
+            if problem is not None:
+                return SchemaProblem("/".join([*path, keyword]), problem)
+    for key, item in node.items():
+        if key in _DATA_KEYWORDS:
+            continue
+        found = _first_unresolvable(item, resolver, specification, [*path, str(key)])
+        if found:
+            return found
+    return None
+
+
+def _follow(node: dict[str, Any], keyword: str, ref: str, resolver: Resolver[Any]) -> str | None:
+    """Why ``ref`` is unusable: it points nowhere, or a chain of references loops to itself."""
+    seen = {id(node)}
+    try:
+        resolved = resolver.lookup(ref)
+        while isinstance(resolved.contents, dict):
+            target: dict[str, Any] = resolved.contents
+            if id(target) in seen:
+                return (
+                    f"{keyword} {ref!r} leads back to itself without consuming any data; "
+                    "validating against it would never end"
+                )
+            seen.add(id(target))
+            following = target.get("$ref")
+            if not isinstance(following, str):
+                return None
+            resolved = resolved.resolver.lookup(following)
+    except (Unresolvable, NoSuchResource, Unretrievable) as exc:
+        return (
+            f"{keyword} {ref!r} cannot be resolved ({type(exc).__name__}); point it at a "
+            "definition inside the schema, e.g. '#/$defs/NAME'"
+        )
+    return None
