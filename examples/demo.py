@@ -1,7 +1,9 @@
-"""``make demo``: explain what each example agent would really get, before any model runs.
+"""``make demo``: the example workspace end to end, on SQLite and the scripted model.
 
-The runtime replaces this with a full delegation; until then the demo shows the resolver's
-answer for the lead, scout and auditor in ``examples/workspace``.
+The lead delegates to ``scout`` and ``auditor``; ``scout`` tries a tool outside its scope and is
+vetoed; ``auditor`` (at the depth cap of this workspace) tries to start a grandchild and is
+rejected; the results come back to the lead. Everything printed comes from the run's events.
+Pass ``--json`` for one JSON event per line.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ from pathlib import Path
 
 from membrane.cli.app import main
 
-WORKSPACE = Path(__file__).resolve().parent / "workspace"
+HERE = Path(__file__).resolve().parent
+WORKSPACE = HERE / "workspace"
+SCRIPT = HERE / "scripts" / "demo.yaml"
+TASK = "Review the stockroom service: find the open markers and say which ones matter."
 
 
-def run() -> int:
-    for agent in ("lead", "scout", "auditor"):
-        print(f"\n=== membrane explain {agent}\n", flush=True)
-        code = main(["explain", agent, "--project", str(WORKSPACE)])
-        if code != 0:
-            return code
-    return 0
+def demo(extra: list[str]) -> int:
+    print("== membrane explain lead --top-level (what the lead gets, before any model runs)\n")
+    code = main(["explain", "lead", "--top-level", "--project", str(WORKSPACE)])
+    if code != 0:
+        return code
+    print("\n== membrane run lead (scripted model, state in .membrane/state.db)\n", flush=True)
+    args = ["run", "lead", TASK, "--project", str(WORKSPACE), "--model", f"scripted:{SCRIPT}"]
+    return main([*args, *extra])
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(demo(sys.argv[1:]))

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from membrane.cli.app import app, main, run
+from membrane.cli.app import app, main
 
-__all__ = ["app", "main", "run"]
+__all__ = ["app", "main"]

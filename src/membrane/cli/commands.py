@@ -5,4 +5,5 @@ from __future__ import annotations
 from membrane.cli import (
     agents,  # noqa: F401
     explain,  # noqa: F401
+    run,  # noqa: F401
 )

@@ -15,27 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rich.console import Console
 from rich.table import Table
 
-from membrane.agents.catalog import Catalog
-from membrane.agents.config import load_settings, membrane_home
-from membrane.builtin_tools import register_builtin_tools
 from membrane.cli.app import app
-from membrane.errors import ExtensionError, InvalidDepth, InvalidRequest
+from membrane.errors import InvalidDepth, InvalidRequest
 from membrane.models.base import Message
 from membrane.resolve import (
     MAX_SAFE_INTEGER,
     CallParams,
-    Deployment,
     EffectiveAuthority,
     ParentContext,
     resolve,
 )
-from membrane.tools.extensions import discover_extensions, load_extension
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+from membrane.workspace import Workspace
 
 __all__ = ["explain"]
-
-_MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
 
 
 class _Strict(BaseModel):
@@ -164,18 +158,6 @@ def _parent(
     )
 
 
-def _memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
-    if scope == "user":
-        return home / "memory" / agent / "MEMORY.md"
-    return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
-
-
-def _folder(option: str, path: Path) -> None:
-    if not path.is_dir():
-        what = "is not a folder" if path.exists() else "does not exist"
-        raise InvalidRequest(f"{option}: {path} {what}; name an existing folder", field=option)
-
-
 def _project_subfolder(project: Path) -> tuple[str, str | None]:
     """The project's place in its Git repository, as the worktree manager computes it; or a
     warning saying why a worktree cannot be made there."""
@@ -220,63 +202,23 @@ def build_authority(
             "AGENT is empty: name the agent type to explain (membrane agents list shows them)",
             field="agent",
         )
-    _folder("--project", project)
-    if workspace is not None:
-        _folder("--workspace", workspace)
-    home = home if home is not None else membrane_home()
-    settings = load_settings(project=project, home=home)
-    catalog = Catalog(project=project, workspace=workspace, home=home, settings=settings)
-    dispatch = catalog.dispatch(agent)
+    ws = Workspace.open(project, workspace=workspace, home=home)
+    dispatch = ws.catalog.dispatch(agent)
     warnings: list[str] = [dispatch.note] if dispatch.note else []
-
-    registry = ToolRegistry()
-    register_builtin_tools(registry)
-    extensions: dict[str, frozenset[str]] = {}
-    prompts: dict[str, str] = {}
-    for name, source in discover_extensions(project).items():
-        try:
-            loaded = load_extension(source, registry)
-        except ExtensionError as exc:
-            warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
-            extensions[name] = frozenset()
-            continue
-        extensions[name] = loaded.tools.names()
-        sections = [text for text in loaded.prompt_sections.values() if text.strip()]
-        if sections:
-            prompts[name] = "\n\n".join(sections)
-
     definition = dispatch.definition
-    memory: dict[str, str] = {}
-    if isinstance(definition.memory, str):
-        file = _memory_file(definition.memory, definition.name, project=project, home=home)
-        try:
-            memory[definition.memory] = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            pass
-        except (OSError, UnicodeDecodeError) as exc:
-            warnings.append(f"memory file {file} cannot be read: {exc}")
-
     parent = _parent(
         parent_json,
-        registry=registry,
-        permission=settings.permission_mode,
-        cwd=project,
+        registry=ws.registry,
+        permission=ws.settings.permission_mode,
+        cwd=ws.project,
         top_level=top_level,
     )
-    deployment = Deployment(
-        settings=settings,
-        registry_tools=dict(registry.tools()),
-        extensions=extensions,
-        extension_prompts=prompts,
-        memory=memory,
-        project=str(project),
-        home=str(home),
-        subagents=catalog.definitions(),
-    )
+    deployment = dataclasses.replace(ws.deployment(), memory=ws.memory_for(definition))
+    warnings.extend(ws.warnings)
     depth = 0 if top_level else None
     authority = resolve(definition, call, parent, deployment, depth=depth)
     if authority.checkout.kind == "worktree":
-        subfolder, problem = _project_subfolder(project)
+        subfolder, problem = _project_subfolder(ws.project)
         if problem is not None:
             warnings.append(problem)
         elif subfolder:

@@ -102,6 +102,8 @@ class ChildSpec:
     response_schema: Mapping[str, Any] | None = None
     transcript: tuple[Message, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    #: The extensions the resolver loaded for this child; only they are bound (hooks included).
+    extensions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -183,6 +183,15 @@ class ExtensionHooks:
             )
         self._bindings[event].append(_Binding(extension, event, handler))
 
+    def only(self, extensions: Iterable[str]) -> ExtensionHooks:
+        """The handlers of ``extensions`` alone: a child binds only the extensions it loaded
+        (none when it is isolated), so no other extension hears its lifecycle."""
+        keep = frozenset(extensions)
+        hooks = ExtensionHooks()
+        for event, bindings in self._bindings.items():
+            hooks._bindings[event] = [b for b in bindings if b.extension in keep]
+        return hooks
+
     def handlers(self, event: HookEventName) -> tuple[tuple[str, HookHandler], ...]:
         """``(extension, handler)`` pairs for ``event``, in dispatch order."""
         return tuple((b.extension, b.handler) for b in self._bindings[event])

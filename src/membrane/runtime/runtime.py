@@ -89,7 +89,9 @@ class SubagentRuntime:
     pruning when the runtime opens). ``delegation`` is what the delegation tools copy into each
     request (default: ``settings.max_depth``); it is checked against the provider here, at
     mount, so a numeric cap on a provider without ``depth_limit`` fails now, not at a start.
-    ``on_setup_step`` observes each step of every child's unpublished setup.
+    ``on_setup_step`` observes each step of every child's unpublished setup. ``memory`` reads
+    an agent's ``MEMORY.md`` text by memory scope (``Workspace.memory_for`` does) so that it
+    reaches the child's prompt.
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class SubagentRuntime:
         worktrees: WorktreeManager | None = None,
         delegation: DelegationConfig | None = None,
         on_setup_step: SetupStep | None = None,
+        memory: Callable[[AgentDefinition], Mapping[str, str]] | None = None,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise InvalidRequest("registry must be a ToolRegistry", field="registry")
@@ -139,6 +142,7 @@ class SubagentRuntime:
         #: What ``prune_orphans()`` did when the runtime opened (worktrees of crashed runs).
         self.pruned_worktrees: tuple[WorktreeOutcome, ...] = ()
         self._catalog = catalog
+        self._memory = memory
         base = deployment or Deployment(settings=self.settings)
         project_text = str(self.project) if self.project is not None else base.project
         self._deployment = dataclasses.replace(base, settings=self.settings, project=project_text)
@@ -328,12 +332,19 @@ class SubagentRuntime:
     def catalog(self) -> CatalogLike:
         return self._catalog
 
-    def deployment(self) -> Deployment:
-        """The deployment as of now: the live registry and the catalog's definitions."""
+    def deployment(self, definition: AgentDefinition | None = None) -> Deployment:
+        """The deployment as of now: the live registry, the catalog's definitions and, for
+        ``definition``, its memory."""
+        memory = (
+            self._memory(definition)
+            if self._memory is not None and definition is not None
+            else self._deployment.memory
+        )
         return dataclasses.replace(
             self._deployment,
             registry_tools=self.registry.tools(),
             subagents=self._catalog.definitions(),
+            memory=memory,
         )
 
     def live_run(self, run_id: str) -> RunRecord | None:

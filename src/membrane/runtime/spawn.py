@@ -83,7 +83,7 @@ class Spawner:
             dispatch.definition,
             _call(request),
             context,
-            rt.deployment(),
+            rt.deployment(dispatch.definition),
             persona=UNSET if request.persona is None else request.persona,
             tool_filter=request.restriction,
             role=role,
@@ -296,6 +296,7 @@ class Spawner:
             grace_turns=rt.settings.grace_turns,
             response_schema=request.response_schema,
             transcript=tuple(context.transcript),  # type: ignore[arg-type]
+            extensions=tuple(authority.extensions_loaded),
         )
         child = await self._create(spec, install)
         if len(composed) != 1:

@@ -38,7 +38,11 @@ _MODES: Final = ("spawn", "fork")
 
 
 class InProcessProvider:
-    """Runs each child as an ``AgentLoop`` on ``model`` in this process."""
+    """Runs each child as an ``AgentLoop`` on ``model`` in this process.
+
+    ``hooks`` holds the lifecycle handlers of every loaded extension; each child is bound only
+    to the handlers of the extensions its definition loaded.
+    """
 
     capabilities = SubagentCapabilities(persona=True, tool_filter=True, depth_limit=True)
 
@@ -83,7 +87,7 @@ class InProcessProvider:
             model_name=request.model,
             thinking=request.thinking,
             response_schema=composition.response_schema,
-            hooks=self.hooks,
+            hooks=self.hooks.only(request.extensions) if self.hooks is not None else None,
             emit=request.emit,
         )
         return _InProcessChild(scope, loop)

@@ -1,0 +1,222 @@
+"""``membrane run AGENT TASK``: run an agent and its children, showing the delegation live."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+from rich.tree import Tree
+
+from membrane.cli.app import EXIT_RUN, app
+from membrane.errors import InvalidRequest
+from membrane.models.base import Model
+from membrane.models.scripted import ScriptedModel
+from membrane.runtime import (
+    InProcessProvider,
+    LifecycleEvent,
+    RunResult,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
+from membrane.runtime.events import TERMINAL_KINDS
+from membrane.runtime.hooks import ExtensionHooks
+from membrane.store.sqlite import SQLiteStore
+from membrane.workspace import Workspace
+
+__all__ = ["RunState", "parse_model", "run"]
+
+_STATUS_STYLE = {
+    "running": "yellow",
+    "queued": "dim",
+    "completed": "green",
+    "steered": "green",
+    "stopped": "magenta",
+    "aborted": "red",
+    "error": "bold red",
+}
+
+
+def parse_model(spec: str | None) -> Model:
+    """The model named by ``--model``: ``scripted:PATH`` replays a YAML script."""
+    if spec is None:
+        raise InvalidRequest(
+            "no model: pass --model scripted:PATH (a YAML script, see docs/models.md)",
+            field="model",
+        )
+    scheme, _, rest = spec.partition(":")
+    if scheme == "scripted" and rest:
+        return ScriptedModel(Path(rest))
+    raise InvalidRequest(
+        f"--model {spec!r}: unknown model; the form is scripted:PATH", field="model", spec=spec
+    )
+
+
+@dataclass
+class _Node:
+    run_id: str
+    agent: str
+    parent_id: str | None
+    depth: int = 0
+    status: str = "running"
+    turn: int = 0
+    last_call: str = ""
+    tools: tuple[str, ...] = ()
+    vetoed: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass
+class RunState:
+    """The delegation tree as the run's events describe it; nothing here is invented."""
+
+    nodes: dict[str, _Node] = field(default_factory=dict)
+
+    def apply(self, event: LifecycleEvent) -> None:
+        data = event.data
+        if event.kind == "published":
+            self.nodes[event.run_id] = _Node(
+                run_id=event.run_id,
+                agent=event.agent,
+                parent_id=event.parent_id,
+                depth=int(data.get("depth", 0)),
+                tools=tuple(data.get("tools", ())),
+            )
+            return
+        node = self.nodes.get(event.run_id)
+        if node is None:
+            return
+        if event.kind == "turn":
+            node.turn = int(data.get("turn", node.turn))
+        elif event.kind == "tool_call":
+            node.last_call = str(data.get("name", ""))
+        elif event.kind == "vetoed_call":
+            node.vetoed.append(f"{data.get('name')} ({data.get('code')})")
+        elif event.kind == "tool_result" and data.get("is_error") and data.get("name") == "Task":
+            node.rejected.append(str(data.get("code")))
+        elif event.kind in TERMINAL_KINDS:
+            node.status = str(data.get("status", event.kind))
+            node.text = str(data.get("text", ""))
+
+    def tree(self, *, summary: bool = False) -> Tree:
+        root = Tree(Text("delegation", style="bold"))
+        branches: dict[str | None, Tree] = {None: root}
+        for node in self.nodes.values():
+            parent = branches.get(node.parent_id, root)
+            branches[node.run_id] = parent.add(self._label(node, summary=summary))
+        return root
+
+    def _label(self, node: _Node, *, summary: bool) -> Text:
+        label = Text()
+        label.append(node.agent, style="bold")
+        label.append(f" {node.run_id} ", style="dim")
+        label.append(node.status, style=_STATUS_STYLE.get(node.status, ""))
+        label.append(f"  turn {node.turn}")
+        if node.last_call and not summary:
+            label.append(f"  last call {node.last_call}", style="cyan")
+        if summary:
+            label.append(f"\n  tools: {', '.join(node.tools) or 'none'}", style="dim")
+        for vetoed in node.vetoed:
+            label.append(f"\n  vetoed: {vetoed}", style="red")
+        for code in node.rejected:
+            label.append(f"\n  rejected start: {code}", style="red")
+        return label
+
+
+def _print_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+async def _run(
+    agent: str,
+    task: str,
+    *,
+    model: Model,
+    ws: Workspace,
+    background: bool,
+    as_json: bool,
+) -> RunResult:
+    console = Console()
+    state = RunState()
+    store = SQLiteStore(ws.state_path)
+    hooks = ExtensionHooks.from_extensions(ws.extensions.values())
+    provider = InProcessProvider(model, hooks=hooks)
+    runtime = SubagentRuntime(
+        catalog=ws.catalog,
+        registry=ws.registry,
+        provider=provider,
+        store=store,
+        settings=ws.settings,
+        project=ws.project,
+        deployment=ws.deployment(),
+        memory=ws.memory_for,
+    )
+    try:
+        async with runtime, runtime.events() as stream:
+            request = SubagentStartRequest(agent_type=agent, task=task, background=background)
+            info = await runtime.start(request)
+            if background and not as_json:
+                console.print(f"started {info.agent} as run {info.run_id} in the background")
+            live = Live(state.tree(), console=console, transient=True)
+            with live if not as_json else contextlib.nullcontext():
+                async for event in stream:
+                    state.apply(event)
+                    if as_json:
+                        _print_json(event.to_dict())
+                    else:
+                        live.update(state.tree())
+                    if event.run_id == info.run_id and event.kind in TERMINAL_KINDS:
+                        break
+            result = await runtime.wait(info.run_id)
+    finally:
+        store.close()
+    if as_json:
+        _print_json({"kind": "result", **result.to_dict()})
+        return result
+    for warning in ws.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"))
+    for node in state.nodes.values():
+        heading = Text(f"{node.agent} ({node.run_id}) {node.status}", style="bold")
+        console.print(heading)
+        console.print(Text(node.text or "(no text)"))
+        console.print()
+    console.print(Group(Text("Who spawned whom", style="bold"), state.tree(summary=True)))
+    if result.error is not None:
+        console.print(Text(f"{result.error.get('code')}: {result.error.get('message')}"))
+    return result
+
+
+@app.command("run")
+def run(
+    agent: Annotated[str, typer.Argument(help="The agent type, as the catalog dispatches it.")],
+    task: Annotated[str, typer.Argument(help="The task for the agent.")],
+    model: Annotated[str | None, typer.Option(help="scripted:PATH (a YAML script).")] = None,
+    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
+    workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
+    background: Annotated[
+        bool, typer.Option("--background", help="Start as a background run.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+) -> None:
+    """Run AGENT on TASK with its children; stream the delegation tree and print the results.
+
+    State goes to <project>/.membrane/state.db. Every project extension is imported and its
+    setup() runs, so run only trusted projects.
+    """
+    chosen = parse_model(model)
+    ws = Workspace.open(project, workspace=workspace)
+    result = anyio.run(
+        lambda: _run(agent, task, model=chosen, ws=ws, background=background, as_json=as_json)
+    )
+    if not result.ok:
+        raise typer.Exit(EXIT_RUN)

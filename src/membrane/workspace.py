@@ -1,0 +1,131 @@
+"""A project as Membrane finds it on disk: settings, definitions, tools, extensions and memory.
+
+``Workspace.open(project)`` is the one place that reads a project for ``membrane explain`` and
+``membrane run`` (and for hosts that want the same defaults), so that what ``explain`` shows and
+what a run gets are built from the same files the same way.
+
+Opening a workspace imports every discovered extension and runs its ``setup()``: that is how
+their tools are learned. Open only projects you trust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from membrane.agents.catalog import Catalog
+from membrane.agents.config import load_settings, membrane_home
+from membrane.agents.definition import AgentDefinition
+from membrane.builtin_tools import register_builtin_tools
+from membrane.errors import ExtensionError, InvalidRequest
+from membrane.resolve import Deployment
+from membrane.settings import Settings
+from membrane.tools.extensions import LoadedExtension, discover_extensions, load_extension
+from membrane.tools.registry import ToolRegistry
+
+__all__ = ["STATE_FILE", "Workspace", "memory_file"]
+
+#: Durable state of a project: ``<project>/.membrane/state.db`` (SQLite, WAL).
+STATE_FILE = Path(".membrane") / "state.db"
+_MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
+
+
+def memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
+    """Where ``memory: project|local|user`` keeps an agent's ``MEMORY.md``."""
+    if scope == "user":
+        return home / "memory" / agent / "MEMORY.md"
+    return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
+
+
+def _folder(option: str, path: Path) -> None:
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise InvalidRequest(f"{option}: {path} {what}; name an existing folder", field=option)
+
+
+@dataclass
+class Workspace:
+    """Everything read from one project. ``warnings`` collects what was skipped and why."""
+
+    project: Path
+    home: Path
+    settings: Settings
+    catalog: Catalog
+    registry: ToolRegistry
+    extensions: Mapping[str, LoadedExtension]
+    workspace: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls, project: Path, *, workspace: Path | None = None, home: Path | None = None
+    ) -> Workspace:
+        """Read ``project``: settings, the catalog, built-in tools and every extension.
+
+        A missing folder is ``InvalidRequest``; bad settings are ``SettingsError``. An extension
+        that fails to load is skipped with a warning and offers no tools.
+        """
+        _folder("--project", project)
+        if workspace is not None:
+            _folder("--workspace", workspace)
+        project = project.resolve()
+        home = home if home is not None else membrane_home()
+        settings = load_settings(project=project, home=home)
+        catalog = Catalog(project=project, workspace=workspace, home=home, settings=settings)
+        registry = ToolRegistry()
+        register_builtin_tools(registry)
+        loaded: dict[str, LoadedExtension] = {}
+        warnings: list[str] = []
+        for name, source in discover_extensions(project).items():
+            try:
+                loaded[name] = load_extension(source, registry)
+            except ExtensionError as exc:
+                warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
+        return cls(
+            project=project,
+            home=home,
+            settings=settings,
+            catalog=catalog,
+            registry=registry,
+            extensions=loaded,
+            workspace=workspace,
+            warnings=warnings,
+        )
+
+    @property
+    def state_path(self) -> Path:
+        return self.project / STATE_FILE
+
+    def deployment(self) -> Deployment:
+        """The deployment as the resolver sees it now (tool names of each extension included)."""
+        prompts: dict[str, str] = {}
+        for name, extension in self.extensions.items():
+            sections = [text for text in extension.prompt_sections.values() if text.strip()]
+            if sections:
+                prompts[name] = "\n\n".join(sections)
+        return Deployment(
+            settings=self.settings,
+            registry_tools=dict(self.registry.tools()),
+            extensions={name: ext.tools.names() for name, ext in self.extensions.items()},
+            extension_prompts=prompts,
+            project=str(self.project),
+            home=str(self.home),
+            subagents=self.catalog.definitions(),
+        )
+
+    def memory_for(self, definition: AgentDefinition) -> dict[str, str]:
+        """The agent's ``MEMORY.md`` text under its memory scope (empty when it has none yet).
+
+        A file that exists but cannot be read is a warning, never a silent empty memory.
+        """
+        if not isinstance(definition.memory, str):
+            return {}
+        file = memory_file(definition.memory, definition.name, project=self.project, home=self.home)
+        try:
+            return {definition.memory: file.read_text(encoding="utf-8")}
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            self.warnings.append(f"memory file {file} cannot be read: {exc}")
+            return {}
