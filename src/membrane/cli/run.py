@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from membrane.cli.app import EXIT_RUN, app
+from membrane.cli.app import EXIT_RUN, app, err_console
 from membrane.errors import InvalidRequest
 from membrane.models.base import Model
 from membrane.models.scripted import ScriptedModel
@@ -73,6 +73,9 @@ class _Node:
     vetoed: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     text: str = ""
+    error: str = ""
+    #: How the agent type was dispatched when it was not an exact match (e.g. a fallback).
+    note: str = ""
 
 
 @dataclass
@@ -90,6 +93,7 @@ class RunState:
                 parent_id=event.parent_id,
                 depth=int(data.get("depth", 0)),
                 tools=tuple(data.get("tools", ())),
+                note=str(data.get("note") or ""),
             )
             return
         node = self.nodes.get(event.run_id)
@@ -106,6 +110,9 @@ class RunState:
         elif event.kind in TERMINAL_KINDS:
             node.status = str(data.get("status", event.kind))
             node.text = str(data.get("text", ""))
+            error = data.get("error")
+            if isinstance(error, dict):
+                node.error = f"{error.get('code')}: {error.get('message')}"
 
     def tree(self, *, summary: bool = False) -> Tree:
         root = Tree(Text("delegation", style="bold"))
@@ -180,7 +187,13 @@ async def _run(
             result = await runtime.wait(info.run_id)
     finally:
         store.close()
+    root = state.nodes.get(result.run_id)
+    if root is not None and result.error is not None and not root.error:
+        root.error = f"{result.error.get('code')}: {result.error.get('message')}"
     if as_json:
+        # stdout holds only JSON lines; what was skipped still has to reach the user.
+        for warning in ws.warnings:
+            err_console.print(Text(f"warning: {warning}", style="yellow"))
         _print_json({"kind": "result", **result.to_dict()})
         return result
     for warning in ws.warnings:
@@ -188,11 +201,13 @@ async def _run(
     for node in state.nodes.values():
         heading = Text(f"{node.agent} ({node.run_id}) {node.status}", style="bold")
         console.print(heading)
+        if node.note:
+            console.print(Text(f"note: {node.note}", style="yellow"))
         console.print(Text(node.text or "(no text)"))
+        if node.error:
+            console.print(Text(node.error, style="red"))
         console.print()
     console.print(Group(Text("Who spawned whom", style="bold"), state.tree(summary=True)))
-    if result.error is not None:
-        console.print(Text(f"{result.error.get('code')}: {result.error.get('message')}"))
     return result
 
 
