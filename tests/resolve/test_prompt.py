@@ -154,6 +154,27 @@ def test_the_delegation_catalog_prints_inherit_plus_extras() -> None:
     )
     system = authority.system_prompt
     assert "- porter: tools inherit (+Bash). Does chores." in system
-    assert "- scout: tools default (Read, Glob, Grep). Finds things." in system
+    every = "+ the tools of every loaded extension"
+    assert f"- scout: tools default (Read, Glob, Grep) {every}. Finds things." in system
     assert "- ghost: tools unknown (not in the catalog)" in system
     assert "mcp__x__t0" not in system
+
+
+def test_the_delegation_catalog_says_whether_extension_tools_come_on_top() -> None:
+    subs = {
+        "plain": agent("plain"),
+        "bare": agent("bare", extensions=False),
+        "sealed": agent("sealed", isolated=True),
+        "picky": agent("picky", extensions=("notes",)),
+        "selector": agent("selector", tools=("Read", "ext:notes/summarize")),
+    }
+    system = run(
+        agent(allowed_subagents=list(subs)), deploy=deployment(subagents=subs)
+    ).system_prompt
+    assert (
+        "- plain: tools default (Read, Glob, Grep) + the tools of every loaded extension" in system
+    )
+    assert "- bare: tools default (Read, Glob, Grep)\n" in system
+    assert "- sealed: tools default (Read, Glob, Grep)\n" in system
+    assert "- picky: tools default (Read, Glob, Grep) + the tools of extensions notes" in system
+    assert system.endswith("- selector: tools Read, ext:notes/summarize")

@@ -371,7 +371,12 @@ def _inheritable(tools: Mapping[str, Tool]) -> frozenset[str]:
 
 
 def describe_tools(definition: AgentDefinition, settings: Settings) -> str:
-    """One catalog line's worth: ``inherit (+Bash)`` rather than every inherited name."""
+    """One catalog line's worth: ``inherit (+Bash)`` rather than every inherited name, and
+    whether extension tools come on top (they do unless the definition selects or excludes)."""
+    return _describe_selected(definition, settings) + _describe_extensions(definition)
+
+
+def _describe_selected(definition: AgentDefinition, settings: Settings) -> str:
     tools = definition.tools
     if tools is UNSET:
         default = [t for t in settings.default_tools if canonical_builtin(t) is not None]
@@ -382,3 +387,16 @@ def describe_tools(definition: AgentDefinition, settings: Settings) -> str:
         extras = [t for t in tools if t.lower() != "inherit"]
         return f"inherit (+{', '.join(extras)})" if extras else "inherit"
     return ", ".join(canonical_builtin(t) or t for t in tools)
+
+
+def _describe_extensions(definition: AgentDefinition) -> str:
+    if definition.isolated is True or definition.extensions is False:
+        return ""
+    if definition.inherits_tools and not definition.builtin:
+        return ""  # the parent's catalog carries its extension tools already
+    tokens = definition.tools if isinstance(definition.tools, tuple) else ()
+    if any(t.startswith(("ext:", "mcp__")) for t in tokens):
+        return ""  # the selectors are in the list already
+    if isinstance(definition.extensions, tuple) and "*" not in definition.extensions:
+        return f" + the tools of extensions {', '.join(definition.extensions)}"
+    return " + the tools of every loaded extension"
