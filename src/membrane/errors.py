@@ -36,6 +36,7 @@ Two families, as a user meets them:
         │   └── PathProtected .......... path-protected
         ├── DepthLimitExceeded ......... depth-limit-exceeded
         ├── SetupFailed ................ setup-failed
+        ├── ChildFailed ................ child-failed
         ├── WorktreeUnavailable ........ worktree-unavailable
         ├── ModelError ................. model-error
         ├── StructuredOutputInvalid .... structured-output-invalid
@@ -49,6 +50,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "ChildFailed",
     "ConfigError",
     "DefinitionError",
     "DepthLimitExceeded",
@@ -281,6 +283,17 @@ class SetupFailed(RunError):
     """Unpublished child setup failed; everything it built was rolled back."""
 
     code = "setup-failed"
+
+
+class ChildFailed(RunError):
+    """A foreground child ended without completing (``error``, ``aborted`` or ``stopped``).
+
+    Carries ``run_id``, ``agent``, ``status``, ``error`` (the child's error, or ``None``) and
+    ``result`` (the child's whole result, text included), so a parent sees a failed delegation
+    as a failure.
+    """
+
+    code = "child-failed"
 
 
 class WorktreeUnavailable(RunError):

@@ -44,9 +44,9 @@ class CountingProvider:
         return await self._inner.create(request, setup)
 
 
-def test_the_in_process_provider_supports_all_three_controls() -> None:
+def test_the_in_process_provider_supports_every_control() -> None:
     provider = InProcessProvider(ScriptedModel({"default": [{"text": "ok"}]}))
-    assert provider.capabilities == SubagentCapabilities(True, True, True)
+    assert provider.capabilities == SubagentCapabilities(True, True, True, structured_output=True)
 
 
 def test_a_command_provider_advertises_persona_only_with_a_persona_slot() -> None:

@@ -346,8 +346,9 @@ def resolve(
     warnings += more
     restriction = DefinitionRestriction(plan, parent_tools=live, parent_stamp=parent.live_stamp)
 
-    # Reserved tools (``run_code``) are scope-local protocol tools the runtime installs outside
-    # every filter; they are neither classified nor inherited here.
+    # Reserved tools (``run_code``) are scope-local protocol tools outside every filter; they are
+    # neither classified nor inherited here. No run_code tool is installed by default: a host
+    # that wants Code Mode uses the child's view (``ToolView.code_sdk()``) or adds one itself.
     known: dict[str, Tool] = {
         name: tool
         for name, tool in {**parent_now, **deployment.registry_tools}.items()

@@ -6,18 +6,40 @@ id is ``unknown-run``. ``Task`` copies the deployment's ``DelegationConfig`` int
 it makes (seed 001: ``max_depth`` defaults to 3, a number or ``"provider-managed"``).
 
 A rejected start (depth cap, unknown type, bad arguments) is raised as its ``MembraneError``;
-the loop turns it into an error tool result carrying the code, and no child exists.
+the loop turns it into an error tool result carrying the code, and no child exists. A
+foreground child that ends without completing (``error``, ``aborted``, ``stopped``) is raised
+as ``ChildFailed``, with the child's text and error, so the parent reads a failed delegation
+as a failure.
+
+``allowed_subagents`` bounds what a parent may start, and it bounds the *dispatched*
+definition, not only the requested name: a name that the catalog would resolve to its fallback
+(unknown, disabled or ambiguous) is refused unless the fallback itself is allowed. Errors name
+only the agents the parent may start, never the rest of the catalog, and never suggest tools the
+parent cannot see.
+
+Starts are idempotent (DESIGN rule 8): ``Task`` always sends a ``request_id``, scoped to the
+parent, either the model's own or one derived from the call's canonical JSON input. A repeated
+identical call therefore replays the first child instead of starting another; a different
+``request_id`` forces a new child.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from membrane.agents.definition import UNSET, Unset
-from membrane.errors import InvalidRequest, UnknownSubagent, UnsupportedCapability
+from membrane.errors import (
+    ChildFailed,
+    InvalidRequest,
+    ToolFilterError,
+    UnknownSubagent,
+    UnsupportedCapability,
+)
 from membrane.resolve import CallParams
 from membrane.runtime.depth import PROVIDER_MANAGED, parse_depth_cap
 from membrane.runtime.persona import check_persona
@@ -29,8 +51,17 @@ if TYPE_CHECKING:
     from membrane.runtime.capabilities import Provider
     from membrane.runtime.runs import RunInfo, RunResult
     from membrane.settings import Settings
+    from membrane.tools.registry import ToolRegistry
 
-__all__ = ["DELEGATION_TOOL_NAMES", "DelegationConfig", "DelegationHost", "delegation_tools"]
+__all__ = [
+    "DELEGATION_TOOL_NAMES",
+    "DelegationConfig",
+    "DelegationHost",
+    "agent_allowed",
+    "delegation_tools",
+    "not_allowed",
+    "task_request_id",
+]
 
 DELEGATION_TOOL_NAMES: Final = ("Task", "TaskWait", "TaskList", "TaskStop")
 _CALL_KEYS: Final = ("model", "thinking", "max_turns", "inherit_context", "isolated", "isolation")
@@ -68,6 +99,13 @@ class DelegationConfig:
         """The numeric cap, or ``None`` when provider-managed."""
         return parse_depth_cap(self.max_depth, what="delegation max_depth")
 
+    def check_registry(self, registry: ToolRegistry) -> None:
+        """Mount-time check: ``tool_filter`` must name global tools of ``registry``
+        (``EmptyToolFilter`` / ``UnknownToolInFilter`` otherwise), so a misspelt filter fails
+        when the runtime is built, not on a model's first ``Task`` call."""
+        if self.tool_filter is not None:
+            self.tool_filter.validate(registry)
+
     def check_provider(self, provider: Provider) -> None:
         """Mount-time check: every configured control must be one ``provider`` enforces."""
         caps = provider.capabilities
@@ -93,7 +131,9 @@ class DelegationConfig:
 class DelegationHost(Protocol):
     """What the tools need from the runtime; every call is scoped to ``caller``."""
 
-    async def start(self, request: SubagentStartRequest) -> RunInfo: ...
+    async def start(
+        self, request: SubagentStartRequest, *, allowed_agents: Collection[str] | None = None
+    ) -> RunInfo: ...
 
     async def wait(self, run_id: str, *, caller: str | None = None) -> RunResult: ...
 
@@ -116,17 +156,12 @@ def delegation_tools(
     names: Sequence[str] = DELEGATION_TOOL_NAMES,
 ) -> tuple[Tool, ...]:
     """The delegation tools for ``parent_id``; ``allowed`` is its ``allowed_subagents``."""
-    allowed_set = {a.lower() for a in allowed}
+    allowed = tuple(allowed)
 
     async def task(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         agent = str(arguments["agent"])
-        if "*" not in allowed_set and agent.lower() not in allowed_set:
-            raise UnknownSubagent(
-                f"{agent!r} is not among the subagents this agent may start "
-                f"({', '.join(allowed) or 'none'})",
-                agent=agent,
-                allowed=list(allowed),
-            )
+        if not agent_allowed(allowed, agent):
+            raise not_allowed(agent, allowed)
         call = CallParams.from_mapping(
             {key: arguments[key] for key in _CALL_KEYS if key in arguments}, where="Task"
         )
@@ -138,14 +173,28 @@ def delegation_tools(
             tool_filter=config.tool_filter,
             max_depth=config.cap,
             parent_id=parent_id,
-            request_id=arguments.get("request_id"),
+            request_id=task_request_id(parent_id, arguments),
             background=arguments.get("background"),
             role=role,
         )
-        info = await host.start(request)
+        try:
+            info = await host.start(request, allowed_agents=allowed)
+        except ToolFilterError as exc:
+            # Only the deployment's filter reaches here, and it was valid at mount: the registry
+            # changed since. The model cannot fix that, and must not learn tool names from it.
+            raise type(exc)(
+                "the deployment's delegation tool filter no longer matches the registered "
+                "tools, so no subagent can be started right now; this is a deployment "
+                "configuration problem, not something a different call can fix",
+                label="delegation tool_filter",
+            ) from None
         if info.background:
             return info.to_dict()
-        result = await host.wait(info.run_id, caller=parent_id)
+        result = info.result
+        if result is None:
+            result = await host.wait(info.run_id, caller=parent_id)
+        if not result.ok:
+            raise _child_failed(result)
         return result.to_dict()
 
     async def task_wait(arguments: Mapping[str, Any], context: ToolContext) -> Any:
@@ -166,10 +215,12 @@ def delegation_tools(
             name="Task",
             description=(
                 "Start a subagent on a task. In the foreground (default) the subagent's result "
-                "comes back as this tool's result; with background: true you get its run id at "
-                "once and a notice when it finishes. Subagents you may start: "
-                + (", ".join(allowed) or "none")
-                + "."
+                "comes back as this tool's result (an error result when the subagent fails); "
+                "with background: true you get its run id at once and a notice when it "
+                "finishes. Calls are deduplicated: repeating an identical call (same arguments) "
+                "returns the subagent the first call started instead of starting another; give "
+                "a new `request_id` to start a fresh subagent for the same arguments. "
+                "Subagents you may start: " + _allowed_text(allowed) + "."
             ),
             input_schema=_TASK_SCHEMA,
             handler=task,
@@ -214,11 +265,75 @@ _TASK_SCHEMA: Final[Mapping[str, Any]] = {
         "inherit_context": {"type": "boolean"},
         "isolated": {"type": "boolean"},
         "isolation": {"type": "string", "enum": ["off", "worktree"]},
-        "request_id": {"type": "string", "minLength": 1},
+        "request_id": {
+            "type": "string",
+            "minLength": 1,
+            "description": (
+                "Deduplication key: a call repeating an earlier call's request_id returns that "
+                "call's subagent. Omitted, it is derived from the other arguments."
+            ),
+        },
     },
     "required": ["agent", "task"],
     "additionalProperties": False,
 }
+
+
+def agent_allowed(allowed: Collection[str], name: str) -> bool:
+    """Whether ``allowed`` (an ``allowed_subagents`` list; ``*`` is any agent) admits ``name``,
+    case-insensitively."""
+    names = {a.lower() for a in allowed}
+    return "*" in names or name.lower() in names
+
+
+def not_allowed(agent: str, allowed: Collection[str]) -> UnknownSubagent:
+    """The refusal of ``agent`` that names only what the caller may start (``allowed``), never
+    other agents of the catalog."""
+    return UnknownSubagent(
+        f"cannot start {agent!r}: it is not an agent this agent may start "
+        f"(it may start: {_allowed_text(allowed)}); use one of those names",
+        agent=agent,
+        allowed=list(allowed),
+    )
+
+
+def task_request_id(parent_id: str, arguments: Mapping[str, Any]) -> str:
+    """The idempotency key of one ``Task`` call, scoped to the calling parent so that two
+    parents never share a child: the model's ``request_id`` when given, else a digest of the
+    call's canonical JSON input (sorted keys, no whitespace)."""
+    given = arguments.get("request_id")
+    if isinstance(given, str) and given:
+        return f"task:{parent_id}:id:{given}"
+    canonical = json.dumps(
+        dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+    return f"task:{parent_id}:input:{digest}"
+
+
+def _allowed_text(allowed: Collection[str]) -> str:
+    if any(name == "*" for name in allowed):
+        return "any enabled agent"
+    return ", ".join(allowed) or "none"
+
+
+def _child_failed(result: RunResult) -> ChildFailed:
+    error = dict(result.error) if result.error is not None else None
+    message = f"subagent {result.agent!r} ({result.run_id}) ended with status {result.status}"
+    if error is not None:
+        message += f": {error.get('code')}: {error.get('message')}"
+    if result.text:
+        message += f"\nIts last text: {result.text}"
+    return ChildFailed(
+        message,
+        run_id=result.run_id,
+        agent=result.agent,
+        status=result.status,
+        error=error,
+        result=result.to_dict(),
+    )
+
+
 _WAIT_SCHEMA: Final[Mapping[str, Any]] = {
     "type": "object",
     "properties": {

@@ -115,9 +115,17 @@ def child_depth(parent_depth: object, *, parent_id: str) -> int:
     return depth
 
 
-def check_cap(depth: int, cap: int | None, *, agent: str, parent_id: str | None) -> None:
-    """Reject a start whose child depth would exceed ``cap`` (``None``: no cap)."""
-    if cap is None or depth <= cap:
+def check_cap(depth: object, cap: object, *, agent: str, parent_id: str | None) -> None:
+    """Reject a start whose child depth would exceed ``cap`` (``None``: no cap).
+
+    Both values are validated first, with the domain of ``max_depth``: a malformed ``cap``
+    (``True``, NaN, ``"3"`` ...) or ``depth`` is ``InvalidDepth``, never a cap decision.
+    """
+    depth = validate_depth(depth, what="child delegation depth")
+    if cap is None:
+        return
+    cap = validate_depth(cap, what="max_depth")
+    if depth <= cap:
         return
     under = f"under {parent_id!r} " if parent_id else ""
     raise DepthLimitExceeded(

@@ -4,9 +4,15 @@ Kinds: ``published``, ``turn``, ``tool_call``, ``tool_result``, ``vetoed_call``,
 ``error``, ``stopped``. An event exists only for a published child; the unpublished setup of a
 child emits nothing, so no observer ever sees a half-built child.
 
-The store write comes first and gives the event its ``seq``; a stream sees an event only once
-it is durable, in ``seq`` order. Delivery never blocks the emitting child (each subscription
-buffers without bound, and a subscription that was closed is dropped).
+The store write comes first and gives the event its ``seq``; a stream sees an event once that
+write has committed, in ``seq`` order. Delivery never blocks the emitting child (each
+subscription buffers without bound, and a subscription that was closed is dropped).
+
+Degraded mode: when the store refuses a write (``StoreError``), the events it held are still
+delivered, with ``seq`` 0, which means "not durable": a batch of queued events the writer could
+not store, and a run's terminal event when its final write failed. The failure is kept in
+``EventHub.errors``. Publication is the exception: a child whose publication cannot be stored
+is not started, so its ``published`` event is never delivered.
 """
 
 from __future__ import annotations

@@ -10,13 +10,32 @@ the model gets an error tool result that names only what it asked for.
 
 One run, in order: ``session_start`` and ``before_agent_start`` hooks (the second may change
 the system prompt or register tools); the task as the first new user message; then turns. A
-turn injects queued steering messages, resolves the view, asks the model, and runs the calls
-one by one; a steer that arrives meanwhile lands after the current call, and the reply's
-remaining calls are answered ``tool-skipped``. ``turn_end`` follows each turn. At ``max_turns``
-a wrap-up message is injected and ``grace_turns`` more turns are allowed. With a
-``response_schema`` the final answer must be JSON matching it; otherwise the model is told what
-is wrong and tries again (at most ``max_output_retries`` times, within the turn budget).
-``session_shutdown`` runs on every exit path, shielded from cancellation.
+turn injects queued steering messages, then queued runtime notices, resolves the view, asks the
+model, and runs the calls one by one; a steer that arrives meanwhile lands after the current
+call, and the reply's remaining calls are answered ``tool-skipped``. ``turn_end`` follows each
+turn. At ``max_turns`` a wrap-up message is injected and ``grace_turns`` more turns are
+allowed. With a ``response_schema`` the final answer must be JSON matching it (strict JSON:
+``NaN``, ``Infinity`` and numbers too large for a float are refused, as no store or wire can
+carry them); otherwise the model is told what is wrong and tries again (at most
+``max_output_retries`` times, within the turn budget). ``session_shutdown`` runs on every exit
+path, shielded from cancellation.
+
+Runtime notices (``notify()``; the runtime sends one when a background child ends) are not user
+messages: they wait for the next turn boundary, so the calls of the current reply all run, and
+they are injected as user-role messages because that is the one role every model API accepts
+between turns; the text itself (``task_notification``) says it is a runtime notice and fences
+the child's output. A notice never restarts a finished run: one still queued when the model
+gives its final answer is dropped, and the child's result stays available to ``TaskWait`` and
+``TaskList`` for as long as the parent runs.
+
+Mentions: when a user message (the task or a steer) is ``@NAME rest`` and the live view holds
+the delegation tool ``Task``, a mention clone (``membrane.runtime.mention``) spends one model
+turn choosing how to call ``NAME``, and may start no other agent. The user's message, the
+clone's calls and their ``Task`` results then join the conversation as if the agent had made
+those calls, and the turn proceeds. The message stays ordinary text when there is no ``Task``
+in view, when the clone makes no call, or when ``Task`` refuses ``NAME`` (``unknown-subagent``:
+it is not an agent this one may start). The clone's usage counts toward the run's; its turn
+does not count toward ``max_turns``.
 
 Statuses (``LoopResult.status``):
 
@@ -45,6 +64,7 @@ which owns the store and the result, emits ``published``, ``completed``, ``error
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +85,7 @@ from membrane.runtime.hooks import (
     SessionStart,
     TurnEnd,
 )
+from membrane.runtime.mention import delegate_mention
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -152,6 +173,7 @@ class AgentLoop:
         self._emit = emit
         self._max_output_retries = max_output_retries
         self._steering: deque[str] = deque()
+        self._notices: deque[str] = deque()
         self._state: Literal["new", "running", "done"] = "new"
         self._stop_requested = False
         self._cancel: anyio.CancelScope | None = None
@@ -185,6 +207,20 @@ class AgentLoop:
                 run_id=self.run_id,
             )
         self._steering.append(message)
+
+    def notify(self, message: str) -> bool:
+        """Queue a runtime notice for the next turn boundary (before the next model request).
+
+        Unlike ``steer()``, the calls still pending from the current reply all run first, and
+        a notice does not keep a run going: ``False`` once the run has ended, and a notice
+        still queued when the model gives its final answer is dropped.
+        """
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidRequest("a notice must be a non-empty string", run_id=self.run_id)
+        if self._state == "done":
+            return False
+        self._notices.append(message)
+        return True
 
     def stop(self) -> None:
         """End the run with status ``stopped``; a stop before ``run()`` means it never starts."""
@@ -236,7 +272,9 @@ class AgentLoop:
             event = BeforeAgentStart(self.agent, self.run_id, self._task, self._system)
             event = await hooks.before_agent_start(event)
             self._system, extra = event.system_prompt, event.messages
-        for text in (self._task, *extra):
+        if self._task:
+            await self._add_user_message(self._task)
+        for text in extra:
             if text:
                 self._messages.append(Message(role="user", content=text))
         limit = self._max_turns
@@ -244,7 +282,10 @@ class AgentLoop:
         wrapping_up = False
         retries = 0
         while True:
-            self._drain_steering()
+            while self._steering:
+                await self._add_user_message(self._steering.popleft())
+            while self._notices:
+                self._messages.append(Message(role="user", content=self._notices.popleft()))
             self._turns += 1
             turn = self._turns
             self._emit("turn", {"turn": turn})
@@ -347,17 +388,34 @@ class AgentLoop:
             self._emit("tool_result", result_event(call, result))
         return tuple(results)
 
-    def _drain_steering(self) -> None:
-        while self._steering:
-            self._messages.append(Message(role="user", content=self._steering.popleft()))
+    async def _add_user_message(self, text: str) -> None:
+        delegation = await delegate_mention(
+            self._model,
+            self._scope,
+            self._messages,
+            self._system,
+            text,
+            context=self._context,
+            model_name=self._model_name,
+            thinking=self._thinking,
+            turn=self._turns + 1,
+            emit=self._emit,
+        )
+        if delegation is None:
+            self._messages.append(Message(role="user", content=text))
+            return
+        self._usage = self._usage + delegation.usage
+        self._messages.extend(delegation.messages)
 
     def _parse_final(self, text: str) -> tuple[Any, tuple[str, str] | None]:
         if self._validator is None:
             return None, None
         try:
-            value = json.loads(_unfenced(text))
+            value = json.loads(_unfenced(text), parse_constant=_refuse, parse_float=_finite)
         except json.JSONDecodeError as exc:
             return None, ("$", f"the answer is not JSON ({exc.msg}, line {exc.lineno})")
+        except _NotJson as exc:
+            return None, ("$", f"the answer is not JSON ({exc})")
         error = best_match(self._validator.iter_errors(value))
         if error is not None:
             reason = error.message
@@ -398,6 +456,21 @@ class AgentLoop:
             structured=structured,
             messages=tuple(self._messages),
         )
+
+
+class _NotJson(ValueError):
+    """A value Python's parser accepts but JSON has not: ``NaN``, ``Infinity``, ``1e999``."""
+
+
+def _refuse(token: str) -> Any:
+    raise _NotJson(f"{token} is not a JSON value; use a number or null")
+
+
+def _finite(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):
+        raise _NotJson(f"{token} is too large for a JSON number")
+    return value
 
 
 def _unfenced(text: str) -> str:

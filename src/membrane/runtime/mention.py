@@ -7,23 +7,48 @@ the delegation tool. It spends one model turn choosing how to call the real chil
 run, and it is disposed. The clone's scope is private and sits over an empty registry, so no
 other tool can run, whatever the model sends: any other name is vetoed like in the agent loop.
 The real child still follows its own frontmatter; the clone only chooses the call.
+
+``delegate_mention`` is how the agent loop uses it. The clone's ``Task`` is the parent's own,
+reached through the parent's live view at the moment of the call (so the parent's scope stays
+the authority), and restricted to the mentioned agent: a call that names any other agent is
+refused with an ``unknown-subagent`` error result. Whether ``NAME`` is an agent the parent may
+start is decided by the delegation tool itself (its ``allowed_subagents`` and the catalog),
+the same check a call of the parent's own meets. When the clone made no call, or every call
+was refused as ``unknown-subagent`` (``NAME`` is not an agent the parent may start), the
+message is ordinary text for the parent. Otherwise the parent's conversation gains the user's
+message, an assistant message carrying the clone's calls, and their results (a child's answer,
+or why the start or the child failed): the ``Task`` result keeps the authority of a tool
+result, exactly as if the parent had made the call.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
-from membrane.errors import InvalidRequest, MembraneError, ModelError
+from membrane.errors import InvalidRequest, MembraneError, ModelError, UnknownSubagent
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from membrane.runtime.calls import Emit, result_event, run_tool_call
+from membrane.runtime.calls import Emit, error_code, result_event, run_tool_call
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["MentionCall", "MentionResult", "parse_mention", "run_mention_clone"]
+__all__ = [
+    "DELEGATION_TOOL",
+    "MentionCall",
+    "MentionDelegation",
+    "MentionResult",
+    "delegate_mention",
+    "only_agent",
+    "parse_mention",
+    "run_mention_clone",
+]
+
+#: The delegation tool a mention clone calls (the parent's own).
+DELEGATION_TOOL: Final = "Task"
 
 #: ``@`` at the start of the message, then a name of letters, digits, ``_``, ``-`` and inner
 #: ``.``/``:``, ended by whitespace, end of text, or punctuation such as ``,`` or ``:``.
@@ -91,12 +116,14 @@ async def run_mention_clone(
     run_id: str | None = None,
     model_name: str | None = None,
     thinking: str | None = None,
+    turn: int = 1,
     emit: Emit = _ignore,
 ) -> MentionResult:
     """Run one clone turn for ``mention`` and execute the delegation call(s) it chooses.
 
     The clone's request carries ``agent`` and ``run_id`` (a fresh id by default), so a scripted
-    model can script the clone apart from the parent. Calls to anything but
+    model can script the clone apart from the parent; ``turn`` is the turn its call events
+    carry (the parent's turn that the mention precedes). Calls to anything but
     ``delegation_tool`` become ``tool-not-visible`` error results. Raises ``InvalidRequest``
     when ``mention`` is not ``@NAME ...`` and ``ModelError`` when the model fails; the caller
     decides what to do when the clone made no call (``MentionResult.calls`` is empty).
@@ -129,9 +156,9 @@ async def run_mention_clone(
     response = await _ask(model, request)
     calls: list[MentionCall] = []
     for call in response.tool_calls:
-        emit("tool_call", {"name": call.name, "id": call.id, "turn": 1})
+        emit("tool_call", {"name": call.name, "id": call.id, "turn": turn})
         result = await run_tool_call(
-            scope, call, context, agent=agent, run_id=clone_run, turn=1, emit=emit
+            scope, call, context, agent=agent, run_id=clone_run, turn=turn, emit=emit
         )
         emit("tool_result", result_event(call, result))
         calls.append(MentionCall(call, result))
@@ -161,3 +188,91 @@ async def _ask(model: Model, request: ModelRequest) -> ModelResponse:
             stop_reason="error",
         )
     return response
+
+
+@dataclass(frozen=True, slots=True)
+class MentionDelegation:
+    """What a mention adds to the parent's conversation, and what the clone's turn cost.
+
+    ``delegated``: at least one of the clone's calls succeeded.
+    """
+
+    messages: tuple[Message, ...]
+    usage: Usage
+    delegated: bool
+
+
+def only_agent(tool: Tool, name: str, *, scope: Scope) -> Tool:
+    """``tool`` (the parent's delegation tool) as the clone sees it: it starts only ``name``
+    (matched case-insensitively, as the delegation tool matches agent types), and every call
+    runs through ``scope``'s live view, so a ``Task`` the parent lost meanwhile is vetoed."""
+
+    async def handler(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        agent = arguments.get("agent")
+        if not isinstance(agent, str) or agent.lower() != name.lower():
+            raise UnknownSubagent(
+                f"this message is addressed to {name!r}: the delegation may start only "
+                f"{name!r}, not {agent!r}",
+                agent=str(agent),
+                allowed=[name],
+            )
+        return await scope.view().call(tool.name, arguments, context)
+
+    return Tool(
+        name=tool.name,
+        description=f"{tool.description} Here it may start only {name!r}.",
+        input_schema=tool.input_schema,
+        handler=handler,
+        origin="scope",
+        mutating=tool.mutating,
+    )
+
+
+async def delegate_mention(
+    model: Model,
+    scope: Scope,
+    messages: Sequence[Message],
+    system_prompt: str,
+    text: str,
+    *,
+    context: ToolContext,
+    model_name: str | None = None,
+    thinking: str | None = None,
+    turn: int = 1,
+    emit: Emit = _ignore,
+) -> MentionDelegation | None:
+    """Run the mention clone for the user message ``text`` of the agent owning ``scope``.
+
+    ``None`` when ``text`` is not a mention or the live view has no delegation tool: the
+    message is then ordinary text. Otherwise the clone runs (its request carries
+    ``agent="mention"``) and the result says what the conversation gains: the user's message
+    alone when the clone made no call or was refused the agent, else also the clone's calls
+    and their results.
+    """
+    parsed = parse_mention(text)
+    if parsed is None:
+        return None
+    delegation = scope.view().find(DELEGATION_TOOL)
+    if delegation is None:
+        return None
+    clone = await run_mention_clone(
+        model,
+        messages,
+        system_prompt,
+        only_agent(delegation, parsed[0], scope=scope),
+        text,
+        context=context,
+        model_name=model_name,
+        thinking=thinking,
+        turn=turn,
+        emit=emit,
+    )
+    user = Message(role="user", content=text)
+    refused = UnknownSubagent.code
+    if all(error_code(c.result) == refused for c in clone.calls):
+        return MentionDelegation((user,), clone.usage, delegated=False)
+    reply = Message(
+        role="assistant", content=clone.text, tool_calls=tuple(c.call for c in clone.calls)
+    )
+    results = tuple(c.result for c in clone.calls)
+    return MentionDelegation((user, reply, *results), clone.usage, delegated=clone.delegated)

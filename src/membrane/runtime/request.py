@@ -21,9 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
-
 from membrane.agents.definition import UNSET, Unset
 from membrane.errors import InvalidRequest
 from membrane.resolve import CallParams
@@ -31,6 +28,7 @@ from membrane.runtime.depth import validate_depth
 from membrane.runtime.persona import check_persona
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
+from membrane.tools.schemas import schema_problem
 
 __all__ = ["SubagentStartRequest", "validate_request"]
 
@@ -132,7 +130,12 @@ def validate_request(request: object, *, registry: ToolRegistry) -> SubagentStar
 
 
 def check_response_schema(schema: object) -> Mapping[str, Any]:
-    """A JSON-serialisable mapping that is itself valid JSON Schema."""
+    """A JSON-serialisable mapping that is valid JSON Schema and whose every ``$ref`` resolves.
+
+    The same check as a tool's input schema (``membrane.tools.schemas``): the meta-schema, then
+    each ``$ref``/``$dynamicRef`` against the schema itself and the meta-schemas only, so a
+    dangling or remote reference is refused here rather than failing after the child ran.
+    """
     if not isinstance(schema, Mapping):
         raise InvalidRequest(
             f"response_schema must be a JSON Schema object, got {type(schema).__name__}",
@@ -140,19 +143,17 @@ def check_response_schema(schema: object) -> Mapping[str, Any]:
         )
     try:
         plain = json.loads(json.dumps(schema, allow_nan=False))
-        cls = validator_for(plain)
-        cls.check_schema(plain)
     except (TypeError, ValueError) as exc:
         raise InvalidRequest(
             f"response_schema must hold only JSON values: {exc}", field="response_schema"
         ) from exc
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+    problem = schema_problem(plain)
+    if problem is not None:
         raise InvalidRequest(
-            f"response_schema is not valid JSON Schema at {where}: {exc.message}",
+            f"response_schema is not a usable JSON Schema at {problem.where}: {problem.what}",
             field="response_schema",
-            path=where,
-        ) from exc
+            path=problem.where,
+        )
     return schema
 
 

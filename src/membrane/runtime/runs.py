@@ -66,6 +66,22 @@ class RunResult:
             data["worktree"] = dict(self.worktree)
         return data
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+        """The result ``to_dict()`` wrote (as the store gives it back)."""
+        error, worktree = data.get("error"), data.get("worktree")
+        turns = data.get("turns")
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            agent=str(data.get("agent", "")),
+            status=str(data.get("status", "error")),
+            text=str(data.get("text") or ""),
+            turns=turns if type(turns) is int else 0,
+            error=dict(error) if isinstance(error, Mapping) else None,
+            structured=data.get("structured"),
+            worktree=dict(worktree) if isinstance(worktree, Mapping) else None,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
@@ -96,6 +112,38 @@ class RunInfo:
         if self.result is not None:
             data["result"] = self.result.to_dict()
         return data
+
+    def to_stored(self) -> dict[str, Any]:
+        """What a spawn receipt keeps to replay this run: every field but the queue place and
+        the result (a replay reads the result from the session header, which stays current)."""
+        return {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "agent_type": self.agent_type,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "status": self.status,
+            "background": self.background,
+            "provider": self.provider,
+        }
+
+    @classmethod
+    def from_stored(
+        cls, data: Mapping[str, Any], *, status: str | None = None, result: RunResult | None = None
+    ) -> RunInfo:
+        """The run ``to_stored()`` kept, with its current ``status`` and ``result`` when known."""
+        parent_id, depth = data.get("parent_id"), data.get("depth")
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            agent=str(data.get("agent", "")),
+            agent_type=str(data.get("agent_type", data.get("agent", ""))),
+            parent_id=parent_id if isinstance(parent_id, str) else None,
+            depth=depth if type(depth) is int else 0,
+            status=status if status is not None else str(data.get("status", "")),
+            background=data.get("background") is True,
+            provider=str(data.get("provider", "")),
+            result=result,
+        )
 
 
 @dataclass(eq=False, slots=True)

@@ -10,11 +10,35 @@ The path of one start (DESIGN, "The path of one delegation"):
 4. ``catalog.reload()``, ``catalog.dispatch()``, ``resolve()``;
 5. the worktree, when the resolved checkout asks for one (strict: no fallback);
 6. ``provider.create(spec, setup)``: the child is built and composed while still private;
-7. publication, in one store transaction (header, lineage edge, ``published`` event), then the
-   listing and the event stream. Any failure before this point rolls everything back.
+7. publication, in one store transaction (header, lineage edge, ``published`` event, the
+   spawn receipt), then the listing and the event stream. Any failure before this point rolls
+   everything back. Right before that transaction, in the same synchronous step, the start is
+   refused (``InvalidRequest``) when the runtime is closing or the parent has ended or is
+   stopping, so no child is ever published that nobody would stop.
 
 Runs live in the runtime's task group (``async with SubagentRuntime(...) as runtime``); closing
 the runtime stops every child. A child ends when its parent ends.
+
+Idempotency (DESIGN rule 8). A start with a ``request_id`` writes a pending ``spawn`` receipt
+(``Store.begin_receipt``) after the checks that need no action (capabilities, the request
+itself, an open runtime) and before acting. Publication completes it with the run, in the
+publication transaction; a start that fails after the receipt was written completes it with
+the error. A repeated ``request_id`` then acts on the receipt, never starting anything:
+
+* completed with a run: that run's current info (live here, or as its stored header says);
+* completed with an error: the same error is raised again, marked as a replay; a new
+  ``request_id`` is how to try again;
+* pending while this runtime is still starting it: waits for that start, then replays it;
+* pending otherwise (another process, or a start that was cancelled or crashed):
+  ``InvalidRequest``, until the owner completes it or ``Store.reap_pending_receipts`` removes it.
+
+Concurrency. ``settings.max_concurrency`` bounds the background runs that hold a slot; a
+background start beyond it is published ``queued`` and admitted in order. Foreground runs take
+no slot. A run blocked on its own children (``wait``/``wait_all``/``stop`` with ``caller`` set
+to it, as ``TaskWait``, a foreground ``Task`` and ``TaskStop`` do) lends its slot for the
+duration, so its queued children can run; when the wait ends it takes a slot back ahead of the
+queue, waiting for one if need be. Without the loan, a background parent waiting on a child
+queued behind its own slot would wait forever.
 """
 
 from __future__ import annotations
@@ -24,7 +48,7 @@ import contextlib
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -43,17 +67,24 @@ from membrane.errors import (
     UnsupportedCapability,
 )
 from membrane.resolve.authority import Deployment
-from membrane.runtime.capabilities import ChildOutcome, EmitFn, Provider, check_capabilities
+from membrane.runtime.capabilities import (
+    ChildOutcome,
+    EmitFn,
+    Provider,
+    check_capabilities,
+    task_notification,
+)
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.persona import check_persona
 from membrane.runtime.request import SubagentStartRequest, validate_request
-from membrane.runtime.runs import RunInfo, RunRecord, RunResult, event_kind
+from membrane.runtime.resume import journal_event, resume_run, save_transcript
+from membrane.runtime.runs import END_STATES, RunInfo, RunRecord, RunResult, event_kind
 from membrane.runtime.setup import SetupStep
 from membrane.runtime.spawn import Spawner
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.settings import Settings
-from membrane.store.base import Store
+from membrane.store.base import MAX_SAFE_DEPTH, Receipt, Store
 from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
@@ -131,6 +162,10 @@ class SubagentRuntime:
         if not isinstance(self._delegation, DelegationConfig):
             raise InvalidRequest("delegation must be a DelegationConfig", field="delegation")
         self._delegation.check_provider(provider)
+        self._delegation.check_registry(registry)
+        _check_count(settings.grace_turns, "grace_turns", minimum=0)
+        if settings.default_max_turns is not None:
+            _check_count(settings.default_max_turns, "default_max_turns", minimum=1)
         self.settings = dataclasses.replace(settings, max_depth=self._delegation.max_depth)
         self.registry = registry
         self.provider = provider
@@ -151,6 +186,13 @@ class SubagentRuntime:
         self._queue: deque[RunRecord] = deque()
         self._slots_used = 0
         self._holding: set[str] = set()
+        #: Runs that lent their slot while they wait on their own children: how many waits.
+        self._lent: dict[str, int] = {}
+        #: Runs whose wait ended, waiting to take a slot back (served before the queue).
+        self._reclaims: deque[tuple[str, anyio.Event]] = deque()
+        #: Starts in flight in this runtime, by request id, for replays to wait on.
+        self._starting: dict[str, anyio.Event] = {}
+        self._closing = False
         self._group: TaskGroup | None = None
         self._writers: TaskGroup | None = None
         self._spawner = Spawner(self, on_step=on_setup_step)
@@ -178,6 +220,8 @@ class SubagentRuntime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
+        # First: from here on no start publishes a child, so every run is asked to stop below.
+        self._closing = True
         group = self._group
         if group is None:
             return None
@@ -200,8 +244,15 @@ class SubagentRuntime:
 
     # -- the public API -----------------------------------------------------------------------
 
-    async def start(self, request: SubagentStartRequest) -> RunInfo:
+    async def start(
+        self, request: SubagentStartRequest, *, allowed_agents: Collection[str] | None = None
+    ) -> RunInfo:
         """Start one child; returns once it is published (running, or queued for a slot).
+
+        ``allowed_agents``, when given, bounds the *dispatched* definition (an
+        ``allowed_subagents`` list, case-insensitive, ``*`` for any): a type the catalog would
+        resolve to a fallback outside it is refused, and the refusal names only these agents.
+        With ``request.request_id`` the start is idempotent (see the module docstring).
 
         Raises, with nothing published: ``UnsupportedCapability``, ``InvalidRequest``,
         ``InvalidPersona``, ``InvalidDepth``, ``EmptyToolFilter``, ``UnknownToolInFilter``,
@@ -212,25 +263,30 @@ class SubagentRuntime:
             raise InvalidRequest(
                 f"start() takes a SubagentStartRequest, got {type(request).__name__}"
             )
+        allowed = _allowed_agents(allowed_agents)
         role = self.role_restriction(request.role)
         check_capabilities(request, self.provider, role_filters=role is not None)
-        group = self._require_open()
+        self._require_open()
         validate_request(request, registry=self.registry)
-        record = await self._spawner.spawn(request, role=role)
-        self._schedule(record, group)
-        return self._info(record)
+        if request.request_id is not None:
+            return await self._start_once(request, request.request_id, role=role, allowed=allowed)
+        return self._launch(await self._spawner.spawn(request, role=role, allowed=allowed))
 
     async def run(self, request: SubagentStartRequest) -> RunResult:
         """``start()`` and ``wait()`` in one call."""
         info = await self.start(request)
+        if info.result is not None and info.run_id not in self._runs:
+            return info.result  # a replayed start whose run ended in an earlier process
         return await self.wait(info.run_id)
 
     async def wait(self, run_id: str, *, caller: str | None = None) -> RunResult:
-        """The run's result, once it has ended. ``caller``: only its own children are known."""
+        """The run's result, once it has ended. ``caller``: only its own children are known;
+        it is the run that waits, and it lends its concurrency slot while it does."""
         record = self._lookup(run_id, caller)
         record.waiters += 1
         try:
-            await record.done.wait()
+            async with self._lending(caller):
+                await record.done.wait()
         finally:
             record.waiters -= 1
         assert record.result is not None
@@ -259,9 +315,10 @@ class SubagentRuntime:
         for record in records:
             record.waiters += 1
         try:
-            with anyio.move_on_after(timeout):
-                for record in records:
-                    await record.done.wait()
+            async with self._lending(caller):
+                with anyio.move_on_after(timeout):
+                    for record in records:
+                        await record.done.wait()
         finally:
             for record in records:
                 record.waiters -= 1
@@ -293,7 +350,8 @@ class SubagentRuntime:
         """Stop a run and its descendants; returns once it has ended."""
         record = self._lookup(run_id, caller)
         self._request_stop(record)
-        await record.done.wait()
+        async with self._lending(caller):
+            await record.done.wait()
         return self._info(record)
 
     def events(self) -> EventStream:
@@ -363,8 +421,26 @@ class SubagentRuntime:
                     kind=kind,
                     data=data,
                 )
+                journal_event(self.store, record, kind, data)
 
         return emit
+
+    def check_publishable(self, parent_id: str | None) -> None:
+        """Refuse to publish a child now: the runtime is closing, or its parent ended or is
+        stopping. The spawner calls it in the synchronous step that commits and registers the
+        child, so nothing can change between this check and the child being scheduled."""
+        if self._closing or self._group is None:
+            raise InvalidRequest(
+                "the runtime is closing; no new child is started (nothing was published)"
+            )
+        parent = self._runs.get(parent_id) if parent_id is not None else None
+        if parent is not None and (parent.finished or parent.stop_requested):
+            state = parent.status if parent.finished else "stopping"
+            raise InvalidRequest(
+                f"run {parent_id!r} has ended or is stopping ({state}); a child of it would be "
+                "orphaned, so nothing was published",
+                parent_id=parent_id,
+            )
 
     def register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
         """List a child whose publication committed (as ``seq``), and announce it."""
@@ -389,33 +465,156 @@ class SubagentRuntime:
         """Whether a new background child waits for a slot."""
         return record.background and self._slots_used >= self.settings.max_concurrency
 
+    # -- idempotent starts --------------------------------------------------------------------
+
+    async def _start_once(
+        self,
+        request: SubagentStartRequest,
+        request_id: str,
+        *,
+        role: Restriction | None,
+        allowed: tuple[str, ...] | None,
+    ) -> RunInfo:
+        receipt = self.store.begin_receipt(request_id, kind="spawn")
+        if receipt is not None:
+            return await self._replay(receipt)
+        done = anyio.Event()
+        self._starting[request_id] = done
+        try:
+            record = await self._spawner.spawn(request, role=role, allowed=allowed)
+        except MembraneError as exc:
+            # Publication completes the receipt; a failure before it records the failure, so
+            # a retry replays it rather than acting twice. A cancellation leaves it pending.
+            with contextlib.suppress(StoreError):
+                self._hub.commit(
+                    partial(self.store.complete_receipt, request_id, {"error": exc.to_dict()})
+                )
+            raise
+        finally:
+            del self._starting[request_id]
+            done.set()
+        return self._launch(record)
+
+    async def _replay(self, receipt: Receipt) -> RunInfo:
+        request_id = receipt.request_id
+        if receipt.status == "pending":
+            in_flight = self._starting.get(request_id)
+            if in_flight is not None:
+                await in_flight.wait()
+                receipt = self.store.get_receipt(request_id) or receipt
+        if receipt.status == "pending":
+            raise InvalidRequest(
+                f"a start with request_id {request_id!r} is in progress elsewhere, or was "
+                "interrupted before it published a child; retry once it completes or its "
+                "receipt is reaped, or use a new request_id to start another child",
+                field="request_id",
+                request_id=request_id,
+            )
+        stored = receipt.result or {}
+        error = stored.get("error")
+        if isinstance(error, Mapping):
+            raise _replayed_error(error, request_id)
+        run = stored.get("run")
+        if not isinstance(run, Mapping) or not isinstance(run.get("run_id"), str):
+            raise StoreError(
+                f"the receipt of request {request_id!r} holds neither a run nor an error",
+                request_id=request_id,
+            )
+        record = self._runs.get(run["run_id"])
+        if record is not None:
+            return self._info(record)
+        header = self.store.get_header(run["run_id"])
+        if header is None:
+            return RunInfo.from_stored(run)
+        result = None
+        if header.status in END_STATES and header.result is not None:
+            result = RunResult.from_dict(header.result)
+        return RunInfo.from_stored(run, status=header.status, result=result)
+
+    # -- slots --------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _lending(self, caller: str | None) -> AsyncIterator[None]:
+        """While ``caller`` waits on its own children, its slot (if it holds one) is lent."""
+        if caller is None or (caller not in self._holding and caller not in self._lent):
+            yield
+            return
+        count = self._lent.get(caller, 0)
+        self._lent[caller] = count + 1
+        if count == 0:
+            self._holding.discard(caller)
+            self._slots_used -= 1
+            self._admit()
+        try:
+            yield
+        finally:
+            await self._reclaim(caller)
+
+    async def _reclaim(self, run_id: str) -> None:
+        count = self._lent.pop(run_id) - 1
+        if count:
+            self._lent[run_id] = count
+            return
+        record = self._runs.get(run_id)
+        if record is None or record.finished:
+            return  # it ended while its slot was lent: nothing to take back
+        if self._slots_used < self.settings.max_concurrency and not self._reclaims:
+            self._take_slot(run_id)
+            return
+        entry = (run_id, anyio.Event())
+        self._reclaims.append(entry)
+        try:
+            await entry[1].wait()
+        except BaseException:
+            # Cancelled before a slot came back: the run is ending and holds none.
+            if entry in self._reclaims:
+                self._reclaims.remove(entry)
+            raise
+
+    def _take_slot(self, run_id: str) -> None:
+        self._slots_used += 1
+        self._holding.add(run_id)
+
     # -- scheduling and ending ----------------------------------------------------------------
 
     def _require_open(self) -> TaskGroup:
+        if self._closing and self._group is not None:
+            raise InvalidRequest("the runtime is closing; no new child is started")
         if self._group is None:
             raise InvalidRequest(
                 "the runtime is not open; use `async with SubagentRuntime(...) as runtime:`"
             )
         return self._group
 
+    def _launch(self, record: RunRecord) -> RunInfo:
+        """Schedule a child the spawner just published. No ``await`` separates this from the
+        ``check_publishable`` that preceded publication, so the task group is still open."""
+        group = self._group
+        assert group is not None and not self._closing
+        self._schedule(record, group)
+        return self._info(record)
+
     def _schedule(self, record: RunRecord, group: TaskGroup) -> None:
         if record.status == "queued":
             self._queue.append(record)
             return
         if record.background:
-            self._slots_used += 1
-            self._holding.add(record.run_id)
+            self._take_slot(record.run_id)
         group.start_soon(self._drive, record)
 
     def _admit(self) -> None:
+        limit = self.settings.max_concurrency
+        while self._reclaims and self._slots_used < limit:
+            run_id, granted = self._reclaims.popleft()
+            record = self._runs.get(run_id)
+            if record is not None and not record.finished:
+                self._take_slot(run_id)
+            granted.set()
         group = self._group
-        while (
-            group is not None and self._queue and (self._slots_used < self.settings.max_concurrency)
-        ):
+        while group is not None and self._queue and self._slots_used < limit:
             record = self._queue.popleft()
             record.status = "running"
-            self._slots_used += 1
-            self._holding.add(record.run_id)
+            self._take_slot(record.run_id)
             self._set_status(record.run_id, "running")
             group.start_soon(self._drive, record)
 
@@ -453,6 +652,7 @@ class SubagentRuntime:
 
         def write() -> int:
             self.store.set_status(record.run_id, result.status, result=data)
+            save_transcript(self.store, record)
             if record.has_edge:
                 self._complete_edge(record, result)
             return self.store.append_event(record.run_id, kind, data)
@@ -492,20 +692,31 @@ class SubagentRuntime:
             )
 
     def _notify_parent(self, record: RunRecord, result: RunResult) -> None:
-        """A background child's completion notice reaches its parent as a steering message,
-        unless a wait is collecting the result right now."""
+        """A background child's end reaches its parent as a runtime notice
+        (``task_notification``), unless a wait is collecting the result right now.
+
+        The notice waits for the parent's next turn boundary: it skips none of the parent's
+        pending calls and never restarts a parent that has given its final answer. A parent
+        whose provider takes no notices gets none; the result stays available through
+        ``TaskWait`` and ``TaskList`` either way.
+        """
         if not record.background or record.waiters or record.parent_id is None:
             return
         parent = self._runs.get(record.parent_id)
         if parent is None or parent.finished or parent.stop_requested:
             return
-        notice = f"[background subagent {record.agent} ({record.run_id}) ended: {result.status}]"
-        if result.text:
-            notice += f"\n{result.text}"
-        if result.error:
-            notice += f"\nerror: {result.error.get('code')}: {result.error.get('message')}"
+        notify = getattr(parent.child, "notify", None)
+        if not callable(notify):
+            return
+        notice = task_notification(
+            run_id=record.run_id,
+            agent=record.agent,
+            status=result.status,
+            text=result.text,
+            error=result.error,
+        )
         with contextlib.suppress(MembraneError):
-            parent.child.steer(notice)
+            notify(notice)
 
     def _request_stop(self, record: RunRecord) -> None:
         if record.finished or record.stop_requested:
@@ -534,3 +745,70 @@ class SubagentRuntime:
         if record.status == "queued" and record in self._queue:
             position = self._queue.index(record) + 1
         return record.info(queue_position=position)
+
+    async def resume(self, run_id: str, message: str, *, caller: str | None = None) -> RunInfo:
+        """Restart the stored run ``run_id`` (ended, or left ``running`` by a crashed process)
+        under the same id, continuing its stored conversation with ``message``.
+
+        Its durable depth is restored, never lowered; its definition is dispatched and resolved
+        again and its scope gets the restrictions of a fresh start; a parent not live here
+        leaves it running as its own root (``parent_id`` and depth kept). ``caller``: only its
+        own children. Raises ``InvalidRequest`` (a live run, or nothing stored to continue),
+        ``UnknownRun``, ``InvalidDepth`` (a malformed stored depth), ``UnsupportedCapability``
+        (a provider that cannot continue a conversation), ``UnknownSubagent``, ``SetupFailed``,
+        ``WorktreeUnavailable`` or ``StoreError``; nothing is published then.
+        """
+        self._require_open()
+        record = await resume_run(self, run_id, message, caller=caller)
+        return self._launch(record)
+
+
+def _check_count(value: object, name: str, *, minimum: int) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not (minimum <= value <= MAX_SAFE_DEPTH)
+    ):
+        raise InvalidRequest(
+            f"settings.{name} must be an integer from {minimum} to 2**53-1, got {value!r}",
+            field=name,
+        )
+
+
+def _allowed_agents(allowed: Collection[str] | None) -> tuple[str, ...] | None:
+    if allowed is None:
+        return None
+    if isinstance(allowed, str) or not all(isinstance(a, str) and a.strip() for a in allowed):
+        raise InvalidRequest(
+            "allowed_agents must be a list of agent names (or '*'), not a string",
+            field="allowed_agents",
+        )
+    return tuple(allowed)
+
+
+def _error_classes(base: type[MembraneError]) -> dict[str, type[MembraneError]]:
+    found = {base.code: base}
+    for sub in base.__subclasses__():
+        found.update(_error_classes(sub))
+    return found
+
+
+def _replayed_error(error: Mapping[str, Any], request_id: str) -> MembraneError:
+    """The stored failure of a start, raised again with its own code."""
+    code = error.get("code")
+    message = (
+        f"{error.get('message') or 'the start failed'} (replayed: the start with request_id "
+        f"{request_id!r} already failed this way; use a new request_id to try again)"
+    )
+    stored = error.get("data")
+    data = {
+        key: value
+        for key, value in (stored.items() if isinstance(stored, Mapping) else ())
+        if isinstance(key, str) and key not in ("code", "message")
+    }
+    cls = _error_classes(MembraneError).get(str(code), RunError)
+    try:
+        replayed = cls(message, replayed=True, **data)
+    except TypeError:
+        replayed = RunError(message, replayed=True, original_code=code, **data)
+    return replayed

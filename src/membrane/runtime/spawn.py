@@ -1,15 +1,21 @@
 """The start path from a validated request to a published child (steps 3-7 of the runtime).
 
-Nothing here is observable until ``SubagentRuntime.publish`` runs: depth is derived and
-checked, the definition dispatched and resolved, the worktree made, the child built by the
-provider with the one setup callback. A failure at any point rolls back what exists (the
-worktree is discarded; the private scope is dropped) and publishes nothing.
+Nothing here is observable until publication: depth is derived and checked, the definition
+dispatched (and, for a delegation tool, checked against the parent's ``allowed_subagents``)
+and resolved, the worktree made, the child built by the provider with the one setup callback.
+A failure at any point rolls back what exists (the provider's ``discard()`` when the child has
+one, the worktree finished without success, the private scope dropped) and publishes nothing.
+
+Publication re-checks, in the synchronous step that commits it, that the runtime is not closing
+and that the parent has neither ended nor been asked to stop: both can change during the awaits
+above, and a child published after its parent's end would never be stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,12 +32,13 @@ from membrane.errors import (
     SetupFailed,
     StoreError,
     UnknownRun,
+    UnknownSubagent,
     WorktreeUnavailable,
 )
 from membrane.resolve import CallParams
 from membrane.resolve.authority import EffectiveAuthority, ParentContext, resolve
 from membrane.runtime.capabilities import ChildComposition, ChildSpec, ProviderChild
-from membrane.runtime.delegation import delegation_tools
+from membrane.runtime.delegation import agent_allowed, delegation_tools, not_allowed
 from membrane.runtime.depth import check_cap, child_depth, effective_parent_depth
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
@@ -43,9 +50,9 @@ from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool
 
 if TYPE_CHECKING:
-    from membrane.runtime.runtime import SubagentRuntime
+    from membrane.runtime.runtime import SubagentRuntime, _DispatchLike
 
-__all__ = ["Spawner", "new_run_id"]
+__all__ = ["Spawner", "discard_child", "new_run_id"]
 
 #: The depth of the host above a top-level agent, so that the top level is depth 0.
 _HOST_DEPTH = -1
@@ -64,19 +71,22 @@ class Spawner:
         self._rt = runtime
         self._on_step = on_step
 
-    async def spawn(self, request: SubagentStartRequest, *, role: Restriction | None) -> RunRecord:
+    async def spawn(
+        self,
+        request: SubagentStartRequest,
+        *,
+        role: Restriction | None,
+        allowed: tuple[str, ...] | None = None,
+    ) -> RunRecord:
+        """Build and publish one child. ``allowed``: the names the dispatched definition must
+        match (``allowed_subagents``), ``None`` for a trusted caller with no such bound."""
         rt = self._rt
+        rt.check_publishable(request.parent_id)
         parent = rt.live_run(request.parent_id) if request.parent_id is not None else None
-        if parent is not None and parent.finished:
-            raise InvalidRequest(
-                f"run {request.parent_id!r} has ended ({parent.status}); a child of an ended "
-                "agent would be orphaned",
-                parent_id=request.parent_id,
-            )
         parent_depth, depth = self._depths(request, parent)
         check_cap(depth, request.max_depth, agent=request.agent_type, parent_id=request.parent_id)
         rt.catalog.reload()
-        dispatch = rt.catalog.dispatch(request.agent_type)
+        dispatch = self._dispatch(request.agent_type, allowed)
         run_id = new_run_id()
         context = self._parent_context(parent, parent_depth)
         authority = resolve(
@@ -89,19 +99,44 @@ class Spawner:
             role=role,
         )
         worktree = await self._worktree(run_id, authority)
+        built: list[ProviderChild] = []
         try:
             record = await self._build(
-                run_id, request, authority, context, depth=depth, role=role, worktree=worktree
+                run_id,
+                request,
+                authority,
+                context,
+                depth=depth,
+                role=role,
+                worktree=worktree,
+                built=built,
             )
             self._publish(record, authority, request=request, note=dispatch.note)
         except BaseException:
-            if worktree is not None and rt.worktrees is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                for child in built:
+                    await discard_child(child)
+                if worktree is not None and rt.worktrees is not None:
                     await anyio.to_thread.run_sync(
                         partial(rt.worktrees.finish, worktree, success=False)
                     )
             raise
         return record
+
+    def _dispatch(self, agent_type: str, allowed: tuple[str, ...] | None) -> _DispatchLike:
+        """``catalog.dispatch``, bounded by ``allowed``: the definition that would really run
+        (after any fallback) must be allowed, and a refusal names only allowed agents."""
+        catalog = self._rt.catalog
+        if allowed is None:
+            return catalog.dispatch(agent_type)
+        try:
+            dispatch = catalog.dispatch(agent_type)
+        except UnknownSubagent:
+            # The catalog's message lists every known agent; the caller may learn only its own.
+            raise not_allowed(agent_type, allowed) from None
+        if not agent_allowed(allowed, dispatch.definition.name):
+            raise not_allowed(agent_type, allowed)
+        return dispatch
 
     def _publish(
         self,
@@ -115,6 +150,7 @@ class Spawner:
         transaction; only once it commits does the child appear in listings and streams."""
         rt = self._rt
         store = rt.store
+        rt.check_publishable(record.parent_id)
         record.status = "queued" if rt.must_queue(record) else "running"
         header = SessionHeader(
             session_id=record.run_id,
@@ -164,7 +200,11 @@ class Spawner:
                         spawn_fingerprint=fingerprint,
                     )
                     record.has_edge = True
-            return store.append_event(record.run_id, "published", data)
+            seq = store.append_event(record.run_id, "published", data)
+            if request.request_id is not None:
+                # The spawn receipt completes with the publication, or not at all.
+                store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
+            return seq
 
         rt.register(record, seq=rt.commit(write), data=data)
 
@@ -237,7 +277,10 @@ class Spawner:
         depth: int,
         role: Restriction | None,
         worktree: Worktree | None,
+        built: list[ProviderChild] | None = None,
     ) -> RunRecord:
+        """The child, built by the provider; it is appended to ``built`` as soon as it exists,
+        so that a caller's rollback can discard it."""
         rt = self._rt
         definition = authority.definition
         invocation = authority.invocation
@@ -299,6 +342,8 @@ class Spawner:
             extensions=tuple(authority.extensions_loaded),
         )
         child = await self._create(spec, install)
+        if built is not None:
+            built.append(child)
         if len(composed) != 1:
             raise SetupFailed(
                 f"provider {rt.provider.name!r} returned child {run_id!r} without running its "
@@ -361,6 +406,18 @@ class Spawner:
                 names=authority.delegation_tools,
             )
         return tools
+
+
+async def discard_child(child: object) -> None:
+    """Release what a provider allocated for a child that is never published: its optional
+    ``discard()`` (plain or async). A failure there never hides the error being rolled back."""
+    discard = getattr(child, "discard", None)
+    if not callable(discard):
+        return
+    with contextlib.suppress(Exception):
+        outcome = discard()
+        if inspect.isawaitable(outcome):
+            await outcome
 
 
 def _call(request: SubagentStartRequest) -> CallParams:

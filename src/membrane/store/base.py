@@ -1,8 +1,9 @@
 """The ``Store`` protocol and the values it holds.
 
 A store keeps what must survive a crash or a restart: session headers (with the durable
-``delegation_depth`` that seed 001 requires), lifecycle events, idempotency receipts, the
-delivery outbox and the delegation lineage ledger. ``SQLiteStore`` is the embedded default
+``delegation_depth`` that seed 001 requires), lifecycle events, each run's transcript (so a
+resume continues the conversation), idempotency receipts, the delivery outbox and the
+delegation lineage ledger. ``SQLiteStore`` is the embedded default
 and ``MemoryStore`` the test double; both implement exactly this protocol.
 
 The protocol is deliberately narrow so that a PostgreSQL store fits without change:
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -167,7 +168,31 @@ class Store(Protocol):
         ...
 
     def delete_session(self, session_id: str) -> None:
-        """Remove an unpublished child: its header, events and lineage edge."""
+        """Remove an unpublished child: its header, events, transcript and lineage edge."""
+        ...
+
+    def update_meta(self, session_id: str, values: Mapping[str, Any]) -> None:
+        """Merge ``values`` into the header's ``meta``: each top-level key replaces its old
+        value; keys not named keep theirs."""
+        ...
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, start: int
+    ) -> int:
+        """Store ``messages`` at positions ``start``, ``start + 1``... of the session's
+        transcript; return its new length.
+
+        A transcript only grows: ``start`` must be its current length, so a gap or an
+        overwrite (a second writer, a stale caller) is a ``StoreError`` and nothing is written.
+        """
+        ...
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages in order (empty when none are stored yet)."""
+        ...
+
+    def transcript_length(self, session_id: str) -> int:
+        """How many messages the session's transcript holds."""
         ...
 
     def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
@@ -252,6 +277,45 @@ def check_depth(value: object, *, session_id: str, stored: bool) -> int:
             f"at most 2**53-1, got {value!r}"
         )
     raise InvalidDepth(message, session_id=session_id, value=repr(value), stored=stored)
+
+
+def check_start(start: object, *, session_id: str, length: int) -> int:
+    """``start`` when it is where the transcript of ``session_id`` (``length`` messages long)
+    continues; anything else would leave a gap or overwrite a stored message."""
+    if type(start) is not int or start < 0:
+        raise StoreError(
+            f"the start of messages for session {session_id!r} must be a non-negative integer, "
+            f"got {start!r}",
+            session_id=session_id,
+        )
+    if start != length:
+        raise StoreError(
+            f"the transcript of session {session_id!r} holds {length} messages, so new ones "
+            f"start at {length}, not {start}; read it again before appending",
+            session_id=session_id,
+            length=length,
+            start=start,
+        )
+    return start
+
+
+def dump_messages(messages: object, *, session_id: str, start: object) -> list[str]:
+    """Encode transcript messages (JSON objects), each named by its position if it fails."""
+    first = start if type(start) is int else 0
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise StoreError(
+            f"messages for session {session_id!r} must be a list of JSON objects, "
+            f"got {type(messages).__name__}",
+            session_id=session_id,
+        )
+    encoded: list[str] = []
+    for offset, message in enumerate(messages):
+        what = f"message {first + offset} of session {session_id!r}"
+        text = dump_json(message, what=what) if message is not None else None
+        if text is None:
+            raise StoreError(f"{what} must be a mapping, got None", what=what)
+        encoded.append(text)
+    return encoded
 
 
 def check_edge_status(status: str) -> None:

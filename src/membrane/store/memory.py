@@ -15,7 +15,7 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -31,7 +31,9 @@ from membrane.store.base import (
     StoredEvent,
     check_depth,
     check_edge_status,
+    check_start,
     dump_json,
+    dump_messages,
     missing,
 )
 
@@ -49,6 +51,8 @@ class _State:
     outbox: dict[int, OutboxItem] = field(default_factory=dict)
     last_outbox_id: int = 0
     edges: dict[str, LineageEdge] = field(default_factory=dict)
+    #: Transcripts as JSON text per message; an append replaces the tuple.
+    transcripts: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def snapshot(self) -> _State:
         # Stored values are frozen and their mappings are never mutated, so copying the
@@ -61,6 +65,7 @@ class _State:
             dict(self.outbox),
             self.last_outbox_id,
             dict(self.edges),
+            dict(self.transcripts),
         )
 
 
@@ -185,6 +190,42 @@ class MemoryStore(Store):
                 return
             state.events = [event for event in state.events if event.session_id != session_id]
             state.edges.pop(session_id, None)
+            state.transcripts.pop(session_id, None)
+
+    def update_meta(self, session_id: str, values: Mapping[str, Any]) -> None:
+        update = _normalise(values, what=f"meta update of session {session_id!r}")
+        with self._open("update_meta") as state:
+            header = state.sessions.get(session_id)
+            if header is None:
+                raise missing("session", session_id)
+            state.sessions[session_id] = replace(header, meta={**header.meta, **update})
+
+    # -- transcripts --------------------------------------------------------------------------
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, start: int
+    ) -> int:
+        encoded = dump_messages(messages, session_id=session_id, start=start)
+        with self._open("append_messages") as state:
+            stored = self._transcript(state, session_id)
+            check_start(start, session_id=session_id, length=len(stored))
+            state.transcripts[session_id] = (*stored, *encoded)
+            return len(stored) + len(encoded)
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        with self._open("transcript") as state:
+            stored = self._transcript(state, session_id)
+        return [json.loads(text) for text in stored]
+
+    def transcript_length(self, session_id: str) -> int:
+        with self._open("transcript_length") as state:
+            return len(self._transcript(state, session_id))
+
+    @staticmethod
+    def _transcript(state: _State, session_id: str) -> tuple[str, ...]:
+        if session_id not in state.sessions:
+            raise missing("session", session_id)
+        return state.transcripts.get(session_id, ())
 
     # -- receipts -----------------------------------------------------------------------------
 

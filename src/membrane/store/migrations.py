@@ -99,6 +99,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX lineage_by_parent ON lineage_edges (parent_id, created_at)",
         ),
     ),
+    Migration(
+        3,
+        "transcripts",
+        (
+            # One row per conversation message, appended as a run goes (a resume reads them
+            # back in idx order); the primary key makes a duplicate position impossible.
+            """CREATE TABLE messages (
+                session_id TEXT NOT NULL REFERENCES sessions (session_id) ON DELETE CASCADE,
+                idx        INTEGER NOT NULL CHECK (idx >= 0),
+                data       TEXT NOT NULL,
+                PRIMARY KEY (session_id, idx)
+            ) WITHOUT ROWID""",
+        ),
+    ),
 )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -33,7 +33,9 @@ from membrane.store.base import (
     StoredEvent,
     check_depth,
     check_edge_status,
+    check_start,
     dump_json,
+    dump_messages,
     load_json,
     missing,
 )
@@ -267,6 +269,75 @@ class SQLiteStore(Store):
     def delete_session(self, session_id: str) -> None:
         with self._write("delete_session") as conn:
             conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+    def update_meta(self, session_id: str, values: Mapping[str, Any]) -> None:
+        dump_json(values, what=f"meta update of session {session_id!r}")
+        with self._write("update_meta") as conn:
+            row = conn.execute(
+                "SELECT meta FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                raise missing("session", session_id)
+            meta = load_json(row[0], what=f"meta of session {session_id!r}")
+            meta.update(values)
+            conn.execute(
+                "UPDATE sessions SET meta = ?, updated_at = ? WHERE session_id = ?",
+                (
+                    dump_json(meta, what=f"meta of session {session_id!r}"),
+                    self._clock(),
+                    session_id,
+                ),
+            )
+
+    # -- transcripts --------------------------------------------------------------------------
+
+    def append_messages(
+        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, start: int
+    ) -> int:
+        encoded = dump_messages(messages, session_id=session_id, start=start)
+        with self._write("append_messages") as conn:
+            length = self._transcript_length(conn, session_id)
+            check_start(start, session_id=session_id, length=length)
+            conn.executemany(
+                "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
+                [(session_id, start + offset, text) for offset, text in enumerate(encoded)],
+            )
+            return start + len(encoded)
+
+    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+        with self._guard("transcript") as conn:
+            self._require_session(conn, session_id)
+            rows = conn.execute(
+                "SELECT idx, data FROM messages WHERE session_id = ? ORDER BY idx", (session_id,)
+            ).fetchall()
+        messages: list[dict[str, Any]] = []
+        for idx, data in rows:
+            if idx != len(messages):
+                raise StoreError(
+                    f"the transcript of session {session_id!r} has no message {len(messages)} "
+                    "(the store is corrupt); repair or remove the session",
+                    session_id=session_id,
+                )
+            messages.append(load_json(data, what=f"message {idx} of session {session_id!r}"))
+        return messages
+
+    def transcript_length(self, session_id: str) -> int:
+        with self._guard("transcript_length") as conn:
+            return self._transcript_length(conn, session_id)
+
+    @classmethod
+    def _transcript_length(cls, conn: sqlite3.Connection, session_id: str) -> int:
+        cls._require_session(conn, session_id)
+        row = conn.execute(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(row[0])
+
+    @staticmethod
+    def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+        found = conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,))
+        if found.fetchone() is None:
+            raise missing("session", session_id)
 
     # -- receipts -----------------------------------------------------------------------------
 

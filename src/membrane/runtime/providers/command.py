@@ -1,32 +1,44 @@
 """``CommandProvider``: a child is an external command-line agent, run as a child process.
 
-The command is a template: a list of argv parts in which ``{task}`` (required) and ``{persona}``
-(optional) are replaced, for example ``["claude", "-p", "{task}", "--append-system-prompt",
-"{persona}"]``. Nothing goes through a shell. The process runs in its own process group, in the
-child's checkout, with ``MEMBRANE_RUN_ID``, ``MEMBRANE_SESSION_ID`` and ``MEMBRANE_DEPTH`` set;
-its standard output is the child's result, and a non-zero exit is an error carrying the end of
-its standard error. Stopping the run (or the runtime) ends the whole process group: ``SIGTERM``,
-then ``SIGKILL`` after ``kill_grace`` seconds.
+The command is a template: a list of argv parts in which the slots ``{task}`` (required) and
+``{persona}`` (optional) are replaced, for example ``["claude", "-p", "{task}",
+"--append-system-prompt", "{persona}"]``. Each part is filled in one pass, so a task that
+itself contains ``{persona}`` reaches the agent as written. Nothing goes through a shell.
+
+The process runs in its own process group, in the child's checkout, with ``MEMBRANE_RUN_ID``,
+``MEMBRANE_SESSION_ID`` and ``MEMBRANE_DEPTH`` set. Its standard output is the child's result,
+kept up to ``max_output_bytes`` (the first and last halves; the text says how much was left out
+in between); a non-zero exit is an error carrying the end of its standard error. The run ends
+when the command exits: anything it left running in its process group is killed then, and
+output still in the pipes is read for at most ``DRAIN_SECONDS``, so a descendant that holds the
+output open cannot keep the run alive. Stopping the run (or the runtime) ends the whole process
+group: ``SIGTERM``, then ``SIGKILL`` after ``kill_grace`` seconds.
 
 Honest capabilities: the process is a separate program, so this provider cannot install an
-in-process tool filter or count delegation depth inside it (``tool_filter=False``,
-``depth_limit=False``: the ``"provider-managed"`` case). It advertises ``persona=True`` only
-when the template has a ``{persona}`` slot. The child's definition still resolves (its prompt,
-its checkout), but its tool selection is the external agent's own configuration.
+in-process tool filter, count delegation depth inside it or check a structured answer
+(``tool_filter``, ``depth_limit`` and ``structured_output`` are ``False``; the depth case is
+``"provider-managed"``). It advertises ``persona=True`` only when the template has a
+``{persona}`` slot. The child's definition still resolves as for any child (its checkout, its
+effective persona), but of the resolved system prompt only the persona reaches the command,
+through ``{persona}``: the definition's body and the environment section are not passed, as the
+external agent builds its own prompt, and its tool selection is its own configuration. Steering
+and runtime notices are not supported (``steer()`` and ``notify()`` return ``False``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import anyio
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, Process
 
 from membrane.errors import InvalidRequest
 from membrane.models.base import Message
@@ -42,6 +54,11 @@ __all__ = ["CommandProvider"]
 
 TASK_SLOT: Final = "{task}"
 PERSONA_SLOT: Final = "{persona}"
+_SLOTS: Final = re.compile(r"\{(task|persona)\}")
+#: Bytes of standard output kept by default (the first and the last halves).
+DEFAULT_MAX_OUTPUT_BYTES: Final = 200_000
+#: How long, once the command has exited, its pipes may take to deliver what is left.
+DRAIN_SECONDS: Final = 2.0
 #: Bytes of standard error kept for an error message.
 _STDERR_TAIL = 4000
 
@@ -57,6 +74,7 @@ class CommandProvider:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         kill_grace: float = 5.0,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         self.command = _check_template(command)
         self.name = name
@@ -65,17 +83,27 @@ class CommandProvider:
             raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = timeout
         self.kill_grace = kill_grace
+        if (
+            isinstance(max_output_bytes, bool)
+            or not isinstance(max_output_bytes, int)
+            or max_output_bytes < 2
+        ):
+            raise InvalidRequest(
+                f"max_output_bytes must be an integer >= 2 (bytes of output kept), got "
+                f"{max_output_bytes!r}",
+                field="max_output_bytes",
+            )
+        self.max_output_bytes = max_output_bytes
         has_persona = any(PERSONA_SLOT in part for part in self.command)
         self.capabilities = SubagentCapabilities(
-            persona=has_persona, tool_filter=False, depth_limit=False
+            persona=has_persona, tool_filter=False, depth_limit=False, structured_output=False
         )
 
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _CommandChild:
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         composition = setup(scope)
-        persona = composition.persona or ""
-        argv = [part.replace(TASK_SLOT, request.task) for part in self.command]
-        argv = [part.replace(PERSONA_SLOT, persona) for part in argv]
+        values = {"task": request.task, "persona": composition.persona or ""}
+        argv = [_SLOTS.sub(lambda slot: values[slot.group(1)], part) for part in self.command]
         env = {
             **os.environ,
             **self.env,
@@ -104,6 +132,7 @@ class _CommandChild:
         self._cwd = cwd
         self._cancel: anyio.CancelScope | None = None
         self._stop_requested = False
+        self._process: Process | None = None
         self.pid: int | None = None
 
     @property
@@ -111,6 +140,9 @@ class _CommandChild:
         return self._scope
 
     def steer(self, message: str) -> bool:
+        return False
+
+    def notify(self, message: str) -> bool:
         return False
 
     def messages(self) -> tuple[Message, ...]:
@@ -121,9 +153,17 @@ class _CommandChild:
         if self._cancel is not None:
             self._cancel.cancel()
 
+    def discard(self) -> None:
+        """Never start the command; a process already started loses its whole group now."""
+        self.stop()
+        process = self._process
+        if process is not None and process.returncode is None:
+            _signal_group(process.pid, signal.SIGKILL)
+
     async def run(self) -> ChildOutcome:
         if self._stop_requested:
             return ChildOutcome(status="stopped")
+        provider = self._provider
         try:
             process = await anyio.open_process(
                 self._argv,
@@ -134,48 +174,97 @@ class _CommandChild:
             )
         except OSError as exc:
             return _error(f"cannot run {self._argv[0]!r}: {exc}", code="tool-failed")
-        self.pid = process.pid
+        self._process, self.pid = process, process.pid
+        out, err = _Capture(provider.max_output_bytes), _Capture(2 * _STDERR_TAIL)
         try:
-            with anyio.CancelScope() as cancel:
-                self._cancel = cancel
-                if self._stop_requested:
-                    cancel.cancel()
-                with anyio.fail_after(self._provider.timeout):
-                    stdout, stderr = await _communicate(process)
-                    code = await process.wait()
-                return _outcome(self._argv[0], code, stdout, stderr)
-            return ChildOutcome(status="stopped")
-        except TimeoutError:
-            return _error(
-                f"{self._argv[0]!r} did not finish within {self._provider.timeout} s",
-                code="run-error",
-            )
+            async with anyio.create_task_group() as pumps:
+                pumps.start_soon(_pump, process.stdout, out)
+                pumps.start_soon(_pump, process.stderr, err)
+                ended = await self._until_exit(process)
+                if ended is not None:
+                    pumps.cancel_scope.cancel()
+                    return ended
+                # Nothing the command started outlives it, and a descendant that escaped the
+                # group and holds a pipe open delays the result by DRAIN_SECONDS at most.
+                _signal_group(process.pid, signal.SIGKILL)
+                with anyio.move_on_after(DRAIN_SECONDS):
+                    await out.done.wait()
+                    await err.done.wait()
+                pumps.cancel_scope.cancel()
+            code = process.returncode
+            return _outcome(self._argv[0], -1 if code is None else code, out, err)
         finally:
             self._cancel = None
             with anyio.CancelScope(shield=True):
-                await _end_group(process, grace=self._provider.kill_grace)
+                await _end_group(process, grace=provider.kill_grace)
+
+    async def _until_exit(self, process: Process) -> ChildOutcome | None:
+        """Wait for the command to exit: ``None`` when it did, else how the run ended."""
+        with anyio.CancelScope() as cancel:
+            self._cancel = cancel
+            if self._stop_requested:
+                cancel.cancel()
+            with anyio.move_on_after(self._provider.timeout) as deadline:
+                await process.wait()
+            if deadline.cancelled_caught:
+                return _error(
+                    f"{self._argv[0]!r} did not finish within {self._provider.timeout} s",
+                    code="run-error",
+                )
+            return None
+        return ChildOutcome(status="stopped")
 
 
-async def _communicate(process: Process) -> tuple[bytes, bytes]:
-    chunks: dict[str, list[bytes]] = {"out": [], "err": []}
+@dataclass(slots=True)
+class _Capture:
+    """Keeps the first and the last bytes of a stream, and counts what it drops."""
 
-    async def drain(stream: object, key: str) -> None:
-        if stream is None:
-            return
-        async for chunk in stream:  # type: ignore[attr-defined]
-            chunks[key].append(chunk)
+    limit: int
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+    total: int = 0
+    done: anyio.Event = field(default_factory=anyio.Event)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(drain, process.stdout, "out")
-        group.start_soon(drain, process.stderr, "err")
-    return b"".join(chunks["out"]), b"".join(chunks["err"])
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.limit // 2 - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            keep = self.limit - self.limit // 2
+            if len(self.tail) > keep:
+                del self.tail[: len(self.tail) - keep]
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        dropped = self.total - len(self.head) - len(self.tail)
+        if dropped <= 0:
+            return head + tail
+        return (
+            f"{head}\n[... {dropped} bytes of output omitted (of {self.total}); "
+            f"the first and last {self.limit} bytes are kept ...]\n{tail}"
+        )
 
 
-def _outcome(program: str, code: int, stdout: bytes, stderr: bytes) -> ChildOutcome:
-    text = stdout.decode("utf-8", errors="replace").strip()
+async def _pump(stream: ByteReceiveStream | None, capture: _Capture) -> None:
+    try:
+        if stream is not None:
+            async for chunk in stream:
+                capture.feed(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        capture.done.set()
+
+
+def _outcome(program: str, code: int, stdout: _Capture, stderr: _Capture) -> ChildOutcome:
+    text = stdout.text().strip()
     if code == 0:
         return ChildOutcome(status="completed", text=text, turns=1)
-    tail = stderr.decode("utf-8", errors="replace").strip()[-_STDERR_TAIL:]
+    tail = stderr.text().strip()[-_STDERR_TAIL:]
     return _error(
         f"{program!r} exited with status {code}" + (f": {tail}" if tail else ""),
         code="run-error",

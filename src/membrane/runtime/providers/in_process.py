@@ -1,8 +1,11 @@
 """``InProcessProvider``: children as ``AgentLoop``s in this process, each with its own scope.
 
-It enforces all three controls: the persona is a section of the child's own prompt, the tool
-filter is a restriction on the child's scope (one resolver for schemas and execution), and depth
-is counted by the runtime, which sees every start.
+It enforces every control: the persona is a section of the child's own prompt, the tool filter
+is a restriction on the child's scope (one resolver for schemas and execution), depth is counted
+by the runtime, which sees every start, and a ``response_schema`` is enforced by the loop, which
+asks again until the final answer matches it. Children take steering messages and runtime
+notices (``notify``), and a user message of the form ``@NAME rest`` to a child that holds
+``Task`` goes through the mention clone first (see ``membrane.runtime.loop``).
 
 Modes:
 
@@ -44,7 +47,9 @@ class InProcessProvider:
     to the handlers of the extensions its definition loaded.
     """
 
-    capabilities = SubagentCapabilities(persona=True, tool_filter=True, depth_limit=True)
+    capabilities = SubagentCapabilities(
+        persona=True, tool_filter=True, depth_limit=True, structured_output=True
+    )
 
     def __init__(
         self,
@@ -119,8 +124,14 @@ class _InProcessChild:
         self._loop.steer(message)
         return True
 
+    def notify(self, message: str) -> bool:
+        return self._loop.notify(message)
+
     def stop(self) -> None:
         self._loop.stop()
+
+    def discard(self) -> None:
+        """Nothing to release: an unrun loop holds no task, process or connection."""
 
     def messages(self) -> tuple[Message, ...]:
         return self._loop.messages

@@ -1,0 +1,174 @@
+"""Idempotent starts (DESIGN rule 8): a repeated ``request_id`` replays its receipt, across a
+restart too, and an identical ``Task`` call is deduplicated."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from membrane.errors import UnknownSubagent
+from membrane.runtime import InProcessProvider, SubagentStartRequest
+from membrane.runtime.capabilities import ChildSpec, SetupCallback
+from membrane.store import SQLiteStore
+from membrane.testing import ScriptedModel
+
+from .conftest import Project
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+@pytest.mark.anyio
+async def test_a_repeated_request_id_returns_the_same_run_and_stores_one_session(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("worker")
+    store = SQLiteStore(tmp_path / "state.db")
+    model = ScriptedModel({"default": [{"text": "once"}]})
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(model, store=store) as runtime:
+        first = await runtime.start(request)
+        second = await runtime.start(request)
+        result = await runtime.wait(first.run_id)
+        third = await runtime.start(request)
+    assert first.run_id == second.run_id == third.run_id
+    assert third.status == "completed" and third.result == result
+    assert [h.session_id for h in store.list_sessions()] == [first.run_id]
+    assert len(model.requests) == 1
+    receipt = store.get_receipt("req-1")
+    assert receipt is not None and receipt.status == "completed"
+    assert receipt.result is not None and receipt.result["run"]["run_id"] == first.run_id
+
+
+@pytest.mark.anyio
+async def test_a_replay_after_a_restart_returns_the_stored_run_without_starting(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("worker")
+    db = tmp_path / "state.db"
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(
+        ScriptedModel({"default": [{"text": "answer"}]}), store=SQLiteStore(db)
+    ) as runtime:
+        first = await runtime.run(request)
+    fresh = ScriptedModel({"default": [{"text": "a second child"}]})
+    store = SQLiteStore(db)
+    async with project.runtime(fresh, store=store) as runtime:
+        replayed = await runtime.start(request)
+        rerun = await runtime.run(request)
+        listed = runtime.list()
+    assert replayed.run_id == first.run_id and replayed.status == "completed"
+    assert replayed.result is not None and replayed.result.text == "answer"
+    assert rerun == replayed.result
+    assert fresh.requests == [] and listed == []
+    assert len(store.list_sessions()) == 1
+
+
+@pytest.mark.anyio
+async def test_a_failed_start_replays_its_failure_and_a_new_request_id_acts(
+    project: Project,
+) -> None:
+    project.settings = dataclasses.replace(project.settings, fallback_subagent="none")
+    model = ScriptedModel({"default": [{"text": "ok"}]})
+    async with project.runtime(model) as runtime:
+        with pytest.raises(UnknownSubagent):
+            await runtime.start(SubagentStartRequest("late", "t", request_id="r1"))
+        project.agent("late")
+        with pytest.raises(UnknownSubagent) as replay:
+            await runtime.start(SubagentStartRequest("late", "t", request_id="r1"))
+        assert replay.value.data["replayed"] is True
+        assert "new request_id" in replay.value.message
+        assert runtime.list() == []
+        info = await runtime.start(SubagentStartRequest("late", "t", request_id="r2"))
+        await runtime.wait(info.run_id)
+    receipt = runtime.store.get_receipt("r1")
+    assert receipt is not None and receipt.result is not None
+    assert receipt.result["error"]["code"] == "unknown-subagent"
+    assert [h.session_id for h in runtime.store.list_sessions()] == [info.run_id]
+
+
+class _Slow(InProcessProvider):
+    def __init__(self, model: ScriptedModel) -> None:
+        super().__init__(model)
+        self.gate = anyio.Event()
+        self.builds = 0
+
+    async def create(self, request: ChildSpec, setup: SetupCallback) -> Any:
+        self.builds += 1
+        await self.gate.wait()
+        return await super().create(request, setup)
+
+
+@pytest.mark.anyio
+async def test_a_repeat_of_a_start_still_in_flight_waits_for_it_and_replays_it(
+    project: Project,
+) -> None:
+    project.agent("worker")
+    provider = _Slow(ScriptedModel({"default": [{"text": "ok"}]}))
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    infos: list[str] = []
+    async with project.runtime(provider) as runtime:
+
+        async def start() -> None:
+            infos.append((await runtime.start(request)).run_id)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(start)
+                group.start_soon(start)
+                await anyio.wait_all_tasks_blocked()
+                provider.gate.set()
+        sessions = runtime.store.list_sessions()
+    assert provider.builds == 1
+    assert len(infos) == 2 and infos[0] == infos[1]
+    assert [h.session_id for h in sessions] == infos[:1]
+
+
+@pytest.mark.anyio
+async def test_an_identical_task_call_is_deduplicated_and_a_new_request_id_starts_another(
+    project: Project,
+) -> None:
+    project.agent("lead", tools="Read", allowed_subagents="[worker]")
+    project.agent("worker")
+    task = {"agent": "worker", "task": "count", "background": True}
+    model = ScriptedModel(
+        {
+            "agents": {
+                "lead": [
+                    _call("Task", **task),
+                    _call("Task", **task),
+                    _call("Task", **task, request_id="again"),
+                    {"text": "done"},
+                ],
+                "worker": [{"text": "counted"}] * 2,
+            }
+        }
+    )
+    async with project.runtime(model) as runtime:
+        lead = await runtime.run(SubagentStartRequest("lead", "go"))
+        workers = runtime.list(parent_id=lead.run_id)
+    last = [r for r in model.requests if r.agent == "lead"][-1]
+    started = [json.loads(m.content)["run_id"] for m in last.messages if m.role == "tool"]
+    assert started[0] == started[1] != started[2]
+    assert sorted(w.run_id for w in workers) == sorted(set(started))
+
+
+@pytest.mark.anyio
+async def test_identical_task_calls_of_two_parents_start_two_children(project: Project) -> None:
+    project.agent("lead", tools="Read", allowed_subagents="[worker]")
+    project.agent("worker")
+    task = _call("Task", agent="worker", task="count", request_id="same")
+    model = ScriptedModel(
+        {"agents": {"lead": [task, {"text": "done"}] * 2, "worker": [{"text": "n"}] * 2}}
+    )
+    async with project.runtime(model) as runtime:
+        for _ in range(2):
+            await runtime.run(SubagentStartRequest("lead", "go"))
+        workers = [info for info in runtime.list() if info.agent == "worker"]
+    assert len(workers) == 2 and workers[0].parent_id != workers[1].parent_id

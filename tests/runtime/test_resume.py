@@ -1,0 +1,401 @@
+"""Resume: a stored run continues in a new runtime with its durable depth, its stored
+conversation and the scope of a fresh start, across a real process restart."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from membrane.errors import (
+    InvalidDepth,
+    InvalidRequest,
+    StoreError,
+    UnknownRun,
+    UnsupportedCapability,
+)
+from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
+from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime.hooks import ExtensionHooks
+from membrane.settings import Settings
+from membrane.store import SessionHeader, SQLiteStore
+from membrane.testing import FunctionModel, ScriptedModel
+from membrane.workspace import Workspace
+
+from .conftest import Project
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = Path(__file__).parent / "scripts" / "resume_chain.py"
+
+
+def turns(*replies: ModelResponse) -> FunctionModel:
+    """A model that gives ``replies`` in order, one per request."""
+    queue = list(replies)
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return queue.pop(0)
+
+    return FunctionModel(answer)
+
+
+def call(name: str, call_id: str, **arguments: object) -> ModelResponse:
+    return ModelResponse(tool_calls=(ToolCall(call_id, name, arguments),), stop_reason="tool_calls")
+
+
+def result_of(messages: tuple[Message, ...], call_id: str) -> Message:
+    return next(m for m in messages if m.role == "tool" and m.tool_call_id == call_id)
+
+
+def error_code(message: Message) -> str | None:
+    return str(json.loads(message.content)["error"]["code"]) if message.is_error else None
+
+
+def offered(request: ModelRequest) -> set[str]:
+    return {entry["name"] for entry in request.tools}
+
+
+def _run_chain_then_kill(project: Project, db: Path) -> str:
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(db), str(project.root), str(project.home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise AssertionError(f"the chain process printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
+        worker: str = json.loads(line)["worker"]
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    return worker
+
+
+async def test_a_killed_childs_resume_keeps_its_depth_and_conversation_and_its_cap(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("lead", allowed_subagents=["worker"])
+    project.agent("worker", tools="Read", allowed_subagents=["worker"])
+    project.settings = Settings(max_depth=1)
+    db = tmp_path / "state.db"
+    with anyio.fail_after(60):
+        worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
+
+    store = SQLiteStore(db)
+    crashed = store.get_header(worker)
+    assert crashed is not None and crashed.status == "running"
+    assert crashed.delegation_depth == 1
+    lead = crashed.parent_id
+    assert lead is not None
+    assert store.transcript_length(worker) == 3  # the task, the Read call, its result
+
+    model = turns(call("Task", "deeper-1", agent="worker", task="go deeper"), ModelResponse("done"))
+    async with project.runtime(InProcessProvider(model), store=store) as runtime:
+        info = await runtime.resume(worker, "now summarise")
+        assert (info.run_id, info.depth, info.parent_id, info.status) == (
+            worker,
+            1,
+            lead,
+            "running",
+        )
+        with anyio.fail_after(30):
+            result = await runtime.wait(worker)
+
+    assert result.status == "completed" and result.text == "done"
+    first = model.requests[0].messages
+    assert [m.role for m in first] == ["user", "assistant", "tool", "user"]
+    assert "look around" in first[0].content
+    assert first[1].tool_calls[0].name == "Read"
+    assert "contents of notes.txt" in first[2].content
+    assert first[3].content == "now summarise"
+    assert "Task" in offered(model.requests[0])
+    rejected = result_of(model.requests[1].messages, "deeper-1")
+    assert error_code(rejected) == "depth-limit-exceeded"
+    assert store.list_sessions(parent_id=worker) == []
+    header = store.get_header(worker)
+    assert header is not None
+    assert (header.delegation_depth, header.status) == (1, "completed")
+    stored = store.transcript(worker)
+    assert [m["role"] for m in stored] == [m.role for m in model.requests[1].messages] + [
+        "assistant"
+    ]
+    kinds = [event.kind for event in store.events(session_id=worker)]
+    assert kinds.count("published") == 2 and kinds[-1] == "completed"
+    resumed = [e for e in store.events(session_id=worker) if e.kind == "published"][-1]
+    assert resumed.data["resumed"] is True and resumed.data["depth"] == 1
+    store.close()
+
+
+EXTENSION = """
+from membrane.tools.spec import Tool
+
+LATE = []
+
+
+def tool(name):
+    async def handler(arguments, context):
+        return name + " ran"
+
+    return Tool(
+        name=name,
+        description="the " + name + " tool",
+        input_schema={"type": "object", "properties": {}},
+        handler=handler,
+    )
+
+
+def setup(ext):
+    ext.register_tool(tool("foo_search"))
+
+    def late(event):
+        if not LATE:
+            LATE.append(ext.register_tool(tool("foo_late")))
+
+    ext.on("session_shutdown", late)
+"""
+
+
+def _runtime(ws: Workspace, model: FunctionModel, store: SQLiteStore) -> SubagentRuntime:
+    hooks = ExtensionHooks.from_extensions(ws.extensions.values())
+    return SubagentRuntime(
+        catalog=ws.catalog,
+        registry=ws.registry,
+        provider=InProcessProvider(model, hooks=hooks),
+        store=store,
+        settings=ws.settings,
+        project=ws.project,
+        deployment=ws.deployment(),
+    )
+
+
+async def test_an_unselected_late_extension_tool_stays_hidden_and_vetoed_after_a_resume(
+    project: Project, tmp_path: Path
+) -> None:
+    folder = project.root / ".membrane" / "extensions"
+    folder.mkdir(parents=True)
+    (folder / "foo.py").write_text(textwrap.dedent(EXTENSION), encoding="utf-8")
+    project.agent("searcher", tools="ext:foo/foo_search")
+    ws = Workspace.open(project.root, home=project.home)
+    store = SQLiteStore(tmp_path / "state.db")
+
+    first = turns(call("foo_search", "s-1"), ModelResponse("paused"))
+    async with _runtime(ws, first, store) as runtime:
+        run = await runtime.run(SubagentStartRequest("searcher", "search"))
+    assert run.status == "completed"
+    assert "foo_late" in ws.registry  # registered by the extension after the first run
+    stored = store.transcript(run.run_id)
+
+    model = turns(call("foo_late", "l-1"), ModelResponse("done"))
+    async with _runtime(ws, model, store) as runtime:
+        await runtime.resume(run.run_id, "try the late one")
+        assert "foo_late" not in runtime.view(run.run_id).names
+        with anyio.fail_after(30):
+            result = await runtime.wait(run.run_id)
+
+    assert result.status == "completed"
+    assert offered(model.requests[0]) == {"foo_search"}
+    assert offered(model.requests[1]) == {"foo_search"}
+    assert len(model.requests[0].messages) == len(stored) + 1
+    assert model.requests[0].messages[1].tool_calls[0].name == "foo_search"
+    vetoed = result_of(model.requests[1].messages, "l-1")
+    assert error_code(vetoed) == "tool-not-visible"
+    assert "foo_search" not in vetoed.content
+    vetoes = [e.data for e in store.events(session_id=run.run_id) if e.kind == "vetoed_call"]
+    assert [v["name"] for v in vetoes] == ["foo_late"]
+    store.close()
+
+
+async def _ended_run(project: Project, store: SQLiteStore) -> str:
+    async with project.runtime(ScriptedModel({"default": [{"text": "ok"}]}), store=store) as rt:
+        result = await rt.run(SubagentStartRequest("waiter", "wait"))
+    assert result.status == "completed"
+    return result.run_id
+
+
+async def test_resuming_an_unknown_run_is_unknown_run(project: Project, tmp_path: Path) -> None:
+    project.agent("waiter")
+    store = SQLiteStore(tmp_path / "state.db")
+    run_id = await _ended_run(project, store)
+    async with project.runtime(InProcessProvider(turns()), store=store) as runtime:
+        with pytest.raises(UnknownRun):
+            await runtime.resume("nope", "continue")
+        with pytest.raises(UnknownRun, match="among your subagents"):
+            await runtime.resume(run_id, "continue", caller="someone-else")
+        assert runtime.list() == []
+    store.close()
+
+
+async def test_resuming_a_run_whose_stored_depth_is_corrupt_is_invalid_depth(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("waiter")
+    db = tmp_path / "state.db"
+    store = SQLiteStore(db)
+    run_id = await _ended_run(project, store)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sessions SET delegation_depth = '0' WHERE session_id = ?", (run_id,))
+    async with project.runtime(InProcessProvider(turns()), store=store) as runtime:
+        with pytest.raises(InvalidDepth):
+            await runtime.resume(run_id, "continue")
+        assert runtime.list() == []
+    store.close()
+
+
+async def test_resuming_a_live_run_is_an_invalid_request(project: Project) -> None:
+    project.agent("waiter")
+    release = anyio.Event()
+
+    async def wait_then_answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse("ok")
+
+    async with project.runtime(InProcessProvider(FunctionModel(wait_then_answer))) as runtime:
+        info = await runtime.start(SubagentStartRequest("waiter", "wait"))
+        with pytest.raises(InvalidRequest, match="steer it instead"):
+            await runtime.resume(info.run_id, "continue")
+        release.set()
+        assert (await runtime.wait(info.run_id)).status == "completed"
+
+
+async def test_a_run_that_ended_here_continues_its_conversation_when_resumed(
+    project: Project,
+) -> None:
+    project.agent("waiter")
+    model = turns(ModelResponse("first"), ModelResponse("second"))
+    async with project.runtime(InProcessProvider(model)) as runtime:
+        first = await runtime.run(SubagentStartRequest("waiter", "wait"))
+        await runtime.resume(first.run_id, "and again")
+        second = await runtime.wait(first.run_id)
+        assert runtime.get(first.run_id).status == "completed"
+        with pytest.raises(InvalidRequest, match="non-empty"):
+            await runtime.resume(first.run_id, "  ")
+    assert second.text == "second"
+    assert [m.content for m in model.requests[1].messages][1:] == ["first", "and again"]
+    assert len(runtime.store.transcript(first.run_id)) == 4
+
+
+async def test_a_run_that_stored_no_conversation_cannot_be_resumed(project: Project) -> None:
+    project.agent("waiter")
+    async with project.runtime(InProcessProvider(turns())) as runtime:
+        runtime.store.create_session(
+            SessionHeader("early", "waiter", None, 0, "running", meta={"agent_type": "waiter"})
+        )
+        with pytest.raises(InvalidRequest, match="nothing to resume"):
+            await runtime.resume("early", "continue")
+        assert runtime.list() == []
+
+
+async def test_a_provider_that_cannot_continue_a_conversation_refuses_a_resume(
+    project: Project,
+) -> None:
+    project.agent("waiter")
+
+    class Elsewhere:
+        name = "elsewhere"
+        capabilities = InProcessProvider.capabilities
+
+        async def create(self, request: object, setup: object) -> object:
+            raise AssertionError("a resume on this provider builds nothing")
+
+    async with project.runtime(Elsewhere()) as runtime:  # type: ignore[arg-type]
+        with pytest.raises(UnsupportedCapability, match="cannot resume"):
+            await runtime.resume("any", "continue")
+
+
+async def test_a_resumed_child_keeps_the_tool_filter_it_was_started_with(
+    project: Project,
+) -> None:
+    project.agent("reader", tools="Read, Grep, Glob")
+    model = turns(ModelResponse("first"), ModelResponse("second"))
+    request = SubagentStartRequest("reader", "read", tool_filter={"deny": ["Grep"]})
+    async with project.runtime(InProcessProvider(model)) as runtime:
+        first = await runtime.run(request)
+    async with project.runtime(InProcessProvider(model), store=runtime.store) as again:
+        await again.resume(first.run_id, "more")
+        assert (await again.wait(first.run_id)).text == "second"
+    assert offered(model.requests[0]) == offered(model.requests[1]) == {"Read", "Glob"}
+
+
+async def test_a_call_left_unanswered_by_a_crash_is_answered_as_interrupted_on_resume(
+    project: Project,
+) -> None:
+    project.agent("waiter")
+    model = turns(ModelResponse("done"))
+    async with project.runtime(InProcessProvider(model)) as runtime:
+        store = runtime.store
+        meta = {"agent_type": "waiter", "controls": {"tool_filter": None}}
+        store.create_session(SessionHeader("crashed", "waiter", None, 0, "running", meta=meta))
+        pending = {"id": "c-1", "name": "Read", "arguments": {"path": "a"}}
+        store.append_messages(
+            "crashed",
+            [
+                {"role": "user", "content": "wait"},
+                {"role": "assistant", "content": "", "tool_calls": [pending]},
+            ],
+            start=0,
+        )
+        await runtime.resume("crashed", "go on")
+        assert (await runtime.wait("crashed")).status == "completed"
+    sent = model.requests[0].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
+    assert error_code(result_of(sent, "c-1")) == "tool-skipped"
+    assert [m["role"] for m in store.transcript("crashed")] == [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+    ]
+
+
+async def test_a_malformed_stored_message_fails_the_resume_with_a_store_error(
+    project: Project,
+) -> None:
+    project.agent("waiter")
+    async with project.runtime(InProcessProvider(turns())) as runtime:
+        meta = {"agent_type": "waiter", "controls": {"tool_filter": None}}
+        runtime.store.create_session(SessionHeader("bad", "waiter", None, 0, "ended", meta=meta))
+        runtime.store.append_messages("bad", [{"role": "system", "content": "x"}], start=0)
+        with pytest.raises(StoreError, match="message 0 of run 'bad' is malformed"):
+            await runtime.resume("bad", "go on")
+        assert runtime.list() == []
+
+
+async def test_two_concurrent_resumes_of_one_run_publish_it_once(project: Project) -> None:
+    project.agent("waiter")
+    release = anyio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if len(request.messages) > 1:
+            await release.wait()
+        return ModelResponse("ok")
+
+    outcomes: list[str] = []
+    async with project.runtime(InProcessProvider(FunctionModel(answer))) as runtime:
+        first = await runtime.run(SubagentStartRequest("waiter", "wait"))
+
+        async def resume() -> None:
+            try:
+                await runtime.resume(first.run_id, "again")
+                outcomes.append("resumed")
+            except InvalidRequest:
+                outcomes.append("refused")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(resume)
+            group.start_soon(resume)
+        release.set()
+        assert (await runtime.wait(first.run_id)).status == "completed"
+    assert sorted(outcomes) == ["refused", "resumed"]
+    published = [e for e in runtime.store.events(session_id=first.run_id) if e.kind == "published"]
+    assert len(published) == 2
