@@ -209,7 +209,11 @@ def test_text_mode_says_why_a_child_failed(
 ) -> None:
     args = ["run", "lead", "go", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 0
-    assert "model-error" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "model-error" in out
+    # The broken child started and failed: the tree says so, not that its start was rejected.
+    assert "failed child: child-failed" in out
+    assert "rejected start" not in out
 
 
 def test_json_mode_reports_a_broken_extension_on_stderr_and_keeps_stdout_json(

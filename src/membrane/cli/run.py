@@ -135,7 +135,9 @@ class RunState:
         for vetoed in node.vetoed:
             label.append(f"\n  vetoed: {vetoed}", style="red")
         for code in node.rejected:
-            label.append(f"\n  rejected start: {code}", style="red")
+            # A child that started and then failed is not a rejected start.
+            what = "failed child" if code == "child-failed" else "rejected start"
+            label.append(f"\n  {what}: {code}", style="red")
         return label
 
 
