@@ -11,11 +11,19 @@ from typing import Any
 import anyio
 import pytest
 
-from membrane.errors import UnknownSubagent
+from membrane.errors import (
+    ChildFailed,
+    InvalidRequest,
+    SetupFailed,
+    StoreError,
+    UnknownSubagent,
+    UnsupportedCapability,
+)
+from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.runtime.capabilities import ChildSpec, SetupCallback
-from membrane.store import SQLiteStore
-from membrane.testing import ScriptedModel
+from membrane.store import MemoryStore, SessionHeader, SQLiteStore, Store
+from membrane.testing import FunctionModel, ScriptedModel
 
 from .conftest import Project
 
@@ -172,3 +180,191 @@ async def test_identical_task_calls_of_two_parents_start_two_children(project: P
             await runtime.run(SubagentStartRequest("lead", "go"))
         workers = [info for info in runtime.list() if info.agent == "worker"]
     assert len(workers) == 2 and workers[0].parent_id != workers[1].parent_id
+
+
+class _FailsFirst(InProcessProvider):
+    """Its first build fails with ``error``; later builds succeed."""
+
+    def __init__(self, model: ScriptedModel, error: Exception) -> None:
+        super().__init__(model)
+        self.error = error
+        self.builds = 0
+
+    async def create(self, request: ChildSpec, setup: SetupCallback) -> Any:
+        self.builds += 1
+        if self.builds == 1:
+            raise self.error
+        return await super().create(request, setup)
+
+
+@pytest.mark.anyio
+async def test_a_start_that_failed_in_the_provider_is_retried_with_the_same_request_id(
+    project: Project,
+) -> None:
+    project.agent("worker")
+    provider = _FailsFirst(ScriptedModel({"default": [{"text": "ok"}]}), OSError("socket"))
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(provider) as runtime:
+        with pytest.raises(SetupFailed, match="socket") as failed:
+            await runtime.start(request)
+        assert "replayed" not in failed.value.data
+        assert runtime.store.get_receipt("req-1") is None
+        info = await runtime.start(request)
+        assert (await runtime.wait(info.run_id)).text == "ok"
+    assert provider.builds == 2
+    receipt = runtime.store.get_receipt("req-1")
+    assert receipt is not None and receipt.result is not None
+    assert receipt.result["run"]["run_id"] == info.run_id
+
+
+@pytest.mark.anyio
+async def test_a_setup_failure_caused_by_a_config_error_is_replayed(project: Project) -> None:
+    project.agent("worker")
+    refusal = UnsupportedCapability("this deployment takes no such child", provider="p")
+    provider = _FailsFirst(ScriptedModel({"default": [{"text": "ok"}]}), refusal)
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(provider) as runtime:
+        with pytest.raises(SetupFailed):
+            await runtime.start(request)
+        with pytest.raises(SetupFailed) as replay:
+            await runtime.start(request)
+        assert runtime.list() == []
+    assert replay.value.data["replayed"] is True
+    assert replay.value.data["cause"] == "unsupported-capability"
+    assert provider.builds == 1
+
+
+@pytest.mark.anyio
+async def test_a_start_whose_publication_hit_a_store_error_is_retried(project: Project) -> None:
+    project.agent("worker")
+
+    class FlakyStore(MemoryStore):
+        failures = 1
+
+        def create_session(self, header: SessionHeader) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise StoreError("the disk is full")
+            super().create_session(header)
+
+    store = FlakyStore()
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(ScriptedModel({"default": [{"text": "ok"}]}), store=store) as rt:
+        with pytest.raises(StoreError, match="disk is full"):
+            await rt.start(request)
+        assert store.get_receipt("req-1") is None and store.list_sessions() == []
+        info = await rt.start(request)
+        await rt.wait(info.run_id)
+    assert [h.session_id for h in store.list_sessions()] == [info.run_id]
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_start_releases_its_receipt_so_a_retry_acts(project: Project) -> None:
+    project.agent("worker")
+    provider = _Slow(ScriptedModel({"default": [{"text": "ok"}]}))
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(provider) as runtime:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(runtime.start, request)
+                await anyio.wait_all_tasks_blocked()
+                assert runtime.store.get_receipt("req-1") is not None
+                group.cancel_scope.cancel()
+        assert runtime.store.get_receipt("req-1") is None
+        assert runtime.list() == []
+        provider.gate.set()
+        info = await runtime.start(request)
+        await runtime.wait(info.run_id)
+    assert provider.builds == 2
+
+
+@pytest.mark.anyio
+async def test_a_start_refused_because_its_parent_is_stopping_releases_its_receipt(
+    project: Project,
+) -> None:
+    project.agent("lead")
+    project.agent("worker")
+    gate = anyio.Event()
+
+    class GatesWorkers(InProcessProvider):
+        async def create(self, request: ChildSpec, setup: SetupCallback) -> Any:
+            if request.agent == "worker":
+                await gate.wait()
+            return await super().create(request, setup)
+
+    release = anyio.Event()
+
+    async def lead_waits(model_request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse("done")
+
+    async with project.runtime(GatesWorkers(FunctionModel(lead_waits))) as runtime:
+        lead = await runtime.start(SubagentStartRequest("lead", "lead", background=True))
+        child = SubagentStartRequest("worker", "t", parent_id=lead.run_id, request_id="req-1")
+        refused: list[InvalidRequest] = []
+
+        async def start_child() -> None:
+            with pytest.raises(InvalidRequest) as caught:
+                await runtime.start(child)
+            refused.append(caught.value)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                group.start_soon(start_child)
+                await anyio.wait_all_tasks_blocked()
+                await runtime.stop(lead.run_id)
+                gate.set()
+    assert refused[0].data["transient"] is True
+    assert "is stopping" in refused[0].message or "has ended" in refused[0].message
+    assert runtime.store.get_receipt("req-1") is None
+    assert [h.agent for h in runtime.store.list_sessions()] == ["lead"]
+
+
+def _interrupted_run(store: Store, *, background: bool) -> None:
+    """What a process that crashed mid-run leaves: a header still ``running`` and the
+    completed receipt of the start that published it."""
+    store.create_session(SessionHeader("w-1", "worker", None, 0, "running"))
+    stored = {
+        "run_id": "w-1",
+        "agent": "worker",
+        "agent_type": "worker",
+        "parent_id": None,
+        "depth": 0,
+        "status": "running",
+        "background": background,
+        "provider": "in-process:spawn",
+    }
+    store.begin_receipt("req-1", kind="spawn")
+    store.complete_receipt("req-1", {"run": stored})
+
+
+@pytest.mark.anyio
+async def test_replaying_a_foreground_start_whose_run_was_interrupted_is_child_failed(
+    project: Project,
+) -> None:
+    project.agent("worker")
+    model = ScriptedModel({"default": [{"text": "a second child"}]})
+    request = SubagentStartRequest("worker", "task", request_id="req-1")
+    async with project.runtime(model) as runtime:
+        _interrupted_run(runtime.store, background=False)
+        with pytest.raises(ChildFailed, match="was interrupted") as started:
+            await runtime.start(request)
+        with pytest.raises(ChildFailed, match="resume the run"):
+            await runtime.run(request)
+        assert runtime.list() == []
+    data = started.value.data
+    assert (data["run_id"], data["status"], data["interrupted"]) == ("w-1", "running", True)
+    assert model.requests == []
+    assert [h.session_id for h in runtime.store.list_sessions()] == ["w-1"]
+
+
+@pytest.mark.anyio
+async def test_replaying_a_background_start_whose_run_was_interrupted_reports_its_status(
+    project: Project,
+) -> None:
+    project.agent("worker")
+    request = SubagentStartRequest("worker", "task", request_id="req-1", background=True)
+    async with project.runtime(ScriptedModel({"default": [{"text": "x"}]})) as runtime:
+        _interrupted_run(runtime.store, background=True)
+        info = await runtime.start(request)
+    assert (info.run_id, info.status, info.result) == ("w-1", "running", None)

@@ -22,6 +22,7 @@ from membrane.errors import (
     UnsupportedCapability,
 )
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
+from membrane.resolve import CallParams
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.hooks import ExtensionHooks
 from membrane.settings import Settings
@@ -284,7 +285,7 @@ async def test_a_run_that_ended_here_continues_its_conversation_when_resumed(
     assert len(runtime.store.transcript(first.run_id)) == 4
 
 
-async def test_a_run_that_stored_no_conversation_cannot_be_resumed(project: Project) -> None:
+async def test_a_header_without_start_controls_cannot_be_resumed(project: Project) -> None:
     project.agent("waiter")
     async with project.runtime(InProcessProvider(turns())) as runtime:
         runtime.store.create_session(
@@ -293,6 +294,98 @@ async def test_a_run_that_stored_no_conversation_cannot_be_resumed(project: Proj
         with pytest.raises(InvalidRequest, match="nothing to resume"):
             await runtime.resume("early", "continue")
         assert runtime.list() == []
+
+
+async def test_a_header_with_controls_but_no_task_or_conversation_cannot_be_resumed(
+    project: Project,
+) -> None:
+    project.agent("waiter")
+    meta = {"agent_type": "waiter", "controls": {"tool_filter": None}}
+    async with project.runtime(InProcessProvider(turns())) as runtime:
+        runtime.store.create_session(
+            SessionHeader("early", "waiter", None, 0, "running", meta=meta)
+        )
+        with pytest.raises(InvalidRequest, match="no conversation and no task"):
+            await runtime.resume("early", "continue")
+        assert runtime.list() == []
+
+
+async def test_a_parent_killed_during_its_first_turn_resumes_from_its_task(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("lead", allowed_subagents=["worker"])
+    project.agent("worker", tools="Read")
+    project.settings = Settings(max_depth=1)
+    db = tmp_path / "state.db"
+    with anyio.fail_after(60):
+        worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
+
+    store = SQLiteStore(db)
+    lead = store.get_header(worker).parent_id  # type: ignore[union-attr]
+    assert lead is not None
+    crashed = store.get_header(lead)
+    assert crashed is not None and crashed.status == "running"
+    assert store.transcript_length(lead) == 0  # killed inside turn 1: nothing journaled
+    assert crashed.meta["task"] == "delegate the survey"
+    assert crashed.meta["controls"] == {"tool_filter": None, "persona": None, "max_turns": None}
+
+    model = turns(ModelResponse("summary"))
+    async with project.runtime(InProcessProvider(model), store=store) as runtime:
+        info = await runtime.resume(lead, "report what you have")
+        assert (info.run_id, info.depth, info.status) == (lead, 0, "running")
+        with anyio.fail_after(30):
+            result = await runtime.wait(lead)
+
+    assert result.status == "completed" and result.text == "summary"
+    sent = model.requests[0].messages
+    assert [(m.role, m.content) for m in sent] == [
+        ("user", "delegate the survey"),
+        ("user", "report what you have"),
+    ]
+    assert "Task" in offered(model.requests[0])
+    assert [m["content"] for m in store.transcript(lead)] == [
+        "delegate the survey",
+        "report what you have",
+        "summary",
+    ]
+    resumed = [e for e in store.events(session_id=lead) if e.kind == "published"][-1]
+    assert resumed.data["resumed"] is True and resumed.data["messages"] == 1
+    store.close()
+
+
+async def test_a_resumed_run_gets_back_the_persona_and_max_turns_it_was_started_with(
+    project: Project,
+) -> None:
+    project.agent("waiter", tools="Read")
+    project.settings = Settings(grace_turns=0)
+    model = turns(
+        ModelResponse("first"),
+        call("Read", "r-1", path="a"),
+        call("Read", "r-2", path="b"),
+        ModelResponse("never reached"),
+    )
+    request = SubagentStartRequest(
+        "waiter",
+        "wait",
+        persona="You are PERSONA-7, the {{agent}}.",
+        call=CallParams(max_turns=1),
+    )
+    async with project.runtime(InProcessProvider(model)) as runtime:
+        first = await runtime.run(request)
+    header = runtime.store.get_header(first.run_id)
+    assert header is not None
+    assert header.meta["controls"]["persona"] == "You are PERSONA-7, the {{agent}}."
+    assert header.meta["controls"]["max_turns"] == 1
+    async with project.runtime(InProcessProvider(model), store=runtime.store) as again:
+        await again.resume(first.run_id, "more")
+        with anyio.fail_after(30):
+            second = await again.wait(first.run_id)
+
+    assert first.text == "first"
+    assert "You are PERSONA-7, the waiter." in model.requests[0].system
+    assert "You are PERSONA-7, the waiter." in model.requests[1].system
+    assert model.requests[1].system == model.requests[0].system
+    assert (second.status, second.turns, len(model.requests)) == ("aborted", 1, 2)
 
 
 async def test_a_provider_that_cannot_continue_a_conversation_refuses_a_resume(
@@ -399,3 +492,37 @@ async def test_two_concurrent_resumes_of_one_run_publish_it_once(project: Projec
     assert sorted(outcomes) == ["refused", "resumed"]
     published = [e for e in runtime.store.events(session_id=first.run_id) if e.kind == "published"]
     assert len(published) == 2
+
+
+async def test_a_resumed_parent_repeating_a_task_call_learns_its_child_was_interrupted(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("lead", allowed_subagents=["worker"])
+    project.agent("worker", tools="Read")
+    project.settings = Settings(max_depth=1)
+    db = tmp_path / "state.db"
+    with anyio.fail_after(60):
+        worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
+    store = SQLiteStore(db)
+    lead = store.get_header(worker).parent_id  # type: ignore[union-attr]
+    assert lead is not None
+
+    # The same arguments as the first process's call, so the same request id.
+    model = turns(
+        call("Task", "again-1", agent="worker", task="look around"), ModelResponse("noted")
+    )
+    async with project.runtime(InProcessProvider(model), store=store) as runtime:
+        await runtime.resume(lead, "go on")
+        with anyio.fail_after(30):
+            result = await runtime.wait(lead)
+
+    assert result.status == "completed"
+    answer = result_of(model.requests[1].messages, "again-1")
+    error = json.loads(answer.content)["error"]
+    assert error["code"] == "child-failed"
+    assert f"({worker}), started earlier" in error["message"]
+    assert "was interrupted" in error["message"]
+    assert "stored status is still 'running'" in error["message"]
+    assert "resume the run" in error["message"]
+    assert [h.session_id for h in store.list_sessions(parent_id=lead)] == [worker]
+    store.close()

@@ -297,6 +297,42 @@ def test_a_request_id_reused_for_another_kind_of_action_is_refused(store: Store)
         store.begin_receipt("req-1", kind="message")
 
 
+def test_a_released_receipt_lets_the_next_begin_own_the_action(store: Store, clock: Clock) -> None:
+    store.begin_receipt("req-1", kind="spawn")
+    store.release_receipt("req-1")
+    assert store.get_receipt("req-1") is None
+    clock.now += 5
+    assert store.begin_receipt("req-1", kind="spawn") is None
+    again = store.get_receipt("req-1")
+    assert again is not None and (again.status, again.created_at) == ("pending", clock.now)
+
+
+def test_releasing_a_completed_receipt_fails_and_keeps_it(store: Store) -> None:
+    store.begin_receipt("req-1", kind="spawn")
+    store.complete_receipt("req-1", {"n": 1})
+    with pytest.raises(StoreError, match="is completed, so it cannot be released"):
+        store.release_receipt("req-1")
+    receipt = store.get_receipt("req-1")
+    assert receipt is not None and (receipt.status, receipt.result) == ("completed", {"n": 1})
+
+
+def test_releasing_an_unknown_receipt_changes_nothing(store: Store) -> None:
+    store.begin_receipt("other", kind="spawn")
+    store.release_receipt("ghost")
+    store.release_receipt("ghost")
+    assert store.get_receipt("ghost") is None
+    assert store.get_receipt("other") is not None
+
+
+def test_a_release_inside_a_failed_transaction_is_undone(store: Store) -> None:
+    store.begin_receipt("req-1", kind="spawn")
+    with pytest.raises(RuntimeError), store.transaction():
+        store.release_receipt("req-1")
+        raise RuntimeError("roll back")
+    receipt = store.get_receipt("req-1")
+    assert receipt is not None and receipt.status == "pending"
+
+
 def test_reaping_removes_only_stale_pending_receipts(store: Store, clock: Clock) -> None:
     store.begin_receipt("old-pending", kind="spawn")
     store.begin_receipt("old-done", kind="spawn")

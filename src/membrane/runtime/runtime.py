@@ -19,26 +19,11 @@ The path of one start (DESIGN, "The path of one delegation"):
 Runs live in the runtime's task group (``async with SubagentRuntime(...) as runtime``); closing
 the runtime stops every child. A child ends when its parent ends.
 
-Idempotency (DESIGN rule 8). A start with a ``request_id`` writes a pending ``spawn`` receipt
-(``Store.begin_receipt``) after the checks that need no action (capabilities, the request
-itself, an open runtime) and before acting. Publication completes it with the run, in the
-publication transaction; a start that fails after the receipt was written completes it with
-the error. A repeated ``request_id`` then acts on the receipt, never starting anything:
-
-* completed with a run: that run's current info (live here, or as its stored header says);
-* completed with an error: the same error is raised again, marked as a replay; a new
-  ``request_id`` is how to try again;
-* pending while this runtime is still starting it: waits for that start, then replays it;
-* pending otherwise (another process, or a start that was cancelled or crashed):
-  ``InvalidRequest``, until the owner completes it or ``Store.reap_pending_receipts`` removes it.
-
-Concurrency. ``settings.max_concurrency`` bounds the background runs that hold a slot; a
-background start beyond it is published ``queued`` and admitted in order. Foreground runs take
-no slot. A run blocked on its own children (``wait``/``wait_all``/``stop`` with ``caller`` set
-to it, as ``TaskWait``, a foreground ``Task`` and ``TaskStop`` do) lends its slot for the
-duration, so its queued children can run; when the wait ends it takes a slot back ahead of the
-queue, waiting for one if need be. Without the loan, a background parent waiting on a child
-queued behind its own slot would wait forever.
+The parts: ``spawn`` builds a child (steps 3-6) and ``publish`` publishes it (step 7);
+``receipts`` makes a start with a ``request_id`` idempotent (DESIGN rule 8); ``slots`` bounds
+the background runs (``settings.max_concurrency``) and lends a waiting parent's slot;
+``finish`` drives each run to its end; ``resume`` restarts a stored run. This class is the
+facade over them and the one owner of the live runs.
 """
 
 from __future__ import annotations
@@ -47,12 +32,10 @@ import builtins
 import contextlib
 import dataclasses
 import math
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -60,31 +43,31 @@ from anyio.abc import TaskGroup
 from membrane.agents.definition import AgentDefinition
 from membrane.errors import (
     InvalidRequest,
-    MembraneError,
-    RunError,
     StoreError,
     UnknownRun,
     UnsupportedCapability,
 )
 from membrane.resolve.authority import Deployment
 from membrane.runtime.capabilities import (
-    ChildOutcome,
     EmitFn,
     Provider,
     check_capabilities,
-    task_notification,
 )
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
+from membrane.runtime.finish import Finisher
+from membrane.runtime.journal import emitter
 from membrane.runtime.persona import check_persona
+from membrane.runtime.receipts import SpawnReceipts
 from membrane.runtime.request import SubagentStartRequest, validate_request
-from membrane.runtime.resume import journal_event, resume_run, save_transcript
-from membrane.runtime.runs import END_STATES, RunInfo, RunRecord, RunResult, event_kind
+from membrane.runtime.resume import resume_run
+from membrane.runtime.runs import RunInfo, RunRecord, RunResult
 from membrane.runtime.setup import SetupStep
-from membrane.runtime.spawn import Spawner
+from membrane.runtime.slots import Slots
+from membrane.runtime.spawn import CatalogLike, Spawner
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.settings import Settings
-from membrane.store.base import MAX_SAFE_DEPTH, Receipt, Store
+from membrane.store.base import MAX_SAFE_DEPTH, Store
 from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
@@ -93,24 +76,6 @@ from membrane.tools.view import ToolView
 __all__ = ["CatalogLike", "SubagentRuntime"]
 
 T = TypeVar("T")
-
-
-class _DispatchLike(Protocol):
-    @property
-    def definition(self) -> AgentDefinition: ...
-
-    @property
-    def note(self) -> str | None: ...
-
-
-class CatalogLike(Protocol):
-    """What the runtime needs of a ``Catalog``."""
-
-    def reload(self) -> object: ...
-
-    def dispatch(self, agent_type: str) -> _DispatchLike: ...
-
-    def definitions(self) -> Mapping[str, AgentDefinition]: ...
 
 
 class SubagentRuntime:
@@ -183,15 +148,16 @@ class SubagentRuntime:
         self._deployment = dataclasses.replace(base, settings=self.settings, project=project_text)
         self._hub = EventHub(self.store)
         self._runs: dict[str, RunRecord] = {}
-        self._queue: deque[RunRecord] = deque()
-        self._slots_used = 0
-        self._holding: set[str] = set()
-        #: Runs that lent their slot while they wait on their own children: how many waits.
-        self._lent: dict[str, int] = {}
-        #: Runs whose wait ended, waiting to take a slot back (served before the queue).
-        self._reclaims: deque[tuple[str, anyio.Event]] = deque()
-        #: Starts in flight in this runtime, by request id, for replays to wait on.
-        self._starting: dict[str, anyio.Event] = {}
+        self._slots = Slots(limit, live=self._runs.get, start=self._start_queued)
+        self._finisher = Finisher(
+            self.store,
+            hub=self._hub,
+            worktrees=worktrees,
+            live=self._runs.get,
+            stop=self._request_stop,
+            release=self._slots.release,
+        )
+        self._receipts = SpawnReceipts(self.store, hub=self._hub, live=self._live_info)
         self._closing = False
         self._group: TaskGroup | None = None
         self._writers: TaskGroup | None = None
@@ -257,7 +223,8 @@ class SubagentRuntime:
         Raises, with nothing published: ``UnsupportedCapability``, ``InvalidRequest``,
         ``InvalidPersona``, ``InvalidDepth``, ``EmptyToolFilter``, ``UnknownToolInFilter``,
         ``UnknownRun`` (no such parent), ``DepthLimitExceeded``, ``UnknownSubagent``,
-        ``WorktreeUnavailable``, ``SetupFailed`` or ``StoreError``.
+        ``WorktreeUnavailable``, ``SetupFailed`` or ``StoreError``; and ``ChildFailed`` for a
+        replayed foreground start whose run was interrupted (see ``membrane.runtime.receipts``).
         """
         if not isinstance(request, SubagentStartRequest):
             raise InvalidRequest(
@@ -268,9 +235,13 @@ class SubagentRuntime:
         check_capabilities(request, self.provider, role_filters=role is not None)
         self._require_open()
         validate_request(request, registry=self.registry)
+
+        async def act() -> RunInfo:
+            return self._launch(await self._spawner.spawn(request, role=role, allowed=allowed))
+
         if request.request_id is not None:
-            return await self._start_once(request, request.request_id, role=role, allowed=allowed)
-        return self._launch(await self._spawner.spawn(request, role=role, allowed=allowed))
+            return await self._receipts.start(request.request_id, act)
+        return await act()
 
     async def run(self, request: SubagentStartRequest) -> RunResult:
         """``start()`` and ``wait()`` in one call."""
@@ -285,7 +256,7 @@ class SubagentRuntime:
         record = self._lookup(run_id, caller)
         record.waiters += 1
         try:
-            async with self._lending(caller):
+            async with self._slots.lending(caller):
                 await record.done.wait()
         finally:
             record.waiters -= 1
@@ -315,7 +286,7 @@ class SubagentRuntime:
         for record in records:
             record.waiters += 1
         try:
-            async with self._lending(caller):
+            async with self._slots.lending(caller):
                 with anyio.move_on_after(timeout):
                     for record in records:
                         await record.done.wait()
@@ -350,7 +321,7 @@ class SubagentRuntime:
         """Stop a run and its descendants; returns once it has ended."""
         record = self._lookup(run_id, caller)
         self._request_stop(record)
-        async with self._lending(caller):
+        async with self._slots.lending(caller):
             await record.done.wait()
         return self._info(record)
 
@@ -410,28 +381,18 @@ class SubagentRuntime:
 
     def emitter(self, run_id: str) -> EmitFn:
         """The ``emit`` callback of one child; silent until the child is published."""
-
-        def emit(kind: str, data: Mapping[str, Any]) -> None:
-            record = self._runs.get(run_id)
-            if record is not None:
-                self._hub.post(
-                    run_id=run_id,
-                    parent_id=record.parent_id,
-                    agent=record.agent,
-                    kind=kind,
-                    data=data,
-                )
-                journal_event(self.store, record, kind, data)
-
-        return emit
+        return emitter(run_id, hub=self._hub, store=self.store, live=self._runs.get)
 
     def check_publishable(self, parent_id: str | None) -> None:
         """Refuse to publish a child now: the runtime is closing, or its parent ended or is
         stopping. The spawner calls it in the synchronous step that commits and registers the
-        child, so nothing can change between this check and the child being scheduled."""
+        child, so nothing can change between this check and the child being scheduled. The
+        refusal is ``InvalidRequest`` with ``transient: true``: the runtime's state refused the
+        start, not the request, so its receipt is released."""
         if self._closing or self._group is None:
             raise InvalidRequest(
-                "the runtime is closing; no new child is started (nothing was published)"
+                "the runtime is closing; no new child is started (nothing was published)",
+                transient=True,
             )
         parent = self._runs.get(parent_id) if parent_id is not None else None
         if parent is not None and (parent.finished or parent.stop_requested):
@@ -440,6 +401,7 @@ class SubagentRuntime:
                 f"run {parent_id!r} has ended or is stopping ({state}); a child of it would be "
                 "orphaned, so nothing was published",
                 parent_id=parent_id,
+                transient=True,
             )
 
     def register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
@@ -463,117 +425,7 @@ class SubagentRuntime:
 
     def must_queue(self, record: RunRecord) -> bool:
         """Whether a new background child waits for a slot."""
-        return record.background and self._slots_used >= self.settings.max_concurrency
-
-    # -- idempotent starts --------------------------------------------------------------------
-
-    async def _start_once(
-        self,
-        request: SubagentStartRequest,
-        request_id: str,
-        *,
-        role: Restriction | None,
-        allowed: tuple[str, ...] | None,
-    ) -> RunInfo:
-        receipt = self.store.begin_receipt(request_id, kind="spawn")
-        if receipt is not None:
-            return await self._replay(receipt)
-        done = anyio.Event()
-        self._starting[request_id] = done
-        try:
-            record = await self._spawner.spawn(request, role=role, allowed=allowed)
-        except MembraneError as exc:
-            # Publication completes the receipt; a failure before it records the failure, so
-            # a retry replays it rather than acting twice. A cancellation leaves it pending.
-            with contextlib.suppress(StoreError):
-                self._hub.commit(
-                    partial(self.store.complete_receipt, request_id, {"error": exc.to_dict()})
-                )
-            raise
-        finally:
-            del self._starting[request_id]
-            done.set()
-        return self._launch(record)
-
-    async def _replay(self, receipt: Receipt) -> RunInfo:
-        request_id = receipt.request_id
-        if receipt.status == "pending":
-            in_flight = self._starting.get(request_id)
-            if in_flight is not None:
-                await in_flight.wait()
-                receipt = self.store.get_receipt(request_id) or receipt
-        if receipt.status == "pending":
-            raise InvalidRequest(
-                f"a start with request_id {request_id!r} is in progress elsewhere, or was "
-                "interrupted before it published a child; retry once it completes or its "
-                "receipt is reaped, or use a new request_id to start another child",
-                field="request_id",
-                request_id=request_id,
-            )
-        stored = receipt.result or {}
-        error = stored.get("error")
-        if isinstance(error, Mapping):
-            raise _replayed_error(error, request_id)
-        run = stored.get("run")
-        if not isinstance(run, Mapping) or not isinstance(run.get("run_id"), str):
-            raise StoreError(
-                f"the receipt of request {request_id!r} holds neither a run nor an error",
-                request_id=request_id,
-            )
-        record = self._runs.get(run["run_id"])
-        if record is not None:
-            return self._info(record)
-        header = self.store.get_header(run["run_id"])
-        if header is None:
-            return RunInfo.from_stored(run)
-        result = None
-        if header.status in END_STATES and header.result is not None:
-            result = RunResult.from_dict(header.result)
-        return RunInfo.from_stored(run, status=header.status, result=result)
-
-    # -- slots --------------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _lending(self, caller: str | None) -> AsyncIterator[None]:
-        """While ``caller`` waits on its own children, its slot (if it holds one) is lent."""
-        if caller is None or (caller not in self._holding and caller not in self._lent):
-            yield
-            return
-        count = self._lent.get(caller, 0)
-        self._lent[caller] = count + 1
-        if count == 0:
-            self._holding.discard(caller)
-            self._slots_used -= 1
-            self._admit()
-        try:
-            yield
-        finally:
-            await self._reclaim(caller)
-
-    async def _reclaim(self, run_id: str) -> None:
-        count = self._lent.pop(run_id) - 1
-        if count:
-            self._lent[run_id] = count
-            return
-        record = self._runs.get(run_id)
-        if record is None or record.finished:
-            return  # it ended while its slot was lent: nothing to take back
-        if self._slots_used < self.settings.max_concurrency and not self._reclaims:
-            self._take_slot(run_id)
-            return
-        entry = (run_id, anyio.Event())
-        self._reclaims.append(entry)
-        try:
-            await entry[1].wait()
-        except BaseException:
-            # Cancelled before a slot came back: the run is ending and holds none.
-            if entry in self._reclaims:
-                self._reclaims.remove(entry)
-            raise
-
-    def _take_slot(self, run_id: str) -> None:
-        self._slots_used += 1
-        self._holding.add(run_id)
+        return self._slots.must_queue(record)
 
     # -- scheduling and ending ----------------------------------------------------------------
 
@@ -591,141 +443,26 @@ class SubagentRuntime:
         ``check_publishable`` that preceded publication, so the task group is still open."""
         group = self._group
         assert group is not None and not self._closing
-        self._schedule(record, group)
+        if self._slots.place(record):
+            group.start_soon(self._finisher.drive, record)
         return self._info(record)
 
-    def _schedule(self, record: RunRecord, group: TaskGroup) -> None:
-        if record.status == "queued":
-            self._queue.append(record)
-            return
-        if record.background:
-            self._take_slot(record.run_id)
-        group.start_soon(self._drive, record)
-
-    def _admit(self) -> None:
-        limit = self.settings.max_concurrency
-        while self._reclaims and self._slots_used < limit:
-            run_id, granted = self._reclaims.popleft()
-            record = self._runs.get(run_id)
-            if record is not None and not record.finished:
-                self._take_slot(run_id)
-            granted.set()
-        group = self._group
-        while group is not None and self._queue and self._slots_used < limit:
-            record = self._queue.popleft()
-            record.status = "running"
-            self._take_slot(record.run_id)
-            self._set_status(record.run_id, "running")
-            group.start_soon(self._drive, record)
-
-    async def _drive(self, record: RunRecord) -> None:
-        outcome = ChildOutcome(status="stopped")
-        try:
-            if not record.stop_requested:
-                outcome = await record.child.run()
-        except MembraneError as exc:
-            outcome = ChildOutcome(status="error", error=exc.to_dict())
-        except Exception as exc:
-            failure = RunError(
-                f"provider {record.provider!r} failed while running {record.run_id!r}: "
-                f"{type(exc).__name__}: {exc}",
-                provider=record.provider,
-            )
-            outcome = ChildOutcome(status="error", error=failure.to_dict())
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self._finish(record, outcome)
-
-    async def _finish(self, record: RunRecord, outcome: ChildOutcome) -> None:
-        worktree: dict[str, Any] | None = None
-        if record.worktree is not None and self._worktrees is not None:
-            ok = outcome.status in ("completed", "steered")
-            finished = await anyio.to_thread.run_sync(
-                partial(self._worktrees.finish, record.worktree, success=ok)
-            )
-            worktree = dict(finished.to_dict())
-        result = record.result_of(outcome, worktree=worktree)
-        record.status = result.status
-        record.result = result
-        kind = event_kind(result.status)
-        data = result.to_dict()
-
-        def write() -> int:
-            self.store.set_status(record.run_id, result.status, result=data)
-            save_transcript(self.store, record)
-            if record.has_edge:
-                self._complete_edge(record, result)
-            return self.store.append_event(record.run_id, kind, data)
-
-        try:
-            seq = self._hub.commit(write)
-        except StoreError as exc:
-            # The in-memory result stays authoritative in this process; the durable row keeps
-            # its last status, which a later process reads as an interrupted run.
-            self._hub.errors.append(exc)
-            seq = 0
-        self._hub.deliver(
-            seq=seq,
-            run_id=record.run_id,
-            parent_id=record.parent_id,
-            agent=record.agent,
-            kind=kind,
-            data=data,
-        )
-        record.done.set()
-        for child_id in record.children:
-            child = self._runs.get(child_id)
-            if child is not None:
-                self._request_stop(child)
-        if record.run_id in self._holding:
-            self._holding.discard(record.run_id)
-            self._slots_used -= 1
-            self._admit()
-        self._notify_parent(record, result)
-
-    def _complete_edge(self, record: RunRecord, result: RunResult) -> None:
-        with contextlib.suppress(StoreError), self.store.transaction():
-            self.store.complete_edge(
-                record.run_id,
-                status="completed" if result.ok else "failed",
-                result_summary=(result.text or (result.error or {}).get("message") or "")[:500],
-            )
-
-    def _notify_parent(self, record: RunRecord, result: RunResult) -> None:
-        """A background child's end reaches its parent as a runtime notice
-        (``task_notification``), unless a wait is collecting the result right now.
-
-        The notice waits for the parent's next turn boundary: it skips none of the parent's
-        pending calls and never restarts a parent that has given its final answer. A parent
-        whose provider takes no notices gets none; the result stays available through
-        ``TaskWait`` and ``TaskList`` either way.
-        """
-        if not record.background or record.waiters or record.parent_id is None:
-            return
-        parent = self._runs.get(record.parent_id)
-        if parent is None or parent.finished or parent.stop_requested:
-            return
-        notify = getattr(parent.child, "notify", None)
-        if not callable(notify):
-            return
-        notice = task_notification(
-            run_id=record.run_id,
-            agent=record.agent,
-            status=result.status,
-            text=result.text,
-            error=result.error,
-        )
-        with contextlib.suppress(MembraneError):
-            notify(notice)
+    def _start_queued(self, record: RunRecord) -> bool:
+        """Start a queued run the slots just admitted; ``False`` once the group is gone."""
+        if self._group is None:
+            return False
+        record.status = "running"
+        self._set_status(record.run_id, "running")
+        self._group.start_soon(self._finisher.drive, record)
+        return True
 
     def _request_stop(self, record: RunRecord) -> None:
         if record.finished or record.stop_requested:
             return
         record.stop_requested = True
-        if record in self._queue:
-            self._queue.remove(record)
+        if self._slots.dequeue(record):
             if self._group is not None:
-                self._group.start_soon(self._drive, record)
+                self._group.start_soon(self._finisher.drive, record)
             return
         record.child.stop()
 
@@ -741,10 +478,11 @@ class SubagentRuntime:
         return record
 
     def _info(self, record: RunRecord) -> RunInfo:
-        position = None
-        if record.status == "queued" and record in self._queue:
-            position = self._queue.index(record) + 1
-        return record.info(queue_position=position)
+        return record.info(queue_position=self._slots.position(record))
+
+    def _live_info(self, run_id: str) -> RunInfo | None:
+        record = self._runs.get(run_id)
+        return None if record is None else self._info(record)
 
     async def resume(self, run_id: str, message: str, *, caller: str | None = None) -> RunInfo:
         """Restart the stored run ``run_id`` (ended, or left ``running`` by a crashed process)
@@ -784,31 +522,3 @@ def _allowed_agents(allowed: Collection[str] | None) -> tuple[str, ...] | None:
             field="allowed_agents",
         )
     return tuple(allowed)
-
-
-def _error_classes(base: type[MembraneError]) -> dict[str, type[MembraneError]]:
-    found = {base.code: base}
-    for sub in base.__subclasses__():
-        found.update(_error_classes(sub))
-    return found
-
-
-def _replayed_error(error: Mapping[str, Any], request_id: str) -> MembraneError:
-    """The stored failure of a start, raised again with its own code."""
-    code = error.get("code")
-    message = (
-        f"{error.get('message') or 'the start failed'} (replayed: the start with request_id "
-        f"{request_id!r} already failed this way; use a new request_id to try again)"
-    )
-    stored = error.get("data")
-    data = {
-        key: value
-        for key, value in (stored.items() if isinstance(stored, Mapping) else ())
-        if isinstance(key, str) and key not in ("code", "message")
-    }
-    cls = _error_classes(MembraneError).get(str(code), RunError)
-    try:
-        replayed = cls(message, replayed=True, **data)
-    except TypeError:
-        replayed = RunError(message, replayed=True, original_code=code, **data)
-    return replayed

@@ -6,9 +6,10 @@ and resolved, the worktree made, the child built by the provider with the one se
 A failure at any point rolls back what exists (the provider's ``discard()`` when the child has
 one, the worktree finished without success, the private scope dropped) and publishes nothing.
 
-Publication re-checks, in the synchronous step that commits it, that the runtime is not closing
-and that the parent has neither ended nor been asked to stop: both can change during the awaits
-above, and a child published after its parent's end would never be stopped.
+Publication (``membrane.runtime.publish``) re-checks, in the synchronous step that commits it,
+that the runtime is not closing and that the parent has neither ended nor been asked to stop:
+both can change during the awaits above, and a child published after its parent's end would
+never be stopped. ``build`` and ``parent_context`` are also the resume path's (``resume``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import time
 import uuid
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -30,32 +30,51 @@ from membrane.errors import (
     InvalidRequest,
     MembraneError,
     SetupFailed,
-    StoreError,
     UnknownRun,
     UnknownSubagent,
     WorktreeUnavailable,
 )
 from membrane.resolve import CallParams
 from membrane.resolve.authority import EffectiveAuthority, ParentContext, resolve
-from membrane.runtime.capabilities import ChildComposition, ChildSpec, ProviderChild
+from membrane.runtime.capabilities import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.delegation import agent_allowed, delegation_tools, not_allowed
 from membrane.runtime.depth import check_cap, child_depth, effective_parent_depth
+from membrane.runtime.publish import publish
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
 from membrane.runtime.setup import ChildSetup, SetupStep
 from membrane.runtime.worktree import Worktree
-from membrane.store.base import SessionHeader, brief_digest
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool
 
 if TYPE_CHECKING:
-    from membrane.runtime.runtime import SubagentRuntime, _DispatchLike
+    from membrane.runtime.runtime import SubagentRuntime
 
-__all__ = ["Spawner", "discard_child", "new_run_id"]
+__all__ = ["CatalogLike", "DispatchLike", "Spawner", "discard_child", "new_run_id"]
 
 #: The depth of the host above a top-level agent, so that the top level is depth 0.
 _HOST_DEPTH = -1
+
+
+class DispatchLike(Protocol):
+    """What the spawner reads of a ``catalog.dispatch()`` result."""
+
+    @property
+    def definition(self) -> AgentDefinition: ...
+
+    @property
+    def note(self) -> str | None: ...
+
+
+class CatalogLike(Protocol):
+    """What the runtime needs of a ``Catalog``."""
+
+    def reload(self) -> object: ...
+
+    def dispatch(self, agent_type: str) -> DispatchLike: ...
+
+    def definitions(self) -> Mapping[str, AgentDefinition]: ...
 
 
 def new_run_id() -> str:
@@ -63,13 +82,24 @@ def new_run_id() -> str:
 
 
 class Spawner:
-    """Builds and publishes children for one runtime."""
+    """Builds and publishes children for one runtime.
 
-    def __init__(self, runtime: SubagentRuntime, *, on_step: SetupStep | None = None) -> None:
+    ``provider`` builds the children (default: the runtime's); a resume passes one that
+    continues a stored transcript. ``on_step`` observes each step of every child's setup.
+    """
+
+    def __init__(
+        self,
+        runtime: SubagentRuntime,
+        *,
+        on_step: SetupStep | None = None,
+        provider: Provider | None = None,
+    ) -> None:
         if on_step is not None and not callable(on_step):
             raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
         self._rt = runtime
         self._on_step = on_step
+        self._provider = provider if provider is not None else runtime.provider
 
     async def spawn(
         self,
@@ -88,7 +118,7 @@ class Spawner:
         rt.catalog.reload()
         dispatch = self._dispatch(request.agent_type, allowed)
         run_id = new_run_id()
-        context = self._parent_context(parent, parent_depth)
+        context = self.parent_context(parent, parent_depth)
         authority = resolve(
             dispatch.definition,
             _call(request),
@@ -101,7 +131,7 @@ class Spawner:
         worktree = await self._worktree(run_id, authority)
         built: list[ProviderChild] = []
         try:
-            record = await self._build(
+            record = await self.build(
                 run_id,
                 request,
                 authority,
@@ -111,7 +141,7 @@ class Spawner:
                 worktree=worktree,
                 built=built,
             )
-            self._publish(record, authority, request=request, note=dispatch.note)
+            publish(rt, record, authority=authority, request=request, note=dispatch.note)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 for child in built:
@@ -123,7 +153,7 @@ class Spawner:
             raise
         return record
 
-    def _dispatch(self, agent_type: str, allowed: tuple[str, ...] | None) -> _DispatchLike:
+    def _dispatch(self, agent_type: str, allowed: tuple[str, ...] | None) -> DispatchLike:
         """``catalog.dispatch``, bounded by ``allowed``: the definition that would really run
         (after any fallback) must be allowed, and a refusal names only allowed agents."""
         catalog = self._rt.catalog
@@ -137,76 +167,6 @@ class Spawner:
         if not agent_allowed(allowed, dispatch.definition.name):
             raise not_allowed(agent_type, allowed)
         return dispatch
-
-    def _publish(
-        self,
-        record: RunRecord,
-        authority: EffectiveAuthority,
-        *,
-        request: SubagentStartRequest,
-        note: str | None,
-    ) -> None:
-        """Make a built child observable: header, lineage edge and ``published`` event in one
-        transaction; only once it commits does the child appear in listings and streams."""
-        rt = self._rt
-        store = rt.store
-        rt.check_publishable(record.parent_id)
-        record.status = "queued" if rt.must_queue(record) else "running"
-        header = SessionHeader(
-            session_id=record.run_id,
-            agent=record.agent,
-            parent_id=record.parent_id,
-            delegation_depth=record.depth,
-            status=record.status,
-            provider=record.provider,
-            created_at=time.time(),
-            request_id=request.request_id,
-            meta={
-                "agent_type": record.agent_type,
-                "background": record.background,
-                "role": record.role,
-                "cwd": record.cwd,
-                "model": record.model,
-            },
-        )
-        data: dict[str, Any] = {
-            "agent_type": record.agent_type,
-            "depth": record.depth,
-            "background": record.background,
-            "provider": record.provider,
-            "tools": list(record.child.scope.view().names),
-            "checkout": authority.checkout.kind,
-        }
-        if note:
-            data["note"] = note
-        if record.worktree is not None:
-            data["worktree"] = str(record.worktree.cwd)
-        fingerprint = {
-            "provider": record.provider,
-            "model": record.model,
-            "thinking": authority.invocation["thinking"].value,
-        }
-
-        def write() -> int:
-            store.create_session(header)
-            if record.parent_id is not None:
-                # The lineage edge is supplementary provenance: it never fails a start.
-                with contextlib.suppress(StoreError), store.transaction():
-                    store.record_edge(
-                        parent_id=record.parent_id,
-                        child_id=record.run_id,
-                        child_role=record.agent,
-                        brief_digest=brief_digest(request.task),
-                        spawn_fingerprint=fingerprint,
-                    )
-                    record.has_edge = True
-            seq = store.append_event(record.run_id, "published", data)
-            if request.request_id is not None:
-                # The spawn receipt completes with the publication, or not at all.
-                store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
-            return seq
-
-        rt.register(record, seq=rt.commit(write), data=data)
 
     def _depths(self, request: SubagentStartRequest, parent: RunRecord | None) -> tuple[int, int]:
         parent_id = request.parent_id
@@ -226,7 +186,9 @@ class Spawner:
         )
         return parent_depth, child_depth(parent_depth, parent_id=parent_id)
 
-    def _parent_context(self, parent: RunRecord | None, parent_depth: int) -> ParentContext:
+    def parent_context(self, parent: RunRecord | None, parent_depth: int) -> ParentContext:
+        """What a child of ``parent`` (``None``: the host, at ``parent_depth``) inherits from
+        it: tools, live views of them, prompt, model, transcript, permission mode, cwd."""
         rt = self._rt
         if parent is None:
             registry = rt.registry
@@ -267,7 +229,7 @@ class Spawner:
             )
         return await anyio.to_thread.run_sync(manager.create, run_id)
 
-    async def _build(
+    async def build(
         self,
         run_id: str,
         request: SubagentStartRequest,
@@ -279,8 +241,9 @@ class Spawner:
         worktree: Worktree | None,
         built: list[ProviderChild] | None = None,
     ) -> RunRecord:
-        """The child, built by the provider; it is appended to ``built`` as soon as it exists,
-        so that a caller's rollback can discard it."""
+        """The child of ``request``, built by the provider with its setup (prompt, restrictions,
+        scope-local and delegation tools), not yet published. It is appended to ``built`` as
+        soon as it exists, so that a caller's rollback can discard it."""
         rt = self._rt
         definition = authority.definition
         invocation = authority.invocation
@@ -346,7 +309,7 @@ class Spawner:
             built.append(child)
         if len(composed) != 1:
             raise SetupFailed(
-                f"provider {rt.provider.name!r} returned child {run_id!r} without running its "
+                f"provider {self._provider.name!r} returned child {run_id!r} without running its "
                 "setup exactly once; nothing was published",
                 run_id=run_id,
                 step="provider",
@@ -369,7 +332,7 @@ class Spawner:
         )
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:
-        provider = self._rt.provider
+        provider = self._provider
         try:
             return await provider.create(spec, install)  # type: ignore[arg-type]
         except SetupFailed:

@@ -9,7 +9,8 @@ and ``MemoryStore`` the test double; both implement exactly this protocol.
 The protocol is deliberately narrow so that a PostgreSQL store fits without change:
 
 * every method is one short statement or a few, inside one transaction;
-* ``begin_receipt`` is an insert-if-absent on a unique key (``ON CONFLICT DO NOTHING``);
+* ``begin_receipt`` is an insert-if-absent on a unique key (``ON CONFLICT DO NOTHING``), and
+  ``release_receipt`` a delete guarded by ``status = 'pending'``;
 * ``due_outbox`` is a bounded, ordered select (``FOR UPDATE SKIP LOCKED`` on PostgreSQL);
 * ``transaction()`` groups calls atomically, e.g. completing a receipt and enqueuing its
   deliveries together.
@@ -209,6 +210,13 @@ class Store(Protocol):
         ...
 
     def get_receipt(self, request_id: str) -> Receipt | None: ...
+
+    def release_receipt(self, request_id: str) -> None:
+        """Delete a pending receipt, so that the next ``begin_receipt`` of ``request_id`` owns
+        the action again: its owner did not act and its failure is worth retrying. Releasing
+        a receipt that does not exist is a no-op (a release is idempotent, and a reap may have
+        come first); releasing a completed one is a ``StoreError`` and deletes nothing."""
+        ...
 
     def reap_pending_receipts(self, *, older_than: float) -> list[str]:
         """Delete pending receipts created before ``older_than``; return their request ids."""

@@ -267,6 +267,19 @@ class MemoryStore(Store):
         with self._open("get_receipt") as state:
             return _fresh(state.receipts.get(request_id))
 
+    def release_receipt(self, request_id: str) -> None:
+        with self._open("release_receipt") as state:
+            receipt = state.receipts.get(request_id)
+            if receipt is None:
+                return
+            if receipt.status != "pending":
+                raise StoreError(
+                    f"receipt {request_id!r} is completed, so it cannot be released; replay "
+                    "its result instead",
+                    request_id=request_id,
+                )
+            del state.receipts[request_id]
+
     def reap_pending_receipts(self, *, older_than: float) -> list[str]:
         with self._open("reap_pending_receipts") as state:
             stale = sorted(

@@ -383,6 +383,18 @@ class SQLiteStore(Store):
         with self._guard("get_receipt") as conn:
             return self._receipt(conn, request_id)
 
+    def release_receipt(self, request_id: str) -> None:
+        with self._write("release_receipt") as conn:
+            cursor = conn.execute(
+                "DELETE FROM receipts WHERE request_id = ? AND status = 'pending'", (request_id,)
+            )
+            if cursor.rowcount == 0 and self._receipt(conn, request_id) is not None:
+                raise StoreError(
+                    f"receipt {request_id!r} is completed, so it cannot be released; replay "
+                    "its result instead",
+                    request_id=request_id,
+                )
+
     def reap_pending_receipts(self, *, older_than: float) -> list[str]:
         with self._write("reap_pending_receipts") as conn:
             stale = "FROM receipts WHERE status = 'pending' AND created_at < ?"

@@ -1,0 +1,159 @@
+"""How a published run is driven to its end, and what its end does.
+
+``Finisher.drive`` runs the child in the runtime's task group and always finishes it, shielded
+from cancellation, whatever happened: a child stopped before it started, a ``MembraneError``
+(the run's error), any other exception (a ``RunError`` naming the provider).
+
+Finishing, in order:
+
+1. an isolated child's worktree is finished (kept with its branch on success, else removed);
+2. one store transaction records the end: the header's status and result, the rest of the
+   transcript, the lineage edge's outcome and the end event. A store failure there keeps the
+   in-memory result authoritative in this process; the durable row keeps its last status,
+   which a later process reads as an interrupted run;
+3. the end event reaches the streams, and waiters wake;
+4. the run's own children are asked to stop (a child ends when its parent ends);
+5. its concurrency slot, if it held one, goes to the next run in line;
+6. a background child's parent gets a runtime notice (``task_notification``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import anyio
+
+from membrane.errors import MembraneError, RunError, StoreError
+from membrane.runtime.capabilities import ChildOutcome, task_notification
+from membrane.runtime.events import EventHub
+from membrane.runtime.journal import save_transcript
+from membrane.runtime.runs import RunRecord, RunResult, event_kind
+from membrane.runtime.worktree import WorktreeManager
+from membrane.store.base import Store
+
+__all__ = ["Finisher"]
+
+
+class Finisher:
+    """The end of every run of one runtime.
+
+    ``live(run_id)`` is the runtime's live record of a run; ``stop(record)`` asks a run to stop;
+    ``release(run_id)`` gives an ended run's slot back.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        hub: EventHub,
+        worktrees: WorktreeManager | None,
+        live: Callable[[str], RunRecord | None],
+        stop: Callable[[RunRecord], None],
+        release: Callable[[str], None],
+    ) -> None:
+        self._store = store
+        self._hub = hub
+        self._worktrees = worktrees
+        self._live = live
+        self._stop = stop
+        self._release = release
+
+    async def drive(self, record: RunRecord) -> None:
+        """Run ``record``'s child to its end (unless it was stopped first), then finish it."""
+        outcome = ChildOutcome(status="stopped")
+        try:
+            if not record.stop_requested:
+                outcome = await record.child.run()
+        except MembraneError as exc:
+            outcome = ChildOutcome(status="error", error=exc.to_dict())
+        except Exception as exc:
+            failure = RunError(
+                f"provider {record.provider!r} failed while running {record.run_id!r}: "
+                f"{type(exc).__name__}: {exc}",
+                provider=record.provider,
+            )
+            outcome = ChildOutcome(status="error", error=failure.to_dict())
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish(record, outcome)
+
+    async def _finish(self, record: RunRecord, outcome: ChildOutcome) -> None:
+        worktree: dict[str, Any] | None = None
+        if record.worktree is not None and self._worktrees is not None:
+            ok = outcome.status in ("completed", "steered")
+            finished = await anyio.to_thread.run_sync(
+                partial(self._worktrees.finish, record.worktree, success=ok)
+            )
+            worktree = dict(finished.to_dict())
+        result = record.result_of(outcome, worktree=worktree)
+        record.status = result.status
+        record.result = result
+        kind = event_kind(result.status)
+        data = result.to_dict()
+        store = self._store
+
+        def write() -> int:
+            store.set_status(record.run_id, result.status, result=data)
+            save_transcript(store, record)
+            if record.has_edge:
+                self._complete_edge(record, result)
+            return store.append_event(record.run_id, kind, data)
+
+        try:
+            seq = self._hub.commit(write)
+        except StoreError as exc:
+            self._hub.errors.append(exc)
+            seq = 0
+        self._hub.deliver(
+            seq=seq,
+            run_id=record.run_id,
+            parent_id=record.parent_id,
+            agent=record.agent,
+            kind=kind,
+            data=data,
+        )
+        record.done.set()
+        for child_id in record.children:
+            child = self._live(child_id)
+            if child is not None:
+                self._stop(child)
+        self._release(record.run_id)
+        self._notify_parent(record, result)
+
+    def _complete_edge(self, record: RunRecord, result: RunResult) -> None:
+        with contextlib.suppress(StoreError), self._store.transaction():
+            self._store.complete_edge(
+                record.run_id,
+                status="completed" if result.ok else "failed",
+                result_summary=(result.text or (result.error or {}).get("message") or "")[:500],
+            )
+
+    def _notify_parent(self, record: RunRecord, result: RunResult) -> None:
+        """A background child's end reaches its parent as a runtime notice
+        (``task_notification``), unless a wait is collecting the result right now.
+
+        The notice waits for the parent's next turn boundary: it skips none of the parent's
+        pending calls and never restarts a parent that has given its final answer. A parent
+        whose provider takes no notices gets none; the result stays available through
+        ``TaskWait`` and ``TaskList`` either way.
+        """
+        if not record.background or record.waiters or record.parent_id is None:
+            return
+        parent = self._live(record.parent_id)
+        if parent is None or parent.finished or parent.stop_requested:
+            return
+        notify = getattr(parent.child, "notify", None)
+        if not callable(notify):
+            return
+        notice = task_notification(
+            run_id=record.run_id,
+            agent=record.agent,
+            status=result.status,
+            text=result.text,
+            error=result.error,
+        )
+        with contextlib.suppress(MembraneError):
+            notify(notice)

@@ -1,0 +1,142 @@
+"""Durable transcripts: a run's conversation reaches the store as it goes.
+
+``save_transcript`` appends the messages the store does not hold yet. The runtime calls it at
+the start of every turn after the first (``journal_event``), so a process killed mid-turn loses
+at most the turn in flight, and once more inside the transaction that records the run's end.
+The transcript only grows, as the loop's messages do. What else a resume needs (the start
+controls, the first user message) the header records at publication (``publish``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from membrane.errors import StoreError
+from membrane.models.base import Message, ToolCall
+from membrane.runtime.capabilities import EmitFn
+from membrane.runtime.events import EventHub
+from membrane.runtime.runs import RunRecord
+from membrane.store.base import Store
+
+__all__ = ["emitter", "journal_event", "message_from_record", "message_record", "save_transcript"]
+
+_ROLES: Final = ("user", "assistant", "tool")
+_KINDS: Final = ("text", "summary")
+
+
+def emitter(
+    run_id: str, *, hub: EventHub, store: Store, live: Callable[[str], RunRecord | None]
+) -> EmitFn:
+    """The ``emit`` callback of child ``run_id``: each event goes to ``hub`` (written behind,
+    see ``EventHub.post``) and to the journal. Silent until ``live`` knows the run, that is
+    until it is published."""
+
+    def emit(kind: str, data: Mapping[str, Any]) -> None:
+        record = live(run_id)
+        if record is not None:
+            hub.post(
+                run_id=run_id,
+                parent_id=record.parent_id,
+                agent=record.agent,
+                kind=kind,
+                data=data,
+            )
+            journal_event(store, record, kind, data)
+
+    return emit
+
+
+def journal_event(store: Store, record: RunRecord, kind: str, data: Mapping[str, Any]) -> None:
+    """The journal's view of a published child's event: at the start of every turn after the
+    first, the turns before it reach the store.
+
+    Turn 1 is skipped on purpose: all it could add is the task, and its write would sit
+    between ``start()`` and the child's first model request.
+    """
+    if kind == "turn" and data.get("turn") != 1:
+        save_transcript(store, record)
+
+
+def save_transcript(store: Store, record: RunRecord) -> None:
+    """Append the messages of ``record``'s child that ``store`` does not hold yet.
+
+    Never raises: a store failure leaves the messages in memory, and the next call (next turn,
+    or the run's end) writes them. Inside an open transaction it is a savepoint, so a failure
+    here never undoes the caller's writes.
+    """
+    messages = record.child.messages()
+    if not messages:
+        return
+    with contextlib.suppress(StoreError), store.transaction():
+        stored = store.transcript_length(record.run_id)
+        if len(messages) > stored:
+            tail = [message_record(message) for message in messages[stored:]]
+            store.append_messages(record.run_id, tail, start=stored)
+
+
+def message_record(message: Message) -> dict[str, Any]:
+    """A message as the JSON object a store keeps."""
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": [
+            {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+            for call in message.tool_calls
+        ],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+        "is_error": message.is_error,
+        "kind": message.kind,
+    }
+
+
+def message_from_record(data: Mapping[str, Any], *, where: str) -> Message:
+    """The ``Message`` a stored record holds; a malformed record is ``StoreError``."""
+
+    def bad(what: str) -> StoreError:
+        return StoreError(
+            f"{where} is malformed: {what}; the stored transcript cannot be resumed",
+            where=where,
+        )
+
+    role, kind = data.get("role"), data.get("kind", "text")
+    if role not in _ROLES:
+        raise bad(f"role {role!r} is not one of {', '.join(_ROLES)}")
+    if kind not in _KINDS:
+        raise bad(f"kind {kind!r} is not one of {', '.join(_KINDS)}")
+    content = data.get("content", "")
+    if not isinstance(content, str):
+        raise bad("content is not a string")
+    calls: list[ToolCall] = []
+    raw_calls = data.get("tool_calls", [])
+    if not isinstance(raw_calls, list):
+        raise bad("tool_calls is not a list")
+    for call in raw_calls:
+        if not (
+            isinstance(call, dict)
+            and isinstance(call.get("id"), str)
+            and isinstance(call.get("name"), str)
+            and isinstance(call.get("arguments"), dict)
+        ):
+            raise bad(f"tool call {call!r} lacks a string id and name and an arguments object")
+        calls.append(ToolCall(id=call["id"], name=call["name"], arguments=call["arguments"]))
+    text: dict[str, str | None] = {}
+    for key in ("tool_call_id", "name"):
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise bad(f"{key} is not a string")
+        text[key] = value
+    is_error = data.get("is_error", False)
+    if not isinstance(is_error, bool):
+        raise bad("is_error is not a boolean")
+    return Message(
+        role=role,
+        content=content,
+        tool_calls=tuple(calls),
+        tool_call_id=text["tool_call_id"],
+        name=text["name"],
+        is_error=is_error,
+        kind=kind,
+    )

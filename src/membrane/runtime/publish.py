@@ -1,0 +1,175 @@
+"""Publication: the one step that makes a built child observable, new or resumed.
+
+Each is a single store transaction, run in the same synchronous step as the re-check that the
+runtime still accepts the child (``check_publishable``: it is not closing, the parent has not
+ended and is not stopping) and as its registration, so nothing can change in between. Only once
+the transaction commits does the child appear in listings and event streams.
+
+A new child's header records, besides its identity, what a later resume needs to build it
+again with nothing relaxed (``start_meta``):
+
+* ``controls``: ``tool_filter`` (every name filter on its scope, folded into one
+  ``{"allow", "deny"}``, or ``None``), ``persona`` (the request's template; ``None`` inherits
+  the deployment's) and ``max_turns`` (the request's; ``None`` when it asked for none);
+* ``task``: the first user message the child was given (the brief, after any inherited
+  parent context), which a resume replays when the run stored no transcript.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from membrane.errors import InvalidRequest, StoreError
+from membrane.resolve.authority import EffectiveAuthority
+from membrane.runtime.request import SubagentStartRequest
+from membrane.runtime.runs import RunRecord
+from membrane.store.base import SessionHeader, brief_digest
+from membrane.tools.restriction import Restriction
+from membrane.tools.scope import Scope
+
+if TYPE_CHECKING:
+    from membrane.runtime.runtime import SubagentRuntime
+
+__all__ = ["CONTROLS_KEY", "TASK_KEY", "publish", "republish", "start_controls", "start_meta"]
+
+#: The header ``meta`` key holding the start controls a resume installs again.
+CONTROLS_KEY: Final = "controls"
+#: The header ``meta`` key holding the child's first user message.
+TASK_KEY: Final = "task"
+
+
+def publish(
+    rt: SubagentRuntime,
+    record: RunRecord,
+    *,
+    authority: EffectiveAuthority,
+    request: SubagentStartRequest,
+    note: str | None,
+) -> None:
+    """Publish a new child: header, lineage edge, ``published`` event and the completion of
+    its spawn receipt, in one transaction."""
+    store = rt.store
+    rt.check_publishable(record.parent_id)
+    record.status = "queued" if rt.must_queue(record) else "running"
+    header = SessionHeader(
+        session_id=record.run_id,
+        agent=record.agent,
+        parent_id=record.parent_id,
+        delegation_depth=record.depth,
+        status=record.status,
+        provider=record.provider,
+        created_at=time.time(),
+        request_id=request.request_id,
+        meta={
+            "agent_type": record.agent_type,
+            "background": record.background,
+            "role": record.role,
+            "cwd": record.cwd,
+            "model": record.model,
+            **start_meta(record, request, task=authority.task_prefix + request.task),
+        },
+    )
+    data: dict[str, Any] = {
+        "agent_type": record.agent_type,
+        "depth": record.depth,
+        "background": record.background,
+        "provider": record.provider,
+        "tools": list(record.child.scope.view().names),
+        "checkout": authority.checkout.kind,
+    }
+    if note:
+        data["note"] = note
+    if record.worktree is not None:
+        data["worktree"] = str(record.worktree.cwd)
+    fingerprint = {
+        "provider": record.provider,
+        "model": record.model,
+        "thinking": authority.invocation["thinking"].value,
+    }
+
+    def write() -> int:
+        store.create_session(header)
+        if record.parent_id is not None:
+            # The lineage edge is supplementary provenance: it never fails a start.
+            with contextlib.suppress(StoreError), store.transaction():
+                store.record_edge(
+                    parent_id=record.parent_id,
+                    child_id=record.run_id,
+                    child_role=record.agent,
+                    brief_digest=brief_digest(request.task),
+                    spawn_fingerprint=fingerprint,
+                )
+                record.has_edge = True
+        seq = store.append_event(record.run_id, "published", data)
+        if request.request_id is not None:
+            # The spawn receipt completes with the publication, or not at all.
+            store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
+        return seq
+
+    rt.register(record, seq=rt.commit(write), data=data)
+
+
+def republish(
+    rt: SubagentRuntime, record: RunRecord, *, parent: RunRecord | None, messages: int
+) -> None:
+    """Publish a resumed child again: status and a ``published`` event (marked ``resumed``,
+    with how many ``messages`` it continues from) in one transaction, then the listing. A
+    live parent that began to stop meanwhile refuses it, as it refuses a new child."""
+    store = rt.store
+    rt.check_publishable(None if parent is None else parent.run_id)
+    live = rt.live_run(record.run_id)
+    if live is not None and not live.finished:
+        raise InvalidRequest(
+            f"run {record.run_id!r} was resumed by another call meanwhile; it is {live.status}",
+            run_id=record.run_id,
+        )
+    record.status = "queued" if rt.must_queue(record) else "running"
+    data: dict[str, Any] = {
+        "agent_type": record.agent_type,
+        "depth": record.depth,
+        "background": record.background,
+        "provider": record.provider,
+        "tools": list(record.child.scope.view().names),
+        "resumed": True,
+        "messages": messages,
+    }
+
+    def write() -> int:
+        store.set_status(record.run_id, record.status)
+        return store.append_event(record.run_id, "published", data)
+
+    rt.register(record, seq=rt.commit(write), data=data)
+
+
+def start_meta(record: RunRecord, request: SubagentStartRequest, *, task: str) -> dict[str, Any]:
+    """The header ``meta`` entries a resume reads: ``controls`` and ``task``."""
+    persona = request.persona
+    max_turns = request.call.max_turns
+    controls = start_controls(record.child.scope)
+    controls["persona"] = persona if isinstance(persona, str) else None
+    controls["max_turns"] = max_turns if isinstance(max_turns, int) else None
+    return {CONTROLS_KEY: controls, TASK_KEY: task}
+
+
+def start_controls(scope: Scope) -> dict[str, Any]:
+    """The name filters installed on ``scope``, as ``{"tool_filter": ...}``.
+
+    ``tool_filter`` is every name filter on the scope (the request's ``toolFilter``, the
+    caller's role) folded into one: a tool passes them all exactly when it is in every
+    ``allow`` and in no ``deny``. The definition's own restriction is not a name filter; a
+    resume resolves it again.
+    """
+    allow: frozenset[str] | None = None
+    deny: set[str] = set()
+    for predicate in scope.restrictions:
+        if isinstance(predicate, Restriction):
+            if predicate.allow is not None:
+                allow = predicate.allow if allow is None else allow & predicate.allow
+            deny |= predicate.deny
+    if allow is None and not deny:
+        return {"tool_filter": None}
+    return {
+        "tool_filter": {"allow": None if allow is None else sorted(allow), "deny": sorted(deny)}
+    }

@@ -1,0 +1,145 @@
+"""Concurrency slots: how many background runs of one runtime run at once.
+
+``settings.max_concurrency`` bounds the background runs that hold a slot; a background start
+beyond it is published ``queued`` and admitted in order. Foreground runs take no slot.
+
+A run blocked on its own children (``wait``/``wait_all``/``stop`` with ``caller`` set to it, as
+``TaskWait``, a foreground ``Task`` and ``TaskStop`` do) lends its slot for the duration, so its
+queued children can run; when the wait ends it takes a slot back ahead of the queue, waiting for
+one if need be. Without the loan, a background parent waiting on a child queued behind its own
+slot would wait forever.
+
+Invariant: ``used`` is the number of runs in ``holding``; a run is never both holding a slot and
+lending it. Every method is synchronous except ``lending``'s exit, so the counts never change
+between a check and the action it guards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+
+from membrane.runtime.runs import RunRecord
+
+__all__ = ["Slots"]
+
+
+class Slots:
+    """The slots and the queue of one runtime.
+
+    ``live(run_id)`` is the runtime's live record of a run (``None`` when it has none).
+    ``start(record)`` starts driving a queued record that was just admitted, and returns
+    ``False`` (leaving it queued) when the runtime can no longer start runs.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        live: Callable[[str], RunRecord | None],
+        start: Callable[[RunRecord], bool],
+    ) -> None:
+        self.limit = limit
+        self._live = live
+        self._start = start
+        self._queue: deque[RunRecord] = deque()
+        self._used = 0
+        self._holding: set[str] = set()
+        #: Runs that lent their slot while they wait on their own children: how many waits.
+        self._lent: dict[str, int] = {}
+        #: Runs whose wait ended, waiting to take a slot back (served before the queue).
+        self._reclaims: deque[tuple[str, anyio.Event]] = deque()
+
+    def must_queue(self, record: RunRecord) -> bool:
+        """Whether a new background child waits for a slot."""
+        return record.background and self._used >= self.limit
+
+    def place(self, record: RunRecord) -> bool:
+        """Place a just-published run: ``False`` when it is ``queued`` (it waits in line),
+        ``True`` when it runs now (a background run then holds a slot)."""
+        if record.status == "queued":
+            self._queue.append(record)
+            return False
+        if record.background:
+            self._take(record.run_id)
+        return True
+
+    def position(self, record: RunRecord) -> int | None:
+        """The 1-based place of a queued run in line (``None`` when it is not queued)."""
+        if record.status == "queued" and record in self._queue:
+            return self._queue.index(record) + 1
+        return None
+
+    def dequeue(self, record: RunRecord) -> bool:
+        """Take a queued run out of line (it is being stopped); whether it was queued."""
+        if record in self._queue:
+            self._queue.remove(record)
+            return True
+        return False
+
+    def release(self, run_id: str) -> None:
+        """An ended run gives its slot back, if it holds one; the next in line is admitted."""
+        if run_id in self._holding:
+            self._holding.discard(run_id)
+            self._used -= 1
+            self._admit()
+
+    @contextlib.asynccontextmanager
+    async def lending(self, caller: str | None) -> AsyncIterator[None]:
+        """While ``caller`` waits on its own children, its slot (if it holds one) is lent."""
+        if caller is None or (caller not in self._holding and caller not in self._lent):
+            yield
+            return
+        count = self._lent.get(caller, 0)
+        self._lent[caller] = count + 1
+        if count == 0:
+            self._holding.discard(caller)
+            self._used -= 1
+            self._admit()
+        try:
+            yield
+        finally:
+            await self._reclaim(caller)
+
+    async def _reclaim(self, run_id: str) -> None:
+        count = self._lent.pop(run_id) - 1
+        if count:
+            self._lent[run_id] = count
+            return
+        record = self._live(run_id)
+        if record is None or record.finished:
+            return  # it ended while its slot was lent: nothing to take back
+        if self._used < self.limit and not self._reclaims:
+            self._take(run_id)
+            return
+        entry = (run_id, anyio.Event())
+        self._reclaims.append(entry)
+        try:
+            await entry[1].wait()
+        except BaseException:
+            # Cancelled before a slot came back: the run is ending and holds none.
+            if entry in self._reclaims:
+                self._reclaims.remove(entry)
+            raise
+
+    def _take(self, run_id: str) -> None:
+        self._used += 1
+        self._holding.add(run_id)
+
+    def _admit(self) -> None:
+        """Hand free slots out: first to runs taking theirs back, then to the queue in order."""
+        while self._reclaims and self._used < self.limit:
+            run_id, granted = self._reclaims.popleft()
+            record = self._live(run_id)
+            if record is not None and not record.finished:
+                self._take(run_id)
+            granted.set()
+        while self._queue and self._used < self.limit:
+            record = self._queue[0]
+            if not self._start(record):
+                return
+            self._queue.popleft()
+            self._take(record.run_id)
