@@ -1,6 +1,9 @@
 """Membrane: delegate work from one agent to another under an exact, explainable boundary.
 
-Everything public is re-exported here; ``__all__`` is sorted and complete.
+Everything public is re-exported here; ``__all__`` is sorted and complete, and every Membrane
+type that a public signature takes or returns is in it. Two modules are public as a whole:
+``membrane.errors`` (every error class, each with its stable ``code``) and ``membrane.testing``
+(the test doubles).
 """
 
 from __future__ import annotations
@@ -14,29 +17,62 @@ from membrane.agents import (
     update_definition_text,
     write_definition,
 )
-from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning
-from membrane.builtin_tools import register_builtin_tools
+from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
+from membrane.builtin_tools import ToolSink, register_builtin_tools
 from membrane.errors import MembraneError
 from membrane.models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.resolve import (
     CallParams,
     Checkout,
+    DefinitionRestriction,
     Deployment,
     EffectiveAuthority,
     ParentContext,
+    PromptSection,
     Sourced,
+    ToolAdmission,
+    TranscriptEntry,
     resolve,
 )
 from membrane.runtime import (
+    ChildComposition,
+    ChildOutcome,
+    ChildSpec,
     CommandProvider,
+    DelegationConfig,
+    EventStream,
     InProcessProvider,
+    LifecycleEvent,
     Provider,
+    ProviderChild,
+    RunInfo,
+    RunResult,
     SubagentCapabilities,
     SubagentRuntime,
     SubagentStartRequest,
 )
-from membrane.settings import Settings
-from membrane.store import SQLiteStore, Store
+from membrane.runtime.hooks import (
+    BeforeAgentStart,
+    BeforeToolCall,
+    CallBlock,
+    ExtensionHooks,
+    SessionShutdown,
+    SessionStart,
+    TurnEnd,
+)
+from membrane.runtime.spawn import CatalogLike, DispatchLike
+from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
+from membrane.settings import RateLimit, RoleSpec, Settings
+from membrane.store import (
+    LineageEdge,
+    OutboxItem,
+    Receipt,
+    SessionHeader,
+    SQLiteStore,
+    Store,
+    StoredEvent,
+)
+from membrane.store.migrations import Migration
 from membrane.tools.extensions import (
     ExtensionAPI,
     ExtensionSource,
@@ -50,49 +86,86 @@ from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
 from membrane.tools.view import ToolView
+from membrane.workspace import Workspace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "UNSET",
     "AgentDefinition",
+    "BeforeAgentStart",
+    "BeforeToolCall",
+    "CallBlock",
     "CallParams",
     "Catalog",
+    "CatalogLike",
     "Checkout",
+    "ChildComposition",
+    "ChildOutcome",
+    "ChildSpec",
     "CommandProvider",
+    "DefinitionRestriction",
     "DefinitionWarning",
+    "DelegationConfig",
     "Deployment",
     "Dispatch",
+    "DispatchLike",
     "EffectiveAuthority",
+    "EventStream",
     "ExtensionAPI",
+    "ExtensionHooks",
     "ExtensionSource",
     "ExtensionTools",
     "InProcessProvider",
+    "LifecycleEvent",
+    "LineageEdge",
     "LoadedExtension",
     "MembraneError",
     "Message",
+    "Migration",
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "OutboxItem",
     "ParentContext",
+    "PromptSection",
     "Provider",
+    "ProviderChild",
+    "RateLimit",
+    "Receipt",
     "RegistryChange",
     "Restriction",
+    "RoleSpec",
+    "RunInfo",
+    "RunResult",
     "SQLiteStore",
     "Scope",
+    "SessionHeader",
+    "SessionShutdown",
+    "SessionStart",
     "Settings",
     "Sourced",
     "Store",
+    "StoredEvent",
     "SubagentCapabilities",
     "SubagentRuntime",
     "SubagentStartRequest",
     "Tool",
+    "ToolAdmission",
     "ToolCall",
     "ToolContext",
     "ToolPredicate",
     "ToolRegistry",
+    "ToolSink",
     "ToolView",
+    "TranscriptEntry",
+    "TurnEnd",
+    "Unset",
     "Usage",
+    "Workspace",
+    "Worktree",
+    "WorktreeManager",
+    "WorktreeOutcome",
     "__version__",
     "discover_extensions",
     "function_tool",

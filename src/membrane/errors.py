@@ -16,7 +16,7 @@ Two families, as a user meets them:
     ├── ConfigError
     │   ├── DefinitionError ............ definition-invalid
     │   ├── SettingsError .............. settings-invalid
-    │   ├── ToolFilterError
+    │   ├── ToolFilterError ............ tool-filter-invalid
     │   │   ├── EmptyToolFilter ........ empty-tool-filter
     │   │   └── UnknownToolInFilter .... unknown-tool-in-filter
     │   ├── ToolSpecError .............. tool-spec-invalid

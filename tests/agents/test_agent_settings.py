@@ -74,6 +74,7 @@ def test_a_bad_setting_names_the_file_and_key(project: Path, text: str, key: str
     assert caught.value.data["path"] == str(path)
     assert caught.value.data["key"] == key
     assert str(path) in caught.value.message
+    assert "Value error" not in caught.value.message  # the validator's own words, not pydantic's
 
 
 def test_a_misspelt_key_suggests_the_real_one(project: Path) -> None:
@@ -104,6 +105,9 @@ def test_the_largest_safe_integer_is_a_valid_depth(project: Path) -> None:
         ('["All"]', ("Read", "Glob", "Grep", "BrowserPreview", "Bash", "Edit", "Write")),
         ('["none"]', ()),
         ("[]", ()),
+        ('"*"', ("Read", "Glob", "Grep", "BrowserPreview", "Bash", "Edit", "Write")),
+        ('"read, grep"', ("Read", "Grep")),
+        ('"none"', ()),
     ],
 )
 def test_default_tools_are_canonical_builtin_names(

@@ -82,6 +82,15 @@ def test_show_of_an_unknown_agent_is_a_config_error(
     assert "unknown-subagent" in err
 
 
+def test_show_of_an_unusable_file_names_its_definition_error(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "agents", "show", "broken", "--project", str(project))
+    assert code == 2
+    assert err.startswith("definition-invalid: ")
+    assert "broken.md:3" in err
+
+
 def test_validate_prints_file_line_code_message_and_exits_1_on_an_unusable_file(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -134,8 +134,10 @@ def test_a_run_whose_model_fails_exits_3_with_an_error_result(
 ) -> None:
     args = ["run", "broken", "try", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--json"]) == 3
-    lines = _json_lines(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    lines = _json_lines(captured.out)
     result = lines[-1]
+    assert f"{result['run_id']}: model-error: " in captured.err
     assert result["kind"] == "result"
     assert result["agent"] == "broken"
     assert result["status"] == "error"

@@ -1,7 +1,7 @@
 """``make demo`` end to end: real subprocesses, the real example workspace (copied to a temporary
 folder so the repository is never written), the scripted model and a real SQLite store.
 
-What must hold (issue 6): the out-of-scope call is vetoed, the grandchild start is rejected at the
+What must hold: the out-of-scope call is vetoed, the grandchild start is rejected at the
 depth cap, and the children's results reach the lead. These tests read the run's JSON events and
 its store, never the wording of what is printed.
 """

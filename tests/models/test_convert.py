@@ -219,6 +219,10 @@ def test_anthropic_stop_reasons_map_to_stop_reasons(stop: str, expected: str) ->
                 }
             ]
         },
+        {"choices": [{"message": {"content": 5}}]},
+        {"choices": [{"message": {"content": "x"}}], "usage": "lots"},
+        {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": -1}},
+        {"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": 1.5}},
     ],
 )
 def test_a_malformed_openai_response_is_a_model_error(body: dict[str, Any]) -> None:
@@ -229,7 +233,13 @@ def test_a_malformed_openai_response_is_a_model_error(body: dict[str, Any]) -> N
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"content": [{"type": "tool_use", "id": "c", "name": "T", "input": "x"}]}],
+    [
+        {},
+        {"content": [{"type": "tool_use", "id": "c", "name": "T", "input": "x"}]},
+        {"content": [{"type": "text", "text": 5}]},
+        {"content": [], "usage": ["many"]},
+        {"content": [], "usage": {"input_tokens": True}},
+    ],
 )
 def test_a_malformed_anthropic_response_is_a_model_error(body: dict[str, Any]) -> None:
     with pytest.raises(ModelError) as info:

@@ -84,6 +84,12 @@ class _File(_Strict):
     roles: dict[str, _Role] | None = None
     rate_limits: dict[str, _RateLimit] | None = None
 
+    @field_validator("default_tools", mode="before")
+    @classmethod
+    def _tool_string(cls, value: object) -> object:
+        # A comma string, as in a definition's `tools:` ("Read, Grep", "*").
+        return value.split(",") if isinstance(value, str) else value
+
     @field_validator("max_depth", mode="before")
     @classmethod
     def _depth(cls, value: object) -> object:
@@ -191,7 +197,8 @@ def _read(path: Path) -> _File | None:
             message = f"{path}: unknown setting `{key}`"
         else:
             hint = "see the settings reference for the expected type"
-            message = f"{path}: `{key}`: {error['msg']} (got {error.get('input')!r})"
+            what = str(error["msg"]).removeprefix("Value error, ")
+            message = f"{path}: `{key}`: {what} (got {error.get('input')!r})"
         raise SettingsError(message, path=str(path), key=key, hint=hint) from exc
     if parsed.default_tools is None:
         return parsed

@@ -123,6 +123,10 @@ def show_agent(
     catalog = _catalog(project, workspace)
     definition, why = catalog.lookup(name)
     if definition is None:
+        # A file named after the agent that could not be read says more than "unknown".
+        for error in catalog.errors:
+            if Path(str(error.data.get("path", ""))).stem.lower() == name.lower():
+                raise error
         known = ", ".join(catalog.definitions())
         raise UnknownSubagent(f"agent `{name}` {why}; known: {known}", requested=name, reason=why)
     shadows = catalog.shadowed.get(definition.name, [])

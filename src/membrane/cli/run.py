@@ -192,6 +192,10 @@ async def _run(
     root = state.nodes.get(result.run_id)
     if root is not None and result.error is not None and not root.error:
         root.error = f"{result.error.get('code')}: {result.error.get('message')}"
+    if not result.ok:
+        # The run's failure is an error like any other: ``code: message`` on stderr (exit 3).
+        failure = root.error if root is not None and root.error else f"run {result.status}"
+        err_console.print(Text(f"{result.agent} {result.run_id}: {failure}"))
     if as_json:
         # stdout holds only JSON lines; what was skipped still has to reach the user.
         for warning in ws.warnings:

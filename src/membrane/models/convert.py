@@ -164,12 +164,12 @@ def from_openai_response(body: Mapping[str, Any]) -> ModelResponse:
         )
         usage = body.get("usage") or {}
         return ModelResponse(
-            text=message.get("content") or "",
+            text=_text(message.get("content")),
             tool_calls=calls,
             stop_reason=_OPENAI_STOP.get(choice.get("finish_reason") or "stop", "error"),
-            usage=Usage(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)),
+            usage=_usage(usage, "prompt_tokens", "completion_tokens"),
         )
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"unexpected OpenAI response shape: {exc!r}", provider="openai") from exc
 
 
@@ -180,7 +180,7 @@ def from_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
         calls: list[ToolCall] = []
         for block in body["content"]:
             if block["type"] == "text":
-                texts.append(block["text"])
+                texts.append(_text(block["text"]))
             elif block["type"] == "tool_use":
                 if not isinstance(block["input"], Mapping):
                     raise TypeError(f"tool_use input must be an object, got {block['input']!r}")
@@ -190,9 +190,9 @@ def from_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
             text="".join(texts),
             tool_calls=tuple(calls),
             stop_reason=_ANTHROPIC_STOP.get(body.get("stop_reason") or "end_turn", "error"),
-            usage=Usage(usage.get("input_tokens", 0), usage.get("output_tokens", 0)),
+            usage=_usage(usage, "input_tokens", "output_tokens"),
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(
             f"unexpected Anthropic response shape: {exc!r}", provider="anthropic"
         ) from exc
@@ -204,3 +204,23 @@ def _arguments(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"tool call arguments must be a JSON object, got {text!r}")
     return value
+
+
+def _text(value: object) -> str:
+    """Response text: a string, or nothing (``None``); anything else is a malformed body."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"text content must be a string, got {value!r}")
+    return value
+
+
+def _usage(usage: object, input_key: str, output_key: str) -> Usage:
+    """Token counts: non-negative integers under the provider's own keys."""
+    if not isinstance(usage, Mapping):
+        raise TypeError(f"usage must be an object, got {usage!r}")
+    counts = [usage.get(input_key, 0), usage.get(output_key, 0)]
+    for count in counts:
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise TypeError(f"token counts must be non-negative integers, got {count!r}")
+    return Usage(counts[0], counts[1])

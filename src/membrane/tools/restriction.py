@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
+from typing import Protocol, final, runtime_checkable
 
 from membrane.errors import EmptyToolFilter, ToolFilterError, UnknownToolInFilter
+from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool
-
-if TYPE_CHECKING:
-    from membrane.tools.registry import ToolRegistry
 
 __all__ = ["Restriction", "ToolPredicate", "closest_name"]
 
