@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
+import typing
 
 import membrane
 
@@ -42,3 +44,41 @@ def test_every_public_name_defined_in_the_package_is_in_all() -> None:
         and type(value).__module__ != "__future__"  # ``from __future__ import annotations``
     }
     assert sorted(public - set(membrane.__all__)) == []
+
+
+def _membrane_types(hint: object, found: set[type]) -> None:
+    if isinstance(hint, type) and hint.__module__.startswith("membrane."):
+        found.add(hint)
+    for arg in typing.get_args(hint):
+        _membrane_types(arg, found)
+
+
+#: Constructors that only Membrane itself calls; their parameter types are implementation.
+_INTERNAL_CONSTRUCTORS = {"DefinitionRestriction.__init__", "EventStream.__init__"}
+
+
+def test_every_membrane_type_in_a_public_signature_is_exported() -> None:
+    exported = {getattr(membrane, name) for name in membrane.__all__}
+    missing: dict[str, set[str]] = {}
+    for name in membrane.__all__:
+        value = getattr(membrane, name)
+        members = [(name, value)]
+        if inspect.isclass(value):
+            members = [
+                (f"{name}.{attr}", member)
+                for attr, member in vars(value).items()
+                if callable(member) and (not attr.startswith("_") or attr == "__init__")
+            ]
+            members.append((name, value))
+        for label, member in members:
+            if label in _INTERNAL_CONSTRUCTORS or not callable(member):
+                continue
+            target = member.__func__ if isinstance(member, classmethod | staticmethod) else member
+            found: set[type] = set()
+            for hint in typing.get_type_hints(target).values():
+                _membrane_types(hint, found)
+            for kind in found:
+                private = kind.__name__.startswith("_")
+                if kind not in exported and not private and kind.__module__ != "membrane.errors":
+                    missing.setdefault(f"{kind.__module__}.{kind.__qualname__}", set()).add(label)
+    assert missing == {}

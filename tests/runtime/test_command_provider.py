@@ -95,6 +95,7 @@ async def test_a_long_output_keeps_its_head_and_tail_and_says_what_was_dropped(
     assert result.text.startswith("a" * 500)
     assert result.text.endswith("THE END")
     assert "99007 bytes of output omitted (of 100007)" in result.text
+    assert "only the first 500 and the last 500 bytes are kept" in result.text
     assert len(result.text) < 1200
 
 

@@ -93,6 +93,34 @@ async def test_a_notice_before_the_run_follows_the_task() -> None:
     assert [m.content for m in model.requests[0].messages] == ["do the task", "queued early"]
 
 
+async def test_a_notice_is_acknowledged_once_it_has_joined_the_conversation() -> None:
+    acknowledged: list[int] = []
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        # By the time the model sees the notice, its acknowledgement has run.
+        assert acknowledged == [len(request.messages)]
+        return ModelResponse(text="done")
+
+    loop = make_loop(FunctionModel(answer))
+    assert loop.notify("notice", on_delivered=lambda: acknowledged.append(len(loop.messages)))
+    await loop.run()
+    assert acknowledged == [2]
+    assert loop.messages[1].content == "notice"
+
+
+async def test_a_dropped_notice_is_never_acknowledged() -> None:
+    acknowledged: list[str] = []
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        assert loop.notify("late notice", on_delivered=lambda: acknowledged.append("late"))
+        return ModelResponse(text="final")
+
+    loop = make_loop(FunctionModel(answer))
+    result = await loop.run()
+    assert result.status == "completed"
+    assert acknowledged == []
+
+
 async def test_an_empty_notice_is_rejected() -> None:
     loop = make_loop(FunctionModel(_final))
     with pytest.raises(InvalidRequest):
@@ -115,6 +143,13 @@ def test_a_task_notification_marks_itself_and_fences_the_childs_output() -> None
     assert text.count("</task_notification>") == 1
     assert "&lt;/task_notification&gt;" in text
     assert '<error code="model-error">the model &lt;x&gt; failed</error>' in text
+
+
+def test_a_task_notification_names_its_outbox_delivery() -> None:
+    text = task_notification(run_id="r1", agent="worker", status="completed", delivery=42)
+    assert text.startswith(
+        '<task_notification run_id="r1" agent="worker" status="completed" delivery="42">'
+    )
 
 
 async def _final(request: ModelRequest) -> ModelResponse:

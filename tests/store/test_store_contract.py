@@ -377,6 +377,27 @@ def test_a_delivered_item_cannot_be_attempted_again(store: Store) -> None:
         store.mark_attempt(item_id, next_attempt_at=0.0)
 
 
+def test_pending_items_are_listed_per_recipient_whenever_they_are_due(
+    store: Store, clock: Clock
+) -> None:
+    assert store.pending_outbox() == [] and store.next_outbox_attempt() is None
+    first = store.enqueue_outbox("lead", {"n": 1}, not_before=clock.now + 60)
+    other = store.enqueue_outbox("other", {"n": 2}, not_before=clock.now + 30)
+    third = store.enqueue_outbox("lead", {"n": 3}, not_before=clock.now + 90)
+    assert store.due_outbox() == []
+    assert [i.id for i in store.pending_outbox(recipient="lead")] == [first, third]
+    assert [i.id for i in store.pending_outbox()] == [first, other, third]
+    assert [i.id for i in store.pending_outbox(limit=1)] == [first]
+    assert store.next_outbox_attempt() == clock.now + 30
+    store.mark_delivered(other)
+    assert store.next_outbox_attempt() == clock.now + 60
+    store.mark_attempt(first, next_attempt_at=clock.now + 120)
+    assert store.next_outbox_attempt() == clock.now + 90
+    store.mark_delivered(first)
+    store.mark_delivered(third)
+    assert store.pending_outbox(recipient="lead") == [] and store.next_outbox_attempt() is None
+
+
 def test_unknown_outbox_items_and_bad_limits_are_refused(store: Store) -> None:
     with pytest.raises(StoreError, match="no outbox item 7"):
         store.mark_delivered(7)
@@ -384,6 +405,8 @@ def test_unknown_outbox_items_and_bad_limits_are_refused(store: Store) -> None:
         store.mark_attempt(7, next_attempt_at=0.0)
     with pytest.raises(StoreError, match="at least 1"):
         store.due_outbox(limit=0)
+    with pytest.raises(StoreError, match="at least 1"):
+        store.pending_outbox(limit=0)
 
 
 # -- lineage ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from membrane.runtime.capabilities import (
 )
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventStream, LifecycleEvent
+from membrane.runtime.outbox import OutboxDrainer
 from membrane.runtime.providers import CommandProvider, InProcessProvider
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunInfo, RunResult
@@ -26,6 +27,7 @@ __all__ = [
     "EventStream",
     "InProcessProvider",
     "LifecycleEvent",
+    "OutboxDrainer",
     "Provider",
     "ProviderChild",
     "RunInfo",

@@ -17,16 +17,14 @@ import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from membrane.agents.definition import UNSET
 from membrane.errors import UnsupportedCapability
 from membrane.models.base import Message, Usage
+from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
-
-if TYPE_CHECKING:
-    from membrane.runtime.request import SubagentStartRequest
 
 __all__ = [
     "ChildComposition",
@@ -92,8 +90,9 @@ class ChildSpec:
     """One child, fully resolved and validated, ready for a provider to build.
 
     ``task`` already carries the resolver's prefix (inherited context); ``transcript`` is the
-    parent's conversation so far, which a ``fork`` provider copies; ``emit`` reports lifecycle
-    events (turn, tool_call, tool_result, vetoed_call) and works only after publication.
+    parent's conversation so far, which a ``fork`` provider copies (for a resume: the run's own
+    stored conversation, and ``resumed`` is true); ``emit`` reports lifecycle events (turn,
+    tool_call, tool_result, vetoed_call) and works only after publication.
     """
 
     run_id: str
@@ -114,6 +113,8 @@ class ChildSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     #: The extensions the resolver loaded for this child; only they are bound (hooks included).
     extensions: tuple[str, ...] = ()
+    #: The child continues a stored run (``SubagentRuntime.resume``), not a fresh start.
+    resumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,12 +152,14 @@ class ProviderChild(Protocol):
         """Inject a user message after the current tool call; ``False`` when unsupported."""
         ...
 
-    def notify(self, message: str) -> bool:
+    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
         """Queue a runtime notice (``task_notification``) for the child's next turn boundary.
 
         Unlike ``steer()`` it never skips the calls still pending from the current reply, and
         it never restarts a child that has given its final answer. ``False`` when the transport
-        cannot deliver notices or the child has ended; the notice is then dropped.
+        cannot deliver notices or the child has ended. ``on_delivered()`` must be called once
+        the notice is in the child's conversation, and never for a notice that is dropped
+        (the runtime's outbox keeps an unacknowledged notice and delivers it again later).
         """
         ...
 
@@ -225,6 +228,7 @@ def task_notification(
     status: str,
     text: str = "",
     error: Mapping[str, Any] | None = None,
+    delivery: int | None = None,
 ) -> str:
     """The runtime notice telling a parent that its background child ``run_id`` has ended.
 
@@ -232,12 +236,14 @@ def task_notification(
     marked as a runtime notice rather than the user's words: one ``<task_notification>``
     element whose first line says so, with the child's text inside ``<subagent_report>``. The
     child's text and error are untrusted output, so they are XML-escaped: nothing in them can
-    close the report block and pass for the runtime's or the user's own words.
+    close the report block and pass for the runtime's or the user's own words. ``delivery`` is
+    the outbox item that carries the notice (its ``delivery`` attribute), by which a resumed
+    conversation that already holds it is recognised.
     """
-    attrs = " ".join(
-        f'{key}="{html.escape(value, quote=True)}"'
-        for key, value in (("run_id", run_id), ("agent", agent), ("status", status))
-    )
+    fields = [("run_id", run_id), ("agent", agent), ("status", status)]
+    if delivery is not None:
+        fields.append(("delivery", str(delivery)))
+    attrs = " ".join(f'{key}="{html.escape(value, quote=True)}"' for key, value in fields)
     lines = [
         f"<task_notification {attrs}>",
         "A background subagent you started has ended. This is a notice from the runtime, not "

@@ -41,17 +41,17 @@ from membrane.errors import (
     UnsupportedCapability,
 )
 from membrane.resolve import CallParams
+from membrane.runtime.capabilities import Provider
 from membrane.runtime.depth import PROVIDER_MANAGED, parse_depth_cap
 from membrane.runtime.persona import check_persona
 from membrane.runtime.request import SubagentStartRequest
+from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool, ToolContext
 
 if TYPE_CHECKING:
-    from membrane.runtime.capabilities import Provider
     from membrane.runtime.runs import RunInfo, RunResult
     from membrane.settings import Settings
-    from membrane.tools.registry import ToolRegistry
 
 __all__ = [
     "DELEGATION_TOOL_NAMES",

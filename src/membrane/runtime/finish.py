@@ -8,13 +8,15 @@ Finishing, in order:
 
 1. an isolated child's worktree is finished (kept with its branch on success, else removed);
 2. one store transaction records the end: the header's status and result, the rest of the
-   transcript, the lineage edge's outcome and the end event. A store failure there keeps the
-   in-memory result authoritative in this process; the durable row keeps its last status,
-   which a later process reads as an interrupted run;
+   transcript, the lineage edge's outcome, a background child's completion notice for its
+   parent (an outbox item, see ``membrane.runtime.outbox``) and the end event. A store failure
+   there keeps the in-memory result authoritative in this process; the durable row keeps its
+   last status, which a later process reads as an interrupted run;
 3. the end event reaches the streams, and waiters wake;
 4. the run's own children are asked to stop (a child ends when its parent ends);
 5. its concurrency slot, if it held one, goes to the next run in line;
-6. a background child's parent gets a runtime notice (``task_notification``).
+6. the completion notice is offered to the parent, when it is live here
+   (``task_notification``, acknowledged once it is in the parent's conversation).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from typing import Any
 import anyio
 
 from membrane.errors import MembraneError, RunError, StoreError
-from membrane.runtime.capabilities import ChildOutcome, task_notification
+from membrane.runtime.capabilities import ChildOutcome
 from membrane.runtime.events import EventHub
 from membrane.runtime.journal import save_transcript
+from membrane.runtime.outbox import OutboxDrainer
 from membrane.runtime.runs import RunRecord, RunResult, event_kind
 from membrane.runtime.worktree import WorktreeManager
 from membrane.store.base import Store
@@ -41,7 +44,8 @@ class Finisher:
     """The end of every run of one runtime.
 
     ``live(run_id)`` is the runtime's live record of a run; ``stop(record)`` asks a run to stop;
-    ``release(run_id)`` gives an ended run's slot back.
+    ``release(run_id)`` gives an ended run's slot back; ``outbox`` writes and offers the
+    completion notices.
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class Finisher:
         store: Store,
         *,
         hub: EventHub,
+        outbox: OutboxDrainer,
         worktrees: WorktreeManager | None,
         live: Callable[[str], RunRecord | None],
         stop: Callable[[RunRecord], None],
@@ -56,6 +61,7 @@ class Finisher:
     ) -> None:
         self._store = store
         self._hub = hub
+        self._outbox = outbox
         self._worktrees = worktrees
         self._live = live
         self._stop = stop
@@ -94,19 +100,21 @@ class Finisher:
         kind = event_kind(result.status)
         data = result.to_dict()
         store = self._store
+        owed = self._outbox.completion(record, result)
 
-        def write() -> int:
+        def write() -> tuple[int, int | None]:
             store.set_status(record.run_id, result.status, result=data)
             save_transcript(store, record)
             if record.has_edge:
                 self._complete_edge(record, result)
-            return store.append_event(record.run_id, kind, data)
+            item_id = None if owed is None else self._outbox.enqueue(owed)
+            return store.append_event(record.run_id, kind, data), item_id
 
         try:
-            seq = self._hub.commit(write)
+            seq, item_id = self._hub.commit(write)
         except StoreError as exc:
             self._hub.errors.append(exc)
-            seq = 0
+            seq, item_id = 0, None
         self._hub.deliver(
             seq=seq,
             run_id=record.run_id,
@@ -121,7 +129,9 @@ class Finisher:
             if child is not None:
                 self._stop(child)
         self._release(record.run_id)
-        self._notify_parent(record, result)
+        if owed is not None:
+            owed.item_id = item_id
+            self._outbox.offer(owed)
 
     def _complete_edge(self, record: RunRecord, result: RunResult) -> None:
         with contextlib.suppress(StoreError), self._store.transaction():
@@ -130,30 +140,3 @@ class Finisher:
                 status="completed" if result.ok else "failed",
                 result_summary=(result.text or (result.error or {}).get("message") or "")[:500],
             )
-
-    def _notify_parent(self, record: RunRecord, result: RunResult) -> None:
-        """A background child's end reaches its parent as a runtime notice
-        (``task_notification``), unless a wait is collecting the result right now.
-
-        The notice waits for the parent's next turn boundary: it skips none of the parent's
-        pending calls and never restarts a parent that has given its final answer. A parent
-        whose provider takes no notices gets none; the result stays available through
-        ``TaskWait`` and ``TaskList`` either way.
-        """
-        if not record.background or record.waiters or record.parent_id is None:
-            return
-        parent = self._live(record.parent_id)
-        if parent is None or parent.finished or parent.stop_requested:
-            return
-        notify = getattr(parent.child, "notify", None)
-        if not callable(notify):
-            return
-        notice = task_notification(
-            run_id=record.run_id,
-            agent=record.agent,
-            status=result.status,
-            text=result.text,
-            error=result.error,
-        )
-        with contextlib.suppress(MembraneError):
-            notify(notice)

@@ -72,7 +72,8 @@ HookHandler = Callable[[Any], object]
 class SessionStart:
     agent: str
     run_id: str
-    #: True when the loop continues earlier messages (a resume).
+    #: True when the run continues a stored run (``SubagentRuntime.resume``); a fork-mode
+    #: child that starts from a copy of its parent's conversation is not resumed.
     resumed: bool
 
 

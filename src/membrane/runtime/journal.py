@@ -20,7 +20,14 @@ from membrane.runtime.events import EventHub
 from membrane.runtime.runs import RunRecord
 from membrane.store.base import Store
 
-__all__ = ["emitter", "journal_event", "message_from_record", "message_record", "save_transcript"]
+__all__ = [
+    "append_transcript",
+    "emitter",
+    "journal_event",
+    "message_from_record",
+    "message_record",
+    "save_transcript",
+]
 
 _ROLES: Final = ("user", "assistant", "tool")
 _KINDS: Final = ("text", "summary")
@@ -66,10 +73,16 @@ def save_transcript(store: Store, record: RunRecord) -> None:
     or the run's end) writes them. Inside an open transaction it is a savepoint, so a failure
     here never undoes the caller's writes.
     """
+    with contextlib.suppress(StoreError):
+        append_transcript(store, record)
+
+
+def append_transcript(store: Store, record: RunRecord) -> None:
+    """``save_transcript`` that raises: a ``StoreError`` means nothing was appended."""
     messages = record.child.messages()
     if not messages:
         return
-    with contextlib.suppress(StoreError), store.transaction():
+    with store.transaction():
         stored = store.transcript_length(record.run_id)
         if len(messages) > stored:
             tail = [message_record(message) for message in messages[stored:]]

@@ -20,13 +20,14 @@ carry them); otherwise the model is told what is wrong and tries again (at most
 ``max_output_retries`` times, within the turn budget). ``session_shutdown`` runs on every exit
 path, shielded from cancellation.
 
-Runtime notices (``notify()``; the runtime sends one when a background child ends) are not user
-messages: they wait for the next turn boundary, so the calls of the current reply all run, and
-they are injected as user-role messages because that is the one role every model API accepts
-between turns; the text itself (``task_notification``) says it is a runtime notice and fences
-the child's output. A notice never restarts a finished run: one still queued when the model
-gives its final answer is dropped, and the child's result stays available to ``TaskWait`` and
-``TaskList`` for as long as the parent runs.
+Runtime notices (``notify()``; the runtime's outbox sends one when a background child ends) are
+not user messages: they wait for the next turn boundary, so the calls of the current reply all
+run, and they are injected as user-role messages because that is the one role every model API
+accepts between turns; the text itself (``task_notification``) says it is a runtime notice and
+fences the child's output. A notice's ``on_delivered`` callback runs right after the notice
+joins the conversation, and only then. A notice never restarts a finished run: one still queued
+when the model gives its final answer is dropped unacknowledged (the runtime's outbox keeps it
+for a resumed run).
 
 Mentions: when a user message (the task or a steer) is ``@NAME rest`` and the live view holds
 the delegation tool ``Task``, a mention clone (``membrane.runtime.mention``) spends one model
@@ -66,7 +67,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -126,9 +127,11 @@ def _ignore(kind: str, data: Mapping[str, Any]) -> None:
 class AgentLoop:
     """Drives one child: ``run()`` once; ``steer()`` and ``stop()`` from other tasks meanwhile.
 
-    ``messages`` are earlier conversation messages (a resume); ``task``, when not empty, is
-    added as the next user message. ``max_turns=None`` means no limit. The loop belongs to one
-    event loop and is not thread-safe.
+    ``messages`` are earlier conversation messages (a resume, or a fork's copy of its parent's);
+    ``task``, when not empty, is added as the next user message. ``resumed`` says the run
+    continues a stored run (``SubagentRuntime.resume``), as ``session_start`` reports it.
+    ``max_turns=None`` means no limit. The loop belongs to one event loop and is not
+    thread-safe.
     """
 
     def __init__(
@@ -141,6 +144,7 @@ class AgentLoop:
         system: str,
         task: str,
         messages: Sequence[Message] = (),
+        resumed: bool = False,
         context: ToolContext,
         max_turns: int | None,
         grace_turns: int = 5,
@@ -162,6 +166,7 @@ class AgentLoop:
         self._system = system
         self._task = task
         self._messages: list[Message] = list(messages)
+        self._resumed = resumed is True
         self._context = context
         self._max_turns = max_turns
         self._grace_turns = grace_turns
@@ -173,7 +178,7 @@ class AgentLoop:
         self._emit = emit
         self._max_output_retries = max_output_retries
         self._steering: deque[str] = deque()
-        self._notices: deque[str] = deque()
+        self._notices: deque[tuple[str, Callable[[], None] | None]] = deque()
         self._state: Literal["new", "running", "done"] = "new"
         self._stop_requested = False
         self._cancel: anyio.CancelScope | None = None
@@ -208,18 +213,20 @@ class AgentLoop:
             )
         self._steering.append(message)
 
-    def notify(self, message: str) -> bool:
+    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
         """Queue a runtime notice for the next turn boundary (before the next model request).
 
         Unlike ``steer()``, the calls still pending from the current reply all run first, and
         a notice does not keep a run going: ``False`` once the run has ended, and a notice
-        still queued when the model gives its final answer is dropped.
+        still queued when the model gives its final answer is dropped. ``on_delivered`` is
+        called (synchronously, and must not raise) right after the notice has joined the
+        conversation; it is never called for a dropped notice.
         """
         if not isinstance(message, str) or not message.strip():
             raise InvalidRequest("a notice must be a non-empty string", run_id=self.run_id)
         if self._state == "done":
             return False
-        self._notices.append(message)
+        self._notices.append((message, on_delivered))
         return True
 
     def stop(self) -> None:
@@ -268,7 +275,7 @@ class AgentLoop:
         hooks = self._hooks
         extra: list[str] = []
         if hooks is not None:
-            await hooks.session_start(SessionStart(self.agent, self.run_id, bool(self._messages)))
+            await hooks.session_start(SessionStart(self.agent, self.run_id, self._resumed))
             event = BeforeAgentStart(self.agent, self.run_id, self._task, self._system)
             event = await hooks.before_agent_start(event)
             self._system, extra = event.system_prompt, event.messages
@@ -285,7 +292,10 @@ class AgentLoop:
             while self._steering:
                 await self._add_user_message(self._steering.popleft())
             while self._notices:
-                self._messages.append(Message(role="user", content=self._notices.popleft()))
+                notice, delivered = self._notices.popleft()
+                self._messages.append(Message(role="user", content=notice))
+                if delivered is not None:
+                    delivered()
             self._turns += 1
             turn = self._turns
             self._emit("turn", {"turn": turn})

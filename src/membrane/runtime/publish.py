@@ -52,7 +52,7 @@ def publish(
     its spawn receipt, in one transaction."""
     store = rt.store
     rt.check_publishable(record.parent_id)
-    record.status = "queued" if rt.must_queue(record) else "running"
+    record.status = "queued" if rt._must_queue(record) else "running"
     header = SessionHeader(
         session_id=record.run_id,
         agent=record.agent,
@@ -108,7 +108,7 @@ def publish(
             store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
         return seq
 
-    rt.register(record, seq=rt.commit(write), data=data)
+    rt._register(record, seq=rt._commit(write), data=data)
 
 
 def republish(
@@ -119,13 +119,13 @@ def republish(
     live parent that began to stop meanwhile refuses it, as it refuses a new child."""
     store = rt.store
     rt.check_publishable(None if parent is None else parent.run_id)
-    live = rt.live_run(record.run_id)
+    live = rt._live_run(record.run_id)
     if live is not None and not live.finished:
         raise InvalidRequest(
             f"run {record.run_id!r} was resumed by another call meanwhile; it is {live.status}",
             run_id=record.run_id,
         )
-    record.status = "queued" if rt.must_queue(record) else "running"
+    record.status = "queued" if rt._must_queue(record) else "running"
     data: dict[str, Any] = {
         "agent_type": record.agent_type,
         "depth": record.depth,
@@ -140,7 +140,7 @@ def republish(
         store.set_status(record.run_id, record.status)
         return store.append_event(record.run_id, "published", data)
 
-    rt.register(record, seq=rt.commit(write), data=data)
+    rt._register(record, seq=rt._commit(write), data=data)
 
 
 def start_meta(record: RunRecord, request: SubagentStartRequest, *, task: str) -> dict[str, Any]:

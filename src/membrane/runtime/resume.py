@@ -75,7 +75,7 @@ async def resume_run(
             field="message",
             run_id=run_id,
         )
-    live = rt.live_run(run_id)
+    live = rt._live_run(run_id)
     if live is not None and not live.finished:
         raise InvalidRequest(
             f"run {run_id!r} is {live.status} in this runtime; steer it instead of resuming it",
@@ -98,7 +98,7 @@ async def resume_run(
         header.delegation_depth, what=f"stored delegation depth of {run_id!r}"
     )
     request = _request(header, message)
-    parent = rt.live_run(header.parent_id) if header.parent_id is not None else None
+    parent = rt._live_run(header.parent_id) if header.parent_id is not None else None
     if parent is not None and parent.finished:
         parent = None
     parent_depth, depth = _depths(rt.store, header, parent, stored_depth)
@@ -129,7 +129,15 @@ async def resume_run(
     built: list[ProviderChild] = []
     try:
         record = await spawner.build(
-            run_id, request, authority, context, depth=depth, role=role, worktree=None, built=built
+            run_id,
+            request,
+            authority,
+            context,
+            depth=depth,
+            role=role,
+            worktree=None,
+            built=built,
+            resumed=True,
         )
         if header.parent_id is not None:
             record.has_edge = any(

@@ -167,7 +167,8 @@ class RunRecord:
     status: str = "queued"
     stop_requested: bool = False
     has_edge: bool = False
-    waiters: int = 0
+    #: Waits of the parent on this run now in progress (``TaskWait``, a foreground ``Task``).
+    parent_waits: int = 0
     children: list[str] = field(default_factory=list)
     result: RunResult | None = None
     done: anyio.Event = field(default_factory=anyio.Event)

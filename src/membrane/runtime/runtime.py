@@ -22,8 +22,9 @@ the runtime stops every child. A child ends when its parent ends.
 The parts: ``spawn`` builds a child (steps 3-6) and ``publish`` publishes it (step 7);
 ``receipts`` makes a start with a ``request_id`` idempotent (DESIGN rule 8); ``slots`` bounds
 the background runs (``settings.max_concurrency``) and lends a waiting parent's slot;
-``finish`` drives each run to its end; ``resume`` restarts a stored run. This class is the
-facade over them and the one owner of the live runs.
+``finish`` drives each run to its end; ``outbox`` delivers background children's completion
+notices to their parents durably; ``resume`` restarts a stored run. This class is the facade
+over them and the one owner of the live runs.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.finish import Finisher
 from membrane.runtime.journal import emitter
+from membrane.runtime.outbox import OutboxDrainer
 from membrane.runtime.persona import check_persona
 from membrane.runtime.receipts import SpawnReceipts
 from membrane.runtime.request import SubagentStartRequest, validate_request
@@ -149,9 +151,11 @@ class SubagentRuntime:
         self._hub = EventHub(self.store)
         self._runs: dict[str, RunRecord] = {}
         self._slots = Slots(limit, live=self._runs.get, start=self._start_queued)
+        self._outbox = OutboxDrainer(self.store, live=self._runs.get, commit=self._hub.commit)
         self._finisher = Finisher(
             self.store,
             hub=self._hub,
+            outbox=self._outbox,
             worktrees=worktrees,
             live=self._runs.get,
             stop=self._request_stop,
@@ -171,10 +175,12 @@ class SubagentRuntime:
         if self._worktrees is not None:
             pruned = await anyio.to_thread.run_sync(self._worktrees.prune_orphans)
             self.pruned_worktrees = tuple(pruned)
-        # The event writer lives in an outer group so that it outlasts every run.
+        # The event writer and the outbox drainer live in an outer group so that they outlast
+        # every run.
         writers = anyio.create_task_group()
         await writers.__aenter__()
         writers.start_soon(self._hub.writer)
+        writers.start_soon(self._outbox.run)
         group = anyio.create_task_group()
         await group.__aenter__()
         self._writers, self._group = writers, group
@@ -202,6 +208,7 @@ class SubagentRuntime:
             return None
         finally:
             self._group = None
+            self._outbox.close()
             self._hub.close()
             # The writer returns at once now that the hub is closed.
             writers, self._writers = self._writers, None
@@ -254,12 +261,13 @@ class SubagentRuntime:
         """The run's result, once it has ended. ``caller``: only its own children are known;
         it is the run that waits, and it lends its concurrency slot while it does."""
         record = self._lookup(run_id, caller)
-        record.waiters += 1
+        parent_wait = int(caller is not None)
+        record.parent_waits += parent_wait
         try:
             async with self._slots.lending(caller):
                 await record.done.wait()
         finally:
-            record.waiters -= 1
+            record.parent_waits -= parent_wait
         assert record.result is not None
         return record.result
 
@@ -283,8 +291,9 @@ class SubagentRuntime:
                 field="timeout",
             )
         records = [self._lookup(run_id, caller) for run_id in dict.fromkeys(run_ids)]
+        parent_wait = int(caller is not None)
         for record in records:
-            record.waiters += 1
+            record.parent_waits += parent_wait
         try:
             async with self._slots.lending(caller):
                 with anyio.move_on_after(timeout):
@@ -292,7 +301,7 @@ class SubagentRuntime:
                         await record.done.wait()
         finally:
             for record in records:
-                record.waiters -= 1
+                record.parent_waits -= parent_wait
         return [self._info(record) for record in records]
 
     def list(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
@@ -324,6 +333,11 @@ class SubagentRuntime:
         async with self._slots.lending(caller):
             await record.done.wait()
         return self._info(record)
+
+    @property
+    def outbox(self) -> OutboxDrainer:
+        """The completion notices owed to parents (``outbox.pending(run_id)``) and their drainer."""
+        return self._outbox
 
     def events(self) -> EventStream:
         """Lifecycle events published from now on (``async for event in runtime.events()``)."""
@@ -376,10 +390,10 @@ class SubagentRuntime:
             memory=memory,
         )
 
-    def live_run(self, run_id: str) -> RunRecord | None:
+    def _live_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
 
-    def emitter(self, run_id: str) -> EmitFn:
+    def _emitter(self, run_id: str) -> EmitFn:
         """The ``emit`` callback of one child; silent until the child is published."""
         return emitter(run_id, hub=self._hub, store=self.store, live=self._runs.get)
 
@@ -404,7 +418,7 @@ class SubagentRuntime:
                 transient=True,
             )
 
-    def register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
+    def _register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
         """List a child whose publication committed (as ``seq``), and announce it."""
         self._runs[record.run_id] = record
         parent = self._runs.get(record.parent_id) if record.parent_id else None
@@ -419,11 +433,11 @@ class SubagentRuntime:
             data=data,
         )
 
-    def commit(self, work: Callable[[], T]) -> T:
+    def _commit(self, work: Callable[[], T]) -> T:
         """Run store writes in one transaction with the queued events (see ``EventHub``)."""
         return self._hub.commit(work)
 
-    def must_queue(self, record: RunRecord) -> bool:
+    def _must_queue(self, record: RunRecord) -> bool:
         """Whether a new background child waits for a slot."""
         return self._slots.must_queue(record)
 
@@ -486,7 +500,8 @@ class SubagentRuntime:
 
     async def resume(self, run_id: str, message: str, *, caller: str | None = None) -> RunInfo:
         """Restart the stored run ``run_id`` (ended, or left ``running`` by a crashed process)
-        under the same id, continuing its stored conversation with ``message``.
+        under the same id, continuing its stored conversation with ``message``, then with the
+        completion notices still owed to it (``membrane.runtime.outbox``).
 
         Its durable depth is restored, never lowered; its definition is dispatched and resolved
         again and its scope gets the restrictions of a fresh start; a parent not live here
@@ -498,7 +513,9 @@ class SubagentRuntime:
         """
         self._require_open()
         record = await resume_run(self, run_id, message, caller=caller)
-        return self._launch(record)
+        info = self._launch(record)
+        self._outbox.resumed(record)
+        return info
 
 
 def _check_count(value: object, name: str, *, minimum: int) -> None:

@@ -112,7 +112,7 @@ class Spawner:
         match (``allowed_subagents``), ``None`` for a trusted caller with no such bound."""
         rt = self._rt
         rt.check_publishable(request.parent_id)
-        parent = rt.live_run(request.parent_id) if request.parent_id is not None else None
+        parent = rt._live_run(request.parent_id) if request.parent_id is not None else None
         parent_depth, depth = self._depths(request, parent)
         check_cap(depth, request.max_depth, agent=request.agent_type, parent_id=request.parent_id)
         rt.catalog.reload()
@@ -240,10 +240,12 @@ class Spawner:
         role: Restriction | None,
         worktree: Worktree | None,
         built: list[ProviderChild] | None = None,
+        resumed: bool = False,
     ) -> RunRecord:
         """The child of ``request``, built by the provider with its setup (prompt, restrictions,
         scope-local and delegation tools), not yet published. It is appended to ``built`` as
-        soon as it exists, so that a caller's rollback can discard it."""
+        soon as it exists, so that a caller's rollback can discard it. ``resumed``: the child
+        continues the stored run ``run_id`` (``ChildSpec.resumed``)."""
         rt = self._rt
         definition = authority.definition
         invocation = authority.invocation
@@ -293,7 +295,7 @@ class Spawner:
             registry=rt.registry,
             task=authority.task_prefix + request.task,
             depth=depth,
-            emit=rt.emitter(run_id),
+            emit=rt._emitter(run_id),
             parent_id=request.parent_id,
             cwd=cwd,
             model=model,
@@ -303,6 +305,7 @@ class Spawner:
             response_schema=request.response_schema,
             transcript=tuple(context.transcript),  # type: ignore[arg-type]
             extensions=tuple(authority.extensions_loaded),
+            resumed=resumed,
         )
         child = await self._create(spec, install)
         if built is not None:

@@ -11,7 +11,8 @@ The protocol is deliberately narrow so that a PostgreSQL store fits without chan
 * every method is one short statement or a few, inside one transaction;
 * ``begin_receipt`` is an insert-if-absent on a unique key (``ON CONFLICT DO NOTHING``), and
   ``release_receipt`` a delete guarded by ``status = 'pending'``;
-* ``due_outbox`` is a bounded, ordered select (``FOR UPDATE SKIP LOCKED`` on PostgreSQL);
+* ``due_outbox`` and ``pending_outbox`` are bounded, ordered selects (``FOR UPDATE SKIP
+  LOCKED`` on PostgreSQL), and ``next_outbox_attempt`` one ``MIN`` over the same index;
 * ``transaction()`` groups calls atomically, e.g. completing a receipt and enqueuing its
   deliveries together.
 
@@ -232,8 +233,16 @@ class Store(Protocol):
         """Undelivered items due at ``now`` (default: the clock), oldest first."""
         ...
 
+    def pending_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[OutboxItem]:
+        """Undelivered items (``recipient``'s, or all), oldest first, whenever they are due."""
+        ...
+
+    def next_outbox_attempt(self) -> float | None:
+        """The earliest ``next_attempt_at`` of an undelivered item; ``None`` when none is."""
+        ...
+
     def mark_attempt(self, item_id: int, *, next_attempt_at: float) -> OutboxItem:
-        """Record a failed delivery attempt and when to try again."""
+        """Record a delivery attempt that did not deliver, and when to try again."""
         ...
 
     def mark_delivered(self, item_id: int) -> None: ...

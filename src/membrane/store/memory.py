@@ -317,6 +317,22 @@ class MemoryStore(Store):
             ]
         return _fresh(sorted(due, key=lambda item: item.id)[:limit])
 
+    def pending_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[OutboxItem]:
+        if limit < 1:
+            raise StoreError(f"pending_outbox limit must be at least 1, got {limit}", limit=limit)
+        with self._open("pending_outbox") as state:
+            pending = [
+                item
+                for item in state.outbox.values()
+                if item.delivered_at is None and recipient in (None, item.recipient)
+            ]
+        return _fresh(sorted(pending, key=lambda item: item.id)[:limit])
+
+    def next_outbox_attempt(self) -> float | None:
+        with self._open("next_outbox_attempt") as state:
+            due = [i.next_attempt_at for i in state.outbox.values() if i.delivered_at is None]
+        return min(due, default=None)
+
     def mark_attempt(self, item_id: int, *, next_attempt_at: float) -> OutboxItem:
         with self._open("mark_attempt") as state:
             item = state.outbox.get(item_id)

@@ -441,6 +441,24 @@ class SQLiteStore(Store):
             ).fetchall()
         return [_outbox(row) for row in rows]
 
+    def pending_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[OutboxItem]:
+        if limit < 1:
+            raise StoreError(f"pending_outbox limit must be at least 1, got {limit}", limit=limit)
+        query = f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE delivered_at IS NULL"
+        params: tuple[Any, ...] = ()
+        if recipient is not None:
+            query, params = query + " AND recipient = ?", (recipient,)
+        with self._guard("pending_outbox") as conn:
+            rows = conn.execute(query + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()
+        return [_outbox(row) for row in rows]
+
+    def next_outbox_attempt(self) -> float | None:
+        with self._guard("next_outbox_attempt") as conn:
+            row = conn.execute(
+                "SELECT MIN(next_attempt_at) FROM outbox WHERE delivered_at IS NULL"
+            ).fetchone()
+        return None if row[0] is None else float(row[0])
+
     def mark_attempt(self, item_id: int, *, next_attempt_at: float) -> OutboxItem:
         with self._write("mark_attempt") as conn:
             cursor = conn.execute(

@@ -32,7 +32,7 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -142,7 +142,7 @@ class _CommandChild:
     def steer(self, message: str) -> bool:
         return False
 
-    def notify(self, message: str) -> bool:
+    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
         return False
 
     def messages(self) -> tuple[Message, ...]:
@@ -245,7 +245,8 @@ class _Capture:
             return head + tail
         return (
             f"{head}\n[... {dropped} bytes of output omitted (of {self.total}); "
-            f"the first and last {self.limit} bytes are kept ...]\n{tail}"
+            f"only the first {len(self.head)} and the last {len(self.tail)} bytes are kept ...]"
+            f"\n{tail}"
         )
 
 

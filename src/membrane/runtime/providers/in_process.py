@@ -18,7 +18,7 @@ Modes:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 from membrane.errors import InvalidRequest
@@ -86,6 +86,7 @@ class InProcessProvider:
             system=composition.system,
             task=request.task,
             messages=history,
+            resumed=request.resumed,
             context=ToolContext(agent=request.agent, run_id=request.run_id, cwd=request.cwd),
             max_turns=request.max_turns,
             grace_turns=request.grace_turns,
@@ -124,8 +125,8 @@ class _InProcessChild:
         self._loop.steer(message)
         return True
 
-    def notify(self, message: str) -> bool:
-        return self._loop.notify(message)
+    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
+        return self._loop.notify(message, on_delivered=on_delivered)
 
     def stop(self) -> None:
         self._loop.stop()
