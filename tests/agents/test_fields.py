@@ -318,3 +318,26 @@ def test_a_per_tool_permission_map_from_another_product_is_ignored_loudly() -> N
     assert d.permission is UNSET
     assert d.extra == {"permission": {"edit": "deny", "bash": "allow"}}
     assert [w.code for w in d.warnings] == ["authority-key-ignored"]
+
+
+def test_a_tools_token_that_selects_nothing_is_warned_so_validate_shows_it() -> None:
+    d = parse("tools: read, Nope, TaskWait, ext:notes/summarize, mcp__gh__*, inherit, *")
+    assert d.tools == (
+        "read",
+        "Nope",
+        "TaskWait",
+        "ext:notes/summarize",
+        "mcp__gh__*",
+        "inherit",
+        "*",
+    )
+    warnings = [(w.code, w.line) for w in d.warnings]
+    assert warnings == [("unknown-tool", 2), ("unknown-tool", 2)]
+    nope, task_wait = d.warnings
+    assert "`Nope` is not a built-in tool or a selector" in nope.message
+    assert "allowed_subagents" in task_wait.message
+
+
+def test_disallowed_tools_may_name_any_tool_without_a_warning() -> None:
+    d = parse("disallowed_tools: summarize, Nope")
+    assert d.warnings == ()

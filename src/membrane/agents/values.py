@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn
 
 from membrane.agents.definition import UNSET, DefinitionWarning, Unset
+from membrane.builtin_tools import canonical_builtin_name
 from membrane.errors import DefinitionError
 
 __all__ = [
@@ -206,6 +207,8 @@ class ValueReader:
                         key, f"`{item}` is not one tool name", "separate tool names with commas"
                     )
             items = self.patterns(key, field, items)
+        if field == "tools":
+            self.unknown_tools(key, items)
         if field == "allowed_subagents" and "*" in items and len(items) > 1:
             self.fail(
                 key,
@@ -213,6 +216,31 @@ class ValueReader:
                 f"write `{key}: '*'` alone for any subagent, or list the names without `*`",
             )
         return tuple(dict.fromkeys(items))
+
+    def unknown_tools(self, key: str, items: list[str]) -> None:
+        """Warn about ``tools`` tokens that select nothing, so ``validate`` shows them.
+
+        A token is a built-in name (any case), ``*``/``all``/``inherit``, or a selector
+        (``ext:NAME[/TOOL]``, ``mcp__SERVER__TOOL``, ``mcp__SERVER__*``). Anything else, such as
+        another product's tool name, grants nothing: the resolver ignores it.
+        """
+        for item in items:
+            if item.lower() in _TOOL_WORDS or item.startswith(("ext:", "mcp__")):
+                continue
+            if canonical_builtin_name(item) is not None:
+                continue
+            if item.lower() in _DELEGATION_TOOLS:
+                why = "the delegation tools come with `allowed_subagents`, not with `tools`"
+            else:
+                why = (
+                    "select extension tools with `ext:NAME/TOOL` and MCP tools with "
+                    "`mcp__SERVER__TOOL`"
+                )
+            self.warn(
+                key,
+                "unknown-tool",
+                f"`{item}` is not a built-in tool or a selector, so it grants nothing ({why})",
+            )
 
     def patterns(self, key: str, field: str, items: list[str]) -> list[str]:
         """Argument patterns (``Bash(git log:*)``, another product's syntax) never widen authority.
@@ -248,6 +276,10 @@ class ValueReader:
             )
             kept.append(tool)
         return kept
+
+
+_TOOL_WORDS = frozenset({"*", "all", "inherit"})
+_DELEGATION_TOOLS = frozenset({"task", "taskwait", "tasklist", "taskstop"})
 
 
 def _split_commas(text: str) -> list[str]:
