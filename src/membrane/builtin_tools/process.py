@@ -31,13 +31,19 @@ DRAIN_SECONDS = 2.0
 
 
 @dataclass(slots=True)
-class _Capture:
-    """Keeps the first and the last bytes of a stream, and counts what it drops."""
+class OutputCapture:
+    """Keeps the first and the last bytes of a stream within ``limit``, counting what it drops.
+
+    ``advice`` ends the note that replaces the dropped middle. ``done`` is set when the stream
+    that feeds it has ended.
+    """
 
     limit: int
+    advice: str = "redirect to a file and Read or Grep it to see everything"
     head: bytearray = field(default_factory=bytearray)
     tail: bytearray = field(default_factory=bytearray)
     total: int = 0
+    done: anyio.Event = field(default_factory=anyio.Event)
 
     def feed(self, chunk: bytes) -> None:
         self.total += len(chunk)
@@ -57,10 +63,24 @@ class _Capture:
         tail = self.tail.decode("utf-8", errors="replace")
         if dropped <= 0:
             return head + tail
+        kept = f"only the first {len(self.head)} and the last {len(self.tail)} bytes are kept"
+        advice = f"; {self.advice}" if self.advice else ""
         return (
             f"{head}\n[... {dropped} bytes of output omitted (of {self.total}); "
-            f"redirect to a file and Read or Grep it to see everything ...]\n{tail}"
+            f"{kept}{advice} ...]\n{tail}"
         )
+
+
+async def pump(stream: ByteReceiveStream | None, capture: OutputCapture) -> None:
+    """Feed ``capture`` from ``stream`` until it ends; ``capture.done`` is set either way."""
+    try:
+        if stream is not None:
+            async for chunk in stream:
+                capture.feed(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        capture.done.set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +97,6 @@ class ProcessOutcome:
 def _signal_group(process: Process, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
-
-
-async def _pump(stream: ByteReceiveStream | None, capture: _Capture, done: anyio.Event) -> None:
-    try:
-        if stream is not None:
-            async for chunk in stream:
-                capture.feed(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        done.set()
 
 
 async def _stop(process: Process) -> None:
@@ -116,13 +125,12 @@ async def run_process(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    out, err = _Capture(max_output), _Capture(max_output)
-    out_done, err_done = anyio.Event(), anyio.Event()
+    out, err = OutputCapture(max_output), OutputCapture(max_output)
     timed_out = False
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(_pump, process.stdout, out, out_done)
-            group.start_soon(_pump, process.stderr, err, err_done)
+            group.start_soon(pump, process.stdout, out)
+            group.start_soon(pump, process.stderr, err)
             with anyio.move_on_after(timeout) as deadline:
                 await process.wait()
             if deadline.cancelled_caught:
@@ -131,8 +139,8 @@ async def run_process(
             else:
                 _signal_group(process, signal.SIGKILL)
             with anyio.move_on_after(DRAIN_SECONDS):
-                await out_done.wait()
-                await err_done.wait()
+                await out.done.wait()
+                await err.done.wait()
             group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):

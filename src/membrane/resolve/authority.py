@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from membrane.agents.definition import UNSET, AgentDefinition, Unset
+from membrane.errors import ToolNotVisible
 from membrane.resolve.extensions import extension_of, select_extensions
 from membrane.resolve.invocation import (
     CallParams,
@@ -179,8 +180,11 @@ class EffectiveAuthority:
 
 
 def _placeholder_tool(name: str) -> Tool:
+    """A name-only stand-in used to classify a tool the runtime supplies (the delegation tools);
+    the resolver never runs it, and the runtime installs the real one."""
+
     async def _absent(arguments: Mapping[str, Any], context: Any) -> Any:
-        raise NotImplementedError(name)
+        raise ToolNotVisible(f"tool {name!r} is not available here", name=name)
 
     return Tool(name=name, description="", input_schema={"type": "object"}, handler=_absent)
 

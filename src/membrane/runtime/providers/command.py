@@ -33,13 +33,13 @@ import re
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import Process
 
+from membrane.builtin_tools.process import OutputCapture, pump
 from membrane.errors import InvalidRequest
 from membrane.models.base import Message
 from membrane.runtime.capabilities import (
@@ -175,11 +175,12 @@ class _CommandChild:
         except OSError as exc:
             return _error(f"cannot run {self._argv[0]!r}: {exc}", code="tool-failed")
         self._process, self.pid = process, process.pid
-        out, err = _Capture(provider.max_output_bytes), _Capture(2 * _STDERR_TAIL)
+        out = OutputCapture(provider.max_output_bytes, advice="")
+        err = OutputCapture(2 * _STDERR_TAIL, advice="")
         try:
             async with anyio.create_task_group() as pumps:
-                pumps.start_soon(_pump, process.stdout, out)
-                pumps.start_soon(_pump, process.stderr, err)
+                pumps.start_soon(pump, process.stdout, out)
+                pumps.start_soon(pump, process.stderr, err)
                 ended = await self._until_exit(process)
                 if ended is not None:
                     pumps.cancel_scope.cancel()
@@ -215,53 +216,7 @@ class _CommandChild:
         return ChildOutcome(status="stopped")
 
 
-@dataclass(slots=True)
-class _Capture:
-    """Keeps the first and the last bytes of a stream, and counts what it drops."""
-
-    limit: int
-    head: bytearray = field(default_factory=bytearray)
-    tail: bytearray = field(default_factory=bytearray)
-    total: int = 0
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.limit // 2 - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            keep = self.limit - self.limit // 2
-            if len(self.tail) > keep:
-                del self.tail[: len(self.tail) - keep]
-
-    def text(self) -> str:
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
-        dropped = self.total - len(self.head) - len(self.tail)
-        if dropped <= 0:
-            return head + tail
-        return (
-            f"{head}\n[... {dropped} bytes of output omitted (of {self.total}); "
-            f"only the first {len(self.head)} and the last {len(self.tail)} bytes are kept ...]"
-            f"\n{tail}"
-        )
-
-
-async def _pump(stream: ByteReceiveStream | None, capture: _Capture) -> None:
-    try:
-        if stream is not None:
-            async for chunk in stream:
-                capture.feed(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        capture.done.set()
-
-
-def _outcome(program: str, code: int, stdout: _Capture, stderr: _Capture) -> ChildOutcome:
+def _outcome(program: str, code: int, stdout: OutputCapture, stderr: OutputCapture) -> ChildOutcome:
     text = stdout.text().strip()
     if code == 0:
         return ChildOutcome(status="completed", text=text, turns=1)
