@@ -24,6 +24,7 @@ from membrane.errors import (
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.resolve import CallParams
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime.capabilities import ChildSpec, SetupCallback
 from membrane.runtime.hooks import ExtensionHooks
 from membrane.settings import Settings
 from membrane.store import SessionHeader, SQLiteStore
@@ -473,8 +474,23 @@ async def test_two_concurrent_resumes_of_one_run_publish_it_once(project: Projec
             await release.wait()
         return ModelResponse("ok")
 
+    # Both resumes get past the early "is it live?" check before either republishes, so only
+    # the re-check at publication can keep the run from getting two loops.
+    both_building = anyio.Event()
+    building: list[str] = []
+
+    class Gated(InProcessProvider):
+        async def create(self, request: ChildSpec, setup: SetupCallback):  # type: ignore[no-untyped-def]
+            if request.resumed:
+                building.append(request.run_id)
+                if len(building) == 2:
+                    both_building.set()
+                with anyio.fail_after(10):
+                    await both_building.wait()
+            return await super().create(request, setup)
+
     outcomes: list[str] = []
-    async with project.runtime(InProcessProvider(FunctionModel(answer))) as runtime:
+    async with project.runtime(Gated(FunctionModel(answer))) as runtime:
         first = await runtime.run(SubagentStartRequest("waiter", "wait"))
 
         async def resume() -> None:
@@ -490,6 +506,7 @@ async def test_two_concurrent_resumes_of_one_run_publish_it_once(project: Projec
         release.set()
         assert (await runtime.wait(first.run_id)).status == "completed"
     assert sorted(outcomes) == ["refused", "resumed"]
+    assert len(building) == 2
     published = [e for e in runtime.store.events(session_id=first.run_id) if e.kind == "published"]
     assert len(published) == 2
 

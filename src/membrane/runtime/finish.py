@@ -115,6 +115,7 @@ class Finisher:
         except StoreError as exc:
             self._hub.errors.append(exc)
             seq, item_id = 0, None
+        record.outbox_item = item_id
         self._hub.deliver(
             seq=seq,
             run_id=record.run_id,

@@ -51,7 +51,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
-from membrane.errors import MembraneError, StoreError
+from membrane.errors import StoreError
 from membrane.models.base import Message
 from membrane.runtime.capabilities import task_notification
 from membrane.runtime.journal import append_transcript
@@ -125,10 +125,12 @@ class OutboxDrainer:
 
     def completion(self, record: RunRecord, result: RunResult) -> Completion | None:
         """The notice ``record``'s end owes its parent, or ``None`` when none is owed."""
-        if not record.background or record.parent_id is None or record.parent_waits:
+        if not record.background or record.parent_id is None:
             return None
         parent = self._live(record.parent_id)
-        if parent is None or not _takes_notices(parent):
+        if parent is None or not _takes_notices(parent) or record.parent_waits:
+            # While the parent's own wait collects this result, the item is written but not
+            # offered; ``settled_by_wait`` acknowledges it once that wait has returned it.
             parent = None
         payload = {
             "kind": _KIND,
@@ -158,6 +160,22 @@ class OutboxDrainer:
         item = OutboxItem(completion.item_id, completion.recipient, completion.payload, 0, 0, 0)
         if parent is None or self._offer(item, parent, fresh=True) is None:
             self.wake()
+
+    def settled_by_wait(self, record: RunRecord) -> None:
+        """The parent's own wait returned ``record``'s result: its item is delivered.
+
+        Only a wait that returned settles it; a cancelled or timed-out wait leaves the item
+        pending, so a stopped or resumed parent still gets the notice.
+        """
+        item_id = record.outbox_item
+        if item_id is None:
+            return
+        record.outbox_item = None
+        self._in_flight.pop(item_id, None)
+        try:
+            self._store.mark_delivered(item_id)
+        except StoreError as exc:
+            self.errors.append(exc)
 
     # -- resume and draining --------------------------------------------------------------------
 
@@ -218,6 +236,11 @@ class OutboxDrainer:
     # -- one item -------------------------------------------------------------------------------
 
     def _attempt(self, item: OutboxItem, now: float) -> None:
+        child = self._live(str(item.payload.get("run_id", "")))
+        if child is not None and child.parent_waits and child.outbox_item == item.id:
+            # The parent's own wait is collecting this result right now; look again later.
+            self._later(item, now)
+            return
         record = self._live(item.recipient)
         waiting = self._in_flight.get(item.id)
         if waiting is not None and (waiting is not record or record.finished):
@@ -228,6 +251,9 @@ class OutboxDrainer:
             outcome = self._offer(item, record)
         if outcome == "acknowledged":
             return
+        self._later(item, now)
+
+    def _later(self, item: OutboxItem, now: float) -> None:
         try:
             self._store.mark_attempt(item.id, next_attempt_at=now + backoff(item.attempts))
         except StoreError as exc:
@@ -278,9 +304,10 @@ def _takes_notices(record: RunRecord) -> bool:
 
 
 def _notify(record: RunRecord, notice: str, on_delivered: Callable[[], None] | None) -> bool:
+    # A provider's transport may fail in any way; the item then stays pending and is retried.
     try:
         return record.child.notify(notice, on_delivered=on_delivered) is True
-    except MembraneError:
+    except Exception:
         return False
 
 

@@ -169,6 +169,8 @@ class RunRecord:
     has_edge: bool = False
     #: Waits of the parent on this run now in progress (``TaskWait``, a foreground ``Task``).
     parent_waits: int = 0
+    #: The outbox item of this run's completion notice, until delivered or settled by a wait.
+    outbox_item: int | None = None
     children: list[str] = field(default_factory=list)
     result: RunResult | None = None
     done: anyio.Event = field(default_factory=anyio.Event)

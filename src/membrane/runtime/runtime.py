@@ -269,6 +269,8 @@ class SubagentRuntime:
         finally:
             record.parent_waits -= parent_wait
         assert record.result is not None
+        if caller is not None:
+            self._outbox.settled_by_wait(record)
         return record.result
 
     async def wait_all(
@@ -302,6 +304,10 @@ class SubagentRuntime:
         finally:
             for record in records:
                 record.parent_waits -= parent_wait
+        if caller is not None:
+            for record in records:
+                if record.finished:
+                    self._outbox.settled_by_wait(record)
         return [self._info(record) for record in records]
 
     def list(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:

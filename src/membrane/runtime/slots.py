@@ -5,13 +5,15 @@ beyond it is published ``queued`` and admitted in order. Foreground runs take no
 
 A run blocked on its own children (``wait``/``wait_all``/``stop`` with ``caller`` set to it, as
 ``TaskWait``, a foreground ``Task`` and ``TaskStop`` do) lends its slot for the duration, so its
-queued children can run; when the wait ends it takes a slot back ahead of the queue, waiting for
-one if need be. Without the loan, a background parent waiting on a child queued behind its own
-slot would wait forever.
+queued children can run; when the wait ends it takes its slot back at once, for a moment past the
+limit if the lent slot went to a queued run (no queued run starts until the count is under the
+limit again). Without the loan, a background parent waiting on a child queued behind its own slot
+would wait forever; without the immediate return, a ``TaskWait`` timeout would wait on unrelated
+runs.
 
 Invariant: ``used`` is the number of runs in ``holding``; a run is never both holding a slot and
-lending it. Every method is synchronous except ``lending``'s exit, so the counts never change
-between a check and the action it guards.
+lending it. Every method is synchronous, so the counts never change between a check and the
+action it guards.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from __future__ import annotations
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-
-import anyio
 
 from membrane.runtime.runs import RunRecord
 
@@ -50,8 +50,6 @@ class Slots:
         self._holding: set[str] = set()
         #: Runs that lent their slot while they wait on their own children: how many waits.
         self._lent: dict[str, int] = {}
-        #: Runs whose wait ended, waiting to take a slot back (served before the queue).
-        self._reclaims: deque[tuple[str, anyio.Event]] = deque()
 
     def must_queue(self, record: RunRecord) -> bool:
         """Whether a new background child waits for a slot."""
@@ -102,9 +100,9 @@ class Slots:
         try:
             yield
         finally:
-            await self._reclaim(caller)
+            self._reclaim(caller)
 
-    async def _reclaim(self, run_id: str) -> None:
+    def _reclaim(self, run_id: str) -> None:
         count = self._lent.pop(run_id) - 1
         if count:
             self._lent[run_id] = count
@@ -112,31 +110,17 @@ class Slots:
         record = self._live(run_id)
         if record is None or record.finished:
             return  # it ended while its slot was lent: nothing to take back
-        if self._used < self.limit and not self._reclaims:
-            self._take(run_id)
-            return
-        entry = (run_id, anyio.Event())
-        self._reclaims.append(entry)
-        try:
-            await entry[1].wait()
-        except BaseException:
-            # Cancelled before a slot came back: the run is ending and holds none.
-            if entry in self._reclaims:
-                self._reclaims.remove(entry)
-            raise
+        # Take the slot back at once, for a moment past the limit if the lent slot went to a
+        # queued run: a waiting parent never waits on unrelated runs (a TaskWait timeout is
+        # honoured), and ``_admit`` starts no queued run until the count is under the limit.
+        self._take(run_id)
 
     def _take(self, run_id: str) -> None:
         self._used += 1
         self._holding.add(run_id)
 
     def _admit(self) -> None:
-        """Hand free slots out: first to runs taking theirs back, then to the queue in order."""
-        while self._reclaims and self._used < self.limit:
-            run_id, granted = self._reclaims.popleft()
-            record = self._live(run_id)
-            if record is not None and not record.finished:
-                self._take(run_id)
-            granted.set()
+        """Hand free slots to the queue, in order."""
         while self._queue and self._used < self.limit:
             record = self._queue[0]
             if not self._start(record):
