@@ -1,9 +1,10 @@
 """``CommandProvider``: a child is an external command-line agent, run as a child process.
 
 The command is a template: a list of argv parts in which the slots ``{task}`` (required) and
-``{persona}`` (optional) are replaced, for example ``["claude", "-p", "{task}",
-"--append-system-prompt", "{persona}"]``. Each part is filled in one pass, so a task that
-itself contains ``{persona}`` reaches the agent as written. Nothing goes through a shell.
+``{persona}`` (optional) are replaced, for example ``["coder", "--print", "{task}",
+"--system-prompt", "{persona}"]`` for a headless coding-agent CLI. Each part is filled in one
+pass, so a task that itself contains ``{persona}`` reaches the agent as written. Nothing goes
+through a shell.
 
 The process runs in its own process group, in the child's checkout, with ``MEMBRANE_RUN_ID``,
 ``MEMBRANE_SESSION_ID`` and ``MEMBRANE_DEPTH`` set. Its standard output is the child's result,
