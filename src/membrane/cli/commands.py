@@ -6,4 +6,5 @@ from membrane.cli import (
     agents,  # noqa: F401
     explain,  # noqa: F401
     run,  # noqa: F401
+    runs,  # noqa: F401
 )

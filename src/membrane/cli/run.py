@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,6 +24,7 @@ from membrane.models.scripted import ScriptedModel
 from membrane.runtime import (
     InProcessProvider,
     LifecycleEvent,
+    RunInfo,
     RunResult,
     SubagentRuntime,
     SubagentStartRequest,
@@ -32,7 +34,7 @@ from membrane.runtime.hooks import ExtensionHooks
 from membrane.store.sqlite import SQLiteStore
 from membrane.workspace import Workspace
 
-__all__ = ["RunState", "parse_model", "run"]
+__all__ = ["RunState", "Starter", "drive_run", "parse_model", "run"]
 
 _STATUS_STYLE = {
     "running": "yellow",
@@ -146,15 +148,28 @@ def _print_json(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-async def _run(
-    agent: str,
-    task: str,
+#: Starts (or resumes) the top-level run on the opened runtime; returns once it is published.
+Starter = Callable[[SubagentRuntime], Awaitable[RunInfo]]
+
+
+def _no_announcement(info: RunInfo) -> str | None:
+    return None
+
+
+async def drive_run(
+    ws: Workspace,
+    start: Starter,
     *,
     model: Model,
-    ws: Workspace,
-    background: bool,
     as_json: bool,
+    announce: Callable[[RunInfo], str | None] = _no_announcement,
 ) -> RunResult:
+    """Open ``ws``'s store and a runtime, ``start`` the top-level run, stream its tree until it
+    ends, and print its results (``--json``: every event, then the result line).
+
+    ``announce`` gives a line to print, in text mode, once the run is published. The stream is
+    open before ``start`` runs, so the run's ``published`` event is never missed.
+    """
     console = Console()
     state = RunState()
     store = SQLiteStore(ws.state_path)
@@ -172,10 +187,10 @@ async def _run(
     )
     try:
         async with runtime, runtime.events() as stream:
-            request = SubagentStartRequest(agent_type=agent, task=task, background=background)
-            info = await runtime.start(request)
-            if background and not as_json:
-                console.print(f"started {info.agent} as run {info.run_id} in the background")
+            info = await start(runtime)
+            line = announce(info)
+            if line is not None and not as_json:
+                console.print(Text(line))
             live = Live(state.tree(), console=console, transient=True)
             with live if not as_json else contextlib.nullcontext():
                 async for event in stream:
@@ -236,8 +251,18 @@ def run(
     """
     chosen = parse_model(model)
     ws = Workspace.open(project, workspace=workspace)
+
+    async def start(runtime: SubagentRuntime) -> RunInfo:
+        request = SubagentStartRequest(agent_type=agent, task=task, background=background)
+        return await runtime.start(request)
+
+    def announce(info: RunInfo) -> str | None:
+        if not background:
+            return None
+        return f"started {info.agent} as run {info.run_id} in the background"
+
     result = anyio.run(
-        lambda: _run(agent, task, model=chosen, ws=ws, background=background, as_json=as_json)
+        lambda: drive_run(ws, start, model=chosen, as_json=as_json, announce=announce)
     )
     if not result.ok:
         raise typer.Exit(EXIT_RUN)

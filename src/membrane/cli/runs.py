@@ -1,0 +1,217 @@
+"""``membrane runs`` and ``membrane resume``: the runs a project's store holds, and continuing one.
+
+Both read ``<project>/.membrane/state.db`` and never create it: a project without one has no
+runs to list or resume. ``runs`` only reads the store (it imports no extension); ``resume``
+opens the project as ``membrane run`` does and prints the resumed run the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import anyio
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
+from membrane.cli.run import drive_run, parse_model
+from membrane.errors import InvalidRequest, UnknownRun
+from membrane.runtime import RunInfo, SubagentRuntime
+from membrane.store.base import SessionHeader
+from membrane.store.sqlite import SQLiteStore
+from membrane.workspace import STATE_FILE, Workspace
+
+__all__ = ["RunRow", "list_runs", "resume", "runs"]
+
+#: More undelivered items than any listing needs to count; ``pending_outbox`` is bounded.
+_ALL_PENDING: Final = 2**31 - 1
+#: The widest a piped table may grow before Rich wraps its cells.
+_PIPE_WIDTH: Final = 400
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One stored run as ``membrane runs`` lists it.
+
+    ``pending_notices`` counts the completion notices still owed to the run (undelivered outbox
+    items addressed to it): a resume of the run takes them.
+    """
+
+    run_id: str
+    agent: str
+    parent_id: str | None
+    depth: int
+    status: str
+    created_at: float
+    pending_notices: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "status": self.status,
+            "created_at": self.created_at,
+            "pending_notices": self.pending_notices,
+        }
+
+
+def list_runs(state: Path) -> list[RunRow]:
+    """Every run stored in ``state`` (an existing store file), oldest first.
+
+    Raises ``StoreError`` for a file that is not a Membrane store and ``InvalidDepth`` when a
+    stored depth is malformed.
+    """
+    store = SQLiteStore(state)
+    try:
+        sessions = store.list_sessions()
+        owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
+    finally:
+        store.close()
+    return [_row(header, owed[header.session_id]) for header in sessions]
+
+
+def _row(header: SessionHeader, pending: int) -> RunRow:
+    return RunRow(
+        run_id=header.session_id,
+        agent=header.agent,
+        parent_id=header.parent_id,
+        depth=header.delegation_depth,
+        status=header.status,
+        created_at=header.created_at,
+        pending_notices=pending,
+    )
+
+
+def _project_folder(project: Path) -> Path:
+    if not project.is_dir():
+        what = "is not a folder" if project.exists() else "does not exist"
+        raise InvalidRequest(
+            f"--project: {project} {what}; name an existing folder", field="--project"
+        )
+    return project.resolve()
+
+
+def _when(seconds: float) -> str:
+    """``created_at`` as local time; a value no clock gives is shown as stored."""
+    try:
+        return datetime.fromtimestamp(seconds).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(seconds)
+
+
+def _cell(text: str) -> Text:
+    # Stored names are user text: shown as written, never read as Rich markup.
+    return Text(safe_text(text))
+
+
+def _table(rows: list[RunRow], state: Path) -> Table:
+    ids = max(len(row.run_id) for row in rows)
+    table = Table(
+        title=_cell(f"runs in {state}"),
+        title_justify="left",
+        caption="pending: completion notices still owed to the run; resume takes them",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    # A run id is what the reader copies into ``membrane resume``: never cut, never wrapped.
+    table.add_column("run", no_wrap=True, min_width=ids)
+    table.add_column("agent")
+    table.add_column("parent", no_wrap=True, min_width=min(ids, 6))
+    table.add_column("depth", justify="right")
+    table.add_column("status")
+    table.add_column("created", no_wrap=True)
+    table.add_column("pending", justify="right")
+    for row in rows:
+        table.add_row(
+            _cell(row.run_id),
+            _cell(row.agent),
+            _cell(row.parent_id or "-"),
+            str(row.depth),
+            _cell(row.status),
+            _when(row.created_at),
+            str(row.pending_notices),
+        )
+    return table
+
+
+def _print_table(table: Table) -> None:
+    console = Console()
+    if not console.is_terminal:
+        # Piped output is read by tools and people alike: as wide as the table, never wrapped.
+        width = Console(width=_PIPE_WIDTH).measure(table).maximum
+        console = Console(width=max(console.width, width))
+    console.print(table)
+
+
+@app.command("runs")
+def runs(
+    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per run.")] = False,
+) -> None:
+    """List the runs stored in <project>/.membrane/state.db, oldest first: id, agent, parent,
+    depth, status, creation time and the completion notices still owed to each.
+
+    Only the store is read; no extension is imported and no file is created.
+    """
+    state = _project_folder(project) / STATE_FILE
+    # Opening a store creates it; a project that never ran anything must stay untouched.
+    if not state.exists():
+        rows, why = [], f"no runs: {state} does not exist"
+    else:
+        rows, why = list_runs(state), f"no runs stored in {state}"
+    if not rows:
+        if as_json:
+            err_console.print(Text(safe_text(why, stream=sys.stderr)))
+        else:
+            Console(soft_wrap=True).print(_cell(why))
+        return
+    if as_json:
+        for row in rows:
+            sys.stdout.write(json.dumps(row.to_dict(), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return
+    _print_table(_table(rows, state))
+
+
+@app.command("resume")
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The stored run to continue (see membrane runs).")],
+    message: Annotated[str, typer.Argument(help="The next user message of its conversation.")],
+    model: Annotated[str | None, typer.Option(help="scripted:PATH (a YAML script).")] = None,
+    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
+    workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+) -> None:
+    """Continue the stored run RUN_ID with MESSAGE under the same id; stream and print it as
+    membrane run does.
+
+    The run keeps its stored conversation and durable depth, and takes the completion notices
+    still owed to it. Every project extension is imported, so resume only trusted projects.
+    """
+    chosen = parse_model(model)
+    ws = Workspace.open(project, workspace=workspace)
+    if not ws.state_path.exists():
+        raise UnknownRun(
+            f"no run {run_id!r} to resume: {ws.state_path} does not exist; "
+            "membrane run stores runs there",
+            run_id=run_id,
+            path=str(ws.state_path),
+        )
+
+    async def start(runtime: SubagentRuntime) -> RunInfo:
+        return await runtime.resume(run_id, message)
+
+    result = anyio.run(lambda: drive_run(ws, start, model=chosen, as_json=as_json))
+    if not result.ok:
+        raise typer.Exit(EXIT_RUN)
