@@ -20,6 +20,7 @@ from membrane.agents import (
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
 from membrane.builtin_tools import ToolSink, register_builtin_tools
 from membrane.errors import MembraneError
+from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.resolve import (
     CallParams,
@@ -117,6 +118,9 @@ __all__ = [
     "ExtensionSource",
     "ExtensionTools",
     "InProcessProvider",
+    "JSONDict",
+    "JSONObject",
+    "JSONValue",
     "LifecycleEvent",
     "LineageEdge",
     "LoadedExtension",

@@ -47,7 +47,9 @@ Two families, as a user meets them:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar, cast
+
+from membrane.json_types import JSONDict
 
 __all__ = [
     "ChildFailed",
@@ -88,21 +90,23 @@ class MembraneError(Exception):
     """Base of every Membrane error.
 
     ``code`` is stable; ``message`` is for people; ``data`` holds the context as plain,
-    JSON-serialisable values (also available as attributes).
+    JSON-serialisable values (also available as attributes). It is typed ``object``, not
+    ``JSONValue``: raising sites pass whatever context they hold, so a reader narrows.
     """
 
     code: ClassVar[str] = "membrane-error"
 
-    def __init__(self, message: str, **data: Any) -> None:
+    def __init__(self, message: str, **data: object) -> None:
         super().__init__(message)
         self.message = message
-        self.data: dict[str, Any] = data
+        self.data: dict[str, object] = data
         for key, value in data.items():
             setattr(self, key, value)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         """The error as the wire and ``--json`` output carry it."""
-        return {"code": self.code, "message": self.message, "data": dict(self.data)}
+        # ``data`` holds JSON values by this class's contract; raising sites are not typed so.
+        return {"code": self.code, "message": self.message, "data": cast(JSONDict, dict(self.data))}
 
     def __str__(self) -> str:
         return self.message
@@ -139,7 +143,7 @@ class DefinitionError(ConfigError):
         line: int | None = None,
         field: str | None = None,
         hint: str | None = None,
-        **data: Any,
+        **data: object,
     ) -> None:
         super().__init__(message, path=path, line=line, field=field, hint=hint, **data)
 

@@ -14,9 +14,10 @@ adapter for either is a pure conversion (``membrane.models.convert`` proves it):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
+
+from membrane.json_types import JSONObject
 
 __all__ = [
     "Message",
@@ -41,7 +42,7 @@ class ToolCall:
 
     id: str
     name: str
-    arguments: Mapping[str, Any]
+    arguments: JSONObject
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +91,10 @@ class ModelRequest:
     run_id: str
     system: str
     messages: tuple[Message, ...]
-    tools: tuple[Mapping[str, Any], ...] = ()
+    tools: tuple[JSONObject, ...] = ()
     model: str | None = None
     thinking: str | None = None
-    response_schema: Mapping[str, Any] | None = None
+    response_schema: JSONObject | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,8 @@ def to_openai_messages(request: ModelRequest) -> dict[str, Any]:
     if request.model is not None:
         body["model"] = request.model
     if request.tools:
+        # Entries have the ``ToolView.schemas()`` shape, so ``input_schema`` is a mapping.
+        tools: tuple[Mapping[str, Any], ...] = request.tools
         body["tools"] = [
             {
                 "type": "function",
@@ -66,7 +68,7 @@ def to_openai_messages(request: ModelRequest) -> dict[str, Any]:
                     "parameters": dict(tool["input_schema"]),
                 },
             }
-            for tool in request.tools
+            for tool in tools
         ]
     if request.response_schema is not None:
         body["response_format"] = {
@@ -118,13 +120,15 @@ def to_anthropic_messages(request: ModelRequest) -> dict[str, Any]:
     if request.model is not None:
         body["model"] = request.model
     if request.tools:
+        # Entries have the ``ToolView.schemas()`` shape, so ``input_schema`` is a mapping.
+        tools: tuple[Mapping[str, Any], ...] = request.tools
         body["tools"] = [
             {
                 "name": tool["name"],
                 "description": tool.get("description", ""),
                 "input_schema": dict(tool["input_schema"]),
             }
-            for tool in request.tools
+            for tool in tools
         ]
     return body
 

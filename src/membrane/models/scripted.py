@@ -52,6 +52,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from membrane.errors import ModelError, ScriptError
+from membrane.json_types import JSONObject
 from membrane.models.base import (
     Model,
     ModelRequest,
@@ -99,7 +100,7 @@ class ScriptedModel(Model):
     ``requests`` records every request received, in order.
     """
 
-    def __init__(self, script: Mapping[str, Any] | str | Path, *, name: str = "scripted") -> None:
+    def __init__(self, script: JSONObject | str | Path, *, name: str = "scripted") -> None:
         self.name = name
         self.requests: list[ModelRequest] = []
         self._cursor: dict[str, int] = {}
@@ -159,7 +160,7 @@ class ScriptedModel(Model):
 # -- loading ---------------------------------------------------------------------------------
 
 
-def _load(script: Mapping[str, Any] | str | Path) -> tuple[object, str]:
+def _load(script: JSONObject | str | Path) -> tuple[object, str]:
     if not isinstance(script, str | Path):
         return script, "<script>"  # a mapping, or something the parser will refuse
     if isinstance(script, str):

@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from membrane.agents.definition import UNSET
 from membrane.errors import UnsupportedCapability
+from membrane.json_types import JSONObject, JSONValue
 from membrane.models.base import Message, Usage
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
@@ -78,7 +79,7 @@ class ChildComposition:
     system: str
     persona: str | None
     sections: tuple[tuple[str, str], ...]
-    response_schema: Mapping[str, Any] | None = None
+    response_schema: JSONObject | None = None
 
 
 #: Installs the child's composition into its still-private scope.
@@ -108,7 +109,7 @@ class ChildSpec:
     thinking: str | None = None
     max_turns: int | None = None
     grace_turns: int = 5
-    response_schema: Mapping[str, Any] | None = None
+    response_schema: JSONObject | None = None
     transcript: tuple[Message, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     #: The extensions the resolver loaded for this child; only they are bound (hooks included).
@@ -129,8 +130,8 @@ class ChildOutcome:
     text: str = ""
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
-    error: Mapping[str, Any] | None = None
-    structured: Any = None
+    error: JSONObject | None = None
+    structured: JSONValue = None
 
 
 class ProviderChild(Protocol):

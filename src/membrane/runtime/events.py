@@ -29,6 +29,7 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from membrane.errors import StoreError
+from membrane.json_types import JSONDict
 from membrane.store.base import Store
 
 T = TypeVar("T")
@@ -59,10 +60,12 @@ class LifecycleEvent:
     parent_id: str | None
     agent: str
     kind: str
+    # Any: readers take known keys per ``kind`` (the CLI renders them); a JSON type would make
+    # each narrow a value the event's kind already fixes.
     data: Mapping[str, Any] = field(default_factory=dict)
     at: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {
             "seq": self.seq,
             "run_id": self.run_id,

@@ -22,7 +22,7 @@ Finishing, in order:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -135,9 +135,10 @@ class Finisher:
             self._outbox.offer(owed)
 
     def _complete_edge(self, record: RunRecord, result: RunResult) -> None:
+        error: Mapping[str, Any] = result.error or {}
         with contextlib.suppress(StoreError), self._store.transaction():
             self._store.complete_edge(
                 record.run_id,
                 status="completed" if result.ok else "failed",
-                result_summary=(result.text or (result.error or {}).get("message") or "")[:500],
+                result_summary=(result.text or error.get("message") or "")[:500],
             )

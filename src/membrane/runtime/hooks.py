@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from membrane.errors import ExtensionError, ExtensionHookFailed
+from membrane.json_types import JSONObject
 from membrane.models.base import Message, ToolCall
 
 __all__ = [
@@ -100,7 +101,7 @@ class BeforeToolCall:
         return self.call.name
 
     @property
-    def arguments(self) -> Mapping[str, Any]:
+    def arguments(self) -> JSONObject:
         return self.call.arguments
 
 

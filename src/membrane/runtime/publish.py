@@ -83,7 +83,7 @@ def publish(
         data["note"] = note
     if record.worktree is not None:
         data["worktree"] = str(record.worktree.cwd)
-    fingerprint = {
+    fingerprint: dict[str, Any] = {
         "provider": record.provider,
         "model": record.model,
         "thinking": authority.invocation["thinking"].value,

@@ -118,7 +118,7 @@ class SpawnReceipts:
 
     def _replay(self, receipt: Receipt) -> RunInfo:
         request_id = receipt.request_id
-        stored = receipt.result or {}
+        stored: Mapping[str, Any] = receipt.result or {}
         error = stored.get("error")
         if isinstance(error, Mapping):
             raise replayed_error(error, request_id)

@@ -23,6 +23,7 @@ from typing import Any
 
 from membrane.agents.definition import UNSET, Unset
 from membrane.errors import InvalidRequest
+from membrane.json_types import JSONObject
 from membrane.resolve import CallParams
 from membrane.runtime.depth import validate_depth
 from membrane.runtime.persona import check_persona
@@ -48,12 +49,12 @@ class SubagentStartRequest:
     task: str
     call: CallParams = field(default_factory=CallParams)
     persona: str | Unset | None = UNSET
-    tool_filter: Restriction | Mapping[str, Any] | None = None
+    tool_filter: Restriction | JSONObject | None = None
     max_depth: int | None = None
     parent_id: str | None = None
     request_id: str | None = None
     background: bool | None = None
-    response_schema: Mapping[str, Any] | None = None
+    response_schema: JSONObject | None = None
     role: str | None = None
 
     def __post_init__(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import anyio
 
+from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.runtime.capabilities import ChildOutcome, ProviderChild
 from membrane.runtime.worktree import Worktree
 
@@ -42,16 +43,16 @@ class RunResult:
     status: str
     text: str = ""
     turns: int = 0
-    error: Mapping[str, Any] | None = None
-    structured: Any = None
-    worktree: Mapping[str, Any] | None = None
+    error: JSONObject | None = None
+    structured: JSONValue = None
+    worktree: JSONObject | None = None
 
     @property
     def ok(self) -> bool:
         return self.status in ("completed", "steered")
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JSONDict:
+        data: JSONDict = {
             "run_id": self.run_id,
             "agent": self.agent,
             "status": self.status,
@@ -67,7 +68,7 @@ class RunResult:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunResult:
+    def from_dict(cls, data: JSONObject) -> RunResult:
         """The result ``to_dict()`` wrote (as the store gives it back)."""
         error, worktree = data.get("error"), data.get("worktree")
         turns = data.get("turns")
@@ -98,8 +99,8 @@ class RunInfo:
     queue_position: int | None = None
     result: RunResult | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_dict(self) -> JSONDict:
+        data: JSONDict = {
             "run_id": self.run_id,
             "agent": self.agent,
             "parent_id": self.parent_id,
@@ -113,7 +114,7 @@ class RunInfo:
             data["result"] = self.result.to_dict()
         return data
 
-    def to_stored(self) -> dict[str, Any]:
+    def to_stored(self) -> JSONDict:
         """What a spawn receipt keeps to replay this run: every field but the queue place and
         the result (a replay reads the result from the session header, which stays current)."""
         return {
@@ -129,7 +130,7 @@ class RunInfo:
 
     @classmethod
     def from_stored(
-        cls, data: Mapping[str, Any], *, status: str | None = None, result: RunResult | None = None
+        cls, data: JSONObject, *, status: str | None = None, result: RunResult | None = None
     ) -> RunInfo:
         """The run ``to_stored()`` kept, with its current ``status`` and ``result`` when known."""
         parent_id, depth = data.get("parent_id"), data.get("depth")

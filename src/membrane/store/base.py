@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from membrane.errors import InvalidDepth, StoreError
+from membrane.json_types import JSONDict, JSONObject
 
 __all__ = [
     "MAX_SAFE_DEPTH",
@@ -69,8 +70,8 @@ class SessionHeader:
     provider: str = "in-process"
     created_at: float = 0.0
     request_id: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    result: Mapping[str, Any] | None = None
+    meta: JSONObject = field(default_factory=dict)
+    result: JSONObject | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,7 @@ class StoredEvent:
     seq: int
     session_id: str
     kind: str
-    data: Mapping[str, Any]
+    data: JSONObject
     at: float
 
 
@@ -91,7 +92,7 @@ class Receipt:
     request_id: str
     kind: str
     status: ReceiptStatus
-    result: Mapping[str, Any] | None
+    result: JSONObject | None
     created_at: float
     completed_at: float | None = None
 
@@ -102,7 +103,7 @@ class OutboxItem:
 
     id: int
     recipient: str
-    payload: Mapping[str, Any]
+    payload: JSONObject
     attempts: int
     next_attempt_at: float
     created_at: float
@@ -121,7 +122,7 @@ class LineageEdge:
     child_id: str
     child_role: str
     brief_digest: str
-    spawn_fingerprint: Mapping[str, Any]
+    spawn_fingerprint: JSONObject
     status: EdgeStatus
     created_at: float
     result_summary: str | None = None
@@ -151,9 +152,7 @@ class Store(Protocol):
 
     def get_header(self, session_id: str) -> SessionHeader | None: ...
 
-    def set_status(
-        self, session_id: str, status: str, *, result: Mapping[str, Any] | None = None
-    ) -> None:
+    def set_status(self, session_id: str, status: str, *, result: JSONObject | None = None) -> None:
         """Set the status; ``result``, when given, replaces the stored result."""
         ...
 
@@ -161,7 +160,7 @@ class Store(Protocol):
         """All sessions (``parent_id=None``) or one parent's children, oldest first."""
         ...
 
-    def append_event(self, session_id: str, kind: str, data: Mapping[str, Any]) -> int:
+    def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         """Append one event and return its ``seq``."""
         ...
 
@@ -173,13 +172,13 @@ class Store(Protocol):
         """Remove an unpublished child: its header, events, transcript and lineage edge."""
         ...
 
-    def update_meta(self, session_id: str, values: Mapping[str, Any]) -> None:
+    def update_meta(self, session_id: str, values: JSONObject) -> None:
         """Merge ``values`` into the header's ``meta``: each top-level key replaces its old
         value; keys not named keep theirs."""
         ...
 
     def append_messages(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, start: int
+        self, session_id: str, messages: Sequence[JSONObject], *, start: int
     ) -> int:
         """Store ``messages`` at positions ``start``, ``start + 1``... of the session's
         transcript; return its new length.
@@ -189,7 +188,7 @@ class Store(Protocol):
         """
         ...
 
-    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+    def transcript(self, session_id: str) -> list[JSONDict]:
         """The session's messages in order (empty when none are stored yet)."""
         ...
 
@@ -206,7 +205,7 @@ class Store(Protocol):
         """
         ...
 
-    def complete_receipt(self, request_id: str, result: Mapping[str, Any]) -> Receipt:
+    def complete_receipt(self, request_id: str, result: JSONObject) -> Receipt:
         """Complete a pending receipt. Completing it again with any result is an error."""
         ...
 
@@ -224,7 +223,7 @@ class Store(Protocol):
         ...
 
     def enqueue_outbox(
-        self, recipient: str, payload: Mapping[str, Any], *, not_before: float | None = None
+        self, recipient: str, payload: JSONObject, *, not_before: float | None = None
     ) -> int:
         """Queue a delivery, due at ``not_before`` (default: now). Returns its id."""
         ...
@@ -254,7 +253,7 @@ class Store(Protocol):
         child_id: str,
         child_role: str,
         brief_digest: str,
-        spawn_fingerprint: Mapping[str, Any],
+        spawn_fingerprint: JSONObject,
     ) -> LineageEdge:
         """Record a ``running`` edge; ``child_id`` must be a stored session."""
         ...
@@ -342,7 +341,7 @@ def check_edge_status(status: str) -> None:
         )
 
 
-def dump_json(value: Mapping[str, Any] | None, *, what: str) -> str | None:
+def dump_json(value: JSONObject | None, *, what: str) -> str | None:
     """Encode a mapping for storage; anything JSON cannot carry is a ``StoreError``."""
     if value is None:
         return None

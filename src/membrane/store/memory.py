@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from membrane.errors import StoreError
+from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
@@ -140,9 +141,7 @@ class MemoryStore(Store):
         with self._open("get_header") as state:
             return _fresh(state.sessions.get(session_id))
 
-    def set_status(
-        self, session_id: str, status: str, *, result: Mapping[str, Any] | None = None
-    ) -> None:
+    def set_status(self, session_id: str, status: str, *, result: JSONObject | None = None) -> None:
         encoded = None
         if result is not None:
             encoded = _normalise(result, what=f"result of session {session_id!r}")
@@ -164,7 +163,7 @@ class MemoryStore(Store):
         # sorted() is stable, so equal timestamps keep insertion order, as rowid does in SQLite.
         return _fresh(sorted(found, key=lambda header: header.created_at))
 
-    def append_event(self, session_id: str, kind: str, data: Mapping[str, Any]) -> int:
+    def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         encoded = _normalise(data, what=f"data of event {kind!r}")
         with self._open("append_event") as state:
             if session_id not in state.sessions:
@@ -192,7 +191,7 @@ class MemoryStore(Store):
             state.edges.pop(session_id, None)
             state.transcripts.pop(session_id, None)
 
-    def update_meta(self, session_id: str, values: Mapping[str, Any]) -> None:
+    def update_meta(self, session_id: str, values: JSONObject) -> None:
         update = _normalise(values, what=f"meta update of session {session_id!r}")
         with self._open("update_meta") as state:
             header = state.sessions.get(session_id)
@@ -203,7 +202,7 @@ class MemoryStore(Store):
     # -- transcripts --------------------------------------------------------------------------
 
     def append_messages(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, start: int
+        self, session_id: str, messages: Sequence[JSONObject], *, start: int
     ) -> int:
         encoded = dump_messages(messages, session_id=session_id, start=start)
         with self._open("append_messages") as state:
@@ -212,7 +211,7 @@ class MemoryStore(Store):
             state.transcripts[session_id] = (*stored, *encoded)
             return len(stored) + len(encoded)
 
-    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+    def transcript(self, session_id: str) -> list[JSONDict]:
         with self._open("transcript") as state:
             stored = self._transcript(state, session_id)
         return [json.loads(text) for text in stored]
@@ -246,7 +245,7 @@ class MemoryStore(Store):
                 )
             return _fresh(existing)
 
-    def complete_receipt(self, request_id: str, result: Mapping[str, Any]) -> Receipt:
+    def complete_receipt(self, request_id: str, result: JSONObject) -> Receipt:
         encoded = _normalise(result, what=f"result of request {request_id!r}")
         with self._open("complete_receipt") as state:
             receipt = state.receipts.get(request_id)
@@ -294,7 +293,7 @@ class MemoryStore(Store):
     # -- outbox -------------------------------------------------------------------------------
 
     def enqueue_outbox(
-        self, recipient: str, payload: Mapping[str, Any], *, not_before: float | None = None
+        self, recipient: str, payload: JSONObject, *, not_before: float | None = None
     ) -> int:
         encoded = _normalise(payload, what=f"outbox payload for {recipient!r}")
         with self._open("enqueue_outbox") as state:
@@ -361,7 +360,7 @@ class MemoryStore(Store):
         child_id: str,
         child_role: str,
         brief_digest: str,
-        spawn_fingerprint: Mapping[str, Any],
+        spawn_fingerprint: JSONObject,
     ) -> LineageEdge:
         fingerprint = _normalise(spawn_fingerprint, what=f"spawn fingerprint of {child_id!r}")
         with self._open("record_edge") as state:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 from membrane.errors import StoreError
+from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
@@ -220,9 +221,7 @@ class SQLiteStore(Store):
             ).fetchone()
         return None if row is None else _header(row)
 
-    def set_status(
-        self, session_id: str, status: str, *, result: Mapping[str, Any] | None = None
-    ) -> None:
+    def set_status(self, session_id: str, status: str, *, result: JSONObject | None = None) -> None:
         encoded = dump_json(result, what=f"result of session {session_id!r}")
         with self._write("set_status") as conn:
             cursor = conn.execute(
@@ -242,7 +241,7 @@ class SQLiteStore(Store):
             rows = conn.execute(query + " ORDER BY created_at, rowid", params).fetchall()
         return [_header(row) for row in rows]
 
-    def append_event(self, session_id: str, kind: str, data: Mapping[str, Any]) -> int:
+    def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         encoded = dump_json(data, what=f"data of event {kind!r}")
         with self._write("append_event") as conn:
             try:
@@ -270,7 +269,7 @@ class SQLiteStore(Store):
         with self._write("delete_session") as conn:
             conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
 
-    def update_meta(self, session_id: str, values: Mapping[str, Any]) -> None:
+    def update_meta(self, session_id: str, values: JSONObject) -> None:
         dump_json(values, what=f"meta update of session {session_id!r}")
         with self._write("update_meta") as conn:
             row = conn.execute(
@@ -292,7 +291,7 @@ class SQLiteStore(Store):
     # -- transcripts --------------------------------------------------------------------------
 
     def append_messages(
-        self, session_id: str, messages: Sequence[Mapping[str, Any]], *, start: int
+        self, session_id: str, messages: Sequence[JSONObject], *, start: int
     ) -> int:
         encoded = dump_messages(messages, session_id=session_id, start=start)
         with self._write("append_messages") as conn:
@@ -304,13 +303,13 @@ class SQLiteStore(Store):
             )
             return start + len(encoded)
 
-    def transcript(self, session_id: str) -> list[dict[str, Any]]:
+    def transcript(self, session_id: str) -> list[JSONDict]:
         with self._guard("transcript") as conn:
             self._require_session(conn, session_id)
             rows = conn.execute(
                 "SELECT idx, data FROM messages WHERE session_id = ? ORDER BY idx", (session_id,)
             ).fetchall()
-        messages: list[dict[str, Any]] = []
+        messages: list[JSONDict] = []
         for idx, data in rows:
             if idx != len(messages):
                 raise StoreError(
@@ -361,7 +360,7 @@ class SQLiteStore(Store):
                 )
             return existing
 
-    def complete_receipt(self, request_id: str, result: Mapping[str, Any]) -> Receipt:
+    def complete_receipt(self, request_id: str, result: JSONObject) -> Receipt:
         encoded = dump_json(result, what=f"result of request {request_id!r}")
         with self._write("complete_receipt") as conn:
             cursor = conn.execute(
@@ -418,7 +417,7 @@ class SQLiteStore(Store):
     # -- outbox -------------------------------------------------------------------------------
 
     def enqueue_outbox(
-        self, recipient: str, payload: Mapping[str, Any], *, not_before: float | None = None
+        self, recipient: str, payload: JSONObject, *, not_before: float | None = None
     ) -> int:
         encoded = dump_json(payload, what=f"outbox payload for {recipient!r}")
         now = self._clock()
@@ -497,7 +496,7 @@ class SQLiteStore(Store):
         child_id: str,
         child_role: str,
         brief_digest: str,
-        spawn_fingerprint: Mapping[str, Any],
+        spawn_fingerprint: JSONObject,
     ) -> LineageEdge:
         fingerprint = dump_json(spawn_fingerprint, what=f"spawn fingerprint of {child_id!r}")
         with self._write("record_edge") as conn:

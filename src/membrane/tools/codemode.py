@@ -159,8 +159,9 @@ def _function_source(tool: Tool, function: str) -> str:
                 annotation += " | None"
             params.append(f"{param}: {annotation} = None")
             body.append(f"    if {param} is not None:\n        arguments[{key!r}] = {param}")
-        if isinstance(spec, Mapping) and isinstance(spec.get("description"), str):
-            docs.append(f"{param}: {_one_line(spec['description'])}")
+        description = spec.get("description") if isinstance(spec, Mapping) else None
+        if isinstance(description, str):
+            docs.append(f"{param}: {_one_line(description)}")
     signature = f"*, {', '.join(params)}" if params else ""
     doc = tool.description.strip() or f"Call the tool {tool.name!r}."
     if docs:

@@ -27,6 +27,7 @@ from typing import Any, Literal, overload
 import pydantic
 
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
+from membrane.json_types import JSONObject
 from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
 from membrane.tools.restriction import closest_name
 from membrane.tools.spec import Tool, ToolContext
@@ -47,8 +48,8 @@ ENTRY_POINT_GROUP = "membrane.extensions"
 HOOK_EVENTS = frozenset(
     {"session_start", "before_agent_start", "turn_end", "session_shutdown", "before_tool_call"}
 )
-Hook = Callable[..., Any]
-AsyncFunction = Callable[..., Awaitable[Any]]
+Hook = Callable[..., object]
+AsyncFunction = Callable[..., Awaitable[object]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ class ExtensionAPI:
         name: str | None = None,
         *,
         description: str | None = None,
-        schema: Mapping[str, Any] | None = None,
+        schema: JSONObject | None = None,
         mutating: bool = False,
     ) -> Callable[[AsyncFunction], Tool]: ...
 
@@ -120,7 +121,7 @@ class ExtensionAPI:
         name: str | AsyncFunction | None = None,
         *,
         description: str | None = None,
-        schema: Mapping[str, Any] | None = None,
+        schema: JSONObject | None = None,
         mutating: bool = False,
     ) -> Tool | Callable[[AsyncFunction], Tool]:
         """Decorator, bare or called: ``function_tool`` that also registers the tool here."""
@@ -198,7 +199,7 @@ def function_tool(
     name: str | None = None,
     *,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: JSONObject | None = None,
     mutating: bool = False,
 ) -> Callable[[AsyncFunction], Tool]: ...
 
@@ -207,7 +208,7 @@ def function_tool(
     name: str | AsyncFunction | None = None,
     *,
     description: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: JSONObject | None = None,
     mutating: bool = False,
 ) -> Tool | Callable[[AsyncFunction], Tool]:
     """Decorator: a ``Tool`` from an ``async def`` taking its arguments as keyword parameters.
@@ -234,7 +235,7 @@ def function_tool(
         wants_context = "context" in parameters
         input_schema = schema if schema is not None else _derived_schema(label, parameters)
 
-        async def handler(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        async def handler(arguments: JSONObject, context: ToolContext) -> object:
             if wants_context:
                 return await function(**arguments, context=context)
             return await function(**arguments)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from membrane.json_types import JSONObject
+
 __all__ = ["Tool", "ToolContext", "ToolHandler", "ToolLoader"]
 
 
@@ -15,16 +17,19 @@ class ToolContext:
     """What a handler knows about the call it serves.
 
     ``cwd`` is the checkout the calling agent works in; mutating built-in tools refuse
-    paths outside it. ``extra`` carries host-specific values (never authority).
+    paths outside it. ``extra`` carries host-specific values (never authority), of whatever
+    type the host chose, so a handler narrows what it reads.
     """
 
     agent: str = "main"
     run_id: str | None = None
     cwd: Path | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, object] = field(default_factory=dict)
 
 
-ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
+#: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any
+#: value: a string, or anything the view renders for the model.
+ToolHandler = Callable[[JSONObject, ToolContext], Awaitable[object]]
 #: Produces the full tool behind a deferred catalog entry; awaited once, on first use.
 ToolLoader = Callable[[], Awaitable["Tool"]]
 
@@ -47,13 +52,14 @@ class Tool:
 
     name: str
     description: str
-    input_schema: Mapping[str, Any]
+    input_schema: JSONObject
     handler: ToolHandler
     origin: str = "builtin"
     mutating: bool = False
     reserved: bool = False
     deferred: bool = False
     loader: ToolLoader | None = field(default=None, repr=False, compare=False)
+    # Any: heterogeneous cached derivations, each read back at its own type by its one reader.
     memo: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
 
 import anyio
 from jsonschema.exceptions import best_match
@@ -28,6 +27,7 @@ from membrane.errors import (
     ToolNotVisible,
     ToolSpecError,
 )
+from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
 from membrane.tools.registry import check_tool, json_schema, retag
 from membrane.tools.spec import Tool, ToolContext
@@ -56,7 +56,7 @@ class ToolView:
         self._tools = tools
         self.names: tuple[str, ...] = tuple(sorted(tools)) if names is None else names
         self.key = key
-        self._schemas: tuple[dict[str, Any], ...] | None = None
+        self._schemas: tuple[JSONDict, ...] | None = None
         self._sdk: str | None = None
 
     @classmethod
@@ -139,7 +139,7 @@ class ToolView:
         tools = self._tools
         return tuple(tools[name] for name in self.names)
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[JSONDict]:
         """``[{"name", "description", "input_schema"}]`` sorted by name.
 
         Entries are shared between views and calls: treat them as read-only.
@@ -149,11 +149,11 @@ class ToolView:
             self._schemas = tuple(wire_schema(tools[name]) for name in self.names)
         return list(self._schemas)
 
-    def anthropic_tools(self) -> list[dict[str, Any]]:
+    def anthropic_tools(self) -> list[JSONDict]:
         """The Anthropic Messages API ``tools`` list (same shape as ``schemas()``)."""
         return self.schemas()
 
-    def openai_tools(self) -> list[dict[str, Any]]:
+    def openai_tools(self) -> list[JSONDict]:
         """The OpenAI ``tools`` list: ``{"type": "function", "function": {...}}`` per tool."""
         tools = self._tools
         return [openai_schema(tools[name]) for name in self.names]
@@ -164,8 +164,9 @@ class ToolView:
             self._sdk = render_sdk(self.tools())
         return self._sdk
 
-    async def call(self, name: str, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        """Run the visible tool ``name`` with ``arguments`` validated against its schema.
+    async def call(self, name: str, arguments: JSONObject, context: ToolContext) -> object:
+        """Run the visible tool ``name`` with ``arguments`` validated against its schema, and
+        return what its handler returns (any value; the caller renders it for the model).
 
         Raises ``ToolNotVisible`` (naming only ``name``), ``ToolArgumentsInvalid`` (with the JSON
         path of the first problem), ``ToolSpecError`` when the tool's own schema cannot be
@@ -217,7 +218,7 @@ class ToolView:
         return f"ToolView({len(self.names)} tools: {shown})"
 
 
-def wire_schema(tool: Tool) -> dict[str, Any]:
+def wire_schema(tool: Tool) -> JSONDict:
     """``{"name", "description", "input_schema"}`` for ``tool`` (memoised on the tool)."""
     entry = tool.memo.get("wire")
     if entry is None:
@@ -229,12 +230,12 @@ def wire_schema(tool: Tool) -> dict[str, Any]:
     return entry
 
 
-def anthropic_schema(tool: Tool) -> dict[str, Any]:
+def anthropic_schema(tool: Tool) -> JSONDict:
     """The Anthropic tool format: ``{"name", "description", "input_schema"}``."""
     return wire_schema(tool)
 
 
-def openai_schema(tool: Tool) -> dict[str, Any]:
+def openai_schema(tool: Tool) -> JSONDict:
     """The OpenAI tool format (memoised on the tool)."""
     entry = tool.memo.get("openai")
     if entry is None:

@@ -42,6 +42,7 @@ from anyio.abc import Process
 
 from membrane.builtin_tools.process import OutputCapture, pump
 from membrane.errors import InvalidRequest
+from membrane.json_types import JSONDict
 from membrane.models.base import Message
 from membrane.runtime.capabilities import (
     ChildOutcome,
@@ -233,7 +234,7 @@ def _outcome(program: str, code: int, stdout: OutputCapture, stderr: OutputCaptu
 def _error(
     message: str, *, code: str, text: str = "", exit_code: int | None = None
 ) -> ChildOutcome:
-    error: dict[str, object] = {"code": code, "message": message, "data": {"exit_code": exit_code}}
+    error: JSONDict = {"code": code, "message": message, "data": {"exit_code": exit_code}}
     return ChildOutcome(status="error", text=text, error=error)
 
 
