@@ -67,11 +67,13 @@ def test_every_membrane_type_in_a_public_signature_is_exported() -> None:
             members = [
                 (f"{name}.{attr}", member)
                 for attr, member in vars(value).items()
-                if callable(member) and (not attr.startswith("_") or attr == "__init__")
+                if (callable(member) or isinstance(member, classmethod | staticmethod))
+                and (not attr.startswith("_") or attr == "__init__")
             ]
             members.append((name, value))
         for label, member in members:
-            if label in _INTERNAL_CONSTRUCTORS or not callable(member):
+            wrapped = isinstance(member, classmethod | staticmethod)
+            if label in _INTERNAL_CONSTRUCTORS or not (callable(member) or wrapped):
                 continue
             if isinstance(member, types.GenericAlias):
                 continue  # a type alias such as ``JSONObject``: callable, but no signature

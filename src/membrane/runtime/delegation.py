@@ -45,13 +45,13 @@ from membrane.runtime.capabilities import Provider
 from membrane.runtime.depth import PROVIDER_MANAGED, parse_depth_cap
 from membrane.runtime.persona import check_persona
 from membrane.runtime.request import SubagentStartRequest
+from membrane.settings import Settings
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool, ToolContext
 
 if TYPE_CHECKING:
     from membrane.runtime.runs import RunInfo, RunResult
-    from membrane.settings import Settings
 
 __all__ = [
     "DELEGATION_TOOL_NAMES",
