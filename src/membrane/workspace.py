@@ -24,7 +24,7 @@ from membrane.settings import Settings
 from membrane.tools.extensions import LoadedExtension, discover_extensions, load_extension
 from membrane.tools.registry import ToolRegistry
 
-__all__ = ["STATE_FILE", "Workspace", "memory_file"]
+__all__ = ["STATE_FILE", "Workspace", "memory_file", "require_folder"]
 
 #: Durable state of a project: ``<project>/.membrane/state.db`` (SQLite, WAL).
 STATE_FILE = Path(".membrane") / "state.db"
@@ -38,10 +38,12 @@ def memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
     return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
 
 
-def _folder(option: str, path: Path) -> None:
+def require_folder(option: str, path: Path) -> Path:
+    """``path`` resolved, or ``InvalidRequest`` naming ``option`` when it is not a folder."""
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "does not exist"
         raise InvalidRequest(f"{option}: {path} {what}; name an existing folder", field=option)
+    return path.resolve()
 
 
 @dataclass
@@ -66,9 +68,9 @@ class Workspace:
         A missing folder is ``InvalidRequest``; bad settings are ``SettingsError``. An extension
         that fails to load is skipped with a warning and offers no tools.
         """
-        _folder("--project", project)
+        require_folder("--project", project)
         if workspace is not None:
-            _folder("--workspace", workspace)
+            require_folder("--workspace", workspace)
         project = project.resolve()
         home = home if home is not None else membrane_home()
         settings = load_settings(project=project, home=home)

@@ -24,11 +24,11 @@ from rich.text import Text
 
 from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
 from membrane.cli.run import drive_run, parse_model
-from membrane.errors import InvalidRequest, UnknownRun
+from membrane.errors import UnknownRun
 from membrane.runtime import RunInfo, SubagentRuntime
 from membrane.store.base import SessionHeader
 from membrane.store.sqlite import SQLiteStore
-from membrane.workspace import STATE_FILE, Workspace
+from membrane.workspace import STATE_FILE, Workspace, require_folder
 
 __all__ = ["RunRow", "list_runs", "resume", "runs"]
 
@@ -93,15 +93,6 @@ def _row(header: SessionHeader, pending: int) -> RunRow:
     )
 
 
-def _project_folder(project: Path) -> Path:
-    if not project.is_dir():
-        what = "is not a folder" if project.exists() else "does not exist"
-        raise InvalidRequest(
-            f"--project: {project} {what}; name an existing folder", field="--project"
-        )
-    return project.resolve()
-
-
 def _when(seconds: float) -> str:
     """``created_at`` as local time; a value no clock gives is shown as stored."""
     try:
@@ -164,7 +155,7 @@ def runs(
 
     Only the store is read; no extension is imported and no file is created.
     """
-    state = _project_folder(project) / STATE_FILE
+    state = require_folder("--project", project) / STATE_FILE
     # Opening a store creates it; a project that never ran anything must stay untouched.
     if not state.exists():
         rows, why = [], f"no runs: {state} does not exist"
