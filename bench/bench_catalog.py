@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from membrane.agents import Catalog, read_definition
-from membrane.settings import Settings
+from membrane.config.values import Settings
 
 COUNT = 500
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "agents"

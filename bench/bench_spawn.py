@@ -25,9 +25,9 @@ from pathlib import Path
 import anyio
 
 from membrane.agents.catalog import Catalog
+from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
-from membrane.settings import Settings
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry

@@ -1,10 +1,14 @@
-"""Shared fixtures."""
+"""Shared fixtures: the test home, and a factory for small, well-formed tools."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from membrane import Tool, ToolContext
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Real agent files from public repositories; present beside the repo in development only.
@@ -25,3 +29,32 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for var in ("MEMBRANE_SOCKET", "MEMBRANE_ROLE", "MEMBRANE_SESSION_ID", "MEMBRANE_RUN_ID"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+OBJECT: Mapping[str, Any] = {"type": "object"}
+
+
+def _make_tool(
+    name: str,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    description: str | None = None,
+    origin: str = "builtin",
+    reserved: bool = False,
+) -> Tool:
+    async def handler(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        return {"tool": name, "origin": origin, "arguments": dict(arguments)}
+
+    return Tool(
+        name,
+        f"The {name} tool." if description is None else description,
+        OBJECT if schema is None else schema,
+        handler,
+        origin=origin,
+        reserved=reserved,
+    )
+
+
+@pytest.fixture(scope="session")
+def make_tool() -> Callable[..., Tool]:
+    return _make_tool

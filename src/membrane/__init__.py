@@ -11,15 +11,31 @@ from __future__ import annotations
 from membrane.agents import (
     Catalog,
     Dispatch,
-    load_settings,
-    membrane_home,
     parse_definition,
     update_definition_text,
     write_definition,
 )
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
 from membrane.builtin_tools import ToolSink, register_builtin_tools
+from membrane.config import RateLimit, RoleSpec, Settings, load_settings, membrane_home
 from membrane.errors import MembraneError
+from membrane.extensions.hooks import (
+    BeforeAgentStart,
+    BeforeToolCall,
+    CallBlock,
+    ExtensionHooks,
+    SessionShutdown,
+    SessionStart,
+    TurnEnd,
+)
+from membrane.extensions.load import (
+    ExtensionAPI,
+    ExtensionSource,
+    LoadedExtension,
+    discover_extensions,
+    function_tool,
+    load_extension,
+)
 from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.resolve import (
@@ -52,18 +68,8 @@ from membrane.runtime import (
     SubagentRuntime,
     SubagentStartRequest,
 )
-from membrane.runtime.hooks import (
-    BeforeAgentStart,
-    BeforeToolCall,
-    CallBlock,
-    ExtensionHooks,
-    SessionShutdown,
-    SessionStart,
-    TurnEnd,
-)
 from membrane.runtime.spawn import CatalogLike, DispatchLike
 from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
-from membrane.settings import RateLimit, RoleSpec, Settings
 from membrane.store import (
     LineageEdge,
     OutboxItem,
@@ -74,14 +80,6 @@ from membrane.store import (
     StoredEvent,
 )
 from membrane.store.migrations import Migration
-from membrane.tools.extensions import (
-    ExtensionAPI,
-    ExtensionSource,
-    LoadedExtension,
-    discover_extensions,
-    function_tool,
-    load_extension,
-)
 from membrane.tools.registry import ExtensionTools, RegistryChange, ToolRegistry
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from membrane.agents.catalog import Catalog
-from membrane.agents.config import load_settings, membrane_home
 from membrane.agents.definition import AgentDefinition
 from membrane.builtin_tools import register_builtin_tools
+from membrane.config.load import load_settings, membrane_home
+from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
+from membrane.extensions.load import LoadedExtension, discover_extensions, load_extension
 from membrane.resolve import Deployment
-from membrane.settings import Settings
-from membrane.tools.extensions import LoadedExtension, discover_extensions, load_extension
 from membrane.tools.registry import ToolRegistry
 
 __all__ = ["STATE_FILE", "Workspace", "memory_file", "require_folder"]

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from membrane.agents.definition import AgentDefinition
+from membrane.config.values import Settings
 from membrane.resolve import CallParams, Deployment, EffectiveAuthority, ParentContext, resolve
-from membrane.settings import Settings
 from membrane.tools.spec import Tool, ToolContext
 
 MUTATING_BUILTINS = frozenset({"Bash", "Edit", "Write"})

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 from resolve_support import agent, builtins, deployment, run
 
+from membrane.config.values import Settings
 from membrane.errors import InvalidRequest
 from membrane.resolve import CallParams, Checkout, ParentContext, Sourced
-from membrane.settings import Settings
 
 
 def test_file_model_and_background_lock_beat_the_call() -> None:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from resolve_support import agent, assert_complete, builtins, deployment, tool
 
 from membrane.agents.definition import AgentDefinition
+from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
 from membrane.resolve import (
     INHERIT_DENY_TOOLS,
@@ -20,7 +21,6 @@ from membrane.resolve import (
     canonical_builtin,
     resolve,
 )
-from membrane.settings import Settings
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext

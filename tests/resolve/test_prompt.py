@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from resolve_support import agent, builtins, deployment, extension_tools, run, tool
 
+from membrane.config.values import Settings
 from membrane.models.base import Message, ToolCall
 from membrane.resolve import CallParams, ParentContext, PromptSection
-from membrane.settings import Settings
 
 PARENT_PROMPT = "You are the lead. Work in /home/lead/repo and be brief."
 

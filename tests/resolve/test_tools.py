@@ -16,9 +16,9 @@ from resolve_support import (
     tool,
 )
 
+from membrane.config.values import Settings
 from membrane.errors import InvalidDepth
 from membrane.resolve import INHERIT_DENY_TOOLS, CallParams, ParentContext
-from membrane.settings import Settings
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool
 

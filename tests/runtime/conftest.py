@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from membrane.agents.catalog import Catalog
+from membrane.config.values import Settings
 from membrane.runtime import InProcessProvider, Provider, SubagentRuntime
-from membrane.settings import Settings
 from membrane.store.base import Store
 from membrane.testing import ScriptedModel
 from membrane.tools.registry import ToolRegistry

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from membrane.config.values import RoleSpec, Settings
 from membrane.errors import UnsupportedCapability
 from membrane.runtime import (
     ChildSpec,
@@ -21,7 +22,6 @@ from membrane.runtime import (
     SubagentStartRequest,
 )
 from membrane.runtime.capabilities import SetupCallback
-from membrane.settings import RoleSpec, Settings
 from membrane.testing import ScriptedModel
 
 from .conftest import Project

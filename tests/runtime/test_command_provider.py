@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.errors import InvalidRequest, UnsupportedCapability
 from membrane.runtime import (
     ChildComposition,
@@ -21,7 +22,6 @@ from membrane.runtime import (
     CommandProvider,
     SubagentStartRequest,
 )
-from membrane.settings import Settings
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
-from membrane.settings import Settings
 from membrane.testing import FunctionModel
 
 from .conftest import Project

@@ -8,9 +8,9 @@ from typing import Any
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
-from membrane.settings import Settings
 from membrane.testing import FunctionModel, ScriptedModel
 
 from .conftest import Project

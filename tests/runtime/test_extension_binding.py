@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from membrane.extensions.hooks import ExtensionHooks
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
-from membrane.runtime.hooks import ExtensionHooks
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace
 

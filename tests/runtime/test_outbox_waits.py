@@ -8,10 +8,10 @@ import json
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.runtime.capabilities import ChildSpec, SetupCallback
-from membrane.settings import Settings
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.errors import InvalidRequest
 from membrane.models.base import Message, ToolCall
 from membrane.runtime import CommandProvider, InProcessProvider, SubagentStartRequest
 from membrane.runtime.providers.in_process import fork_transcript
-from membrane.settings import Settings
 from membrane.testing import ScriptedModel
 
 from .conftest import Project

@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.errors import (
     InvalidDepth,
     InvalidRequest,
@@ -21,12 +22,11 @@ from membrane.errors import (
     UnknownRun,
     UnsupportedCapability,
 )
+from membrane.extensions.hooks import ExtensionHooks
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.resolve import CallParams
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.capabilities import ChildSpec, SetupCallback
-from membrane.runtime.hooks import ExtensionHooks
-from membrane.settings import Settings
 from membrane.store import SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.workspace import Workspace

@@ -6,10 +6,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from membrane.config.values import Settings
 from membrane.errors import InvalidRequest, UnknownRun
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import LifecycleEvent, SubagentRuntime, SubagentStartRequest
-from membrane.settings import Settings
 from membrane.testing import FunctionModel, ScriptedModel
 
 from .conftest import Project

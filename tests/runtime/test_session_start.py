@@ -8,8 +8,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from membrane.extensions.hooks import ExtensionHooks
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
-from membrane.runtime.hooks import ExtensionHooks
 from membrane.store import SQLiteStore
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from membrane.config.values import RoleSpec, Settings
 from membrane.errors import InvalidPersona, SetupFailed, UnknownToolInFilter
 from membrane.runtime import SubagentStartRequest
-from membrane.settings import RoleSpec, Settings
 from membrane.testing import ScriptedModel
 
 from .conftest import Project

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from membrane.loop.agent_loop import AgentLoop
 from membrane.runtime import SubagentStartRequest
-from membrane.runtime.loop import AgentLoop
 from membrane.store import SQLiteStore
 from membrane.testing import ScriptedModel
 from membrane.tools.registry import ToolRegistry

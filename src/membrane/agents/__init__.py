@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from membrane.agents.catalog import Catalog, Dispatch, Root, builtin_definitions
-from membrane.agents.config import load_settings, membrane_home
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
 from membrane.agents.frontmatter import parse_definition, read_definition
 from membrane.agents.writer import render_definition, update_definition_text, write_definition
@@ -17,8 +16,6 @@ __all__ = [
     "Root",
     "Unset",
     "builtin_definitions",
-    "load_settings",
-    "membrane_home",
     "parse_definition",
     "read_definition",
     "render_definition",

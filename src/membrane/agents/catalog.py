@@ -25,11 +25,11 @@ from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
-from membrane.agents.config import load_settings, membrane_home
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import MAX_BYTES, decode_definition, parse_definition
+from membrane.config.load import load_settings, membrane_home
+from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
-from membrane.settings import Settings
 
 __all__ = ["BUILTIN_DIR", "Catalog", "Dispatch", "Root", "builtin_definitions"]
 

@@ -19,6 +19,7 @@ from rich.tree import Tree
 
 from membrane.cli.app import EXIT_RUN, app, err_console
 from membrane.errors import InvalidRequest
+from membrane.extensions.hooks import ExtensionHooks
 from membrane.models.base import Model
 from membrane.models.scripted import ScriptedModel
 from membrane.runtime import (
@@ -30,7 +31,6 @@ from membrane.runtime import (
     SubagentStartRequest,
 )
 from membrane.runtime.events import TERMINAL_KINDS
-from membrane.runtime.hooks import ExtensionHooks
 from membrane.store.sqlite import SQLiteStore
 from membrane.workspace import Workspace
 

@@ -7,6 +7,7 @@ left out (with one reason) and the live restriction the runtime installs on the 
 
 from __future__ import annotations
 
+from membrane.extensions.select import ExtensionSelection, extension_of
 from membrane.resolve.authority import (
     Deployment,
     EffectiveAuthority,
@@ -14,7 +15,6 @@ from membrane.resolve.authority import (
     ToolAdmission,
     resolve,
 )
-from membrane.resolve.extensions import ExtensionSelection, extension_of
 from membrane.resolve.invocation import (
     INVOCATION_FIELDS,
     MAX_SAFE_INTEGER,

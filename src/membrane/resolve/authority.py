@@ -12,8 +12,9 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from membrane.agents.definition import UNSET, AgentDefinition, Unset
+from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
-from membrane.resolve.extensions import extension_of, select_extensions
+from membrane.extensions.select import extension_of, select_extensions
 from membrane.resolve.invocation import (
     CallParams,
     Checkout,
@@ -39,7 +40,6 @@ from membrane.resolve.tools import (
     describe_tools,
     plan_tools,
 )
-from membrane.settings import Settings
 from membrane.tools.spec import Tool
 
 __all__ = [

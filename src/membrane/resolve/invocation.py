@@ -13,8 +13,8 @@ from pathlib import PurePosixPath
 from typing import Final, Generic, Literal, TypeGuard, TypeVar
 
 from membrane.agents.definition import UNSET, AgentDefinition, Isolation, Unset
+from membrane.config.values import Settings
 from membrane.errors import InvalidDepth, InvalidRequest
-from membrane.settings import Settings
 
 __all__ = [
     "INVOCATION_FIELDS",

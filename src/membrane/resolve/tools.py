@@ -20,8 +20,8 @@ from typing import Final
 
 from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.builtin_tools import ASSIGNABLE_TOOLS, canonical_builtin_name
-from membrane.resolve.extensions import ExtensionSelection, extension_of
-from membrane.settings import Settings
+from membrane.config.values import Settings
+from membrane.extensions.select import ExtensionSelection, extension_of
 from membrane.tools.spec import Tool
 
 __all__ = [

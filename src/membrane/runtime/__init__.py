@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from membrane.durable.outbox import OutboxDrainer
 from membrane.runtime.capabilities import (
     ChildComposition,
     ChildOutcome,
@@ -12,7 +13,6 @@ from membrane.runtime.capabilities import (
 )
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventStream, LifecycleEvent
-from membrane.runtime.outbox import OutboxDrainer
 from membrane.runtime.providers import CommandProvider, InProcessProvider
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunInfo, RunResult

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from membrane.agents.definition import UNSET, Unset
+from membrane.config.values import Settings
 from membrane.errors import (
     ChildFailed,
     InvalidRequest,
@@ -45,7 +46,6 @@ from membrane.runtime.capabilities import Provider
 from membrane.runtime.depth import PROVIDER_MANAGED, parse_depth_cap
 from membrane.runtime.persona import check_persona
 from membrane.runtime.request import SubagentStartRequest
-from membrane.settings import Settings
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool, ToolContext

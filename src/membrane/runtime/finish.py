@@ -9,7 +9,7 @@ Finishing, in order:
 1. an isolated child's worktree is finished (kept with its branch on success, else removed);
 2. one store transaction records the end: the header's status and result, the rest of the
    transcript, the lineage edge's outcome, a background child's completion notice for its
-   parent (an outbox item, see ``membrane.runtime.outbox``) and the end event. A store failure
+   parent (an outbox item, see ``membrane.durable.outbox``) and the end event. A store failure
    there keeps the in-memory result authoritative in this process; the durable row keeps its
    last status, which a later process reads as an interrupted run;
 3. the end event reaches the streams, and waiters wake;
@@ -28,11 +28,11 @@ from typing import Any
 
 import anyio
 
+from membrane.durable.outbox import OutboxDrainer
+from membrane.durable.transcripts import save_transcript
 from membrane.errors import MembraneError, RunError, StoreError
 from membrane.runtime.capabilities import ChildOutcome
 from membrane.runtime.events import EventHub
-from membrane.runtime.journal import save_transcript
-from membrane.runtime.outbox import OutboxDrainer
 from membrane.runtime.runs import RunRecord, RunResult, event_kind
 from membrane.runtime.worktree import WorktreeManager
 from membrane.store.base import Store

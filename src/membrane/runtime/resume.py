@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 import anyio
 
 from membrane.agents.definition import UNSET
+from membrane.durable.transcripts import message_from_record
 from membrane.errors import (
     InvalidRequest,
     MembraneError,
@@ -37,13 +38,12 @@ from membrane.errors import (
     UnsupportedCapability,
     WorktreeUnavailable,
 )
+from membrane.loop.calls import SKIPPED, error_result
 from membrane.models.base import Message
 from membrane.resolve import CallParams
 from membrane.resolve.authority import resolve
-from membrane.runtime.calls import SKIPPED, error_result
 from membrane.runtime.capabilities import ProviderChild
 from membrane.runtime.depth import child_depth, effective_parent_depth, validate_depth
-from membrane.runtime.journal import message_from_record
 from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import CONTROLS_KEY, TASK_KEY, republish
 from membrane.runtime.request import SubagentStartRequest

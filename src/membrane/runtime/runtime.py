@@ -42,6 +42,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from membrane.agents.definition import AgentDefinition
+from membrane.config.values import Settings
+from membrane.durable.outbox import OutboxDrainer
+from membrane.durable.receipts import SpawnReceipts
+from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
     StoreError,
@@ -57,10 +61,7 @@ from membrane.runtime.capabilities import (
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.finish import Finisher
-from membrane.runtime.journal import emitter
-from membrane.runtime.outbox import OutboxDrainer
 from membrane.runtime.persona import check_persona
-from membrane.runtime.receipts import SpawnReceipts
 from membrane.runtime.request import SubagentStartRequest, validate_request
 from membrane.runtime.resume import resume_run
 from membrane.runtime.runs import RunInfo, RunRecord, RunResult
@@ -68,7 +69,6 @@ from membrane.runtime.setup import SetupStep
 from membrane.runtime.slots import Slots
 from membrane.runtime.spawn import CatalogLike, Spawner
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
-from membrane.settings import Settings
 from membrane.store.base import MAX_SAFE_DEPTH, Store
 from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
@@ -231,7 +231,7 @@ class SubagentRuntime:
         ``InvalidPersona``, ``InvalidDepth``, ``EmptyToolFilter``, ``UnknownToolInFilter``,
         ``UnknownRun`` (no such parent), ``DepthLimitExceeded``, ``UnknownSubagent``,
         ``WorktreeUnavailable``, ``SetupFailed`` or ``StoreError``; and ``ChildFailed`` for a
-        replayed foreground start whose run was interrupted (see ``membrane.runtime.receipts``).
+        replayed foreground start whose run was interrupted (see ``membrane.durable.receipts``).
         """
         if not isinstance(request, SubagentStartRequest):
             raise InvalidRequest(
@@ -507,7 +507,7 @@ class SubagentRuntime:
     async def resume(self, run_id: str, message: str, *, caller: str | None = None) -> RunInfo:
         """Restart the stored run ``run_id`` (ended, or left ``running`` by a crashed process)
         under the same id, continuing its stored conversation with ``message``, then with the
-        completion notices still owed to it (``membrane.runtime.outbox``).
+        completion notices still owed to it (``membrane.durable.outbox``).
 
         Its durable depth is restored, never lowered; its definition is dispatched and resolved
         again and its scope gets the restrictions of a fresh start; a parent not live here

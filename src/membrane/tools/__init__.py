@@ -1,15 +1,6 @@
 """Tools: the spec, the live registry, restrictions, scopes and the one resolver (``ToolView``)."""
 
 from membrane.tools.codemode import load_sdk, render_sdk
-from membrane.tools.extensions import (
-    HOOK_EVENTS,
-    ExtensionAPI,
-    ExtensionSource,
-    LoadedExtension,
-    discover_extensions,
-    function_tool,
-    load_extension,
-)
 from membrane.tools.registry import ExtensionTools, RegistryChange, ToolRegistry
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
@@ -17,11 +8,7 @@ from membrane.tools.spec import Tool, ToolContext, ToolHandler, ToolLoader
 from membrane.tools.view import ToolView
 
 __all__ = [
-    "HOOK_EVENTS",
-    "ExtensionAPI",
-    "ExtensionSource",
     "ExtensionTools",
-    "LoadedExtension",
     "RegistryChange",
     "Restriction",
     "Scope",
@@ -32,9 +19,6 @@ __all__ = [
     "ToolPredicate",
     "ToolRegistry",
     "ToolView",
-    "discover_extensions",
-    "function_tool",
-    "load_extension",
     "load_sdk",
     "render_sdk",
 ]

@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 
 from membrane.agents.catalog import Catalog
+from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
-from membrane.settings import Settings
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry

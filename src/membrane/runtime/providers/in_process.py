@@ -5,7 +5,7 @@ is a restriction on the child's scope (one resolver for schemas and execution), 
 by the runtime, which sees every start, and a ``response_schema`` is enforced by the loop, which
 asks again until the final answer matches it. Children take steering messages and runtime
 notices (``notify``), and a user message of the form ``@NAME rest`` to a child that holds
-``Task`` goes through the mention clone first (see ``membrane.runtime.loop``).
+``Task`` goes through the mention clone first (see ``membrane.loop.agent_loop``).
 
 Modes:
 
@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 from membrane.errors import InvalidRequest
+from membrane.extensions.hooks import ExtensionHooks
+from membrane.loop.agent_loop import AgentLoop
 from membrane.models.base import Message, Model
 from membrane.runtime.capabilities import (
     ChildOutcome,
@@ -29,8 +31,6 @@ from membrane.runtime.capabilities import (
     SetupCallback,
     SubagentCapabilities,
 )
-from membrane.runtime.hooks import ExtensionHooks
-from membrane.runtime.loop import AgentLoop
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 

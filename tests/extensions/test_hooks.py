@@ -11,17 +11,17 @@ import anyio
 import pytest
 
 from membrane.errors import ExtensionError
-from membrane.models.base import ModelRequest, ModelResponse, ToolCall
-from membrane.runtime.hooks import (
+from membrane.extensions import load as loader
+from membrane.extensions.hooks import (
     HOOK_EVENTS,
     BeforeAgentStart,
     ExtensionHooks,
     SessionShutdown,
     TurnEnd,
 )
-from membrane.runtime.loop import AgentLoop, LoopResult
+from membrane.loop.agent_loop import AgentLoop, LoopResult
+from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.testing import FunctionModel
-from membrane.tools import extensions as loader
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext

@@ -30,7 +30,7 @@ when the model gives its final answer is dropped unacknowledged (the runtime's o
 for a resumed run).
 
 Mentions: when a user message (the task or a steer) is ``@NAME rest`` and the live view holds
-the delegation tool ``Task``, a mention clone (``membrane.runtime.mention``) spends one model
+the delegation tool ``Task``, a mention clone (``membrane.loop.mention``) spends one model
 turn choosing how to call ``NAME``, and may start no other agent. The user's message, the
 clone's calls and their ``Task`` results then join the conversation as if the agent had made
 those calls, and the turn proceeds. The message stays ordinary text when there is no ``Task``
@@ -77,16 +77,16 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from membrane.errors import InvalidRequest, MembraneError, ModelError, StructuredOutputInvalid
-from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from membrane.runtime.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
-from membrane.runtime.hooks import (
+from membrane.extensions.hooks import (
     BeforeAgentStart,
     ExtensionHooks,
     SessionShutdown,
     SessionStart,
     TurnEnd,
 )
-from membrane.runtime.mention import delegate_mention
+from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
+from membrane.loop.mention import delegate_mention
+from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from membrane.errors import InvalidRequest, MembraneError, ModelError, UnknownSubagent
+from membrane.loop.calls import Emit, error_code, result_event, run_tool_call
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
-from membrane.runtime.calls import Emit, error_code, result_event, run_tool_call
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from membrane.builtin_tools import ASSIGNABLE_TOOLS, canonical_builtin_name
+from membrane.config.values import RateLimit, RoleSpec, Settings
 from membrane.errors import SettingsError
-from membrane.settings import RateLimit, RoleSpec, Settings
 
 __all__ = [
     "CONFIG_KEYS",

@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from membrane.errors import InvalidRequest
+from membrane.loop.agent_loop import WRAP_UP_MESSAGE, AgentLoop, LoopResult
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from membrane.runtime.loop import WRAP_UP_MESSAGE, AgentLoop, LoopResult
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction

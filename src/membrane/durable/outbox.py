@@ -51,10 +51,10 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
+from membrane.durable.transcripts import append_transcript
 from membrane.errors import StoreError
 from membrane.models.base import Message
 from membrane.runtime.capabilities import task_notification
-from membrane.runtime.journal import append_transcript
 from membrane.runtime.runs import RunRecord, RunResult
 from membrane.store.base import OutboxItem, Store
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from membrane.extensions.hooks import ExtensionHooks
+from membrane.extensions.load import discover_extensions, load_extension
+from membrane.loop.agent_loop import AgentLoop, LoopResult
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
-from membrane.runtime.hooks import ExtensionHooks
-from membrane.runtime.loop import AgentLoop, LoopResult
 from membrane.testing import FunctionModel
-from membrane.tools.extensions import discover_extensions, load_extension
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext

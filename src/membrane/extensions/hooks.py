@@ -18,7 +18,7 @@ An agent loop emits five events to the extensions bound into its child:
     on every exit path, including errors and cancellation.
 
 Extensions register handlers with ``ext.on(event, handler)`` in their ``setup(ext)``
-(``membrane.tools.extensions``); ``ExtensionHooks.from_extensions(loaded)`` collects them. A
+(``membrane.extensions.load``); ``ExtensionHooks.from_extensions(loaded)`` collects them. A
 handler is called as ``handler(event)`` with one of the event objects below, may be sync or
 async, and runs in the order the extensions were bound and, within one extension, in the order
 it was registered. Handlers reach their extension's tools through the ``ext`` they closed over.
@@ -138,7 +138,7 @@ class _Binding:
 
 
 class _LoadedExtension(Protocol):
-    """What ``from_extensions`` reads from a ``membrane.tools.extensions.LoadedExtension``."""
+    """What ``from_extensions`` reads from a ``membrane.extensions.load.LoadedExtension``."""
 
     @property
     def name(self) -> str: ...

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from membrane.errors import MembraneError, ToolBlocked, ToolFailed, ToolNotVisible
+from membrane.extensions.hooks import BeforeToolCall, ExtensionHooks
 from membrane.models.base import Message, ToolCall
-from membrane.runtime.hooks import BeforeToolCall, ExtensionHooks
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 

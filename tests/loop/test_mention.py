@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from membrane.errors import InvalidRequest, ModelError
+from membrane.loop.mention import parse_mention, run_mention_clone
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
-from membrane.runtime.mention import parse_mention, run_mention_clone
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.tools.spec import Tool, ToolContext
 

@@ -1,0 +1,21 @@
+"""Settings: the validated values (``Settings``, roles, rate limits) and their loading from the
+``config.toml`` layers."""
+
+from membrane.config.load import (
+    global_config_path,
+    load_settings,
+    membrane_home,
+    project_config_path,
+)
+from membrane.config.values import DEFAULT_TOOLS, RateLimit, RoleSpec, Settings
+
+__all__ = [
+    "DEFAULT_TOOLS",
+    "RateLimit",
+    "RoleSpec",
+    "Settings",
+    "global_config_path",
+    "load_settings",
+    "membrane_home",
+    "project_config_path",
+]

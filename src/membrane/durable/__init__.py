@@ -1,0 +1,2 @@
+"""Durable bookkeeping of delegation: spawn receipts, the outbox of completion notices, and
+transcripts."""
