@@ -24,7 +24,7 @@ def demo(extra: list[str]) -> int:
     code = main(["explain", "lead", "--top-level", "--project", str(WORKSPACE)])
     if code != 0:
         return code
-    print("\n== membrane run lead (scripted model, state in .membrane/state.db)\n", flush=True)
+    print("\n== membrane run lead (scripted model, state under $MEMBRANE_HOME)\n", flush=True)
     args = ["run", "lead", TASK, "--project", str(WORKSPACE), "--model", f"scripted:{SCRIPT}"]
     return main([*args, *extra])
 

@@ -11,6 +11,7 @@ import pytest
 from membrane.builtin_tools import builtin_tools
 from membrane.errors import InvalidRequest, SettingsError
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.store.location import project_id
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace, memory_file
 
@@ -82,7 +83,8 @@ def test_open_reads_settings_catalog_builtin_tools_and_extensions(
     assert deployment.extensions["finder"] == frozenset({"lookup"})
     assert "Use lookup before guessing." in deployment.extension_prompts["finder"]
     assert deployment.project == str(ws.project)
-    assert ws.state_path == ws.project / ".membrane" / "state.db"
+    assert ws.state_path == isolated_home / "projects" / project_id(ws.project) / "state.db"
+    assert not ws.state_path.is_relative_to(ws.project)
 
 
 @pytest.mark.parametrize("source", [FAILING_SETUP, FAILING_IMPORT], ids=["setup", "import"])

@@ -22,12 +22,12 @@ from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
 from membrane.extensions.load import LoadedExtension, discover_extensions, load_extension
 from membrane.resolve import Deployment
+from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
+from membrane.store.sqlite import SQLiteStore
 from membrane.tools.registry import ToolRegistry
 
-__all__ = ["STATE_FILE", "Workspace", "memory_file", "require_folder"]
+__all__ = ["Workspace", "memory_file", "require_folder"]
 
-#: Durable state of a project: ``<project>/.membrane/state.db`` (SQLite, WAL).
-STATE_FILE = Path(".membrane") / "state.db"
 _MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
 
 
@@ -96,8 +96,23 @@ class Workspace:
         )
 
     @property
+    def state(self) -> StateLocation:
+        """Where the project's durable state lives: ``$MEMBRANE_HOME/projects/<id>/state.db``
+        (DESIGN rule 9), outside every checkout."""
+        return locate_state(self.project, home=self.home)
+
+    @property
     def state_path(self) -> Path:
-        return self.project / STATE_FILE
+        return self.state.path
+
+    def open_store(self, state: Path | None = None) -> SQLiteStore:
+        """The project's store (``state`` overrides where it lives). Opening the default one
+        first moves a legacy ``<project>/.membrane/state.db`` there, once."""
+        if state is not None:
+            return SQLiteStore(state)
+        location = self.state
+        migrate_legacy_state(location)
+        return SQLiteStore(location.path)
 
     def deployment(self) -> Deployment:
         """The deployment as the resolver sees it now (tool names of each extension included)."""

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from membrane.cli.app import main
+from membrane.config.load import membrane_home
+from membrane.store.location import locate_state
 
 LEAD = """\
 ---
@@ -74,12 +76,17 @@ def script(tmp_path: Path) -> Path:
 
 def _sessions(project: Path) -> dict[str, tuple[str, str, str]]:
     """``run_id -> (agent, status, meta)`` from the project's state file."""
-    connection = sqlite3.connect(project / ".membrane" / "state.db")
+    connection = sqlite3.connect(_state(project))
     try:
         rows = connection.execute("SELECT session_id, agent, status, meta FROM sessions")
         return {run_id: (agent, status, meta) for run_id, agent, status, meta in rows}
     finally:
         connection.close()
+
+
+def _state(project: Path) -> Path:
+    """Where the project's state lives: under the test's ``MEMBRANE_HOME``."""
+    return locate_state(project, home=membrane_home()).path
 
 
 def _json_lines(out: str) -> list[dict[str, Any]]:
@@ -116,7 +123,7 @@ def test_a_missing_or_unusable_model_is_a_configuration_error_and_nothing_runs(
     captured = capsys.readouterr()
     assert _error_code(captured.err) == code
     assert captured.out == ""
-    assert not (project / ".membrane" / "state.db").exists()
+    assert not (_state(project)).exists()
 
 
 def test_a_project_that_does_not_exist_is_a_configuration_error(

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from membrane.cli.app import main
+from membrane.config.load import membrane_home
 from membrane.store import SQLiteStore
+from membrane.store.location import locate_state
 
 LEAD = """\
 ---
@@ -64,6 +66,11 @@ def project(tmp_path: Path, isolated_home: Path) -> Path:
     _write(root / ".membrane" / "agents" / "worker.md", WORKER)
     _write(root / ".membrane" / "config.toml", "max_concurrency = 1\n")
     return root
+
+
+def _state(project: Path) -> Path:
+    """Where the project's state lives: under the test's ``MEMBRANE_HOME``."""
+    return locate_state(project, home=membrane_home()).path
 
 
 def _json_lines(out: str) -> list[dict[str, Any]]:
@@ -118,7 +125,7 @@ def test_runs_lists_each_stored_run_with_its_depth_status_and_owed_notices(
 def test_runs_without_a_state_file_lists_nothing_and_creates_no_file(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = project / ".membrane" / "state.db"
+    state = _state(project)
     assert main(["runs", "--project", str(project)]) == 0
     assert "no runs" in capsys.readouterr().out
     assert main(["runs", "--project", str(project), "--json"]) == 0
@@ -156,7 +163,7 @@ def test_resume_continues_an_ended_run_which_takes_the_notice_owed_to_it(
     rows = _runs(project, capsys)
     assert rows[lead_id]["status"] == "completed"
     assert [row["pending_notices"] for row in rows.values()] == [0, 0]
-    store = SQLiteStore(project / ".membrane" / "state.db")
+    store = SQLiteStore(_state(project))
     try:
         contents = [str(message["content"]) for message in store.transcript(lead_id)]
     finally:
@@ -199,14 +206,14 @@ def test_resume_without_a_state_file_is_unknown_run_and_creates_no_file(
     args = ["resume", "abc", "hello", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 3
     assert _error_code(capsys.readouterr().err) == "unknown-run"
-    assert not (project / ".membrane" / "state.db").exists()
+    assert not (_state(project)).exists()
 
 
 def test_a_corrupt_stored_depth_is_invalid_depth_for_runs_and_resume(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lead_id = _run_lead(project, tmp_path, capsys)
-    connection = sqlite3.connect(project / ".membrane" / "state.db")
+    connection = sqlite3.connect(_state(project))
     try:
         connection.execute(
             "UPDATE sessions SET delegation_depth = -1 WHERE session_id = ?", (lead_id,)

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from membrane.store.location import locate_state
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
 SCRIPT = EXAMPLES / "scripts" / "demo.yaml"
@@ -158,10 +160,11 @@ def test_the_demo_run_delivers_both_childrens_results_to_the_lead(
     assert result["text"].strip()
 
 
-def test_the_demo_run_is_durable_in_the_projects_store(
+def test_the_demo_run_is_durable_in_the_projects_store_outside_the_checkout(
     events: list[dict[str, Any]], workspace: Path
 ) -> None:
-    database = workspace / ".membrane" / "state.db"
+    database = locate_state(workspace, home=workspace.parent / "membrane-home").path
+    assert not (workspace / ".membrane" / "state.db").exists()
     published = _published(events)
     sessions = _rows(database, "SELECT session_id, agent, delegation_depth, status FROM sessions")
     assert sorted(sessions) == sorted(
@@ -181,7 +184,7 @@ def test_the_demo_script_prints_run_ids_that_its_store_holds(
     shutil.copytree(EXAMPLES, examples, ignore=_STATE)
     done = _run([sys.executable, str(examples / "demo.py")], cwd=tmp_path, home=isolated_home)
     assert done.returncode == 0, done.stderr
-    database = examples / "workspace" / ".membrane" / "state.db"
+    database = locate_state(examples / "workspace", home=isolated_home).path
     sessions = _rows(
         database, "SELECT session_id, agent, parent_id, delegation_depth FROM sessions"
     )

@@ -31,10 +31,15 @@ from membrane.runtime import (
     SubagentStartRequest,
 )
 from membrane.runtime.events import TERMINAL_KINDS
-from membrane.store.sqlite import SQLiteStore
 from membrane.workspace import Workspace
 
-__all__ = ["RunState", "Starter", "drive_run", "parse_model", "run"]
+__all__ = ["STATE_OPTION", "RunState", "Starter", "drive_run", "parse_model", "run"]
+
+#: ``--state PATH``: the store file to use instead of the project's default one.
+STATE_OPTION = typer.Option(
+    "--state",
+    help="The state file (default: $MEMBRANE_HOME/projects/<project-id>/state.db).",
+)
 
 _STATUS_STYLE = {
     "running": "yellow",
@@ -163,16 +168,18 @@ async def drive_run(
     model: Model,
     as_json: bool,
     announce: Callable[[RunInfo], str | None] = _no_announcement,
+    state_file: Path | None = None,
 ) -> RunResult:
     """Open ``ws``'s store and a runtime, ``start`` the top-level run, stream its tree until it
     ends, and print its results (``--json``: every event, then the result line).
 
     ``announce`` gives a line to print, in text mode, once the run is published. The stream is
     open before ``start`` runs, so the run's ``published`` event is never missed.
+    ``state_file`` overrides where the store lives (``--state``).
     """
     console = Console()
     state = RunState()
-    store = SQLiteStore(ws.state_path)
+    store = ws.open_store(state_file)
     hooks = ExtensionHooks.from_extensions(ws.extensions.values())
     provider = InProcessProvider(model, hooks=hooks)
     runtime = SubagentRuntime(
@@ -243,11 +250,12 @@ def run(
         bool, typer.Option("--background", help="Start as a background run.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+    state: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
 
-    State goes to <project>/.membrane/state.db. Every project extension is imported and its
-    setup() runs, so run only trusted projects.
+    State goes to $MEMBRANE_HOME/projects/<project-id>/state.db (--state overrides). Every
+    project extension is imported and its setup() runs, so run only trusted projects.
     """
     chosen = parse_model(model)
     ws = Workspace.open(project, workspace=workspace)
@@ -262,7 +270,9 @@ def run(
         return f"started {info.agent} as run {info.run_id} in the background"
 
     result = anyio.run(
-        lambda: drive_run(ws, start, model=chosen, as_json=as_json, announce=announce)
+        lambda: drive_run(
+            ws, start, model=chosen, as_json=as_json, announce=announce, state_file=state
+        )
     )
     if not result.ok:
         raise typer.Exit(EXIT_RUN)

@@ -1,8 +1,10 @@
 """``membrane runs`` and ``membrane resume``: the runs a project's store holds, and continuing one.
 
-Both read ``<project>/.membrane/state.db`` and never create it: a project without one has no
-runs to list or resume. ``runs`` only reads the store (it imports no extension); ``resume``
-opens the project as ``membrane run`` does and prints the resumed run the same way.
+Both read the project's state (``$MEMBRANE_HOME/projects/<project-id>/state.db``, or
+``--state``) and never create it: a project without one has no runs to list or resume. A
+legacy ``<project>/.membrane/state.db`` is moved there first (``membrane.store.location``).
+``runs`` only reads the store (it imports no extension); ``resume`` opens the project as
+``membrane run`` does and prints the resumed run the same way.
 """
 
 from __future__ import annotations
@@ -23,14 +25,16 @@ from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
-from membrane.cli.run import drive_run, parse_model
+from membrane.cli.run import STATE_OPTION, drive_run, parse_model
+from membrane.config.load import membrane_home
 from membrane.errors import UnknownRun
 from membrane.runtime import RunInfo, SubagentRuntime
 from membrane.store.base import SessionHeader
+from membrane.store.location import locate_state, migrate_legacy_state
 from membrane.store.sqlite import SQLiteStore
-from membrane.workspace import STATE_FILE, Workspace, require_folder
+from membrane.workspace import Workspace, require_folder
 
-__all__ = ["RunRow", "list_runs", "resume", "runs"]
+__all__ = ["RunRow", "existing_state", "list_runs", "resume", "runs"]
 
 #: More undelivered items than any listing needs to count; ``pending_outbox`` is bounded.
 _ALL_PENDING: Final = 2**31 - 1
@@ -145,17 +149,29 @@ def _print_table(table: Table) -> None:
     console.print(table)
 
 
+def existing_state(project: Path, state: Path | None, *, home: Path | None = None) -> Path:
+    """The state file of ``project`` (``state`` when given), moving a legacy one first; it
+    may not exist. Nothing is created when there is no state."""
+    if state is not None:
+        return state
+    home = membrane_home() if home is None else home
+    location = locate_state(require_folder("--project", project), home=home)
+    migrate_legacy_state(location)
+    return location.path
+
+
 @app.command("runs")
 def runs(
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per run.")] = False,
+    state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
-    """List the runs stored in <project>/.membrane/state.db, oldest first: id, agent, parent,
-    depth, status, creation time and the completion notices still owed to each.
+    """List the runs stored in the project's state, oldest first: id, agent, parent, depth,
+    status, creation time and the completion notices still owed to each.
 
     Only the store is read; no extension is imported and no file is created.
     """
-    state = require_folder("--project", project) / STATE_FILE
+    state = existing_state(project, state_file)
     # Opening a store creates it; a project that never ran anything must stay untouched.
     if not state.exists():
         rows, why = [], f"no runs: {state} does not exist"
@@ -183,6 +199,7 @@ def resume(
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+    state: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Continue the stored run RUN_ID with MESSAGE under the same id; stream and print it as
     membrane run does.
@@ -192,17 +209,17 @@ def resume(
     """
     chosen = parse_model(model)
     ws = Workspace.open(project, workspace=workspace)
-    if not ws.state_path.exists():
+    path = existing_state(ws.project, state, home=ws.home)
+    if not path.exists():
         raise UnknownRun(
-            f"no run {run_id!r} to resume: {ws.state_path} does not exist; "
-            "membrane run stores runs there",
+            f"no run {run_id!r} to resume: {path} does not exist; membrane run stores runs there",
             run_id=run_id,
-            path=str(ws.state_path),
+            path=str(path),
         )
 
     async def start(runtime: SubagentRuntime) -> RunInfo:
         return await runtime.resume(run_id, message)
 
-    result = anyio.run(lambda: drive_run(ws, start, model=chosen, as_json=as_json))
+    result = anyio.run(lambda: drive_run(ws, start, model=chosen, as_json=as_json, state_file=path))
     if not result.ok:
         raise typer.Exit(EXIT_RUN)
