@@ -8,15 +8,14 @@ import jsonschema
 import pytest
 
 import membrane
-from membrane.builtin_tools import (
+from membrane.builtin_tools import builtin_tools, register_builtin_tools
+from membrane.tools.spec import Tool
+from membrane.vocabulary import (
     ASSIGNABLE_TOOLS,
     BUILTIN_TOOL_NAMES,
     MUTATING_TOOLS,
-    builtin_tools,
     canonical_builtin_name,
-    register_builtin_tools,
 )
-from membrane.tools.spec import Tool
 
 
 class RecordingRegistry:

@@ -13,7 +13,6 @@ import pytest
 from membrane.errors import ExtensionError
 from membrane.extensions import load as loader
 from membrane.extensions.hooks import (
-    HOOK_EVENTS,
     BeforeAgentStart,
     ExtensionHooks,
     SessionShutdown,
@@ -25,6 +24,7 @@ from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
+from membrane.vocabulary import HOOK_EVENTS
 
 pytestmark = pytest.mark.anyio
 
@@ -85,8 +85,19 @@ class Journal:
         return record
 
 
-def test_the_hook_events_are_the_ones_extensions_may_register() -> None:
-    assert set(HOOK_EVENTS) == set(loader.HOOK_EVENTS)
+def test_every_hook_event_registers_and_any_other_is_refused_the_same_way() -> None:
+    api = loader.ExtensionAPI("journal", ToolRegistry().extension("journal"))
+    hooks = ExtensionHooks()
+    for event in HOOK_EVENTS:
+        api.on(event, print)
+        hooks.add("journal", event, print)
+    assert set(api._hooks) == set(HOOK_EVENTS)
+    with pytest.raises(ExtensionError) as by_api:
+        api.on("turn_ended", print)
+    with pytest.raises(ExtensionError) as by_hooks:
+        hooks.add("journal", "turn_ended", print)
+    assert by_api.value.message == by_hooks.value.message
+    assert "did you mean 'turn_end'?" in by_api.value.message
 
 
 async def test_events_arrive_in_pis_order() -> None:

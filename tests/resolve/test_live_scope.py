@@ -13,17 +13,16 @@ from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
 from membrane.resolve import (
-    INHERIT_DENY_TOOLS,
     LEFT_OUT_REASONS,
     CallParams,
     Deployment,
     ParentContext,
-    canonical_builtin,
     resolve,
 )
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
+from membrane.vocabulary import INHERIT_DENY_TOOLS, canonical_builtin_name
 
 
 def _registry_with_builtins() -> ToolRegistry:
@@ -196,7 +195,7 @@ def test_every_known_tool_is_callable_or_has_exactly_one_reason(
         if name in known:
             assert authority.restriction.reason(known[name]) == why
     for token in disallowed:
-        assert (canonical_builtin(token) or token) not in authority.callable
+        assert (canonical_builtin_name(token) or token) not in authority.callable
     if not subagents or isolated:
         assert "Task" not in authority.callable
     if isolated:

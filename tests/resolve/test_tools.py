@@ -18,9 +18,10 @@ from resolve_support import (
 
 from membrane.config.values import Settings
 from membrane.errors import InvalidDepth
-from membrane.resolve import INHERIT_DENY_TOOLS, CallParams, ParentContext
+from membrane.resolve import CallParams, ParentContext
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool
+from membrane.vocabulary import INHERIT_DENY_TOOLS
 
 ALPHA = extension_tools("alpha", ["search", "fetch"])
 BETA = extension_tools("beta", ["index"])
@@ -329,8 +330,8 @@ def test_a_top_level_agent_resolves_at_depth_zero_below_the_cap() -> None:
 def test_a_depth_outside_the_safe_non_negative_integers_is_rejected(
     parent_depth: object, depth: object
 ) -> None:
-    parent = ParentContext(tools=builtins(), depth=parent_depth)  # type: ignore[arg-type]
     with pytest.raises(InvalidDepth) as caught:
+        parent = ParentContext(tools=builtins(), depth=parent_depth)  # type: ignore[arg-type]
         run(agent(), parent=parent, depth=depth)
     assert caught.value.code == "invalid-depth"
 

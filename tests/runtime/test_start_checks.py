@@ -79,11 +79,10 @@ def test_check_cap_accepts_an_integral_float_cap_and_no_cap() -> None:
         ("default_max_turns", "5"),
     ],
 )
-def test_settings_the_loop_cannot_run_with_fail_when_the_runtime_is_built(
+def test_settings_the_loop_cannot_run_with_are_refused_where_they_are_built(
     project: Project, field: str, value: object
 ) -> None:
-    project.settings = dataclasses.replace(project.settings, **{field: value})
     with pytest.raises(InvalidRequest) as refused:
-        project.runtime(ScriptedModel({"default": [{"text": "ok"}]}))
+        dataclasses.replace(project.settings, **{field: value})
     assert refused.value.data["field"] == field
     assert field in refused.value.message

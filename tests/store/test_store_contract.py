@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from membrane.errors import InvalidDepth, StoreError
+from membrane.limits import MAX_SAFE_INT
 from membrane.store import (
-    MAX_SAFE_DEPTH,
     MemoryStore,
     SessionHeader,
     SQLiteStore,
@@ -108,7 +108,7 @@ def test_a_session_id_can_be_created_only_once(store: Store) -> None:
 
 
 @pytest.mark.parametrize(
-    "depth", [-1, True, 1.0, 1.5, math.nan, math.inf, MAX_SAFE_DEPTH + 1, "3", None]
+    "depth", [-1, True, 1.0, 1.5, math.nan, math.inf, MAX_SAFE_INT + 1, "3", None]
 )
 def test_a_header_with_a_malformed_depth_is_refused_and_not_written(
     store: Store, depth: object
@@ -122,9 +122,9 @@ def test_a_header_with_a_malformed_depth_is_refused_and_not_written(
 
 
 def test_the_largest_safe_depth_is_accepted(store: Store) -> None:
-    store.create_session(header("s1", depth=MAX_SAFE_DEPTH))
+    store.create_session(header("s1", depth=MAX_SAFE_INT))
     got = store.get_header("s1")
-    assert got is not None and got.delegation_depth == MAX_SAFE_DEPTH
+    assert got is not None and got.delegation_depth == MAX_SAFE_INT
 
 
 def test_set_status_keeps_the_last_result_given(store: Store) -> None:

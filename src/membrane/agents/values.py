@@ -16,8 +16,8 @@ from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn
 
 from membrane.agents.definition import UNSET, DefinitionWarning, Unset
-from membrane.builtin_tools import canonical_builtin_name
 from membrane.errors import DefinitionError
+from membrane.vocabulary import DELEGATION_TOOLS, canonical_builtin_name
 
 __all__ = [
     "AUTHORITY_FIELDS",
@@ -229,7 +229,7 @@ class ValueReader:
                 continue
             if canonical_builtin_name(item) is not None:
                 continue
-            if item.lower() in _DELEGATION_TOOLS:
+            if item.lower() in _DELEGATION_LOWER:
                 why = "the delegation tools come with `allowed_subagents`, not with `tools`"
             else:
                 why = (
@@ -279,7 +279,7 @@ class ValueReader:
 
 
 _TOOL_WORDS = frozenset({"*", "all", "inherit"})
-_DELEGATION_TOOLS = frozenset({"task", "taskwait", "tasklist", "taskstop"})
+_DELEGATION_LOWER = frozenset(name.lower() for name in DELEGATION_TOOLS)
 
 
 def _split_commas(text: str) -> list[str]:

@@ -21,35 +21,10 @@ from membrane.builtin_tools.write import write_tool
 from membrane.tools.spec import Tool
 
 __all__ = [
-    "ASSIGNABLE_TOOLS",
-    "BUILTIN_TOOL_NAMES",
-    "MUTATING_TOOLS",
-    "READ_ONLY_TOOLS",
     "ToolSink",
     "builtin_tools",
-    "canonical_builtin_name",
     "register_builtin_tools",
 ]
-
-#: Every built-in tool name, canonical spelling, in the order seed 000 lists them.
-BUILTIN_TOOL_NAMES: tuple[str, ...] = (
-    "Read",
-    "Glob",
-    "Grep",
-    "BrowserPreview",
-    "Bash",
-    "Edit",
-    "Write",
-)
-#: SUBAGENT_ASSIGNABLE_TOOLS of seed 000: what ``tools: "*"`` means and what ``inherit`` extras
-#: may name.
-ASSIGNABLE_TOOLS: tuple[str, ...] = BUILTIN_TOOL_NAMES
-#: The built-in tools that change files or run commands.
-MUTATING_TOOLS: frozenset[str] = frozenset({"Bash", "Edit", "Write"})
-#: The default grant when a definition leaves ``tools`` out (seed 000, decision 5).
-READ_ONLY_TOOLS: tuple[str, ...] = ("Read", "Glob", "Grep")
-
-_BY_LOWER = {name.lower(): name for name in BUILTIN_TOOL_NAMES}
 
 
 class ToolSink(Protocol):
@@ -58,20 +33,12 @@ class ToolSink(Protocol):
     def register(self, tool: Tool, *, replace: bool = False) -> None: ...
 
 
-def canonical_builtin_name(token: str) -> str | None:
-    """The canonical built-in name ``token`` spells in any case (``"read"`` -> ``"Read"``).
-
-    ``None`` when ``token`` names no built-in tool. Surrounding whitespace is ignored.
-    """
-    return _BY_LOWER.get(token.strip().lower())
-
-
 def builtin_tools(
     *,
     bash_timeout: float | None = None,
     bash_max_timeout: float = MAX_BASH_TIMEOUT,
 ) -> tuple[Tool, ...]:
-    """The built-in tools available here, in :data:`BUILTIN_TOOL_NAMES` order.
+    """The built-in tools available here, in ``membrane.vocabulary.BUILTIN_TOOL_NAMES`` order.
 
     ``BrowserPreview`` is included only when :func:`find_browser` finds a browser on ``PATH``
     at the time of the call. ``bash_timeout``/``bash_max_timeout`` configure ``Bash`` (see

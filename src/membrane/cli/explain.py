@@ -17,9 +17,9 @@ from rich.table import Table
 
 from membrane.cli.app import app
 from membrane.errors import InvalidDepth, InvalidRequest
+from membrane.limits import depth_problem
 from membrane.models.base import Message
 from membrane.resolve import (
-    MAX_SAFE_INTEGER,
     CallParams,
     EffectiveAuthority,
     ParentContext,
@@ -102,7 +102,7 @@ def _check_parent_depth(raw: object, *, top_level: bool) -> None:
             field="depth",
         )
     value = raw["depth"]
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
+    if depth_problem(value, exact=True) is not None:
         raise InvalidDepth(
             "--parent.depth: expected a non-negative whole number at most 2**53-1, got "
             f"{json.dumps(value)}",

@@ -17,9 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from membrane.builtin_tools import ASSIGNABLE_TOOLS, canonical_builtin_name
 from membrane.config.values import RateLimit, RoleSpec, Settings
 from membrane.errors import SettingsError
+from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
+from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
 
 __all__ = [
     "CONFIG_KEYS",
@@ -31,8 +32,6 @@ __all__ = [
 ]
 
 CONFIG_NAME = "config.toml"
-#: The largest integer a JSON number holds exactly (2**53 - 1); seed 001 rejects unsafe integers.
-MAX_SAFE_INT = 2**53 - 1
 
 
 def membrane_home() -> Path:
@@ -93,9 +92,7 @@ class _File(_Strict):
     @field_validator("max_depth", mode="before")
     @classmethod
     def _depth(cls, value: object) -> object:
-        if value == "provider-managed" or (
-            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SAFE_INT
-        ):
+        if value == PROVIDER_MANAGED or depth_problem(value, exact=True) is None:
             return value
         raise ValueError(f'must be a whole number from 0 to {MAX_SAFE_INT}, or "provider-managed"')
 

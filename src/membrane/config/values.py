@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from membrane.limits import check_count, check_depth_cap
+from membrane.vocabulary import READ_ONLY_TOOLS
+
 __all__ = ["DEFAULT_TOOLS", "RateLimit", "RoleSpec", "Settings"]
 
 #: Seed 000, decision 5: documents that omit ``tools`` stay read-only.
-DEFAULT_TOOLS: tuple[str, ...] = ("Read", "Glob", "Grep")
+DEFAULT_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +33,12 @@ class RoleSpec:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Resolved deployment settings. Every field has the documented default."""
+    """Resolved deployment settings. Every field has the documented default.
+
+    The numbers are checked where they enter, here (``membrane.limits``): ``max_depth`` is a
+    depth or ``"provider-managed"`` (else ``InvalidDepth``), the counts are whole numbers in
+    range (else ``InvalidRequest``).
+    """
 
     default_tools: tuple[str, ...] = DEFAULT_TOOLS
     #: ``None``: unset (fall back to ``general-purpose`` with a note); ``"none"``: fail closed.
@@ -49,3 +57,13 @@ class Settings:
     default_max_turns: int | None = None
     roles: Mapping[str, RoleSpec] = field(default_factory=dict)
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        cap = check_depth_cap(self.max_depth, what="settings.max_depth")
+        if cap is not None:
+            object.__setattr__(self, "max_depth", cap)
+        check_count(self.max_concurrency, what="settings.max_concurrency", minimum=1)
+        check_count(self.grace_turns, what="settings.grace_turns", minimum=0)
+        check_count(
+            self.default_max_turns, what="settings.default_max_turns", minimum=1, optional=True
+        )

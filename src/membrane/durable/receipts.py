@@ -48,8 +48,9 @@ from membrane.errors import (
     UnknownRun,
 )
 from membrane.runtime.events import EventHub
-from membrane.runtime.runs import END_STATES, RunInfo, RunResult
+from membrane.runtime.runs import RunInfo, RunResult
 from membrane.store.base import Receipt, Store
+from membrane.vocabulary import END_STATES
 
 __all__ = ["SpawnReceipts", "keeps_failure"]
 

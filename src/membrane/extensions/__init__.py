@@ -3,7 +3,6 @@ the lifecycle hooks bound to the extensions a child loaded."""
 
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.extensions.load import (
-    HOOK_EVENTS,
     ExtensionAPI,
     ExtensionSource,
     LoadedExtension,
@@ -14,7 +13,6 @@ from membrane.extensions.load import (
 from membrane.extensions.select import ExtensionSelection, extension_of, select_extensions
 
 __all__ = [
-    "HOOK_EVENTS",
     "ExtensionAPI",
     "ExtensionHooks",
     "ExtensionSelection",

@@ -35,38 +35,77 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol, cast
 
 from membrane.errors import ExtensionError, ExtensionHookFailed
 from membrane.json_types import JSONObject
-from membrane.models.base import Message, ToolCall
+from membrane.tools.restriction import closest_name
+from membrane.vocabulary import HOOK_EVENTS, HookEventName
 
 __all__ = [
-    "HOOK_EVENTS",
     "BeforeAgentStart",
     "BeforeToolCall",
     "CallBlock",
+    "CallLike",
     "ExtensionHooks",
-    "HookEventName",
     "HookHandler",
+    "MessageLike",
     "SessionShutdown",
     "SessionStart",
     "TurnEnd",
+    "hook_problem",
 ]
 
-HookEventName = Literal[
-    "session_start", "before_agent_start", "before_tool_call", "turn_end", "session_shutdown"
-]
-HOOK_EVENTS: tuple[HookEventName, ...] = (
-    "session_start",
-    "before_agent_start",
-    "before_tool_call",
-    "turn_end",
-    "session_shutdown",
-)
 #: ``handler(event)``; sync or async. Only ``before_agent_start`` and ``before_tool_call``
 #: results are read.
 HookHandler = Callable[[Any], object]
+
+
+class CallLike(Protocol):
+    """What an event carries of one tool call (``membrane.models.ToolCall`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arguments(self) -> JSONObject: ...
+
+
+class MessageLike(Protocol):
+    """What an event carries of one message (``membrane.models.Message`` is one)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def tool_calls(self) -> Sequence[CallLike]: ...
+
+    @property
+    def tool_call_id(self) -> str | None: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def is_error(self) -> bool: ...
+
+
+def hook_problem(event: str, handler: object) -> str | None:
+    """What is wrong with hooking ``handler`` to ``event`` (``None``: nothing), as the end of
+    a sentence that starts with the extension's name."""
+    if event not in HOOK_EVENTS:
+        suggestion = closest_name(event, HOOK_EVENTS)
+        hint = f"; did you mean {suggestion!r}?" if suggestion else ""
+        return f"hooks unknown event {event!r}{hint} (events: {', '.join(HOOK_EVENTS)})"
+    if not callable(handler):
+        return f"hooks {event} with a handler that is not callable"
+    return None
 
 
 @dataclass(slots=True)
@@ -94,7 +133,7 @@ class BeforeToolCall:
     agent: str
     run_id: str
     turn: int
-    call: ToolCall
+    call: CallLike
 
     @property
     def tool_name(self) -> str:
@@ -110,8 +149,8 @@ class TurnEnd:
     agent: str
     run_id: str
     turn: int
-    message: Message
-    tool_results: tuple[Message, ...]
+    message: MessageLike
+    tool_results: tuple[MessageLike, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,20 +209,13 @@ class ExtensionHooks:
 
     def add(self, extension: str, event: str, handler: HookHandler) -> None:
         """Bind ``handler`` for ``event`` on behalf of ``extension``."""
-        if event not in self._bindings:
-            known = ", ".join(HOOK_EVENTS)
+        problem = hook_problem(event, handler)
+        if problem is not None:
             raise ExtensionError(
-                f"extension {extension!r} listens to unknown event {event!r}; known: {known}",
-                extension=extension,
-                event=event,
+                f"extension {extension!r} {problem}", extension=extension, event=event
             )
-        if not callable(handler):
-            raise ExtensionError(
-                f"extension {extension!r}: the {event} handler is not callable",
-                extension=extension,
-                event=event,
-            )
-        self._bindings[event].append(_Binding(extension, event, handler))
+        name = cast(HookEventName, event)
+        self._bindings[name].append(_Binding(extension, name, handler))
 
     def only(self, extensions: Iterable[str]) -> ExtensionHooks:
         """The handlers of ``extensions`` alone: a child binds only the extensions it loaded

@@ -27,14 +27,13 @@ from typing import Any, Literal, overload
 import pydantic
 
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
+from membrane.extensions.hooks import hook_problem
 from membrane.json_types import JSONObject
 from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
-from membrane.tools.restriction import closest_name
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = [
     "ENTRY_POINT_GROUP",
-    "HOOK_EVENTS",
     "ExtensionAPI",
     "ExtensionSource",
     "LoadedExtension",
@@ -44,10 +43,6 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "membrane.extensions"
-#: Lifecycle events an extension may hook; the agent loop calls the handlers.
-HOOK_EVENTS = frozenset(
-    {"session_start", "before_agent_start", "turn_end", "session_shutdown", "before_tool_call"}
-)
 Hook = Callable[..., object]
 AsyncFunction = Callable[..., Awaitable[object]]
 
@@ -138,18 +133,9 @@ class ExtensionAPI:
 
     def on(self, event: str, handler: Hook) -> None:
         """Call ``handler`` at ``event`` (one of ``HOOK_EVENTS``)."""
-        if event not in HOOK_EVENTS:
-            suggestion = closest_name(event, HOOK_EVENTS)
-            hint = f"; did you mean {suggestion!r}?" if suggestion else ""
-            raise self._error(
-                f"extension {self.name!r} hooks unknown event {event!r}{hint} "
-                f"(events: {', '.join(sorted(HOOK_EVENTS))})",
-                event=event,
-            )
-        if not callable(handler):
-            raise self._error(
-                f"extension {self.name!r}: the {event} hook must be callable", event=event
-            )
+        problem = hook_problem(event, handler)
+        if problem is not None:
+            raise self._error(f"extension {self.name!r} {problem}", event=event)
         self._hooks.setdefault(event, []).append(handler)
 
     def add_prompt_section(self, name: str, text: str) -> None:

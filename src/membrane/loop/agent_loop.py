@@ -84,15 +84,15 @@ from membrane.extensions.hooks import (
     SessionStart,
     TurnEnd,
 )
+from membrane.limits import check_count
 from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
 from membrane.loop.mention import delegate_mention
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
+from membrane.vocabulary import EndStatus
 
-__all__ = ["WRAP_UP_MESSAGE", "AgentLoop", "LoopResult", "LoopStatus"]
-
-LoopStatus = Literal["completed", "steered", "stopped", "aborted", "error"]
+__all__ = ["WRAP_UP_MESSAGE", "AgentLoop", "LoopResult"]
 
 WRAP_UP_MESSAGE = (
     "You have reached your turn limit. Do not start new work: give your final answer now. "
@@ -111,7 +111,7 @@ class LoopResult:
     answer when a ``response_schema`` was given; ``messages`` the whole conversation (a resume
     passes it to a new ``AgentLoop``)."""
 
-    status: LoopStatus
+    status: EndStatus
     text: str
     turns: int
     usage: Usage
@@ -155,9 +155,9 @@ class AgentLoop:
         emit: Emit = _ignore,
         max_output_retries: int = 3,
     ) -> None:
-        _check_count("max_turns", max_turns, minimum=1, optional=True)
-        _check_count("grace_turns", grace_turns, minimum=0)
-        _check_count("max_output_retries", max_output_retries, minimum=0)
+        check_count(max_turns, what="max_turns", minimum=1, optional=True)
+        check_count(grace_turns, what="grace_turns", minimum=0)
+        check_count(max_output_retries, what="max_output_retries", minimum=0)
         self._model = model
         self._model_label = str(getattr(model, "name", type(model).__name__))
         self._scope = scope
@@ -317,7 +317,7 @@ class AgentLoop:
                 if not self._steering or final_turn:
                     value, problem = self._parse_final(response.text)
                     if problem is None:
-                        status: LoopStatus = "steered" if wrapping_up else "completed"
+                        status: EndStatus = "steered" if wrapping_up else "completed"
                         return self._result(status, structured=value)
                     retries += 1
                     if retries > self._max_output_retries or final_turn:
@@ -453,7 +453,7 @@ class AgentLoop:
                 self._messages.append(error_result(call, SKIPPED, _STOPPED))
 
     def _result(
-        self, status: LoopStatus, *, error: MembraneError | None = None, structured: Any = None
+        self, status: EndStatus, *, error: MembraneError | None = None, structured: Any = None
     ) -> LoopResult:
         if status == "stopped":
             self._answer_pending_calls()
@@ -524,14 +524,3 @@ def _schema_validator(schema: Mapping[str, Any] | None) -> Validator | None:
         ) from exc
     validator: Validator = cls(plain)
     return validator
-
-
-def _check_count(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidRequest(
-            f"{name} must be an integer >= {minimum}{' or None' if optional else ''}, "
-            f"got {value!r}",
-            field=name,
-        )

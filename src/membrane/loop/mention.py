@@ -27,7 +27,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from membrane.errors import InvalidRequest, MembraneError, ModelError, UnknownSubagent
 from membrane.loop.calls import Emit, error_code, result_event, run_tool_call
@@ -35,9 +35,9 @@ from membrane.models.base import Message, Model, ModelRequest, ModelResponse, To
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
+from membrane.vocabulary import SPAWN_TOOL
 
 __all__ = [
-    "DELEGATION_TOOL",
     "MentionCall",
     "MentionDelegation",
     "MentionResult",
@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 #: The delegation tool a mention clone calls (the parent's own).
-DELEGATION_TOOL: Final = "Task"
 
 #: ``@`` at the start of the message, then a name of letters, digits, ``_``, ``-`` and inner
 #: ``.``/``:``, ended by whitespace, end of text, or punctuation such as ``,`` or ``:``.
@@ -252,7 +251,7 @@ async def delegate_mention(
     parsed = parse_mention(text)
     if parsed is None:
         return None
-    delegation = scope.view().find(DELEGATION_TOOL)
+    delegation = scope.view().find(SPAWN_TOOL)
     if delegation is None:
         return None
     clone = await run_mention_clone(

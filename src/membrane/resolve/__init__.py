@@ -17,7 +17,6 @@ from membrane.resolve.authority import (
 )
 from membrane.resolve.invocation import (
     INVOCATION_FIELDS,
-    MAX_SAFE_INTEGER,
     RUN_ID_PLACEHOLDER,
     CallParams,
     Checkout,
@@ -27,25 +26,17 @@ from membrane.resolve.invocation import (
 )
 from membrane.resolve.prompt import PromptSection, TranscriptEntry, render_parent_context
 from membrane.resolve.tools import (
-    ASSIGNABLE_TOOLS,
-    DELEGATION_TOOLS,
-    INHERIT_DENY_TOOLS,
     LEFT_OUT_REASONS,
     DefinitionRestriction,
     Selector,
     ToolPlan,
     builtin_of,
-    canonical_builtin,
     describe_tools,
 )
 
 __all__ = [
-    "ASSIGNABLE_TOOLS",
-    "DELEGATION_TOOLS",
-    "INHERIT_DENY_TOOLS",
     "INVOCATION_FIELDS",
     "LEFT_OUT_REASONS",
-    "MAX_SAFE_INTEGER",
     "RUN_ID_PLACEHOLDER",
     "CallParams",
     "Checkout",
@@ -62,7 +53,6 @@ __all__ = [
     "ToolPlan",
     "TranscriptEntry",
     "builtin_of",
-    "canonical_builtin",
     "describe_tools",
     "extension_of",
     "render_parent_context",

@@ -15,6 +15,7 @@ from membrane.agents.definition import UNSET, AgentDefinition, Unset
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
 from membrane.extensions.select import extension_of, select_extensions
+from membrane.limits import check_depth
 from membrane.resolve.invocation import (
     CallParams,
     Checkout,
@@ -32,15 +33,9 @@ from membrane.resolve.prompt import (
     persona_section,
     render_parent_context,
 )
-from membrane.resolve.tools import (
-    ASSIGNABLE_TOOLS,
-    DELEGATION_TOOLS,
-    INHERIT_DENY_TOOLS,
-    DefinitionRestriction,
-    describe_tools,
-    plan_tools,
-)
+from membrane.resolve.tools import DefinitionRestriction, describe_tools, plan_tools
 from membrane.tools.spec import Tool
+from membrane.vocabulary import ASSIGNABLE_TOOLS, DELEGATION_TOOLS, INHERIT_DENY_TOOLS
 
 __all__ = [
     "Deployment",
@@ -74,6 +69,9 @@ class ParentContext:
     cwd: str | None = None
     live: Callable[[], Mapping[str, Tool]] | None = None
     live_stamp: Callable[[], Hashable] | None = None
+
+    def __post_init__(self) -> None:
+        check_depth(self.depth, what="parent.depth", exact=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,15 +10,15 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Final, Generic, Literal, TypeGuard, TypeVar
+from typing import Final, Generic, Literal, TypeVar
 
 from membrane.agents.definition import UNSET, AgentDefinition, Isolation, Unset
 from membrane.config.values import Settings
-from membrane.errors import InvalidDepth, InvalidRequest
+from membrane.errors import InvalidRequest
+from membrane.limits import check_depth, child_depth, count_problem
 
 __all__ = [
     "INVOCATION_FIELDS",
-    "MAX_SAFE_INTEGER",
     "RUN_ID_PLACEHOLDER",
     "CallParams",
     "Checkout",
@@ -34,8 +34,6 @@ T = TypeVar("T")
 
 Source = Literal["frontmatter", "call", "deployment", "default", "parent"]
 
-#: The largest integer a JSON number carries exactly; counts (depths, turns) stay within it.
-MAX_SAFE_INTEGER: Final = 2**53 - 1
 #: Stands for the worktree's folder name, which the runtime picks from the run id at the start.
 RUN_ID_PLACEHOLDER: Final = "<run-id>"
 
@@ -141,11 +139,7 @@ def _check(key: str, value: object, *, where: str) -> object:
             return value.strip()
         expected = "a non-empty string"
     elif key == "max_turns":
-        if (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and 1 <= value <= MAX_SAFE_INTEGER
-        ):
+        if count_problem(value, minimum=1) is None:
             return value
         expected = "a whole number from 1 to 2**53-1"
     else:  # isolation
@@ -155,28 +149,14 @@ def _check(key: str, value: object, *, where: str) -> object:
     raise InvalidRequest(f"{where}.{key}: expected {expected}, got {_kind(value)}", field=key)
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def agent_depth(parent_depth: int, depth: int | None) -> int:
     """The agent's depth: ``depth`` when given (``0`` for a top-level agent), else
     ``parent_depth + 1``. Either must be a non-negative safe integer, never a boolean or a
     float (seed 001: every public entry validates the domain); else ``InvalidDepth``."""
     if depth is None:
-        what, given = "parent.depth + 1", parent_depth
-        value = parent_depth + 1 if _is_int(parent_depth) else None
-    else:
-        what, given = "depth", depth
-        value = depth if _is_int(depth) else None
-    if value is None or not 0 <= value <= MAX_SAFE_INTEGER:
-        raise InvalidDepth(
-            f"{what} must be a non-negative integer at most 2**53-1, got {what.split(' ')[0]} = "
-            f"{given!r}",
-            field="depth",
-            value=repr(given),
-        )
-    return value
+        check_depth(parent_depth, what="parent.depth", exact=True)
+        return child_depth(parent_depth, what="parent.depth")
+    return check_depth(depth, what="depth", exact=True)
 
 
 def _pick(

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-_DELEGATION = ("Task", "TaskWait", "TaskList", "TaskStop")
+from membrane.vocabulary import DELEGATION_TOOLS
 
 __all__ = [
     "DelegationEntry",
@@ -241,7 +241,7 @@ def compose_system_prompt(
                 "agent:delegation",
                 _delegation_section(
                     delegation,
-                    tools=[n for n in _DELEGATION if n in callable_tools],
+                    tools=[n for n in DELEGATION_TOOLS if n in callable_tools],
                     at_cap=at_cap,
                     max_depth=max_depth,
                 ),

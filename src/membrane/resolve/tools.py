@@ -19,34 +19,27 @@ from dataclasses import dataclass
 from typing import Final
 
 from membrane.agents.definition import UNSET, AgentDefinition
-from membrane.builtin_tools import ASSIGNABLE_TOOLS, canonical_builtin_name
 from membrane.config.values import Settings
 from membrane.extensions.select import ExtensionSelection, extension_of
 from membrane.tools.spec import Tool
+from membrane.vocabulary import (
+    ASSIGNABLE_TOOLS,
+    DELEGATION_TOOLS,
+    INHERIT_DENY_TOOLS,
+    WRITE_TOOLS,
+    canonical_builtin_name,
+)
 
 __all__ = [
-    "ASSIGNABLE_TOOLS",
-    "DELEGATION_TOOLS",
-    "INHERIT_DENY_TOOLS",
     "LEFT_OUT_REASONS",
-    "WRITE_TOOLS",
     "DefinitionRestriction",
     "Selector",
     "ToolPlan",
     "builtin_of",
-    "canonical_builtin",
     "describe_tools",
     "plan_tools",
 ]
 
-#: Nested delegation tools; only ``allowed_subagents`` brings them to a child.
-DELEGATION_TOOLS: Final = ("Task", "TaskWait", "TaskList", "TaskStop")
-#: Seed 000, decision 2: never inherited.
-INHERIT_DENY_TOOLS: Final = frozenset(
-    {*DELEGATION_TOOLS, "EnterPlanMode", "EnterGoalMode", "asktool", "new_context", "ToolSearch"}
-)
-#: Tools whose presence makes memory read-write.
-WRITE_TOOLS: Final = frozenset({"Write", "Edit"})
 LEFT_OUT_REASONS: Final = (
     "disallowed_tools",
     "not selected",
@@ -59,11 +52,6 @@ LEFT_OUT_REASONS: Final = (
     "toolFilter",
     "role",
 )
-
-
-def canonical_builtin(token: str) -> str | None:
-    """The canonical name of an assignable builtin that a *token* spells in any case."""
-    return canonical_builtin_name(token)
 
 
 def builtin_of(tool: Tool) -> str | None:
@@ -169,9 +157,9 @@ def _parse_tokens(tokens: Iterable[str], *, field: str, warnings: list[str]) -> 
                 warnings.append(f"{field}: malformed selector {token!r} is ignored")
             else:
                 selectors.append(selector)
-        elif (name := canonical_builtin(token)) is not None:
+        elif (name := canonical_builtin_name(token)) is not None:
             builtins.add(name)
-        elif "(" in token and (name := canonical_builtin(token.partition("(")[0])) is not None:
+        elif "(" in token and (name := canonical_builtin_name(token.partition("(")[0])) is not None:
             builtins.add(name)
             warnings.append(f"{field}: {token!r} grants {name}; argument patterns are not enforced")
         else:
@@ -379,14 +367,14 @@ def describe_tools(definition: AgentDefinition, settings: Settings) -> str:
 def _describe_selected(definition: AgentDefinition, settings: Settings) -> str:
     tools = definition.tools
     if tools is UNSET:
-        default = [t for t in settings.default_tools if canonical_builtin(t) is not None]
-        return f"default ({', '.join(canonical_builtin(t) or t for t in default) or 'none'})"
+        default = [t for t in settings.default_tools if canonical_builtin_name(t) is not None]
+        return f"default ({', '.join(canonical_builtin_name(t) or t for t in default) or 'none'})"
     if not tools:
         return "none"
     if definition.inherits_tools and not definition.builtin:
         extras = [t for t in tools if t.lower() != "inherit"]
         return f"inherit (+{', '.join(extras)})" if extras else "inherit"
-    return ", ".join(canonical_builtin(t) or t for t in tools)
+    return ", ".join(canonical_builtin_name(t) or t for t in tools)
 
 
 def _describe_extensions(definition: AgentDefinition) -> str:

@@ -17,7 +17,7 @@ import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from membrane.agents.definition import UNSET
 from membrane.errors import UnsupportedCapability
@@ -26,13 +26,13 @@ from membrane.models.base import Message, Usage
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
+from membrane.vocabulary import EndStatus
 
 __all__ = [
     "ChildComposition",
     "ChildOutcome",
     "ChildSpec",
     "EmitFn",
-    "OutcomeStatus",
     "Provider",
     "ProviderChild",
     "SetupCallback",
@@ -41,7 +41,6 @@ __all__ = [
     "task_notification",
 ]
 
-OutcomeStatus = Literal["completed", "steered", "stopped", "aborted", "error"]
 EmitFn = Callable[[str, Mapping[str, Any]], None]
 
 
@@ -126,7 +125,7 @@ class ChildOutcome:
     ``{"code", "message", ...}``.
     """
 
-    status: OutcomeStatus
+    status: EndStatus
     text: str = ""
     turns: int = 0
     usage: Usage = field(default_factory=Usage)

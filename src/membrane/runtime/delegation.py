@@ -41,20 +41,20 @@ from membrane.errors import (
     UnknownSubagent,
     UnsupportedCapability,
 )
+from membrane.limits import PROVIDER_MANAGED, check_depth_cap
 from membrane.resolve import CallParams
 from membrane.runtime.capabilities import Provider
-from membrane.runtime.depth import PROVIDER_MANAGED, parse_depth_cap
 from membrane.runtime.persona import check_persona
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool, ToolContext
+from membrane.vocabulary import DELEGATION_TOOLS
 
 if TYPE_CHECKING:
     from membrane.runtime.runs import RunInfo, RunResult
 
 __all__ = [
-    "DELEGATION_TOOL_NAMES",
     "DelegationConfig",
     "DelegationHost",
     "agent_allowed",
@@ -63,7 +63,6 @@ __all__ = [
     "task_request_id",
 ]
 
-DELEGATION_TOOL_NAMES: Final = ("Task", "TaskWait", "TaskList", "TaskStop")
 _CALL_KEYS: Final = ("model", "thinking", "max_turns", "inherit_context", "isolated", "isolation")
 
 
@@ -80,7 +79,7 @@ class DelegationConfig:
     tool_filter: Restriction | None = None
 
     def __post_init__(self) -> None:
-        parse_depth_cap(self.max_depth, what="delegation max_depth")
+        check_depth_cap(self.max_depth, what="delegation max_depth")
         if self.persona is not UNSET and self.persona is not None:
             check_persona(self.persona, where="delegation persona")
         if self.tool_filter is not None and not isinstance(self.tool_filter, Restriction):
@@ -97,7 +96,7 @@ class DelegationConfig:
     @property
     def cap(self) -> int | None:
         """The numeric cap, or ``None`` when provider-managed."""
-        return parse_depth_cap(self.max_depth, what="delegation max_depth")
+        return check_depth_cap(self.max_depth, what="delegation max_depth")
 
     def check_registry(self, registry: ToolRegistry) -> None:
         """Mount-time check: ``tool_filter`` must name global tools of ``registry``
@@ -153,7 +152,7 @@ def delegation_tools(
     allowed: Sequence[str],
     config: DelegationConfig,
     role: str | None = None,
-    names: Sequence[str] = DELEGATION_TOOL_NAMES,
+    names: Sequence[str] = DELEGATION_TOOLS,
 ) -> tuple[Tool, ...]:
     """The delegation tools for ``parent_id``; ``allowed`` is its ``allowed_subagents``."""
     allowed = tuple(allowed)

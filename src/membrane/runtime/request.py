@@ -24,8 +24,8 @@ from typing import Any
 from membrane.agents.definition import UNSET, Unset
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONObject
+from membrane.limits import check_depth
 from membrane.resolve import CallParams
-from membrane.runtime.depth import validate_depth
 from membrane.runtime.persona import check_persona
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
@@ -91,7 +91,7 @@ def check_fields(request: SubagentStartRequest) -> None:
             field="tool_filter",
         )
     if request.max_depth is not None:
-        validate_depth(request.max_depth, what="max_depth")
+        check_depth(request.max_depth, what="max_depth")
     for name in ("parent_id", "request_id", "role"):
         value = getattr(request, name)
         if value is not None:

@@ -38,12 +38,13 @@ from membrane.errors import (
     UnsupportedCapability,
     WorktreeUnavailable,
 )
+from membrane.limits import check_depth, child_depth
 from membrane.loop.calls import SKIPPED, error_result
 from membrane.models.base import Message
 from membrane.resolve import CallParams
 from membrane.resolve.authority import resolve
 from membrane.runtime.capabilities import ProviderChild
-from membrane.runtime.depth import child_depth, effective_parent_depth, validate_depth
+from membrane.runtime.depth import effective_parent_depth
 from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import CONTROLS_KEY, TASK_KEY, republish
 from membrane.runtime.request import SubagentStartRequest
@@ -94,7 +95,7 @@ async def resume_run(
     if header is None or (caller is not None and header.parent_id != caller):
         whose = "among your subagents" if caller is not None else "in the store"
         raise UnknownRun(f"no run {run_id!r} {whose} to resume", run_id=run_id)
-    stored_depth = validate_depth(
+    stored_depth = check_depth(
         header.delegation_depth, what=f"stored delegation depth of {run_id!r}"
     )
     request = _request(header, message)
@@ -116,6 +117,7 @@ async def resume_run(
         persona=UNSET if request.persona is None else request.persona,
         tool_filter=request.restriction,
         role=role,
+        depth=depth,
     )
     if authority.checkout.kind == "worktree":
         raise WorktreeUnavailable(
@@ -211,7 +213,7 @@ def _depths(
         parent_id=header.parent_id,
     )
     parent_depth = max(known, stored_depth - 1)
-    return parent_depth, child_depth(parent_depth, parent_id=header.parent_id)
+    return parent_depth, child_depth(parent_depth, what=f"delegation depth of {header.parent_id!r}")
 
 
 def _history(store: Store, header: SessionHeader) -> tuple[Message, ...]:

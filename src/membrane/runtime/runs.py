@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import anyio
 
@@ -19,9 +19,7 @@ from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.runtime.capabilities import ChildOutcome, ProviderChild
 from membrane.runtime.worktree import Worktree
 
-__all__ = ["END_STATES", "RunInfo", "RunRecord", "RunResult", "event_kind"]
-
-END_STATES: Final = frozenset({"completed", "steered", "stopped", "aborted", "error"})
+__all__ = ["RunInfo", "RunRecord", "RunResult", "event_kind"]
 
 
 def event_kind(status: str) -> str:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -52,6 +51,7 @@ from membrane.errors import (
     UnknownRun,
     UnsupportedCapability,
 )
+from membrane.limits import check_seconds
 from membrane.resolve.authority import Deployment
 from membrane.runtime.capabilities import (
     EmitFn,
@@ -69,7 +69,7 @@ from membrane.runtime.setup import SetupStep
 from membrane.runtime.slots import Slots
 from membrane.runtime.spawn import CatalogLike, Spawner
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
-from membrane.store.base import MAX_SAFE_DEPTH, Store
+from membrane.store.base import Store
 from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
@@ -120,19 +120,11 @@ class SubagentRuntime:
         if settings.persona is not None:
             check_persona(settings.persona, where="settings.persona")
         limit = settings.max_concurrency
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidRequest(
-                f"settings.max_concurrency must be a positive integer, got {limit!r}",
-                field="max_concurrency",
-            )
         self._delegation = delegation or DelegationConfig.from_settings(settings)
         if not isinstance(self._delegation, DelegationConfig):
             raise InvalidRequest("delegation must be a DelegationConfig", field="delegation")
         self._delegation.check_provider(provider)
         self._delegation.check_registry(registry)
-        _check_count(settings.grace_turns, "grace_turns", minimum=0)
-        if settings.default_max_turns is not None:
-            _check_count(settings.default_max_turns, "default_max_turns", minimum=1)
         self.settings = dataclasses.replace(settings, max_depth=self._delegation.max_depth)
         self.registry = registry
         self.provider = provider
@@ -282,16 +274,7 @@ class SubagentRuntime:
         """
         if isinstance(run_ids, str) or not isinstance(run_ids, Sequence) or not run_ids:
             raise InvalidRequest("run_ids must be a non-empty list of run ids", field="ids")
-        if timeout is not None and (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout < 0
-        ):
-            raise InvalidRequest(
-                f"timeout must be a non-negative number of seconds, got {timeout!r}",
-                field="timeout",
-            )
+        timeout = check_seconds(timeout, what="timeout")
         records = [self._lookup(run_id, caller) for run_id in dict.fromkeys(run_ids)]
         parent_wait = int(caller is not None)
         for record in records:
@@ -522,18 +505,6 @@ class SubagentRuntime:
         info = self._launch(record)
         self._outbox.resumed(record)
         return info
-
-
-def _check_count(value: object, name: str, *, minimum: int) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not (minimum <= value <= MAX_SAFE_DEPTH)
-    ):
-        raise InvalidRequest(
-            f"settings.{name} must be an integer from {minimum} to 2**53-1, got {value!r}",
-            field=name,
-        )
 
 
 def _allowed_agents(allowed: Collection[str] | None) -> tuple[str, ...] | None:

@@ -34,11 +34,12 @@ from membrane.errors import (
     UnknownSubagent,
     WorktreeUnavailable,
 )
+from membrane.limits import child_depth
 from membrane.resolve import CallParams
 from membrane.resolve.authority import EffectiveAuthority, ParentContext, resolve
 from membrane.runtime.capabilities import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.delegation import agent_allowed, delegation_tools, not_allowed
-from membrane.runtime.depth import check_cap, child_depth, effective_parent_depth
+from membrane.runtime.depth import check_cap, effective_parent_depth
 from membrane.runtime.publish import publish
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
@@ -127,6 +128,7 @@ class Spawner:
             persona=UNSET if request.persona is None else request.persona,
             tool_filter=request.restriction,
             role=role,
+            depth=depth,
         )
         worktree = await self._worktree(run_id, authority)
         built: list[ProviderChild] = []
@@ -184,7 +186,7 @@ class Spawner:
             live=None if parent is None else parent.depth,
             parent_id=parent_id,
         )
-        return parent_depth, child_depth(parent_depth, parent_id=parent_id)
+        return parent_depth, child_depth(parent_depth, what=f"delegation depth of {parent_id!r}")
 
     def parent_context(self, parent: RunRecord | None, parent_depth: int) -> ParentContext:
         """What a child of ``parent`` (``None``: the host, at ``parent_depth``) inherits from
@@ -192,9 +194,9 @@ class Spawner:
         rt = self._rt
         if parent is None:
             registry = rt.registry
+            # The host sits above depth 0; the child's own depth is passed to ``resolve``.
             return ParentContext(
                 tools=registry.tools(),
-                depth=parent_depth,
                 cwd=None if rt.project is None else str(rt.project),
                 permission_mode=rt.settings.permission_mode,
                 live=registry.tools,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from membrane.store.base import (
-    MAX_SAFE_DEPTH,
     EdgeStatus,
     LineageEdge,
     OutboxItem,
@@ -19,7 +18,6 @@ from membrane.store.memory import MemoryStore
 from membrane.store.sqlite import SQLiteStore
 
 __all__ = [
-    "MAX_SAFE_DEPTH",
     "EdgeStatus",
     "LineageEdge",
     "MemoryStore",

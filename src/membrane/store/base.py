@@ -31,9 +31,9 @@ from typing import Any, Literal, Protocol
 
 from membrane.errors import InvalidDepth, StoreError
 from membrane.json_types import JSONDict, JSONObject
+from membrane.limits import depth_problem
 
 __all__ = [
-    "MAX_SAFE_DEPTH",
     "EdgeStatus",
     "LineageEdge",
     "OutboxItem",
@@ -45,8 +45,6 @@ __all__ = [
     "brief_digest",
 ]
 
-#: The largest integer a JSON number carries exactly (2**53 - 1); depths above it are invalid.
-MAX_SAFE_DEPTH = 2**53 - 1
 
 ReceiptStatus = Literal["pending", "completed"]
 EdgeStatus = Literal["running", "completed", "failed"]
@@ -280,7 +278,8 @@ def check_depth(value: object, *, session_id: str, stored: bool) -> int:
     ``bool`` is rejected although it is an ``int``; so are floats, even integral ones, because
     a depth that went through a float may already have lost precision.
     """
-    if type(value) is int and 0 <= value <= MAX_SAFE_DEPTH:
+    if depth_problem(value, exact=True) is None:
+        assert isinstance(value, int)
         return value
     if stored:
         message = (
