@@ -16,6 +16,7 @@ from membrane.agents import (
     write_definition,
 )
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
+from membrane.agents.skills import Skill, SkillCatalog
 from membrane.builtin_tools import ToolSink, register_builtin_tools
 from membrane.config import RateLimit, RoleSpec, Settings, load_settings, membrane_home
 from membrane.errors import MembraneError
@@ -150,6 +151,8 @@ __all__ = [
     "SessionShutdown",
     "SessionStart",
     "Settings",
+    "Skill",
+    "SkillCatalog",
     "Sourced",
     "Store",
     "StoredEvent",

@@ -26,6 +26,8 @@ Two families, as a user meets them:
     │   ├── InvalidPersona ............. invalid-persona
     │   ├── UnknownSubagent ............ unknown-subagent
     │   ├── UnsupportedCapability ...... unsupported-capability
+    │   ├── InvalidSchedule ............ invalid-schedule
+    │   ├── UnknownSchedule ............ unknown-schedule
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolNotVisible ............. tool-not-visible
@@ -42,6 +44,7 @@ Two families, as a user meets them:
         ├── StructuredOutputInvalid .... structured-output-invalid
         ├── ExtensionHookFailed ........ extension-hook-failed
         ├── UnknownRun ................. unknown-run
+        ├── UnknownSkill ............... unknown-skill
         └── StoreError ................. store-error
 """
 
@@ -62,6 +65,7 @@ __all__ = [
     "InvalidDepth",
     "InvalidPersona",
     "InvalidRequest",
+    "InvalidSchedule",
     "MembraneError",
     "ModelError",
     "PathOutsideCheckout",
@@ -79,6 +83,8 @@ __all__ = [
     "ToolNotVisible",
     "ToolSpecError",
     "UnknownRun",
+    "UnknownSchedule",
+    "UnknownSkill",
     "UnknownSubagent",
     "UnknownToolInFilter",
     "UnsupportedCapability",
@@ -337,3 +343,23 @@ class StoreError(RunError):
     """The durable store failed or holds malformed data."""
 
     code = "store-error"
+
+
+class UnknownSkill(RunError):
+    """A ``Skill`` call named a skill the calling agent was not given. Carries ``skill``."""
+
+    code = "unknown-skill"
+
+
+class InvalidSchedule(ConfigError):
+    """A schedule request is malformed: not exactly one of ``--in``/``--at``/``--cron``
+    (``delay_seconds``/``run_at``/``cron``), a naive timestamp, a bad cron expression or time
+    zone. Carries ``field``."""
+
+    code = "invalid-schedule"
+
+
+class UnknownSchedule(ConfigError):
+    """No schedule has that id. Carries ``schedule_id``."""
+
+    code = "unknown-schedule"

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
+from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
 from membrane.builtin_tools import register_builtin_tools
+from membrane.builtin_tools.skill import skill_tool
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
@@ -58,6 +60,7 @@ class Workspace:
     extensions: Mapping[str, LoadedExtension]
     workspace: Path | None = None
     warnings: list[str] = field(default_factory=list)
+    skills: SkillCatalog = field(default_factory=SkillCatalog)
 
     @classmethod
     def open(
@@ -84,6 +87,13 @@ class Workspace:
                 loaded[name] = load_extension(source, registry)
             except ExtensionError as exc:
                 warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
+        skills = discover_skills(skill_roots(project=project, home=home))
+        warnings += [f"skill: {problem}" for problem in skills.problems]
+        if skills.skills:
+            # The host's own Skill, over every discovered skill: what a top-level agent (and a
+            # `tools: inherit` child of the host) can load. Each child gets its own, bound to
+            # the skills it selects.
+            registry.register(skill_tool(skills.skills))
         return cls(
             project=project,
             home=home,
@@ -93,6 +103,7 @@ class Workspace:
             extensions=loaded,
             workspace=workspace,
             warnings=warnings,
+            skills=skills,
         )
 
     @property
@@ -129,6 +140,8 @@ class Workspace:
             project=str(self.project),
             home=str(self.home),
             subagents=self.catalog.definitions(),
+            skills=self.skills.descriptions(),
+            skill_files=self.skills.skills,
         )
 
     def memory_for(self, definition: AgentDefinition) -> dict[str, str]:

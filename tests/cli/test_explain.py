@@ -139,11 +139,13 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
             "Edit": "not selected",
             "Glob": "not selected",
             "Grep": "disallowed_tools",
+            "Skill": "not selected",
             "Write": "not selected",
             "lint": "extension excluded",
             "mcp__docs__find": "extension not loaded",
             "write_remote": "not selected",
         },
+        "skills": {"selected": None, "left_out": {"membrane": "Skill is not callable"}},
     }
     assert out["checkout"] == {"kind": "main", "path": str(project)}
     assert out["warnings"] == []

@@ -111,6 +111,7 @@ def test_the_seed_resolution_exercise() -> None:
                 "lint": "extension excluded",
                 "write_remote": "not selected",
             },
+            "skills": {"selected": None, "left_out": {}},
         },
         "checkout": {"kind": "main", "path": "/srv/project"},
         "warnings": [],

@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from membrane.agents.definition import UNSET, AgentDefinition, Unset
+from membrane.agents.skills import Skill
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
 from membrane.extensions.select import extension_of, select_extensions
@@ -69,6 +70,8 @@ class ParentContext:
     cwd: str | None = None
     live: Callable[[], Mapping[str, Tool]] | None = None
     live_stamp: Callable[[], Hashable] | None = None
+    #: The parent's ``# Skills`` catalog (name -> description); ``None``: the deployment's.
+    skills: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         check_depth(self.depth, what="parent.depth", exact=True)
@@ -81,7 +84,8 @@ class Deployment:
     ``extensions`` maps each discovered extension (MCP servers included) to its tool names;
     ``memory`` maps a memory scope (``project``, ``local``, ``user``) to the agent's
     ``MEMORY.md`` text; ``subagents`` are the catalog's definitions, for the delegation
-    catalog; ``skills`` maps installed skill names to descriptions. ``project_subfolder`` is
+    catalog; ``skills`` maps installed skill names to descriptions, and ``skill_files`` maps
+    them to the discovered skills (what a child's ``Skill`` tool loads). ``project_subfolder`` is
     the project's place inside its Git repository (``git rev-parse --show-prefix``; empty at
     the top): a worktree holds the whole repository, so a child works in that subfolder of it.
     """
@@ -96,6 +100,7 @@ class Deployment:
     home: str | None = None
     subagents: Mapping[str, AgentDefinition] = field(default_factory=dict)
     skills: Mapping[str, str] = field(default_factory=dict)
+    skill_files: Mapping[str, Skill] = field(default_factory=dict)
     project_subfolder: str = ""
 
 
@@ -128,6 +133,11 @@ class EffectiveAuthority:
     delegation_tools: tuple[str, ...] = ()
     inherited_local_tools: tuple[str, ...] = ()
     prompt_sections: tuple[PromptSection, ...] = ()
+    #: The skills the child's ``Skill`` tool loads and its ``# Skills`` section lists (name ->
+    #: description); ``None`` when ``Skill`` is not callable. ``skills_left_out`` gives the
+    #: reason for every known skill the child does not get.
+    skills: Mapping[str, str] | None = None
+    skills_left_out: Mapping[str, str] = field(default_factory=dict)
     _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def with_filters(
@@ -171,6 +181,10 @@ class EffectiveAuthority:
             "tools": {
                 "callable": list(self.callable),
                 "left_out": dict(sorted(self.left_out.items())),
+                "skills": {
+                    "selected": None if self.skills is None else dict(sorted(self.skills.items())),
+                    "left_out": dict(sorted(self.skills_left_out.items())),
+                },
             },
             "checkout": {"kind": self.checkout.kind, "path": self.checkout.path},
             "warnings": list(self.warnings),
@@ -259,14 +273,40 @@ def _token_warnings(named: Collection[str], known: Collection[str], *, field: st
 
 
 def _skills(
-    definition: AgentDefinition, available: Mapping[str, str], *, isolated: bool
-) -> Mapping[str, str]:
+    definition: AgentDefinition,
+    deployment: Deployment,
+    parent: ParentContext,
+    *,
+    inherited: bool,
+    isolated: bool,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The selected skills and a reason for every other known one.
+
+    ``skills`` omitted means every discovered skill, ``false`` none, a list names them;
+    ``isolated: true`` gives none. A child that receives ``Skill`` through ``inherit`` starts
+    from its parent's catalog, exactly (seed 000); its own ``skills`` field can only narrow it.
+    """
+    base = dict(parent.skills if inherited and parent.skills is not None else deployment.skills)
+    known = {**deployment.skills, **base}
     wanted = definition.skills
-    if wanted is False or isolated:
-        return {}
-    if wanted is UNSET or wanted is True or "*" in wanted:
-        return available
-    return {n: d for n, d in available.items() if n in wanted}
+    if isolated:
+        return {}, {name: "isolated" for name in known}
+    if wanted is False:
+        return {}, {name: "skills: false" for name in known}
+    chosen = (
+        base
+        if wanted is UNSET or wanted is True or "*" in wanted
+        else {n: d for n, d in base.items() if n in wanted}
+    )
+    reasons = {}
+    for name in known:
+        if name in chosen:
+            continue
+        if name not in base:
+            reasons[name] = "not in the parent's catalog"
+        else:
+            reasons[name] = "not selected by skills"
+    return chosen, reasons
 
 
 def _catalog(allowed: tuple[str, ...], deployment: Deployment) -> list[DelegationEntry]:
@@ -400,6 +440,18 @@ def resolve(
             text=deployment.memory.get(memory_scope, ""),
             read_only="Write" not in callable_tools and "Edit" not in callable_tools,
         )
+    skills: dict[str, str] | None = None
+    skills_left_out: dict[str, str] = {}
+    if "Skill" in callable_tools:
+        skills, skills_left_out = _skills(
+            definition,
+            deployment,
+            parent,
+            inherited=plan.inherit and "Skill" in parent_now,
+            isolated=isolated,
+        )
+    else:
+        skills_left_out = {name: "Skill is not callable" for name in deployment.skills}
     environment = [
         f"- Delegation depth: {depth}" + (f" of at most {cap}" if cap is not None else ""),
         f"- Permission mode: {invocation['permission'].value}",
@@ -417,11 +469,7 @@ def resolve(
         environment=environment,
         persona=persona_section(settings.persona, persona),
         callable_tools={n: t.mutating for n, t in callable_tools.items()},
-        skills=(
-            _skills(definition, deployment.skills, isolated=isolated)
-            if "Skill" in callable_tools
-            else None
-        ),
+        skills=skills,
         delegation=_catalog(allowed, deployment) if "Task" in delegation_tools else None,
         at_cap=at_cap,
         max_depth=cap,
@@ -451,5 +499,7 @@ def resolve(
             if n in parent_now and n not in deployment.registry_tools and n not in DELEGATION_TOOLS
         ),
         prompt_sections=sections,
+        skills=skills,
+        skills_left_out=skills_left_out,
         _inputs=(definition, call, parent, deployment, persona, depth),
     )

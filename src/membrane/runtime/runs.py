@@ -163,6 +163,8 @@ class RunRecord:
     role: str | None = None
     cwd: str | None = None
     worktree: Worktree | None = None
+    #: The child's ``# Skills`` catalog (what an inheriting grandchild receives), or ``None``.
+    skills: Mapping[str, str] | None = None
     status: str = "queued"
     stop_requested: bool = False
     has_edge: bool = False

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.builtin_tools.skill import bind_skill_tool
 from membrane.errors import (
     InvalidRequest,
     MembraneError,
@@ -217,6 +218,7 @@ class Spawner:
             cwd=parent.cwd,
             live=live,
             live_stamp=lambda: scope.view().key,
+            skills=parent.skills,
         )
 
     async def _worktree(self, run_id: str, authority: EffectiveAuthority) -> Worktree | None:
@@ -334,6 +336,7 @@ class Spawner:
             role=request.role,
             cwd=None if cwd is None else str(cwd),
             worktree=worktree,
+            skills=authority.skills,
         )
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:
@@ -373,7 +376,7 @@ class Spawner:
                 role=request.role,
                 names=authority.delegation_tools,
             )
-        return tools
+        return bind_skill_tool(tools, authority.skills, self._rt.deployment().skill_files)
 
 
 async def discard_child(child: object) -> None:
