@@ -119,11 +119,12 @@ class Workspace:
     def open_store(self, state: Path | None = None) -> SQLiteStore:
         """The project's store (``state`` overrides where it lives). Opening the default one
         first moves a legacy ``<project>/.membrane/state.db`` there, once."""
+        synchronous = self.settings.state_synchronous
         if state is not None:
-            return SQLiteStore(state)
+            return SQLiteStore(state, synchronous=synchronous)
         location = self.state
         migrate_legacy_state(location)
-        return SQLiteStore(location.path)
+        return SQLiteStore(location.path, synchronous=synchronous)
 
     def deployment(self) -> Deployment:
         """The deployment as the resolver sees it now (tool names of each extension included)."""

@@ -223,3 +223,28 @@ def test_writes_from_many_threads_each_get_their_own_sequence_number(tmp_path: P
             thread.join()
         assert sorted(seqs) == [e.seq for e in store.events()]
         assert len(set(seqs)) == 100
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from membrane.store import SessionHeader, SQLiteStore
+    store = SQLiteStore(sys.argv[1], synchronous=sys.argv[2])
+    for i in range(50):
+        store.create_session(SessionHeader(f"s{i}", "worker", None, 0, "running"))
+        store.append_event(f"s{i}", "published", {"i": i})
+    os.kill(os.getpid(), signal.SIGKILL)  # no close, no checkpoint: the process just dies
+    """
+)
+
+
+@pytest.mark.parametrize("synchronous", ["full", "normal"])
+def test_every_commit_survives_the_process_being_killed(tmp_path: Path, synchronous: str) -> None:
+    path = tmp_path / "state.db"
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(path), synchronous], timeout=60, check=False
+    )
+    assert done.returncode == -9
+    with SQLiteStore(path) as store:
+        assert len(store.list_sessions()) == 50
+        assert [e.data["i"] for e in store.events()] == list(range(50))

@@ -82,6 +82,7 @@ class _File(_Strict):
     default_max_turns: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     roles: dict[str, _Role] | None = None
     rate_limits: dict[str, _RateLimit] | None = None
+    state_synchronous: Literal["full", "normal"] | None = None
 
     @field_validator("default_tools", mode="before")
     @classmethod

@@ -57,6 +57,10 @@ class Settings:
     default_max_turns: int | None = None
     roles: Mapping[str, RoleSpec] = field(default_factory=dict)
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    #: SQLite's ``synchronous`` for the state file: ``full`` syncs every commit (it survives
+    #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but
+    #: a power cut may lose the last commits). See docs/performance.md.
+    state_synchronous: Literal["full", "normal"] = "full"
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

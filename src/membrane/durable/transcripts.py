@@ -1,10 +1,13 @@
 """Durable transcripts: a run's conversation reaches the store as it goes.
 
 ``save_transcript`` appends the messages the store does not hold yet. The runtime calls it at
-the start of every turn after the first (``journal_event``), so a process killed mid-turn loses
-at most the turn in flight, and once more inside the transaction that records the run's end.
-The transcript only grows, as the loop's messages do. What else a resume needs (the start
-controls, the first user message) the header records at publication (``publish``).
+the start of every turn after the first (``journal_event``), in the same transaction as the
+events queued since the last write (``EventHub.commit``), so a turn costs one commit and a
+process killed mid-turn loses at most the turn in flight; and once more inside the transaction
+that records the run's end. Each message is written once: the record remembers how many the
+store holds, so an append is one indexed check and one insert whatever the conversation's
+length. The transcript only grows, as the loop's messages do. What else a resume needs (the
+start controls, the first user message) the header records at publication (``publish``).
 """
 
 from __future__ import annotations
@@ -50,20 +53,31 @@ def emitter(
                 kind=kind,
                 data=data,
             )
-            journal_event(store, record, kind, data)
+            journal_event(store, record, kind, data, hub=hub)
 
     return emit
 
 
-def journal_event(store: Store, record: RunRecord, kind: str, data: Mapping[str, Any]) -> None:
+def journal_event(
+    store: Store,
+    record: RunRecord,
+    kind: str,
+    data: Mapping[str, Any],
+    *,
+    hub: EventHub | None = None,
+) -> None:
     """The journal's view of a published child's event: at the start of every turn after the
-    first, the turns before it reach the store.
+    first, the turns before it reach the store, with ``hub``'s queued events in one
+    transaction.
 
     Turn 1 is skipped on purpose: all it could add is the task, and its write would sit
     between ``start()`` and the child's first model request.
     """
     if kind == "turn" and data.get("turn") != 1:
-        save_transcript(store, record)
+        if hub is None:
+            save_transcript(store, record)
+        else:
+            hub.flush(lambda: save_transcript(store, record))
 
 
 def save_transcript(store: Store, record: RunRecord) -> None:
@@ -80,13 +94,20 @@ def save_transcript(store: Store, record: RunRecord) -> None:
 def append_transcript(store: Store, record: RunRecord) -> None:
     """``save_transcript`` that raises: a ``StoreError`` means nothing was appended."""
     messages = record.child.messages()
-    if not messages:
+    stored = record.stored_messages
+    if len(messages) <= stored:
         return
-    with store.transaction():
+    try:
+        tail = [message_record(message) for message in messages[stored:]]
+        record.stored_messages = store.append_messages(record.run_id, tail, start=stored)
+        return
+    except StoreError:
+        # The remembered length is stale (a resumed run, or a write that a failed outer
+        # transaction undid): read it once and append from there.
         stored = store.transcript_length(record.run_id)
-        if len(messages) > stored:
-            tail = [message_record(message) for message in messages[stored:]]
-            store.append_messages(record.run_id, tail, start=stored)
+    if len(messages) > stored:
+        tail = [message_record(message) for message in messages[stored:]]
+        record.stored_messages = store.append_messages(record.run_id, tail, start=stored)
 
 
 def message_record(message: Message) -> dict[str, Any]:

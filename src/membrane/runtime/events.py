@@ -34,7 +34,15 @@ from membrane.store.base import Store
 
 T = TypeVar("T")
 
-__all__ = ["EVENT_KINDS", "TERMINAL_KINDS", "EventHub", "EventStream", "LifecycleEvent"]
+__all__ = [
+    "EVENT_KINDS",
+    "MAX_BATCH",
+    "MAX_DELAY",
+    "TERMINAL_KINDS",
+    "EventHub",
+    "EventStream",
+    "LifecycleEvent",
+]
 
 EVENT_KINDS: Final = frozenset(
     {
@@ -49,6 +57,14 @@ EVENT_KINDS: Final = frozenset(
     }
 )
 TERMINAL_KINDS: Final = frozenset({"completed", "error", "stopped"})
+#: The most events the hub queues before the emitting call writes them itself.
+MAX_BATCH: Final = 256
+#: The longest, in seconds, a queued event waits before the next emitting call writes it.
+MAX_DELAY: Final = 0.05
+
+
+def _nothing() -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +158,8 @@ class EventHub:
 
     Events a running child reports (``turn``, ``tool_call``...) are written behind: ``post()``
     queues them and never blocks the child, and the queue is written in one transaction by the
-    hub's writer task or by the next ``commit()``, whichever comes first. ``commit()`` runs the
+    hub's writer task or by the next ``commit()``, whichever comes first (and by ``post()``
+    itself past ``MAX_BATCH`` events or ``MAX_DELAY`` seconds). ``commit()`` runs the
     runtime's own writes (publication, a run's end) in the same transaction, after the queue,
     so ``seq`` order is emission order and a run's end is durable with everything before it.
     """
@@ -153,6 +170,8 @@ class EventHub:
         self._pending: list[_Pending] = []
         self._wakeup: anyio.Event | None = None
         self._closed = False
+        #: True while ``commit()`` runs, so that events its work posts wait for the writer.
+        self._committing = False
         #: Store failures met while writing queued events (they were still delivered, seq 0).
         self.errors: list[StoreError] = []
 
@@ -181,15 +200,24 @@ class EventHub:
         kind: str,
         data: Mapping[str, Any],
     ) -> None:
-        """Queue an event for the writer; it reaches the store and the streams shortly."""
-        self._pending.append(_Pending(run_id, parent_id, agent, kind, dict(data), time.time()))
-        if self._wakeup is not None:
+        """Queue an event for the writer; it reaches the store and the streams shortly.
+
+        "Shortly" is bounded even when the emitting child never lets the writer run (a model
+        or tool that never awaits): once the queue holds ``MAX_BATCH`` events, or its oldest
+        is ``MAX_DELAY`` seconds old, this call writes it itself."""
+        now = time.time()
+        pending = self._pending
+        pending.append(_Pending(run_id, parent_id, agent, kind, dict(data), now))
+        if not self._committing and (len(pending) >= MAX_BATCH or now - pending[0].at >= MAX_DELAY):
+            self.flush()
+        elif self._wakeup is not None:
             self._wakeup.set()
 
     def commit(self, work: Callable[[], T]) -> T:
         """Write the queued events, then ``work()``, in one store transaction; deliver the
         queued events once it commits. ``work`` may add events and deliver them afterwards."""
         batch, self._pending = self._pending, []
+        committing, self._committing = self._committing, True
         try:
             with self._store.transaction():
                 seqs = [self._store.append_event(p.run_id, p.kind, p.data) for p in batch]
@@ -197,16 +225,20 @@ class EventHub:
         except BaseException:
             self._pending[:0] = batch
             raise
+        finally:
+            self._committing = committing
         for pending, seq in zip(batch, seqs, strict=True):
             self._deliver(pending, seq)
         return result
 
-    def flush(self) -> None:
-        """Write and deliver everything queued; a store failure is kept in ``errors``."""
-        if not self._pending:
+    def flush(self, work: Callable[[], object] | None = None) -> None:
+        """Write and deliver everything queued, with ``work()`` (writes that must not fail the
+        caller, such as a turn's transcript) in the same transaction; a store failure is kept
+        in ``errors`` and the events are still delivered (seq 0)."""
+        if not self._pending and work is None:
             return
         try:
-            self.commit(lambda: None)
+            self.commit(work or _nothing)
         except StoreError as exc:
             batch, self._pending = self._pending, []
             self.errors.append(exc)

@@ -168,6 +168,8 @@ class RunRecord:
     status: str = "queued"
     stop_requested: bool = False
     has_edge: bool = False
+    #: How many transcript messages the store holds, as far as this process wrote them.
+    stored_messages: int = 0
     #: Waits of the parent on this run now in progress (``TaskWait``, a foreground ``Task``).
     parent_waits: int = 0
     #: The outbox item of this run's completion notice, until delivered or settled by a wait.

@@ -5,8 +5,10 @@ errors, JSON round-tripping of every mapping (so what comes back is a fresh copy
 JSON cannot carry is refused on write), strictly increasing, never reused sequence numbers,
 cascading ``delete_session`` and savepoint-style nested transactions. Only durability differs.
 
-Every single method validates before it changes anything, so it is atomic on its own; an
-explicit ``transaction()`` snapshots the containers and restores them if its block raises.
+Every single method validates before it changes anything, so it is atomic on its own. Inside
+an explicit ``transaction()`` each change also records how to undo itself (an undo log), and a
+block that raises replays its part of the log backwards: a transaction costs what it changes,
+never a copy of the state.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONDict, JSONObject
@@ -52,22 +54,8 @@ class _State:
     outbox: dict[int, OutboxItem] = field(default_factory=dict)
     last_outbox_id: int = 0
     edges: dict[str, LineageEdge] = field(default_factory=dict)
-    #: Transcripts as JSON text per message; an append replaces the tuple.
-    transcripts: dict[str, tuple[str, ...]] = field(default_factory=dict)
-
-    def snapshot(self) -> _State:
-        # Stored values are frozen and their mappings are never mutated, so copying the
-        # containers is enough.
-        return _State(
-            dict(self.sessions),
-            list(self.events),
-            self.last_seq,
-            dict(self.receipts),
-            dict(self.outbox),
-            self.last_outbox_id,
-            dict(self.edges),
-            dict(self.transcripts),
-        )
+    #: Transcripts as JSON text per message; an append extends the list in place.
+    transcripts: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _normalise(value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
@@ -80,6 +68,20 @@ def _fresh(value: _T) -> _T:
     return copy.deepcopy(value)
 
 
+#: Marks a key that was absent before a change (so undoing it removes the key).
+_ABSENT: Final = object()
+
+
+def _restore(table: dict[Any, Any], key: object, old: object) -> Callable[[], None]:
+    def undo() -> None:
+        if old is _ABSENT:
+            table.pop(key, None)
+        else:
+            table[key] = old
+
+    return undo
+
+
 class MemoryStore(Store):
     """A ``Store`` in memory. ``clock`` stamps rows (seconds since the epoch)."""
 
@@ -88,6 +90,9 @@ class MemoryStore(Store):
         self._lock = threading.RLock()
         self._state = _State()
         self._closed = False
+        #: How to undo each change of the open transaction, oldest first (``None``: no
+        #: transaction is open, so nothing is recorded).
+        self._undo: list[Callable[[], None]] | None = None
 
     @contextmanager
     def _open(self, action: str) -> Iterator[_State]:
@@ -101,13 +106,45 @@ class MemoryStore(Store):
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._open("transaction") as state:
-            saved = state.snapshot()
+        with self._open("transaction"):
+            outer = self._undo is None
+            if outer:
+                self._undo = []
+            log = self._undo
+            assert log is not None
+            mark = len(log)
             try:
                 yield
             except BaseException:
-                self._state = saved
+                while len(log) > mark:
+                    log.pop()()
                 raise
+            finally:
+                if outer:
+                    self._undo = None
+
+    # -- changes that can be undone ------------------------------------------------------------
+
+    def _put(self, table: dict[Any, Any], key: object, value: object) -> None:
+        if self._undo is not None:
+            self._undo.append(_restore(table, key, table.get(key, _ABSENT)))
+        table[key] = value
+
+    def _drop(self, table: dict[Any, Any], key: object) -> Any:
+        old = table.pop(key, _ABSENT)
+        if old is _ABSENT:
+            return None
+        if self._undo is not None:
+            self._undo.append(_restore(table, key, old))
+        return old
+
+    def _counter(self, state: _State, name: str) -> int:
+        """Raise ``state.<name>`` by one and return it (undone with the transaction)."""
+        old: int = getattr(state, name)
+        if self._undo is not None:
+            self._undo.append(lambda: setattr(state, name, old))
+        setattr(state, name, old + 1)
+        return old + 1
 
     def close(self) -> None:
         with self._lock:
@@ -133,8 +170,15 @@ class MemoryStore(Store):
                     f"session {header.session_id!r} already exists; session ids are unique",
                     session_id=header.session_id,
                 )
-            state.sessions[header.session_id] = replace(
-                header, created_at=header.created_at or self._clock(), meta=meta, result=result
+            self._put(
+                state.sessions,
+                header.session_id,
+                replace(
+                    header,
+                    created_at=header.created_at or self._clock(),
+                    meta=meta,
+                    result=result,
+                ),
             )
 
     def get_header(self, session_id: str) -> SessionHeader | None:
@@ -149,8 +193,12 @@ class MemoryStore(Store):
             header = state.sessions.get(session_id)
             if header is None:
                 raise missing("session", session_id)
-            state.sessions[session_id] = replace(
-                header, status=status, result=header.result if encoded is None else encoded
+            self._put(
+                state.sessions,
+                session_id,
+                replace(
+                    header, status=status, result=header.result if encoded is None else encoded
+                ),
             )
 
     def list_sessions(self, *, parent_id: str | None = None) -> list[SessionHeader]:
@@ -168,11 +216,12 @@ class MemoryStore(Store):
         with self._open("append_event") as state:
             if session_id not in state.sessions:
                 raise missing("session", session_id)
-            state.last_seq += 1
-            state.events.append(
-                StoredEvent(state.last_seq, session_id, kind, encoded, self._clock())
-            )
-            return state.last_seq
+            seq = self._counter(state, "last_seq")
+            events = state.events
+            events.append(StoredEvent(seq, session_id, kind, encoded, self._clock()))
+            if self._undo is not None:
+                self._undo.append(lambda: events.__delitem__(-1))
+            return seq
 
     def events(self, *, session_id: str | None = None, after: int = 0) -> list[StoredEvent]:
         with self._open("events") as state:
@@ -185,11 +234,14 @@ class MemoryStore(Store):
 
     def delete_session(self, session_id: str) -> None:
         with self._open("delete_session") as state:
-            if state.sessions.pop(session_id, None) is None:
+            if self._drop(state.sessions, session_id) is None:
                 return
-            state.events = [event for event in state.events if event.session_id != session_id]
-            state.edges.pop(session_id, None)
-            state.transcripts.pop(session_id, None)
+            old = state.events
+            state.events = [event for event in old if event.session_id != session_id]
+            if self._undo is not None:
+                self._undo.append(lambda: setattr(state, "events", old))
+            self._drop(state.edges, session_id)
+            self._drop(state.transcripts, session_id)
 
     def update_meta(self, session_id: str, values: JSONObject) -> None:
         update = _normalise(values, what=f"meta update of session {session_id!r}")
@@ -197,7 +249,7 @@ class MemoryStore(Store):
             header = state.sessions.get(session_id)
             if header is None:
                 raise missing("session", session_id)
-            state.sessions[session_id] = replace(header, meta={**header.meta, **update})
+            self._put(state.sessions, session_id, replace(header, meta={**header.meta, **update}))
 
     # -- transcripts --------------------------------------------------------------------------
 
@@ -206,14 +258,20 @@ class MemoryStore(Store):
     ) -> int:
         encoded = dump_messages(messages, session_id=session_id, start=start)
         with self._open("append_messages") as state:
-            stored = self._transcript(state, session_id)
-            check_start(start, session_id=session_id, length=len(stored))
-            state.transcripts[session_id] = (*stored, *encoded)
-            return len(stored) + len(encoded)
+            length = len(self._transcript(state, session_id))
+            check_start(start, session_id=session_id, length=length)
+            stored = state.transcripts.get(session_id)
+            if stored is None:
+                stored = []
+                self._put(state.transcripts, session_id, stored)
+            stored.extend(encoded)
+            if self._undo is not None:
+                self._undo.append(lambda: stored.__delitem__(slice(length, None)))
+            return len(stored)
 
     def transcript(self, session_id: str) -> list[JSONDict]:
         with self._open("transcript") as state:
-            stored = self._transcript(state, session_id)
+            stored = tuple(self._transcript(state, session_id))
         return [json.loads(text) for text in stored]
 
     def transcript_length(self, session_id: str) -> int:
@@ -221,7 +279,7 @@ class MemoryStore(Store):
             return len(self._transcript(state, session_id))
 
     @staticmethod
-    def _transcript(state: _State, session_id: str) -> tuple[str, ...]:
+    def _transcript(state: _State, session_id: str) -> Sequence[str]:
         if session_id not in state.sessions:
             raise missing("session", session_id)
         return state.transcripts.get(session_id, ())
@@ -232,8 +290,10 @@ class MemoryStore(Store):
         with self._open("begin_receipt") as state:
             existing = state.receipts.get(request_id)
             if existing is None:
-                state.receipts[request_id] = Receipt(
-                    request_id, kind, "pending", None, self._clock()
+                self._put(
+                    state.receipts,
+                    request_id,
+                    Receipt(request_id, kind, "pending", None, self._clock()),
                 )
                 return None
             if existing.kind != kind:
@@ -259,7 +319,7 @@ class MemoryStore(Store):
             receipt = replace(
                 receipt, status="completed", result=encoded, completed_at=self._clock()
             )
-            state.receipts[request_id] = receipt
+            self._put(state.receipts, request_id, receipt)
             return _fresh(receipt)
 
     def get_receipt(self, request_id: str) -> Receipt | None:
@@ -277,7 +337,7 @@ class MemoryStore(Store):
                     "its result instead",
                     request_id=request_id,
                 )
-            del state.receipts[request_id]
+            self._drop(state.receipts, request_id)
 
     def reap_pending_receipts(self, *, older_than: float) -> list[str]:
         with self._open("reap_pending_receipts") as state:
@@ -287,7 +347,7 @@ class MemoryStore(Store):
                 if receipt.status == "pending" and receipt.created_at < older_than
             )
             for rid in stale:
-                del state.receipts[rid]
+                self._drop(state.receipts, rid)
             return stale
 
     # -- outbox -------------------------------------------------------------------------------
@@ -298,10 +358,9 @@ class MemoryStore(Store):
         encoded = _normalise(payload, what=f"outbox payload for {recipient!r}")
         with self._open("enqueue_outbox") as state:
             now = self._clock()
-            state.last_outbox_id += 1
-            item_id = state.last_outbox_id
+            item_id = self._counter(state, "last_outbox_id")
             due = now if not_before is None else not_before
-            state.outbox[item_id] = OutboxItem(item_id, recipient, encoded, 0, due, now)
+            self._put(state.outbox, item_id, OutboxItem(item_id, recipient, encoded, 0, due, now))
             return item_id
 
     def due_outbox(self, *, now: float | None = None, limit: int = 100) -> list[OutboxItem]:
@@ -340,7 +399,7 @@ class MemoryStore(Store):
             if item.delivered_at is not None:
                 raise StoreError(f"outbox item {item_id} is already delivered", item_id=item_id)
             item = replace(item, attempts=item.attempts + 1, next_attempt_at=next_attempt_at)
-            state.outbox[item_id] = item
+            self._put(state.outbox, item_id, item)
             return _fresh(item)
 
     def mark_delivered(self, item_id: int) -> None:
@@ -349,7 +408,7 @@ class MemoryStore(Store):
             if item is None:
                 raise missing("outbox item", item_id)
             if item.delivered_at is None:
-                state.outbox[item_id] = replace(item, delivered_at=self._clock())
+                self._put(state.outbox, item_id, replace(item, delivered_at=self._clock()))
 
     # -- lineage ------------------------------------------------------------------------------
 
@@ -380,7 +439,7 @@ class MemoryStore(Store):
                 status="running",
                 created_at=self._clock(),
             )
-            state.edges[child_id] = edge
+            self._put(state.edges, child_id, edge)
             return _fresh(edge)
 
     def complete_edge(
@@ -400,7 +459,7 @@ class MemoryStore(Store):
             edge = replace(
                 edge, status=status, result_summary=result_summary, completed_at=self._clock()
             )
-            state.edges[child_id] = edge
+            self._put(state.edges, child_id, edge)
             return _fresh(edge)
 
     def edges(self, *, parent_id: str | None = None) -> list[LineageEdge]:

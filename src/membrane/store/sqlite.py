@@ -44,6 +44,9 @@ from membrane.store.migrations import MIGRATIONS, Migration, migrate
 
 __all__ = ["SQLiteStore"]
 
+#: Rows per INSERT of transcript messages (3 parameters each, well under SQLite's limit).
+_ROWS_PER_INSERT = 256
+
 _SESSION_COLUMNS = (
     "session_id, agent, parent_id, delegation_depth, status, provider, created_at, request_id, "
     "meta, result"
@@ -63,6 +66,8 @@ class SQLiteStore(Store):
     ``"normal"`` syncs only at checkpoints: a commit still survives the process being killed, but
     the last ones may be lost if the machine itself goes down. It is about ten times faster.
     ``clock`` stamps rows (seconds since the epoch). ``migrations`` exists for upgrade tests.
+    ``trace``, when given, is called with the text of every SQL statement the store runs (after
+    it opened), for diagnostics and for counting what an operation costs.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class SQLiteStore(Store):
         synchronous: Literal["full", "normal"] = "full",
         clock: Callable[[], float] = time.time,
         migrations: tuple[Migration, ...] = MIGRATIONS,
+        trace: Callable[[str], object] | None = None,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
@@ -115,6 +121,8 @@ class SQLiteStore(Store):
         except BaseException:
             conn.close()
             raise
+        if trace is not None:
+            conn.set_trace_callback(trace)
         self._conn = conn
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -132,9 +140,16 @@ class SQLiteStore(Store):
                 ) from exc
 
     @contextmanager
-    def _write(self, action: str) -> Iterator[sqlite3.Connection]:
+    def _write(self, action: str, *, atomic: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write. Outside a transaction it is its own ``BEGIN IMMEDIATE``/``COMMIT``.
+        Inside one, an ``atomic`` write (its changes are one statement, or it raises before
+        changing anything) runs bare: SQLite undoes a failed statement by itself, so a
+        savepoint would only cost two statements. Others get a savepoint."""
         with self._guard(action) as conn:
             level = self._nesting
+            if level and atomic:
+                yield conn
+                return
             conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT sp{level}")
             self._nesting += 1
             try:
@@ -164,7 +179,7 @@ class SQLiteStore(Store):
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._write("transaction"):
+        with self._write("transaction", atomic=False):
             yield
 
     def close(self) -> None:
@@ -294,14 +309,22 @@ class SQLiteStore(Store):
         self, session_id: str, messages: Sequence[JSONObject], *, start: int
     ) -> int:
         encoded = dump_messages(messages, session_id=session_id, start=start)
-        with self._write("append_messages") as conn:
+        # One INSERT per chunk of rows; a single chunk needs no savepoint to be atomic.
+        chunks = [
+            encoded[i : i + _ROWS_PER_INSERT] for i in range(0, len(encoded), _ROWS_PER_INSERT)
+        ]
+        with self._write("append_messages", atomic=len(chunks) <= 1) as conn:
             length = self._transcript_length(conn, session_id)
             check_start(start, session_id=session_id, length=length)
-            conn.executemany(
-                "INSERT INTO messages (session_id, idx, data) VALUES (?, ?, ?)",
-                [(session_id, start + offset, text) for offset, text in enumerate(encoded)],
-            )
-            return start + len(encoded)
+            at = start
+            for chunk in chunks:
+                rows = ", ".join(["(?, ?, ?)"] * len(chunk))
+                params: list[object] = []
+                for offset, text in enumerate(chunk):
+                    params += (session_id, at + offset, text)
+                conn.execute(f"INSERT INTO messages (session_id, idx, data) VALUES {rows}", params)
+                at += len(chunk)
+            return at
 
     def transcript(self, session_id: str) -> list[JSONDict]:
         with self._guard("transcript") as conn:
@@ -324,13 +347,19 @@ class SQLiteStore(Store):
         with self._guard("transcript_length") as conn:
             return self._transcript_length(conn, session_id)
 
-    @classmethod
-    def _transcript_length(cls, conn: sqlite3.Connection, session_id: str) -> int:
-        cls._require_session(conn, session_id)
-        row = conn.execute(
-            "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+    @staticmethod
+    def _transcript_length(conn: sqlite3.Connection, session_id: str) -> int:
+        """One indexed lookup, whatever the length: positions are 0, 1, ... without gaps (the
+        append check keeps them so), so the length is the last position + 1, read from the
+        end of the primary key; never a count of the rows."""
+        exists, last = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE session_id = ?), "
+            "(SELECT idx FROM messages WHERE session_id = ? ORDER BY idx DESC LIMIT 1)",
+            (session_id, session_id),
         ).fetchone()
-        return int(row[0])
+        if not exists:
+            raise missing("session", session_id)
+        return 0 if last is None else int(last) + 1
 
     @staticmethod
     def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
