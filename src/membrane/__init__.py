@@ -18,7 +18,14 @@ from membrane.agents import (
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
 from membrane.agents.skills import Skill, SkillCatalog
 from membrane.builtin_tools import ToolSink, register_builtin_tools
-from membrane.config import RateLimit, RoleSpec, Settings, load_settings, membrane_home
+from membrane.config import (
+    McpServerSpec,
+    RateLimit,
+    RoleSpec,
+    Settings,
+    load_settings,
+    membrane_home,
+)
 from membrane.errors import MembraneError
 from membrane.extensions.hooks import (
     BeforeAgentStart,
@@ -86,7 +93,7 @@ from membrane.store.migrations import Migration
 from membrane.tools.registry import ExtensionTools, RegistryChange, ToolRegistry
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import Attachment, Tool, ToolContext, ToolOutput
 from membrane.tools.view import ToolView
 from membrane.workspace import Workspace
 
@@ -95,6 +102,7 @@ __version__ = "0.1.0"
 __all__ = [
     "UNSET",
     "AgentDefinition",
+    "Attachment",
     "BeforeAgentStart",
     "BeforeToolCall",
     "CallBlock",
@@ -126,6 +134,7 @@ __all__ = [
     "LifecycleEvent",
     "LineageEdge",
     "LoadedExtension",
+    "McpServerSpec",
     "MembraneError",
     "Message",
     "MessageLike",
@@ -163,6 +172,7 @@ __all__ = [
     "ToolAdmission",
     "ToolCall",
     "ToolContext",
+    "ToolOutput",
     "ToolPredicate",
     "ToolRegistry",
     "ToolSink",

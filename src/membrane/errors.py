@@ -28,6 +28,7 @@ Two families, as a user meets them:
     │   ├── UnsupportedCapability ...... unsupported-capability
     │   ├── InvalidSchedule ............ invalid-schedule
     │   ├── UnknownSchedule ............ unknown-schedule
+    │   ├── ExtraNotInstalled .......... extra-not-installed
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolNotVisible ............. tool-not-visible
@@ -45,6 +46,8 @@ Two families, as a user meets them:
         ├── ExtensionHookFailed ........ extension-hook-failed
         ├── UnknownRun ................. unknown-run
         ├── UnknownSkill ............... unknown-skill
+        ├── McpServerUnavailable ....... mcp-server-unavailable
+        ├── McpToolError ............... mcp-tool-error
         └── StoreError ................. store-error
 """
 
@@ -62,10 +65,13 @@ __all__ = [
     "EmptyToolFilter",
     "ExtensionError",
     "ExtensionHookFailed",
+    "ExtraNotInstalled",
     "InvalidDepth",
     "InvalidPersona",
     "InvalidRequest",
     "InvalidSchedule",
+    "McpServerUnavailable",
+    "McpToolError",
     "MembraneError",
     "ModelError",
     "PathOutsideCheckout",
@@ -363,3 +369,23 @@ class UnknownSchedule(ConfigError):
     """No schedule has that id. Carries ``schedule_id``."""
 
     code = "unknown-schedule"
+
+
+class ExtraNotInstalled(ConfigError):
+    """An optional part of Membrane needs a package that is not installed. Carries ``extra``
+    (install ``membrane[EXTRA]``) and ``package``."""
+
+    code = "extra-not-installed"
+
+
+class McpServerUnavailable(RunError):
+    """An MCP server is not running, crashed, hung or did not answer within its timeout.
+    Carries ``server`` and ``reason``."""
+
+    code = "mcp-server-unavailable"
+
+
+class McpToolError(RunError):
+    """An MCP server answered a tool call with ``isError``. Carries ``server`` and ``tool``."""
+
+    code = "mcp-tool-error"

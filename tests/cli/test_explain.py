@@ -146,6 +146,7 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
             "write_remote": "not selected",
         },
         "skills": {"selected": None, "left_out": {"membrane": "Skill is not callable"}},
+        "servers": {"mcp__docs__find": "docs"},
     }
     assert out["checkout"] == {"kind": "main", "path": str(project)}
     assert out["warnings"] == []

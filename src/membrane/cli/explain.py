@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
@@ -18,6 +19,7 @@ from rich.table import Table
 from membrane.cli.app import app
 from membrane.errors import InvalidDepth, InvalidRequest
 from membrane.limits import depth_problem
+from membrane.mcp.mount import McpServers, servers_named
 from membrane.models.base import Message
 from membrane.resolve import (
     CallParams,
@@ -25,6 +27,7 @@ from membrane.resolve import (
     ParentContext,
     resolve,
 )
+from membrane.resolve.authority import mcp_server_of
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 from membrane.workspace import Workspace
@@ -206,24 +209,40 @@ def build_authority(
     dispatch = ws.catalog.dispatch(agent)
     warnings: list[str] = [dispatch.note] if dispatch.note else []
     definition = dispatch.definition
-    parent = _parent(
-        parent_json,
-        registry=ws.registry,
-        permission=ws.settings.permission_mode,
-        cwd=ws.project,
-        top_level=top_level,
-    )
-    deployment = dataclasses.replace(ws.deployment(), memory=ws.memory_for(definition))
+
+    def compute() -> EffectiveAuthority:
+        parent = _parent(
+            parent_json,
+            registry=ws.registry,
+            permission=ws.settings.permission_mode,
+            cwd=ws.project,
+            top_level=top_level,
+        )
+        deployment = dataclasses.replace(ws.deployment(), memory=ws.memory_for(definition))
+        depth = 0 if top_level else None
+        authority = resolve(definition, call, parent, deployment, depth=depth)
+        if authority.checkout.kind == "worktree":
+            subfolder, problem = _project_subfolder(ws.project)
+            if problem is not None:
+                warnings.append(problem)
+            elif subfolder:
+                deployment = dataclasses.replace(deployment, project_subfolder=subfolder)
+                authority = resolve(definition, call, parent, deployment, depth=depth)
+        return authority
+
     warnings.extend(ws.warnings)
-    depth = 0 if top_level else None
-    authority = resolve(definition, call, parent, deployment, depth=depth)
-    if authority.checkout.kind == "worktree":
-        subfolder, problem = _project_subfolder(ws.project)
-        if problem is not None:
-            warnings.append(problem)
-        elif subfolder:
-            deployment = dataclasses.replace(deployment, project_subfolder=subfolder)
-            authority = resolve(definition, call, parent, deployment, depth=depth)
+    wanted = [n for n in sorted(servers_named(definition)) if n in ws.settings.mcp_servers]
+    if wanted:
+        # The servers the definition asks for are started, as a run would, to list their tools.
+        async def with_servers() -> EffectiveAuthority:
+            async with McpServers.of(ws) as servers:
+                for _name, problem in sorted((await servers.ensure(wanted)).items()):
+                    warnings.append(f"{problem}; its tools are not listed")
+                return compute()
+
+        authority = anyio.run(with_servers)
+    else:
+        authority = compute()
     return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
 
 
@@ -237,11 +256,15 @@ def _print_table(authority: EffectiveAuthority) -> None:
         invocation.add_row(name, json.dumps(sourced.value), sourced.source)
     console.print(invocation)
 
-    tools = Table("tool", "status", title="Tools", title_justify="left")
+    # A third column names the MCP server of each mcp__SERVER__TOOL, when there is one.
+    servers = {n: s for n in (*authority.callable, *authority.left_out) if (s := mcp_server_of(n))}
+    tools = Table("tool", "status", *(["server"] if servers else []), title="Tools")
+    tools.title_justify = "left"
     for name in authority.callable:
-        tools.add_row(name, "[green]callable[/]")
+        tools.add_row(name, "[green]callable[/]", *([servers.get(name, "")] if servers else []))
     for name, reason in sorted(authority.left_out.items()):
-        tools.add_row(name, f"[dim]left out: {reason}[/]")
+        status = f"[dim]left out: {reason}[/]"
+        tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
     console.print(tools)
 
     facts = Table("", "", title="Composition", title_justify="left", show_header=False)

@@ -20,6 +20,7 @@ from rich.tree import Tree
 from membrane.cli.app import EXIT_RUN, app, err_console
 from membrane.errors import InvalidRequest
 from membrane.extensions.hooks import ExtensionHooks
+from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
 from membrane.models.scripted import ScriptedModel
 from membrane.runtime import (
@@ -181,6 +182,7 @@ async def drive_run(
     state = RunState()
     store = ws.open_store(state_file)
     hooks = ExtensionHooks.from_extensions(ws.extensions.values())
+    servers = McpServers.of(ws)
     provider = InProcessProvider(model, hooks=hooks)
     runtime = SubagentRuntime(
         catalog=ws.catalog,
@@ -193,7 +195,8 @@ async def drive_run(
         memory=ws.memory_for,
     )
     try:
-        async with runtime, runtime.events() as stream:
+        async with servers, runtime, runtime.events() as stream:
+            servers.hooks(ws.catalog.definitions, into=hooks)
             info = await start(runtime)
             line = announce(info)
             if line is not None and not as_json:

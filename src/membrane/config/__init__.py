@@ -7,10 +7,11 @@ from membrane.config.load import (
     membrane_home,
     project_config_path,
 )
-from membrane.config.values import DEFAULT_TOOLS, RateLimit, RoleSpec, Settings
+from membrane.config.values import DEFAULT_TOOLS, McpServerSpec, RateLimit, RoleSpec, Settings
 
 __all__ = [
     "DEFAULT_TOOLS",
+    "McpServerSpec",
     "RateLimit",
     "RoleSpec",
     "Settings",

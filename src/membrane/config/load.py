@@ -1,15 +1,16 @@
 """Deployment settings: ``<home>/config.toml`` < ``<project>/.membrane/config.toml``.
 
 Each file is validated on its own (so an error names the file that holds it), then the project
-file overrides the global one key by key; ``roles`` and ``rate_limits`` merge entry by entry,
-a project entry replacing the global entry of the same name whole. Unknown keys are errors:
-a misspelt ``default-tools`` would otherwise leave the default silently in place.
+file overrides the global one key by key; ``roles``, ``rate_limits`` and ``mcp_servers`` merge
+entry by entry, a project entry replacing the global entry of the same name whole. Unknown keys
+are errors: a misspelt ``default-tools`` would otherwise leave the default silently in place.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
@@ -17,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from membrane.config.values import RateLimit, RoleSpec, Settings
+from membrane.config.values import McpServerSpec, RateLimit, RoleSpec, Settings
 from membrane.errors import SettingsError
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
 from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
@@ -27,6 +28,7 @@ __all__ = [
     "CONFIG_NAME",
     "global_config_path",
     "load_settings",
+    "mcp_server_spec",
     "membrane_home",
     "project_config_path",
 ]
@@ -67,6 +69,71 @@ class _RateLimit(_Strict):
         return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+class _McpServer(_Strict):
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = Field(default=None, min_length=1)
+    url: str | None = Field(default=None, min_length=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    startup_timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+
+    @field_validator("timeout", "startup_timeout", mode="before")
+    @classmethod
+    def _int_seconds(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+#: A server name becomes the middle of ``mcp__NAME__TOOL``: no ``__`` inside, no edge ``_``.
+_MCP_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*(?<!_)")
+
+
+def mcp_server_spec(name: str, raw: object, *, path: str, key: str) -> McpServerSpec:
+    """``raw`` (one ``[mcp_servers.NAME]`` table, or a definition's inline entry) checked;
+    ``SettingsError`` naming ``path`` and ``key`` otherwise."""
+
+    def bad(problem: str, hint: str) -> SettingsError:
+        return SettingsError(f"{path}: `{key}` {problem}", path=path, key=key, hint=hint)
+
+    if not isinstance(name, str) or _MCP_NAME.fullmatch(name) is None:
+        raise bad(
+            f"names the MCP server {name!r}, which is not a usable name",
+            "use letters, digits, '-' and single '_' (its tools are named mcp__NAME__TOOL)",
+        )
+    try:
+        server = _McpServer.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        what = str(error["msg"]).removeprefix("Value error, ")
+        raise bad(
+            f"{('at ' + where + ': ') if where else ''}{what}",
+            "an MCP server has `command` (with `args`, `env`, `cwd`) or `url`, and optional "
+            "`headers`, `timeout`, `startup_timeout`",
+        ) from exc
+    if (server.command is None) == (server.url is None):
+        raise bad(
+            "needs exactly one of `command` (a stdio server) or `url` (streamable HTTP)",
+            'write command = "..." with args = [...], or url = "http://127.0.0.1:PORT/mcp"',
+        )
+    if server.url is not None and not server.url.startswith(("http://", "https://")):
+        raise bad(f"has url {server.url!r}, which is not http(s)", "use an http:// or https:// url")
+    if server.url is None and server.headers:
+        raise bad("sets `headers` on a stdio server", "headers apply to a `url` server only")
+    return McpServerSpec(
+        name=name,
+        command=server.command,
+        args=tuple(server.args),
+        env=MappingProxyType(dict(server.env)),
+        cwd=server.cwd,
+        url=server.url,
+        headers=MappingProxyType(dict(server.headers)),
+        timeout=server.timeout,
+        startup_timeout=server.startup_timeout,
+    )
+
+
 class _File(_Strict):
     """One config file. ``None`` means the file leaves the key to the lower file or the default."""
 
@@ -83,6 +150,8 @@ class _File(_Strict):
     roles: dict[str, _Role] | None = None
     rate_limits: dict[str, _RateLimit] | None = None
     state_synchronous: Literal["full", "normal"] | None = None
+    # Checked by ``mcp_server_spec`` so that an error names the server's own table.
+    mcp_servers: dict[str, dict[str, Any]] | None = None
 
     @field_validator("default_tools", mode="before")
     @classmethod
@@ -239,16 +308,24 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     merged: dict[str, Any] = {}
     roles: dict[str, RoleSpec] = {}
     limits: dict[str, RateLimit] = {}
+    servers: dict[str, McpServerSpec] = {}
     for path in paths:
         parsed = _read(path)
         if parsed is None:
             continue
         for key, value in parsed.model_dump(
-            exclude_none=True, exclude={"roles", "rate_limits"}
+            exclude_none=True, exclude={"roles", "rate_limits", "mcp_servers"}
         ).items():
             merged[key] = tuple(value) if key == "default_tools" else value
         for name, role in (parsed.roles or {}).items():
             roles[name] = _role(name, role, path)
         for tool, limit in (parsed.rate_limits or {}).items():
             limits[tool] = RateLimit(max_calls=limit.max_calls, window_seconds=limit.window_seconds)
-    return Settings(**merged, roles=MappingProxyType(roles), rate_limits=MappingProxyType(limits))
+        for name, raw in (parsed.mcp_servers or {}).items():
+            servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
+    return Settings(
+        **merged,
+        roles=MappingProxyType(roles),
+        rate_limits=MappingProxyType(limits),
+        mcp_servers=MappingProxyType(servers),
+    )

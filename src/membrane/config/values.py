@@ -9,7 +9,7 @@ from typing import Literal
 from membrane.limits import check_count, check_depth_cap
 from membrane.vocabulary import READ_ONLY_TOOLS
 
-__all__ = ["DEFAULT_TOOLS", "RateLimit", "RoleSpec", "Settings"]
+__all__ = ["DEFAULT_TOOLS", "McpServerSpec", "RateLimit", "RoleSpec", "Settings"]
 
 #: Seed 000, decision 5: documents that omit ``tools`` stay read-only.
 DEFAULT_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS
@@ -29,6 +29,30 @@ class RoleSpec:
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerSpec:
+    """One MCP server (``[mcp_servers.NAME]``): a command to run over stdio, or a ``url`` for
+    streamable HTTP. Its tools become ``mcp__NAME__TOOL`` (origin ``mcp:NAME``).
+
+    ``timeout`` bounds each tool call and ``startup_timeout`` the start and handshake, in
+    seconds; past either the server counts as unavailable.
+    """
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+    startup_timeout: float = 30.0
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +85,7 @@ class Settings:
     #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but
     #: a power cut may lose the last commits). See docs/performance.md.
     state_synchronous: Literal["full", "normal"] = "full"
+    mcp_servers: Mapping[str, McpServerSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

@@ -23,7 +23,7 @@ from membrane.errors import MembraneError, ToolBlocked, ToolFailed, ToolNotVisib
 from membrane.extensions.hooks import BeforeToolCall, ExtensionHooks
 from membrane.models.base import Message, ToolCall
 from membrane.tools.scope import Scope
-from membrane.tools.spec import ToolContext
+from membrane.tools.spec import ToolContext, ToolOutput
 
 __all__ = ["SKIPPED", "Emit", "error_code", "error_result", "result_event", "run_tool_call"]
 
@@ -77,6 +77,14 @@ async def run_tool_call(
     except Exception as exc:
         failed = ToolFailed(f"tool {call.name!r} failed: {type(exc).__name__}", tool=call.name)
         return error_result(call, failed.code, failed.message)
+    if isinstance(value, ToolOutput):
+        return Message(
+            role="tool",
+            content=_render(value.text if value.text else value.structured),
+            tool_call_id=call.id,
+            name=call.name,
+            attachments=value.attachments,
+        )
     return Message(role="tool", content=_render(value), tool_call_id=call.id, name=call.name)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from membrane.json_types import JSONObject
+from membrane.tools.spec import Attachment
 
 __all__ = [
     "Message",
@@ -65,6 +66,8 @@ class Message:
     name: str | None = None
     is_error: bool = False
     kind: MessageKind = "text"
+    #: Binary parts of a ``tool`` result (an MCP server's images), beside ``content``.
+    attachments: tuple[Attachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

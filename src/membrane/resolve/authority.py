@@ -34,7 +34,7 @@ from membrane.resolve.prompt import (
     persona_section,
     render_parent_context,
 )
-from membrane.resolve.tools import DefinitionRestriction, describe_tools, plan_tools
+from membrane.resolve.tools import DefinitionRestriction, Selector, describe_tools, plan_tools
 from membrane.tools.spec import Tool
 from membrane.vocabulary import ASSIGNABLE_TOOLS, DELEGATION_TOOLS, INHERIT_DENY_TOOLS
 
@@ -43,6 +43,7 @@ __all__ = [
     "EffectiveAuthority",
     "ParentContext",
     "ToolAdmission",
+    "mcp_server_of",
     "resolve",
 ]
 
@@ -185,10 +186,24 @@ class EffectiveAuthority:
                     "selected": None if self.skills is None else dict(sorted(self.skills.items())),
                     "left_out": dict(sorted(self.skills_left_out.items())),
                 },
+                # The MCP server of each ``mcp__SERVER__TOOL`` name above.
+                "servers": {
+                    name: server
+                    for name in sorted({*self.callable, *self.left_out})
+                    if (server := mcp_server_of(name)) is not None
+                },
             },
             "checkout": {"kind": self.checkout.kind, "path": self.checkout.path},
             "warnings": list(self.warnings),
         }
+
+
+def mcp_server_of(name: str) -> str | None:
+    """``SERVER`` of a name ``mcp__SERVER__TOOL`` (or ``mcp__SERVER__*``), else ``None``."""
+    parts = name.split("__", 2)
+    if name.startswith("mcp__") and len(parts) == 3 and parts[1] and parts[2]:
+        return parts[1]
+    return None
 
 
 def _placeholder_tool(name: str) -> Tool:
@@ -255,6 +270,23 @@ def _classify(
         else:
             left_out[name] = why
     return callable_tools, left_out
+
+
+def _unknown_servers(
+    selectors: Collection[Selector], known: Collection[str], left_out: dict[str, str], field: str
+) -> list[str]:
+    """A ``mcp__SERVER__...`` selector naming no configured server selects nothing: say so,
+    and list it in ``left_out`` with that reason (it never silently selects nothing)."""
+    warnings = []
+    for selector in selectors:
+        if selector.text.startswith("mcp__") and selector.extension not in known:
+            left_out.setdefault(selector.text, "no such MCP server")
+            warnings.append(
+                f"{field}: {selector.text!r} names the MCP server {selector.extension!r}, which "
+                f"is not configured; it selects nothing (add [mcp_servers.{selector.extension}] "
+                "to the settings)"
+            )
+    return warnings
 
 
 def _token_warnings(named: Collection[str], known: Collection[str], *, field: str) -> list[str]:
@@ -356,7 +388,7 @@ def resolve(
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
 
-    discovered = set(deployment.extensions)
+    discovered = set(deployment.extensions) | set(settings.mcp_servers)
     discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))}
     selection, more = select_extensions(definition, discovered=discovered, isolated=isolated)
     warnings += more
@@ -410,6 +442,7 @@ def resolve(
 
     via_parent = {e for t in parent_now.values() if (e := extension_of(t))} if plan.inherit else ()
     loaded = selection.loaded(via_parent)
+    warnings += _unknown_servers(plan.selectors, discovered | set(via_parent), left_out, plan.field)
     if (
         definition.tools == ()
         and not isolated

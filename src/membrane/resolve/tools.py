@@ -51,6 +51,7 @@ LEFT_OUT_REASONS: Final = (
     "depth cap",
     "toolFilter",
     "role",
+    "no such MCP server",
 )
 
 

@@ -4,10 +4,11 @@ from membrane.tools.codemode import load_sdk, render_sdk
 from membrane.tools.registry import ExtensionTools, RegistryChange, ToolRegistry
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
-from membrane.tools.spec import Tool, ToolContext, ToolHandler, ToolLoader
+from membrane.tools.spec import Attachment, Tool, ToolContext, ToolHandler, ToolLoader, ToolOutput
 from membrane.tools.view import ToolView
 
 __all__ = [
+    "Attachment",
     "ExtensionTools",
     "RegistryChange",
     "Restriction",
@@ -16,6 +17,7 @@ __all__ = [
     "ToolContext",
     "ToolHandler",
     "ToolLoader",
+    "ToolOutput",
     "ToolPredicate",
     "ToolRegistry",
     "ToolView",

@@ -9,7 +9,7 @@ from typing import Any
 
 from membrane.json_types import JSONObject
 
-__all__ = ["Tool", "ToolContext", "ToolHandler", "ToolLoader"]
+__all__ = ["Attachment", "Tool", "ToolContext", "ToolHandler", "ToolLoader", "ToolOutput"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +63,24 @@ class Tool:
     memo: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A binary part of a tool result (an image, audio, a blob): kept beside the text, never
+    pasted into it. ``data`` is the decoded bytes."""
+
+    mime_type: str
+    data: bytes = field(repr=False)
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool result with parts: ``text`` for the model, ``structured`` (any JSON value, or
+    ``None``) and ``attachments``. The loop sends ``text`` (or, when empty, ``structured`` as
+    JSON) as the tool message's content and keeps the attachments on the message."""
+
+    text: str = ""
+    structured: object = None
+    attachments: tuple[Attachment, ...] = ()

@@ -1,0 +1,210 @@
+"""``McpServers``: the MCP servers of one deployment, mounted on its registry as extensions.
+
+Each ``[mcp_servers.NAME]`` entry is an extension named ``NAME`` whose tools are
+``mcp__NAME__TOOL`` (origin ``mcp:NAME``), so the resolver's selection, exclusion,
+isolation, inherit and explain rules apply to them unchanged. A server starts lazily: when a
+child that asks for it (a ``mcp__NAME__...`` or ``ext:NAME`` selector, or ``extensions:``
+naming it) reaches ``session_start``, or at the first call of one of its tools. One process
+serves every child that selected it; ``async with McpServers(...)`` owns them all and stops
+them on exit.
+
+``hooks()`` gives the ``session_start`` handlers to bind next to the extensions' own, so the
+in-process provider starts a child's servers before its first model request (seed 003: tools
+an extension registers at ``session_start`` are offered on turn 1). A server that cannot
+start only leaves its tools out: the child runs on without them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+import anyio
+from anyio.abc import TaskGroup
+
+from membrane.agents.definition import AgentDefinition
+from membrane.config.values import McpServerSpec
+from membrane.errors import InvalidRequest, McpServerUnavailable
+from membrane.extensions.hooks import ExtensionHooks, SessionStart
+from membrane.mcp.client import McpServer
+from membrane.resolve.tools import Selector
+from membrane.tools.registry import ToolRegistry
+from membrane.workspace import Workspace
+
+__all__ = ["McpServers", "servers_named"]
+
+
+def servers_named(definition: AgentDefinition) -> frozenset[str]:
+    """Server (extension) names a definition asks for by name: its ``mcp__``/``ext:``
+    selectors in ``tools`` and its ``extensions`` list. ``isolated: true`` asks for none."""
+    if definition.isolated is True:
+        return frozenset()
+    names: set[str] = set()
+    tools = definition.tools if isinstance(definition.tools, tuple) else ()
+    for token in tools:
+        selector = Selector.parse(token)
+        if selector is not None:
+            names.add(selector.extension)
+    if isinstance(definition.extensions, tuple):
+        names.update(definition.extensions)
+    if isinstance(definition.exclude_extensions, tuple):
+        names.difference_update(definition.exclude_extensions)
+    return frozenset(names)
+
+
+class McpServers:
+    """The mounted servers, by name. ``log_dir`` receives one ``NAME.log`` (stderr) each."""
+
+    def __init__(
+        self,
+        specs: Mapping[str, McpServerSpec],
+        registry: ToolRegistry,
+        *,
+        log_dir: Path | None = None,
+        backoff: float = 0.5,
+    ) -> None:
+        if not isinstance(registry, ToolRegistry):
+            raise InvalidRequest("registry must be a ToolRegistry", field="registry")
+        self.registry = registry
+        self.log_dir = log_dir
+        self._specs = dict(specs)
+        self._backoff = backoff
+        self._servers: dict[str, McpServer] = {}
+        self._group: TaskGroup | None = None
+
+    @classmethod
+    def of(cls, workspace: Workspace) -> McpServers:
+        """The servers of ``workspace``'s settings on its registry; stderr logs go to
+        ``<home>/logs/mcp/NAME.log``."""
+        return cls(
+            workspace.settings.mcp_servers,
+            workspace.registry,
+            log_dir=workspace.home / "logs" / "mcp",
+        )
+
+    async def __aenter__(self) -> McpServers:
+        if self._group is not None:
+            raise InvalidRequest("McpServers opens once; build a new one to mount again")
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        for spec in self._specs.values():
+            self._mount(spec)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        group = self._group
+        if group is None:
+            return None
+        with anyio.CancelScope(shield=True):
+            for server in self._servers.values():
+                await server.stop()
+        group.cancel_scope.cancel()
+        return await group.__aexit__(exc_type, exc, tb)
+
+    def _mount(self, spec: McpServerSpec) -> McpServer:
+        assert self._group is not None
+        log = None if self.log_dir is None else self.log_dir / f"{spec.name}.log"
+        server = McpServer(spec, self.registry, self._group, log_path=log, backoff=self._backoff)
+        self._servers[spec.name] = server
+        return server
+
+    def add(self, spec: McpServerSpec) -> McpServer:
+        """Mount one more server (a definition's inline entry); the same name twice with a
+        different entry is ``InvalidRequest``."""
+        existing = self._servers.get(spec.name)
+        if existing is not None:
+            if existing.spec != spec:
+                raise InvalidRequest(
+                    f"MCP server {spec.name!r} is already mounted with another entry; "
+                    "give the inline server its own name",
+                    field="mcp_servers",
+                )
+            return existing
+        if self._group is None:
+            raise InvalidRequest("McpServers is not open: use 'async with McpServers(...)'")
+        self._specs[spec.name] = spec
+        return self._mount(spec)
+
+    @property
+    def servers(self) -> Mapping[str, McpServer]:
+        return dict(self._servers)
+
+    def get(self, name: str) -> McpServer | None:
+        return self._servers.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._specs))
+
+    async def ensure(self, names: Iterable[str]) -> dict[str, str]:
+        """Start the named servers (unknown names are skipped) side by side; returns why each
+        one that could not start did not, by name."""
+        wanted = [self._servers[n] for n in dict.fromkeys(names) if n in self._servers]
+        problems: dict[str, str] = {}
+
+        async def one(server: McpServer) -> None:
+            try:
+                await server.ensure()
+            except McpServerUnavailable as exc:
+                problems[server.name] = exc.message
+
+        async with anyio.create_task_group() as group:
+            for server in wanted:
+                group.start_soon(one, server)
+        return problems
+
+    def hooks(
+        self,
+        definitions: Callable[[], Mapping[str, AgentDefinition]],
+        *,
+        into: ExtensionHooks | None = None,
+    ) -> ExtensionHooks:
+        """``session_start`` handlers, one per server, bound as extension ``NAME``: each
+        starts its server when the starting agent's definition (looked up by name in
+        ``definitions()``) asks for it. ``into``: add them to these hooks."""
+        hooks = into if into is not None else ExtensionHooks()
+        for name in self._servers:
+            hooks.add(name, "session_start", self._starter(name, definitions))
+        return hooks
+
+    def _starter(
+        self, name: str, definitions: Callable[[], Mapping[str, AgentDefinition]]
+    ) -> Callable[[SessionStart], object]:
+        async def start(event: SessionStart) -> None:
+            definition = definitions().get(event.agent)
+            if definition is None or name not in servers_named(definition):
+                return
+            server = self._servers.get(name)
+            if server is not None:
+                # Unavailable leaves the tools out; the child runs on (logged by the server).
+                await self.ensure([name])
+
+        return start
+
+    def describe(self) -> list[dict[str, object]]:
+        """One row per server: name, transport, state, reason, tools (for ``membrane mcp list``)."""
+        rows: list[dict[str, object]] = []
+        for name in self.names():
+            server = self._servers.get(name)
+            spec = self._specs[name]
+            rows.append(
+                {
+                    "name": name,
+                    "transport": spec.transport,
+                    "target": spec.url if spec.url is not None else " ".join(_command(spec)),
+                    "state": server.state if server is not None else "idle",
+                    "reason": None if server is None else server.reason,
+                    "tools": sorted(server.tool_names()) if server is not None else [],
+                }
+            )
+        return rows
+
+
+def _command(spec: McpServerSpec) -> Collection[str]:
+    return [spec.command or "", *spec.args]
