@@ -112,6 +112,7 @@ def test_the_seed_resolution_exercise() -> None:
                 "write_remote": "not selected",
             },
             "skills": {"selected": None, "left_out": {}},
+            "servers": {},
         },
         "checkout": {"kind": "main", "path": "/srv/project"},
         "warnings": [],

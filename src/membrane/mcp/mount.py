@@ -106,7 +106,9 @@ class McpServers:
             for server in self._servers.values():
                 await server.stop()
         group.cancel_scope.cancel()
-        return await group.__aexit__(exc_type, exc, tb)
+        # The body's own exception propagates as it is; the group only holds the supervisors.
+        await group.__aexit__(None, None, None)
+        return None
 
     def _mount(self, spec: McpServerSpec) -> McpServer:
         assert self._group is not None
