@@ -18,7 +18,8 @@ from membrane.extensions.hooks import (
     SessionShutdown,
     TurnEnd,
 )
-from membrane.loop.agent_loop import AgentLoop, LoopResult
+from membrane.loop.agent_loop import AgentLoop
+from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -259,7 +260,7 @@ async def test_session_shutdown_runs_on_cancellation_and_cancellation_propagates
 
     journal.hooks.add("slow", "session_shutdown", slow_shutdown)
     loop = make_loop(FunctionModel(_hang), journal.hooks)
-    outcome: list[LoopResult] = []
+    outcome: list[ChildOutcome] = []
 
     async def drive() -> None:
         outcome.append(await loop.run())
@@ -277,7 +278,7 @@ async def test_session_shutdown_runs_on_cancellation_and_cancellation_propagates
 async def test_session_shutdown_runs_when_the_host_stops_the_run() -> None:
     journal = Journal()
     loop = make_loop(FunctionModel(_hang), journal.hooks)
-    outcome: list[LoopResult] = []
+    outcome: list[ChildOutcome] = []
 
     async def drive() -> None:
         outcome.append(await loop.run())

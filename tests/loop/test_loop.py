@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from membrane.errors import InvalidRequest
-from membrane.loop.agent_loop import WRAP_UP_MESSAGE, AgentLoop, LoopResult
+from membrane.loop.agent_loop import WRAP_UP_MESSAGE, AgentLoop
+from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.tools.registry import ToolRegistry
@@ -107,7 +108,7 @@ def error_of(message: Message) -> dict[str, Any]:
     return json.loads(message.content)["error"]  # type: ignore[no-any-return]
 
 
-def tool_messages(result: LoopResult) -> list[Message]:
+def tool_messages(result: ChildOutcome) -> list[Message]:
     return [m for m in result.messages if m.role == "tool"]
 
 
@@ -287,7 +288,7 @@ async def test_stop_ends_a_running_loop_with_status_stopped() -> None:
         raise AssertionError("unreachable")
 
     loop = make_loop(FunctionModel(hang))
-    results: list[LoopResult] = []
+    results: list[ChildOutcome] = []
 
     async def drive() -> None:
         results.append(await loop.run())
@@ -318,7 +319,7 @@ async def test_cancelling_the_task_propagates_instead_of_becoming_a_status() -> 
         raise AssertionError("unreachable")
 
     loop = make_loop(FunctionModel(hang))
-    finished: list[LoopResult] = []
+    finished: list[ChildOutcome] = []
 
     async def drive() -> None:
         finished.append(await loop.run())
@@ -535,7 +536,7 @@ async def test_a_stop_during_a_tool_call_answers_the_interrupted_calls() -> None
     registry = ToolRegistry()
     registry.register(make_tool("Slow", slow))
     loop = make_loop(replay(calls("Slow", "Slow")), Scope(registry, name="c"))
-    results: list[LoopResult] = []
+    results: list[ChildOutcome] = []
 
     async def drive() -> None:
         results.append(await loop.run())

@@ -16,7 +16,8 @@ import pytest
 
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.extensions.load import discover_extensions, load_extension
-from membrane.loop.agent_loop import AgentLoop, LoopResult
+from membrane.loop.agent_loop import AgentLoop
+from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -134,7 +135,7 @@ def offered(request: ModelRequest) -> set[str]:
     return {entry["name"] for entry in request.tools}
 
 
-def results(result: LoopResult) -> dict[str, Message]:
+def results(result: ChildOutcome) -> dict[str, Message]:
     return {m.name or "": m for m in result.messages if m.role == "tool"}
 
 

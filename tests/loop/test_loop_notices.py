@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from membrane.durable.outbox import task_notification
 from membrane.errors import InvalidRequest
 from membrane.loop.agent_loop import AgentLoop
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
-from membrane.runtime.capabilities import task_notification
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope

@@ -21,7 +21,7 @@ from membrane.errors import (
 )
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentStartRequest
-from membrane.runtime.capabilities import ChildSpec, SetupCallback
+from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import MemoryStore, SessionHeader, SQLiteStore, Store
 from membrane.testing import FunctionModel, ScriptedModel
 

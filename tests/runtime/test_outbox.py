@@ -16,11 +16,10 @@ from typing import Any
 import anyio
 import pytest
 
-from membrane.durable.outbox import MAX_DELAY, backoff
+from membrane.durable.outbox import MAX_DELAY, backoff, task_notification
 from membrane.errors import StoreError
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import InProcessProvider, SubagentStartRequest
-from membrane.runtime.capabilities import task_notification
 from membrane.store import OutboxItem, SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry

@@ -11,7 +11,7 @@ import pytest
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import InProcessProvider, SubagentStartRequest
-from membrane.runtime.capabilities import ChildSpec, SetupCallback
+from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 

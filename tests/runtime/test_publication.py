@@ -11,7 +11,7 @@ import pytest
 from membrane.errors import InvalidRequest
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentStartRequest
-from membrane.runtime.capabilities import ChildSpec, SetupCallback
+from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.testing import FunctionModel
 
 from .conftest import Project

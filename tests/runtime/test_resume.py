@@ -3,6 +3,7 @@ conversation and the scope of a fresh start, across a real process restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sqlite3
@@ -26,7 +27,7 @@ from membrane.extensions.hooks import ExtensionHooks
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.resolve import CallParams
 from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
-from membrane.runtime.capabilities import ChildSpec, SetupCallback
+from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.workspace import Workspace
@@ -396,7 +397,7 @@ async def test_a_provider_that_cannot_continue_a_conversation_refuses_a_resume(
 
     class Elsewhere:
         name = "elsewhere"
-        capabilities = InProcessProvider.capabilities
+        capabilities = dataclasses.replace(InProcessProvider.capabilities, resume=False)
 
         async def create(self, request: object, setup: object) -> object:
             raise AssertionError("a resume on this provider builds nothing")
@@ -404,6 +405,45 @@ async def test_a_provider_that_cannot_continue_a_conversation_refuses_a_resume(
     async with project.runtime(Elsewhere()) as runtime:  # type: ignore[arg-type]
         with pytest.raises(UnsupportedCapability, match="cannot resume"):
             await runtime.resume("any", "continue")
+
+
+async def test_any_provider_that_advertises_resume_continues_the_stored_conversation(
+    project: Project,
+) -> None:
+    project.agent("waiter")
+    model = turns(ModelResponse("first"), ModelResponse("second"))
+    specs: list[ChildSpec] = []
+
+    class Relay:
+        """Not an ``InProcessProvider``: it advertises ``resume`` and delegates to one."""
+
+        name = "relay"
+        capabilities = InProcessProvider.capabilities
+
+        def __init__(self) -> None:
+            self._inner = InProcessProvider(model)
+
+        async def create(self, request: ChildSpec, setup: SetupCallback) -> object:
+            specs.append(request)
+            return await self._inner.create(request, setup)
+
+    async with project.runtime(Relay()) as runtime:  # type: ignore[arg-type]
+        first = await runtime.run(SubagentStartRequest("waiter", "go"))
+    async with project.runtime(Relay(), store=runtime.store) as again:  # type: ignore[arg-type]
+        await again.resume(first.run_id, "more")
+        with anyio.fail_after(30):
+            second = await again.wait(first.run_id)
+    assert [spec.resumed for spec in specs] == [False, True]
+    assert [(m.role, m.content) for m in specs[1].transcript] == [
+        ("user", "go"),
+        ("assistant", "first"),
+    ]
+    assert second.text == "second"
+    assert [(m.role, m.content) for m in model.requests[1].messages] == [
+        ("user", "go"),
+        ("assistant", "first"),
+        ("user", "more"),
+    ]
 
 
 async def test_a_resumed_child_keeps_the_tool_filter_it_was_started_with(

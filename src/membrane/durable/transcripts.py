@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from membrane.errors import StoreError
+from membrane.loop.calls import Emit
 from membrane.models.base import Message, ToolCall
-from membrane.runtime.capabilities import EmitFn
 from membrane.runtime.events import EventHub
 from membrane.runtime.runs import RunRecord
 from membrane.store.base import Store
@@ -38,7 +38,7 @@ _KINDS: Final = ("text", "summary")
 
 def emitter(
     run_id: str, *, hub: EventHub, store: Store, live: Callable[[str], RunRecord | None]
-) -> EmitFn:
+) -> Emit:
     """The ``emit`` callback of child ``run_id``: each event goes to ``hub`` (written behind,
     see ``EventHub.post``) and to the journal. Silent until ``live`` knows the run, that is
     until it is published."""

@@ -38,7 +38,7 @@ in view, when the clone makes no call, or when ``Task`` refuses ``NAME`` (``unkn
 it is not an agent this one may start). The clone's usage counts toward the run's; its turn
 does not count toward ``max_turns``.
 
-Statuses (``LoopResult.status``):
+Statuses (``ChildOutcome.status``):
 
 ``completed``
     the model gave a final answer (a reply without tool calls) within ``max_turns``.
@@ -68,7 +68,6 @@ import json
 import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -87,12 +86,13 @@ from membrane.extensions.hooks import (
 from membrane.limits import check_count
 from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
 from membrane.loop.mention import delegate_mention
+from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 from membrane.vocabulary import EndStatus
 
-__all__ = ["WRAP_UP_MESSAGE", "AgentLoop", "LoopResult"]
+__all__ = ["WRAP_UP_MESSAGE", "AgentLoop"]
 
 WRAP_UP_MESSAGE = (
     "You have reached your turn limit. Do not start new work: give your final answer now. "
@@ -103,21 +103,6 @@ _NOT_RUN = "not run: the turn limit was reached"
 _STOPPED = "not run: the run was stopped"
 #: How long ``session_shutdown`` handlers may take once the run is over (they run shielded).
 SHUTDOWN_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class LoopResult:
-    """How a run ended. ``text`` is the last assistant text; ``structured`` the parsed final
-    answer when a ``response_schema`` was given; ``messages`` the whole conversation (a resume
-    passes it to a new ``AgentLoop``)."""
-
-    status: EndStatus
-    text: str
-    turns: int
-    usage: Usage
-    error: dict[str, Any] | None = None
-    structured: Any = None
-    messages: tuple[Message, ...] = ()
 
 
 def _ignore(kind: str, data: Mapping[str, Any]) -> None:
@@ -235,7 +220,7 @@ class AgentLoop:
         if self._cancel is not None:
             self._cancel.cancel()
 
-    async def run(self) -> LoopResult:
+    async def run(self) -> ChildOutcome:
         """Run until a final answer, a stop or the turn limit; never raises a ``MembraneError``
         for the run's own failures (they become status ``error``)."""
         if self._state != "new":
@@ -260,7 +245,7 @@ class AgentLoop:
             return self._result("error", error=failures[0])
         return result
 
-    async def _guarded(self) -> LoopResult:
+    async def _guarded(self) -> ChildOutcome:
         try:
             with anyio.CancelScope() as cancel:
                 self._cancel = cancel
@@ -271,7 +256,7 @@ class AgentLoop:
         finally:
             self._cancel = None
 
-    async def _drive(self) -> LoopResult:
+    async def _drive(self) -> ChildOutcome:
         hooks = self._hooks
         extra: list[str] = []
         if hooks is not None:
@@ -454,10 +439,10 @@ class AgentLoop:
 
     def _result(
         self, status: EndStatus, *, error: MembraneError | None = None, structured: Any = None
-    ) -> LoopResult:
+    ) -> ChildOutcome:
         if status == "stopped":
             self._answer_pending_calls()
-        return LoopResult(
+        return ChildOutcome(
             status=status,
             text=self._text,
             turns=self._turns,

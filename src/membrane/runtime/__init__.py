@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from membrane.durable.outbox import OutboxDrainer
-from membrane.runtime.capabilities import (
+from membrane.runtime.delegation import DelegationConfig
+from membrane.runtime.events import EventStream, LifecycleEvent
+from membrane.runtime.provider import (
     ChildComposition,
     ChildOutcome,
     ChildSpec,
@@ -11,8 +13,6 @@ from membrane.runtime.capabilities import (
     ProviderChild,
     SubagentCapabilities,
 )
-from membrane.runtime.delegation import DelegationConfig
-from membrane.runtime.events import EventStream, LifecycleEvent
 from membrane.runtime.providers import CommandProvider, InProcessProvider
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunInfo, RunResult

@@ -43,8 +43,8 @@ from membrane.errors import (
 )
 from membrane.limits import PROVIDER_MANAGED, check_depth_cap
 from membrane.resolve import CallParams
-from membrane.runtime.capabilities import Provider
 from membrane.runtime.persona import check_persona
+from membrane.runtime.provider import Provider
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction

@@ -31,8 +31,8 @@ import anyio
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.transcripts import save_transcript
 from membrane.errors import MembraneError, RunError, StoreError
-from membrane.runtime.capabilities import ChildOutcome
 from membrane.runtime.events import EventHub
+from membrane.runtime.provider import ChildOutcome
 from membrane.runtime.runs import RunRecord, RunResult, event_kind
 from membrane.runtime.worktree import WorktreeManager
 from membrane.store.base import Store
@@ -89,7 +89,7 @@ class Finisher:
     async def _finish(self, record: RunRecord, outcome: ChildOutcome) -> None:
         worktree: dict[str, Any] | None = None
         if record.worktree is not None and self._worktrees is not None:
-            ok = outcome.status in ("completed", "steered")
+            ok = outcome.ok
             finished = await anyio.to_thread.run_sync(
                 partial(self._worktrees.finish, record.worktree, success=ok)
             )

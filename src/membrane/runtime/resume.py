@@ -15,14 +15,13 @@ same run id. Everything that bounds the child is derived again, never relaxed:
   recorded (``task``), followed by ``message``.
 
 The child is built by the spawn path itself (``Spawner.build``: setup, scope-local tools,
-delegation tools) on a ``fork``-mode copy of the in-process provider, which continues the
-given transcript. A child whose parent is not live here runs as its own root but keeps
+delegation tools) with ``ChildSpec.resumed`` set, on a provider that advertises ``resume``: it
+continues the given transcript. A child whose parent is not live here runs as its own root but keeps
 ``parent_id`` and its depth, so its own children are counted from it.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import TYPE_CHECKING, Final
 
@@ -43,9 +42,8 @@ from membrane.loop.calls import SKIPPED, error_result
 from membrane.models.base import Message
 from membrane.resolve import CallParams
 from membrane.resolve.authority import resolve
-from membrane.runtime.capabilities import ProviderChild
 from membrane.runtime.depth import effective_parent_depth
-from membrane.runtime.providers.in_process import InProcessProvider
+from membrane.runtime.provider import ProviderChild
 from membrane.runtime.publish import CONTROLS_KEY, TASK_KEY, republish
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
@@ -84,12 +82,13 @@ async def resume_run(
             status=live.status,
         )
     provider = rt.provider
-    if not isinstance(provider, InProcessProvider):
+    if getattr(provider.capabilities, "resume", False) is not True:
         raise UnsupportedCapability(
-            f"provider {provider.name!r} cannot resume a run: only the in-process provider "
-            "continues a stored conversation",
+            f"provider {provider.name!r} cannot resume a run: it does not advertise the "
+            "`resume` capability (continuing a stored conversation)",
             provider=provider.name,
             controls=["resume"],
+            capabilities=provider.capabilities.to_dict(),
         )
     header = rt.store.get_header(run_id)
     if header is None or (caller is not None and header.parent_id != caller):
@@ -107,7 +106,7 @@ async def resume_run(
     role = rt.role_restriction(request.role)
     rt.catalog.reload()
     dispatch = rt.catalog.dispatch(request.agent_type)
-    spawner = Spawner(rt, provider=_forking(provider))
+    spawner = Spawner(rt)
     context = spawner.parent_context(parent, parent_depth)
     authority = resolve(
         dispatch.definition,
@@ -241,12 +240,3 @@ def _history(store: Store, header: SessionHeader) -> tuple[Message, ...]:
             if call.id not in answered:
                 messages.append(error_result(call, SKIPPED, _INTERRUPTED))
     return tuple(messages)
-
-
-def _forking(provider: InProcessProvider) -> InProcessProvider:
-    """The same provider in ``fork`` mode: its child starts from ``ChildSpec.transcript``."""
-    if provider.mode == "fork":
-        return provider
-    forking = copy.copy(provider)
-    forking.mode = "fork"
-    return forking

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from membrane.json_types import JSONDict, JSONObject, JSONValue
-from membrane.runtime.capabilities import ChildOutcome, ProviderChild
+from membrane.loop.outcome import ChildOutcome
+from membrane.models.base import Usage
+from membrane.runtime.provider import ProviderChild
 from membrane.runtime.worktree import Worktree
+from membrane.vocabulary import END_STATES, EndStatus
 
 __all__ = ["RunInfo", "RunRecord", "RunResult", "event_kind"]
 
@@ -33,21 +36,42 @@ def event_kind(status: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """How one run ended. ``worktree`` is ``{branch, commit, has_changes}`` for an isolated
+    """How one run ended: the child's ``outcome`` as its provider returned it, unchanged, with
+    the run's id and agent. ``worktree`` is ``{branch, commit, has_changes}`` for an isolated
     child; ``error`` is ``{"code", "message", "data"}`` when ``status`` is ``error``."""
 
     run_id: str
     agent: str
-    status: str
-    text: str = ""
-    turns: int = 0
-    error: JSONObject | None = None
-    structured: JSONValue = None
+    outcome: ChildOutcome
     worktree: JSONObject | None = None
 
     @property
+    def status(self) -> EndStatus:
+        return self.outcome.status
+
+    @property
+    def text(self) -> str:
+        return self.outcome.text
+
+    @property
+    def turns(self) -> int:
+        return self.outcome.turns
+
+    @property
+    def usage(self) -> Usage:
+        return self.outcome.usage
+
+    @property
+    def error(self) -> JSONObject | None:
+        return self.outcome.error
+
+    @property
+    def structured(self) -> JSONValue:
+        return self.outcome.structured
+
+    @property
     def ok(self) -> bool:
-        return self.status in ("completed", "steered")
+        return self.outcome.ok
 
     def to_dict(self) -> JSONDict:
         data: JSONDict = {
@@ -69,15 +93,18 @@ class RunResult:
     def from_dict(cls, data: JSONObject) -> RunResult:
         """The result ``to_dict()`` wrote (as the store gives it back)."""
         error, worktree = data.get("error"), data.get("worktree")
-        turns = data.get("turns")
-        return cls(
-            run_id=str(data.get("run_id", "")),
-            agent=str(data.get("agent", "")),
-            status=str(data.get("status", "error")),
+        turns, status = data.get("turns"), data.get("status")
+        outcome = ChildOutcome(
+            status=cast(EndStatus, status) if status in END_STATES else "error",
             text=str(data.get("text") or ""),
             turns=turns if type(turns) is int else 0,
             error=dict(error) if isinstance(error, Mapping) else None,
             structured=data.get("structured"),
+        )
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            agent=str(data.get("agent", "")),
+            outcome=outcome,
             worktree=dict(worktree) if isinstance(worktree, Mapping) else None,
         )
 
@@ -197,13 +224,4 @@ class RunRecord:
         )
 
     def result_of(self, outcome: ChildOutcome, *, worktree: Mapping[str, Any] | None) -> RunResult:
-        return RunResult(
-            run_id=self.run_id,
-            agent=self.agent,
-            status=outcome.status,
-            text=outcome.text,
-            turns=outcome.turns,
-            error=outcome.error,
-            structured=outcome.structured,
-            worktree=worktree,
-        )
+        return RunResult(run_id=self.run_id, agent=self.agent, outcome=outcome, worktree=worktree)

@@ -52,16 +52,16 @@ from membrane.errors import (
     UnsupportedCapability,
 )
 from membrane.limits import check_seconds
+from membrane.loop.calls import Emit
 from membrane.resolve.authority import Deployment
-from membrane.runtime.capabilities import (
-    EmitFn,
-    Provider,
-    check_capabilities,
-)
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.finish import Finisher
 from membrane.runtime.persona import check_persona
+from membrane.runtime.provider import (
+    Provider,
+    check_capabilities,
+)
 from membrane.runtime.request import SubagentStartRequest, validate_request
 from membrane.runtime.resume import resume_run
 from membrane.runtime.runs import RunInfo, RunRecord, RunResult
@@ -382,7 +382,7 @@ class SubagentRuntime:
     def _live_run(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id)
 
-    def _emitter(self, run_id: str) -> EmitFn:
+    def _emitter(self, run_id: str) -> Emit:
         """The ``emit`` callback of one child; silent until the child is published."""
         return emitter(run_id, hub=self._hub, store=self.store, live=self._runs.get)
 

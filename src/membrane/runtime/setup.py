@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from membrane.errors import MembraneError, SetupFailed
 from membrane.resolve.prompt import PromptSection
-from membrane.runtime.capabilities import ChildComposition
 from membrane.runtime.persona import PERSONA_SECTION, render_persona
+from membrane.runtime.provider import ChildComposition
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool

@@ -38,9 +38,9 @@ from membrane.errors import (
 from membrane.limits import child_depth
 from membrane.resolve import CallParams
 from membrane.resolve.authority import EffectiveAuthority, ParentContext, resolve
-from membrane.runtime.capabilities import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.delegation import agent_allowed, delegation_tools, not_allowed
 from membrane.runtime.depth import check_cap, effective_parent_depth
+from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.publish import publish
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord

@@ -44,7 +44,7 @@ from membrane.builtin_tools.process import OutputCapture, pump
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 from membrane.models.base import Message
-from membrane.runtime.capabilities import (
+from membrane.runtime.provider import (
     ChildOutcome,
     ChildSpec,
     SetupCallback,

@@ -14,6 +14,9 @@ Modes:
 * ``fork``: a copy of the parent's conversation so far, then the task. The parent's last reply
   is usually the unanswered delegation call itself; a copy never ends in unanswered tool calls,
   so that reply and any partial results after it are left out.
+
+In either mode a resumed child (``ChildSpec.resumed``) continues ``ChildSpec.transcript``, its
+own stored conversation: the provider advertises ``resume``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from membrane.errors import InvalidRequest
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.loop.agent_loop import AgentLoop
 from membrane.models.base import Message, Model
-from membrane.runtime.capabilities import (
+from membrane.runtime.provider import (
     ChildOutcome,
     ChildSpec,
     SetupCallback,
@@ -48,7 +51,7 @@ class InProcessProvider:
     """
 
     capabilities = SubagentCapabilities(
-        persona=True, tool_filter=True, depth_limit=True, structured_output=True
+        persona=True, tool_filter=True, depth_limit=True, structured_output=True, resume=True
     )
 
     def __init__(
@@ -77,7 +80,9 @@ class InProcessProvider:
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _InProcessChild:
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         composition = setup(scope)
-        history = fork_transcript(request.transcript) if self.mode == "fork" else ()
+        # A resumed child continues its own stored conversation, whatever the mode.
+        forks = self.mode == "fork" or request.resumed
+        history = fork_transcript(request.transcript) if forks else ()
         loop = AgentLoop(
             model=self.model,
             scope=scope,
@@ -111,15 +116,7 @@ class _InProcessChild:
         return self._scope
 
     async def run(self) -> ChildOutcome:
-        result = await self._loop.run()
-        return ChildOutcome(
-            status=result.status,
-            text=result.text,
-            turns=result.turns,
-            usage=result.usage,
-            error=result.error,
-            structured=result.structured,
-        )
+        return await self._loop.run()
 
     def steer(self, message: str) -> bool:
         self._loop.steer(message)

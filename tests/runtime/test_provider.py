@@ -21,7 +21,7 @@ from membrane.runtime import (
     SubagentCapabilities,
     SubagentStartRequest,
 )
-from membrane.runtime.capabilities import SetupCallback
+from membrane.runtime.provider import SetupCallback
 from membrane.testing import ScriptedModel
 
 from .conftest import Project
@@ -46,7 +46,9 @@ class CountingProvider:
 
 def test_the_in_process_provider_supports_every_control() -> None:
     provider = InProcessProvider(ScriptedModel({"default": [{"text": "ok"}]}))
-    assert provider.capabilities == SubagentCapabilities(True, True, True, structured_output=True)
+    assert provider.capabilities == SubagentCapabilities(
+        True, True, True, structured_output=True, resume=True
+    )
 
 
 def test_a_command_provider_advertises_persona_only_with_a_persona_slot() -> None:

@@ -1,0 +1,39 @@
+"""``ChildOutcome``: how one child's run ended, the one result type that flows through.
+
+The agent loop returns it, a provider's child returns it (``ProviderChild.run``), and the
+runtime's ``RunResult`` carries it unchanged beside the run's id, agent and worktree. No layer
+copies it field by field into a look-alike type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from membrane.json_types import JSONObject, JSONValue
+from membrane.models.base import Message, Usage
+from membrane.vocabulary import OK_STATES, EndStatus
+
+__all__ = ["ChildOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOutcome:
+    """How a child's run ended.
+
+    ``text`` is the last assistant text; ``structured`` the parsed final answer when a
+    ``response_schema`` was given. An error is never an empty success: ``status="error"``
+    carries ``error`` as ``{"code", "message", ...}``. ``messages`` is the whole conversation
+    when the transport keeps it here (the in-process loop does; a resume continues from it).
+    """
+
+    status: EndStatus
+    text: str = ""
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    error: JSONObject | None = None
+    structured: JSONValue = None
+    messages: tuple[Message, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status in OK_STATES
