@@ -143,6 +143,7 @@ class Workspace:
             subagents=self.catalog.definitions(),
             skills=self.skills.descriptions(),
             skill_files=self.skills.skills,
+            skill_roots=tuple(str(root) for root in self.skills.roots),
         )
 
     def memory_for(self, definition: AgentDefinition) -> dict[str, str]:

@@ -190,3 +190,29 @@ async def test_discarding_a_running_command_child_kills_its_process_group(
             await anyio.sleep(0.01)
     assert [o.status for o in outcomes] == ["stopped"]
     assert not _alive(pids["child"])
+
+
+async def test_a_cli_child_gets_the_same_guidance_body_and_finds_membrane_and_its_skills(
+    project: Project,
+) -> None:
+    from membrane.resolve import Deployment
+    from membrane.resolve.guidance import cli_guidance
+
+    report = (
+        "import json, os, sys\n"
+        "print(json.dumps({'guidance': sys.argv[1], 'cli': os.environ.get('MEMBRANE_CLI_PATH'),"
+        " 'skills': os.environ.get('MEMBRANE_AGENT_SKILLS_DIRS')}))\n"
+    )
+    provider = CommandProvider([sys.executable, "-c", report, "{guidance}", "{task}"])
+    project.agent("external")
+    project.settings = Settings(max_depth="provider-managed")
+    roots = (str(project.root / ".membrane" / "skills"), "/opt/skills")
+    deploy = Deployment(skill_roots=roots)
+    async with project.runtime(provider, deployment=deploy) as runtime:
+        with anyio.fail_after(20):
+            result = await runtime.run(SubagentStartRequest("external", "x"))
+    seen = json.loads(result.text)
+    assert seen["guidance"] == cli_guidance()
+    assert seen["skills"] == os.pathsep.join(roots)
+    cli = seen["cli"]
+    assert cli and (os.access(cli, os.X_OK) or cli.endswith("-m membrane"))

@@ -7,4 +7,5 @@ from membrane.cli import (
     explain,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401
+    skills,  # noqa: F401
 )

@@ -267,6 +267,14 @@ def _print_table(authority: EffectiveAuthority) -> None:
         tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
     console.print(tools)
 
+    if authority.skills is not None or authority.skills_left_out:
+        skills = Table("skill", "status", title="Skills", title_justify="left")
+        for name in sorted(authority.skills or {}):
+            skills.add_row(name, "[green]loadable with Skill[/]")
+        for name, reason in sorted(authority.skills_left_out.items()):
+            skills.add_row(name, f"[dim]left out: {reason}[/]")
+        console.print(skills)
+
     facts = Table("", "", title="Composition", title_justify="left", show_header=False)
     facts.add_row("extensions loaded", ", ".join(authority.extensions_loaded) or "none")
     facts.add_row("extensions excluded", ", ".join(authority.extensions_excluded) or "none")

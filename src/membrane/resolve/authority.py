@@ -17,6 +17,7 @@ from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
 from membrane.extensions.select import extension_of, select_extensions
 from membrane.limits import check_depth
+from membrane.resolve.guidance import SCHEDULE_ACTION, cli_guidance, write_boundary
 from membrane.resolve.invocation import (
     CallParams,
     Checkout,
@@ -102,6 +103,8 @@ class Deployment:
     subagents: Mapping[str, AgentDefinition] = field(default_factory=dict)
     skills: Mapping[str, str] = field(default_factory=dict)
     skill_files: Mapping[str, Skill] = field(default_factory=dict)
+    #: Every skill root, nearest first: what a launched child gets in MEMBRANE_AGENT_SKILLS_DIRS.
+    skill_roots: tuple[str, ...] = ()
     project_subfolder: str = ""
 
 
@@ -508,6 +511,12 @@ def resolve(
         max_depth=cap,
         memory=memory_note,
         extension_prompts={n: t for n, t in deployment.extension_prompts.items() if n in loaded},
+        cli_guidance=(
+            cli_guidance(can_schedule=SCHEDULE_ACTION in callable_tools)
+            if "Bash" in callable_tools
+            else ""
+        ),
+        write_boundary=write_boundary(folder) if checkout.kind == "worktree" else "",
     )
     inherit_context = invocation["inherit_context"].value is True
     return EffectiveAuthority(

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from membrane.resolve.guidance import CLI_GUIDANCE_SECTION, WRITE_BOUNDARY_SECTION
 from membrane.vocabulary import DELEGATION_TOOLS
 
 __all__ = [
@@ -188,10 +189,14 @@ def compose_system_prompt(
     max_depth: int | None,
     memory: MemoryNote | None,
     extension_prompts: Mapping[str, str],
+    cli_guidance: str = "",
+    write_boundary: str = "",
 ) -> tuple[str, tuple[PromptSection, ...]]:
     """Assemble the system prompt; returns it and the sections it is made of, in order.
 
     ``replace``: persona, active-agent tag, environment, guidance, extension sections, body.
+    ``cli_guidance`` (for an agent with a shell) and ``write_boundary`` (for a worktree child)
+    come right after the tool guidance when given.
     ``append``: the parent's system prompt verbatim, a bridge naming the child's working
     folder, then the same child sections with the body under ``<agent_instructions>``.
 
@@ -226,6 +231,10 @@ def compose_system_prompt(
     sections.append(PromptSection("agent:active", active))
     sections.append(PromptSection("agent:environment", env))
     sections.append(PromptSection("agent:tools", _tools_section(callable_tools)))
+    if write_boundary:
+        sections.append(PromptSection(WRITE_BOUNDARY_SECTION, write_boundary))
+    if cli_guidance:
+        sections.append(PromptSection(CLI_GUIDANCE_SECTION, cli_guidance))
     if skills is not None:
         listing = "\n".join(f"- {n}: {d}" if d else f"- {n}" for n, d in sorted(skills.items()))
         sections.append(

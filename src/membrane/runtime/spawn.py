@@ -40,6 +40,7 @@ from membrane.resolve import CallParams
 from membrane.resolve.authority import EffectiveAuthority, ParentContext, resolve
 from membrane.runtime.delegation import agent_allowed, delegation_tools, not_allowed
 from membrane.runtime.depth import check_cap, effective_parent_depth
+from membrane.runtime.environment import child_environment
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.publish import publish
 from membrane.runtime.request import SubagentStartRequest
@@ -310,6 +311,7 @@ class Spawner:
             transcript=tuple(context.transcript),  # type: ignore[arg-type]
             extensions=tuple(authority.extensions_loaded),
             resumed=resumed,
+            env=child_environment(skill_roots=rt.deployment().skill_roots),
         )
         child = await self._create(spec, install)
         if built is not None:

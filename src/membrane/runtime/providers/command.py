@@ -1,13 +1,16 @@
 """``CommandProvider``: a child is an external command-line agent, run as a child process.
 
-The command is a template: a list of argv parts in which the slots ``{task}`` (required) and
-``{persona}`` (optional) are replaced, for example ``["coder", "--print", "{task}",
-"--system-prompt", "{persona}"]`` for a headless coding-agent CLI. Each part is filled in one
+The command is a template: a list of argv parts in which the slots ``{task}`` (required),
+``{persona}`` and ``{guidance}`` (optional) are replaced, for example ``["coder", "--print",
+"{guidance}\n\n{task}", "--system-prompt", "{persona}"]`` for a headless coding-agent CLI.
+``{guidance}`` is the same text about reaching Membrane from a shell that a child with ``Bash``
+finds in its system prompt (``membrane.resolve.guidance``). Each part is filled in one
 pass, so a task that itself contains ``{persona}`` reaches the agent as written. Nothing goes
 through a shell.
 
 The process runs in its own process group, in the child's checkout, with ``MEMBRANE_RUN_ID``,
-``MEMBRANE_SESSION_ID`` and ``MEMBRANE_DEPTH`` set. Its standard output is the child's result,
+``MEMBRANE_SESSION_ID``, ``MEMBRANE_DEPTH``, ``MEMBRANE_CLI_PATH`` and (when skills were
+discovered) ``MEMBRANE_AGENT_SKILLS_DIRS`` set. Its standard output is the child's result,
 kept up to ``max_output_bytes`` (the first and last halves; the text says how much was left out
 in between); a non-zero exit is an error carrying the end of its standard error. The run ends
 when the command exits: anything it left running in its process group is killed then, and
@@ -44,6 +47,7 @@ from membrane.builtin_tools.process import OutputCapture, pump
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 from membrane.models.base import Message
+from membrane.resolve.guidance import cli_guidance
 from membrane.runtime.provider import (
     ChildOutcome,
     ChildSpec,
@@ -56,7 +60,8 @@ __all__ = ["CommandProvider"]
 
 TASK_SLOT: Final = "{task}"
 PERSONA_SLOT: Final = "{persona}"
-_SLOTS: Final = re.compile(r"\{(task|persona)\}")
+GUIDANCE_SLOT: Final = "{guidance}"
+_SLOTS: Final = re.compile(r"\{(task|persona|guidance)\}")
 #: Bytes of standard output kept by default (the first and the last halves).
 DEFAULT_MAX_OUTPUT_BYTES: Final = 200_000
 #: How long, once the command has exited, its pipes may take to deliver what is left.
@@ -104,7 +109,11 @@ class CommandProvider:
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _CommandChild:
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         composition = setup(scope)
-        values = {"task": request.task, "persona": composition.persona or ""}
+        values = {
+            "task": request.task,
+            "persona": composition.persona or "",
+            "guidance": cli_guidance(),
+        }
         argv = [_SLOTS.sub(lambda slot: values[slot.group(1)], part) for part in self.command]
         env = {
             **os.environ,

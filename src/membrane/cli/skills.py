@@ -1,0 +1,68 @@
+"""``membrane skills list``: the skills an agent of this project can be given, and from where."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from membrane.cli.app import app, safe_text
+
+skills_app = typer.Typer(name="skills", help="List the Agent Skills found on the skill roots.")
+app.add_typer(skills_app, name="skills")
+
+
+_JSON = typer.Option(False, "--json", help="Print one JSON document.")
+_PROJECT = typer.Option(
+    None, "--project", help="The project directory (default: the current directory)."
+)
+
+
+@skills_app.command("list")
+def list_skills(as_json: bool = _JSON, project: Path | None = _PROJECT) -> None:
+    """Every skill found, nearest root first: a nearer skill shadows a farther one of its name."""
+    from membrane.agents.skills import discover_skills, skill_roots
+    from membrane.config.load import membrane_home
+    from membrane.workspace import require_folder
+
+    folder = require_folder("--project", project or Path.cwd())
+    catalog = discover_skills(skill_roots(project=folder, home=membrane_home()))
+    warnings = [
+        {"code": p.code, "message": p.message, "file": p.path, "line": p.line}
+        for p in catalog.problems
+    ]
+    if as_json:
+        payload = {
+            "roots": [str(root) for root in catalog.roots],
+            "skills": [
+                {
+                    "name": skill.name,
+                    "description": skill.description,
+                    "folder": str(skill.folder),
+                    "root": str(skill.root),
+                    "shadows": [str(f) for f in catalog.shadowed.get(skill.name, ())],
+                }
+                for skill in catalog.skills.values()
+            ],
+            "warnings": warnings,
+        }
+        typer.echo(safe_text(json.dumps(payload, indent=2)))
+        return
+    table = Table(title="Agent skills", show_lines=False)
+    for column in ("name", "description", "folder", "shadows"):
+        table.add_column(column, overflow="fold")
+    for skill in catalog.skills.values():
+        shadows = "\n".join(str(f) for f in catalog.shadowed.get(skill.name, ())) or "-"
+        cells = (skill.name, skill.description, str(skill.folder), shadows)
+        table.add_row(*(Text(safe_text(c)) for c in cells))
+    Console(soft_wrap=not sys.stdout.isatty()).print(table)
+    typer.echo("roots, nearest first:")
+    for root in catalog.roots:
+        typer.echo(safe_text(f"  {root}"))
+    for problem in catalog.problems:
+        typer.echo(safe_text(str(problem)), err=True)
