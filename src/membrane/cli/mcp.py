@@ -1,0 +1,146 @@
+"""``membrane mcp list`` and ``membrane mcp serve``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from membrane.cli.app import app, err_console
+from membrane.errors import InvalidRequest
+from membrane.mcp.mount import McpServers, servers_named
+from membrane.mcp.serve import ServedView, agent_restriction, view_scope
+from membrane.resolve.authority import mcp_server_of
+from membrane.tools.spec import ToolContext
+from membrane.workspace import Workspace
+
+__all__ = ["mcp_app"]
+
+mcp_app = typer.Typer(
+    help="MCP servers: the ones mounted as extensions, and a view served as one.",
+    no_args_is_help=True,
+)
+app.add_typer(mcp_app, name="mcp")
+
+_PROJECT = typer.Option(help="The project folder.")
+
+
+@mcp_app.command("list")
+def list_servers(
+    project: Annotated[Path, _PROJECT] = Path("."),
+    start: Annotated[
+        bool, typer.Option("--start/--no-start", help="Start each server to list its tools.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show the configured MCP servers, their state and their tools.
+
+    Each server is started (as a child that needs it would start it) to list its tools, then
+    stopped; --no-start only shows the settings.
+    """
+    ws = Workspace.open(project)
+
+    async def gather() -> list[dict[str, object]]:
+        async with McpServers.of(ws) as servers:
+            if start:
+                await servers.ensure(servers.names())
+            return servers.describe()
+
+    rows = anyio.run(gather)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo("no MCP servers configured (add [mcp_servers.NAME] to .membrane/config.toml)")
+        return
+    table = Table("server", "transport", "state", "tools", title="MCP servers")
+    table.title_justify = "left"
+    for row in rows:
+        state = str(row["state"])
+        if row["reason"]:
+            state += f": {row['reason']}"
+        tools = row["tools"]
+        listed = ", ".join(str(t) for t in tools) if isinstance(tools, list) else ""
+        table.add_row(
+            f"{row['name']}\n{row['target']}",
+            str(row["transport"]),
+            Text(state),
+            Text(listed or "-"),
+        )
+    Console(soft_wrap=True).print(table)
+
+
+@mcp_app.command("serve")
+def serve(
+    role: Annotated[
+        str | None, typer.Option(help="The trusted role whose view is served (settings.roles).")
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option(help="Serve the view of this agent's effective authority.")
+    ] = None,
+    http: Annotated[
+        int | None,
+        typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio."),
+    ] = None,
+    project: Annotated[Path, _PROJECT] = Path("."),
+) -> None:
+    """Speak MCP (stdio, or streamable HTTP on loopback) offering exactly one view.
+
+    The view is the tools a caller with ROLE (or AGENT's effective authority, or both) may
+    call. The role is the operator's: --role, or MEMBRANE_ROLE in this process's environment.
+    What an MCP client claims about itself changes nothing.
+    """
+    role = role or os.environ.get("MEMBRANE_ROLE") or None
+    if role is None and agent is None:
+        raise InvalidRequest(
+            "membrane mcp serve needs --role ROLE or --agent NAME (or MEMBRANE_ROLE): the "
+            "served view is one caller's",
+            field="role",
+        )
+    if http is not None and not 0 < http < 65536:
+        raise InvalidRequest(f"--http {http}: not a port number", field="http")
+    ws = Workspace.open(project)
+    definition = ws.catalog.dispatch(agent).definition if agent is not None else None
+    if role is not None and role not in ws.settings.roles:
+        known = ", ".join(sorted(ws.settings.roles)) or "none configured"
+        raise InvalidRequest(f"unknown role {role!r}; roles in settings: {known}", field="role")
+
+    async def main() -> None:
+        async with McpServers.of(ws) as servers:
+            if definition is not None:
+                wanted = servers_named(definition)
+            else:
+                spec = ws.settings.roles[role or ""]
+                allowed = spec.allow
+                wanted = frozenset(
+                    servers.names()
+                    if allowed is None
+                    else {s for name in allowed if (s := mcp_server_of(name)) is not None}
+                )
+            for problem in (await servers.ensure(sorted(wanted))).values():
+                err_console.print(Text(f"warning: {problem}"))
+            restriction = None
+            if definition is not None:
+                restriction = agent_restriction(
+                    definition, ws.registry, ws.deployment(), cwd=ws.project
+                )
+            scope = view_scope(
+                ws.registry, role=role, roles=ws.settings.roles, restriction=restriction
+            )
+            served = ServedView(scope, ToolContext(agent=agent or f"role:{role}", cwd=ws.project))
+            try:
+                if http is not None:
+                    await served.run_http(http)
+                else:
+                    await served.run_stdio()
+            finally:
+                served.close()
+
+    anyio.run(main)
