@@ -58,3 +58,26 @@ def _make_tool(
 @pytest.fixture(scope="session")
 def make_tool() -> Callable[..., Tool]:
     return _make_tool
+
+
+@pytest.fixture(params=["bubblewrap", "landlock"])
+def os_sandbox(request: pytest.FixtureRequest) -> str:
+    """Each OS sandbox backend in turn; skipped, with the reason, where this machine lacks it."""
+    return _available(request.param)
+
+
+@pytest.fixture(params=["guard", "bubblewrap", "landlock"])
+def any_sandbox(request: pytest.FixtureRequest) -> str:
+    """Every backend, the shell guard alone included (skipped where the machine lacks it)."""
+    return "guard" if request.param == "guard" else _available(request.param)
+
+
+def _available(backend: str) -> str:
+    from membrane.sandbox import machine_support
+
+    support = machine_support()
+    if backend == "bubblewrap" and support.bwrap is None:
+        pytest.skip(f"no bubblewrap sandbox here: {support.bwrap_reason}")
+    if backend == "landlock" and not support.landlock_abi:
+        pytest.skip(f"no Landlock sandbox here: {support.landlock_reason}")
+    return backend

@@ -41,6 +41,7 @@ Two families, as a user meets them:
         ├── SetupFailed ................ setup-failed
         ├── ChildFailed ................ child-failed
         ├── WorktreeUnavailable ........ worktree-unavailable
+        ├── SandboxUnavailable ......... sandbox-unavailable
         ├── ModelError ................. model-error
         ├── StructuredOutputInvalid .... structured-output-invalid
         ├── ExtensionHookFailed ........ extension-hook-failed
@@ -77,6 +78,7 @@ __all__ = [
     "PathOutsideCheckout",
     "PathProtected",
     "RunError",
+    "SandboxUnavailable",
     "ScriptError",
     "SettingsError",
     "SetupFailed",
@@ -316,6 +318,13 @@ class WorktreeUnavailable(RunError):
     """A worktree was allowed and requested but cannot be created."""
 
     code = "worktree-unavailable"
+
+
+class SandboxUnavailable(RunError):
+    """The settings ask for a sandbox backend this machine does not offer, or the sandbox could
+    not be set up for a call. Carries ``backend`` and ``reason``."""
+
+    code = "sandbox-unavailable"
 
 
 class ModelError(RunError):

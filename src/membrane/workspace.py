@@ -17,13 +17,14 @@ from pathlib import Path
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
-from membrane.builtin_tools import register_builtin_tools
+from membrane.builtin_tools import builtin_tools, register_builtin_tools
 from membrane.builtin_tools.skill import skill_tool
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
 from membrane.extensions.load import LoadedExtension, discover_extensions, load_extension
 from membrane.resolve import Deployment
+from membrane.sandbox.runner import SandboxPolicy
 from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
 from membrane.store.sqlite import SQLiteStore
 from membrane.tools.registry import ToolRegistry
@@ -79,7 +80,9 @@ class Workspace:
         settings = load_settings(project=project, home=home)
         catalog = Catalog(project=project, workspace=workspace, home=home, settings=settings)
         registry = ToolRegistry()
-        register_builtin_tools(registry)
+        register_builtin_tools(
+            registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))
+        )
         loaded: dict[str, LoadedExtension] = {}
         warnings: list[str] = []
         for name, source in discover_extensions(project).items():

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from membrane.builtin_tools.bash import bash_tool
 from membrane.errors import PathOutsideCheckout, PathProtected
+from membrane.sandbox import SandboxPolicy
 from membrane.tools.spec import ToolContext
 
 from .conftest import call
+
+GUARD = bash_tool(sandbox=SandboxPolicy(choice="guard"))
 
 pytestmark = pytest.mark.anyio
 
@@ -104,7 +108,7 @@ async def test_bash_refuses_writes_into_the_control_folders(
 ) -> None:
     (project / "notes.txt").write_text("n")
     with pytest.raises(PathProtected) as caught:
-        await call("Bash", {"command": command}, context)
+        await GUARD.handler({"command": command}, context)
     assert caught.value.data["reason"] == "protected"
     assert not (project / ".membrane" / "extensions" / "evil.py").exists()
     assert not (project / ".git" / "hooks" / "pre-commit").exists()
@@ -112,7 +116,7 @@ async def test_bash_refuses_writes_into_the_control_folders(
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-async def test_git_commands_still_update_the_repository(
+async def test_git_commands_still_update_the_repository_under_the_guard_alone(
     checkout: Path, context: ToolContext
 ) -> None:
     subprocess.run(["git", "init", "-q", str(checkout)], check=True)
@@ -121,6 +125,6 @@ async def test_git_commands_still_update_the_repository(
         f"{commit} --allow-empty -m one && echo x > a.txt && git add a.txt && "
         f"{commit} -am two && git rev-list --count HEAD"
     )
-    result = await call("Bash", {"command": script}, context)
+    result = await GUARD.handler({"command": script}, context)
     assert result["exit_code"] == 0, result["stderr"]
     assert result["stdout"].strip() == "2"

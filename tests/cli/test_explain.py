@@ -104,8 +104,15 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert list(out) == [
-        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "warnings"
+        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "warnings",
+        "sandbox",
     ]  # fmt: skip
+    sandbox = out["sandbox"]
+    assert sandbox["requested"] == "auto"
+    assert sandbox["backend"] in ("bubblewrap", "landlock", "guard")
+    assert sandbox["backend"] == sandbox["machine"]["strongest"]
+    # A reviewer without Write and Edit may write nothing of its checkout.
+    assert sandbox["writable"] == [] and sandbox["applies_to"] == []
     assert out["definition"] == {
         "name": "reviewer",
         "root": "project",

@@ -18,6 +18,7 @@ from membrane.builtin_tools.glob_tool import glob_tool
 from membrane.builtin_tools.grep import grep_tool
 from membrane.builtin_tools.read import read_tool
 from membrane.builtin_tools.write import write_tool
+from membrane.sandbox.runner import SandboxPolicy
 from membrane.tools.spec import Tool
 
 __all__ = [
@@ -37,11 +38,13 @@ def builtin_tools(
     *,
     bash_timeout: float | None = None,
     bash_max_timeout: float = MAX_BASH_TIMEOUT,
+    sandbox: SandboxPolicy | None = None,
 ) -> tuple[Tool, ...]:
     """The built-in tools available here, in ``membrane.vocabulary.BUILTIN_TOOL_NAMES`` order.
 
     ``BrowserPreview`` is included only when :func:`find_browser` finds a browser on ``PATH``
-    at the time of the call. ``bash_timeout``/``bash_max_timeout`` configure ``Bash`` (see
+    at the time of the call. ``bash_timeout``/``bash_max_timeout`` and ``sandbox`` (the OS
+    boundary; default: the strongest this machine offers) configure ``Bash`` (see
     :func:`~membrane.builtin_tools.bash.bash_tool`).
     """
     tools = [read_tool(), glob_tool(), grep_tool()]
@@ -49,7 +52,7 @@ def builtin_tools(
     if browser is not None:
         tools.append(browser_preview_tool(browser))
     tools += [
-        bash_tool(default_timeout=bash_timeout, max_timeout=bash_max_timeout),
+        bash_tool(default_timeout=bash_timeout, max_timeout=bash_max_timeout, sandbox=sandbox),
         edit_tool(),
         write_tool(),
     ]

@@ -22,8 +22,6 @@ from anyio import to_thread
 
 from membrane.builtin_tools._support import number_arg, str_arg
 from membrane.builtin_tools.paths import checkout_root
-from membrane.builtin_tools.process import DEFAULT_MAX_OUTPUT_BYTES, run_process
-from membrane.builtin_tools.shell_guard import find_shell_escape
 from membrane.errors import (
     PathOutsideCheckout,
     PathProtected,
@@ -31,6 +29,9 @@ from membrane.errors import (
     ToolFailed,
     ToolSpecError,
 )
+from membrane.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES
+from membrane.sandbox.runner import Sandbox, SandboxPolicy
+from membrane.sandbox.shell_guard import find_shell_escape
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["DEFAULT_BASH_TIMEOUT", "MAX_BASH_TIMEOUT", "bash_tool"]
@@ -82,12 +83,15 @@ def bash_tool(
     default_timeout: float | None = None,
     max_timeout: float = MAX_BASH_TIMEOUT,
     max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
+    sandbox: SandboxPolicy | None = None,
 ) -> Tool:
     """The ``Bash`` tool (mutating).
 
     ``max_timeout`` bounds what a call may ask for; ``default_timeout`` (when a call names none)
-    defaults to the smaller of :data:`DEFAULT_BASH_TIMEOUT` and ``max_timeout``.
+    defaults to the smaller of :data:`DEFAULT_BASH_TIMEOUT` and ``max_timeout``. ``sandbox``
+    chooses the OS boundary (default: the strongest this machine offers, network off).
     """
+    policy = sandbox if sandbox is not None else SandboxPolicy()
     if default_timeout is None:
         default_timeout = min(DEFAULT_BASH_TIMEOUT, max_timeout)
     if not 0 < default_timeout <= max_timeout:
@@ -114,9 +118,14 @@ def bash_tool(
                 tool=NAME,
             )
         agent = context.agent
-        escape = await to_thread.run_sync(
-            lambda: find_shell_escape(command, root=root, agent=agent)
+        sandbox = await to_thread.run_sync(
+            lambda: Sandbox.for_checkout(policy, root, agent=agent, writes=not context.read_only)
         )
+        escape = None
+        if sandbox.backend == "guard":
+            escape = await to_thread.run_sync(
+                lambda: find_shell_escape(command, root=root, agent=agent)
+            )
         if escape is not None:
             error = PathProtected if escape.reason == "protected" else PathOutsideCheckout
             raise error(
@@ -134,7 +143,7 @@ def bash_tool(
         if shell is None:
             raise ToolFailed("Bash: no `bash` executable was found on PATH.", tool=NAME)
         try:
-            outcome = await run_process(
+            outcome = await sandbox.run(
                 [shell, "-c", command], cwd=root, timeout=timeout, max_output=max_output
             )
         except OSError as exc:

@@ -19,8 +19,8 @@ from anyio import to_thread
 
 from membrane.builtin_tools._support import int_arg, number_arg, optional_str_arg, str_arg
 from membrane.builtin_tools.paths import checkout_root, resolve_path
-from membrane.builtin_tools.process import run_process
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.sandbox.process import run_process
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["BROWSER_EXECUTABLES", "browser_preview_tool", "find_browser"]

@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 
 from membrane.errors import PathOutsideCheckout, PathProtected, ToolArgumentsInvalid
+from membrane.sandbox.paths import protected_message, protected_part, real_path
 from membrane.tools.spec import ToolContext
 
 __all__ = [
@@ -39,10 +40,6 @@ __all__ = [
     "resolve_for_write",
     "resolve_path",
 ]
-
-
-#: Folders under ``.membrane`` whose ``<agent>/`` subfolder that agent may write.
-_MEMORY_FOLDERS = ("memory", "memory.local")
 
 
 def checkout_root(context: ToolContext) -> Path:
@@ -72,33 +69,9 @@ def resolve_path(raw: str, context: ToolContext, *, tool: str, argument: str = "
     return Path(os.path.normpath(path))
 
 
-def real_path(path: Path) -> Path:
-    """``path`` with every symlink and ``..`` resolved; never raises (a loop stays as is)."""
-    return Path(os.path.realpath(path))
-
-
 def is_inside(path: Path, root: Path) -> bool:
     """Whether the real location of ``path`` is ``root`` or below it (``root`` must be real)."""
     return real_path(path).is_relative_to(root)
-
-
-def protected_part(real: Path, root: Path, *, agent: str | None) -> str | None:
-    """The control folder (``.git`` or ``.membrane``) that the real path ``real`` lies in, or
-    ``None`` when a mutating tool may write it.
-
-    ``real`` must be inside ``root`` (both real). ``.git`` counts at any depth (a nested
-    repository's hooks run too); ``.membrane`` at the checkout's top. ``agent`` may write its own
-    memory folder. Names are compared case-insensitively, for case-insensitive file systems.
-    """
-    parts = real.relative_to(root).parts
-    folded = [part.casefold() for part in parts]
-    if ".git" in folded:
-        return ".git"
-    if folded[:1] != [".membrane"]:
-        return None
-    if agent and len(parts) >= 3 and folded[1] in _MEMORY_FOLDERS and parts[2] == agent:
-        return None
-    return ".membrane"
 
 
 def ensure_inside(path: Path, context: ToolContext, *, tool: str, shown: str | None = None) -> Path:
@@ -133,25 +106,6 @@ def ensure_inside(path: Path, context: ToolContext, *, tool: str, shown: str | N
             protected=protected,
         )
     return real
-
-
-def protected_message(protected: str, agent: str | None) -> str:
-    """Why a write into the control folder ``protected`` is refused, and what is allowed."""
-    if protected == ".git":
-        return (
-            "it is inside .git, the repository's own metadata (config, hooks, objects). Change "
-            "the repository with git commands (git add, git commit, ...), not by writing there."
-        )
-    own = (
-        f" Your own memory folders, .membrane/memory/{agent}/ and .membrane/memory.local/{agent}/, "
-        "may be written."
-        if agent
-        else ""
-    )
-    return (
-        "it is inside .membrane, Membrane's own configuration (agent definitions, extensions, "
-        f"settings, other agents' memory and worktrees), which agents must not change.{own}"
-    )
 
 
 def resolve_for_write(

@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from membrane.cli.app import app
+from membrane.config.load import load_settings
 from membrane.errors import InvalidDepth, InvalidRequest
+from membrane.json_types import JSONDict
 from membrane.limits import depth_problem
 from membrane.mcp.mount import McpServers, servers_named
 from membrane.models.base import Message
@@ -28,6 +30,7 @@ from membrane.resolve import (
     resolve,
 )
 from membrane.resolve.authority import mcp_server_of
+from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 from membrane.workspace import Workspace
@@ -246,6 +249,43 @@ def build_authority(
     return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
 
 
+def sandbox_view(authority: EffectiveAuthority, *, project: Path, home: Path | None) -> JSONDict:
+    """The OS boundary the child's commands would run under, and what this machine offers."""
+    settings = load_settings(project=project, home=home)
+    writes = bool(WRITING_TOOLS & set(authority.callable))
+    summary = boundary_summary(
+        SandboxPolicy.from_settings(settings), project, agent=authority.definition.name,
+        writes=writes,
+    )  # fmt: skip
+    if authority.checkout.kind == "worktree":
+        summary["checkout"] = authority.checkout.path
+        summary["note"] = (
+            "shown for the main checkout; in its worktree the child may also write that "
+            "worktree's git admin folder and the repository's objects, nothing else of the "
+            "repository"
+        )
+    summary["applies_to"] = [name for name in authority.callable if name == "Bash"]
+    summary["machine"] = machine_support().to_json()
+    return summary
+
+
+def _print_sandbox(summary: JSONDict) -> None:
+    console = Console()
+    table = Table("", "", title="Sandbox", title_justify="left", show_header=False)
+    for key in ("backend", "requested", "error", "writable", "read_only", "network", "note"):
+        if key in summary:
+            value = summary[key]
+            shown = "\n".join(map(str, value)) if isinstance(value, list) else str(value)
+            table.add_row(key, shown or "-")
+    machine = summary.get("machine")
+    if isinstance(machine, dict):
+        for name in ("bubblewrap", "landlock"):
+            entry = machine.get(name)
+            if isinstance(entry, dict):
+                table.add_row(f"machine: {name}", str(entry.get("detail")))
+    console.print(table, highlight=False)
+
+
 def _print_table(authority: EffectiveAuthority) -> None:
     console = Console()
     definition = authority.definition
@@ -338,15 +378,18 @@ def explain(
         else CallParams()
     )
     parent_json = _read_json("--parent", parent) if parent is not None else None
+    root = (project or Path.cwd()).resolve()
     authority = build_authority(
         agent,
-        project=(project or Path.cwd()).resolve(),
+        project=root,
         call=call_params,
         parent_json=parent_json,
         workspace=None if workspace is None else workspace.resolve(),
         top_level=top_level,
     )
+    sandbox = sandbox_view(authority, project=root, home=None)
     if as_json:
-        typer.echo(json.dumps(authority.to_json(), indent=2))
+        typer.echo(json.dumps({**authority.to_json(), "sandbox": sandbox}, indent=2))
     else:
         _print_table(authority)
+        _print_sandbox(sandbox)

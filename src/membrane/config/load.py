@@ -152,6 +152,8 @@ class _File(_Strict):
     state_synchronous: Literal["full", "normal"] | None = None
     # Checked by ``mcp_server_spec`` so that an error names the server's own table.
     mcp_servers: dict[str, dict[str, Any]] | None = None
+    sandbox: Literal["auto", "bubblewrap", "landlock", "guard"] | None = None
+    sandbox_network: bool | None = None
 
     @field_validator("default_tools", mode="before")
     @classmethod

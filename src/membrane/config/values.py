@@ -9,10 +9,23 @@ from typing import Literal
 from membrane.limits import check_count, check_depth_cap
 from membrane.vocabulary import READ_ONLY_TOOLS
 
-__all__ = ["DEFAULT_TOOLS", "McpServerSpec", "RateLimit", "RoleSpec", "Settings"]
+__all__ = [
+    "DEFAULT_TOOLS",
+    "SANDBOX_CHOICES",
+    "McpServerSpec",
+    "RateLimit",
+    "RoleSpec",
+    "SandboxChoice",
+    "Settings",
+]
 
 #: Seed 000, decision 5: documents that omit ``tools`` stay read-only.
 DEFAULT_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS
+
+#: The ``sandbox`` setting: ``auto`` is the strongest backend this machine offers; ``guard`` is
+#: the shell guard alone (no OS boundary).
+SandboxChoice = Literal["auto", "bubblewrap", "landlock", "guard"]
+SANDBOX_CHOICES: tuple[SandboxChoice, ...] = ("auto", "bubblewrap", "landlock", "guard")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +99,10 @@ class Settings:
     #: a power cut may lose the last commits). See docs/performance.md.
     state_synchronous: Literal["full", "normal"] = "full"
     mcp_servers: Mapping[str, McpServerSpec] = field(default_factory=dict)
+    #: The OS boundary Bash runs in (DESIGN rule 10).
+    sandbox: SandboxChoice = "auto"
+    #: Whether sandboxed commands may use the network.
+    sandbox_network: bool = False
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from membrane.errors import InvalidRequest, StoreError
 from membrane.resolve.authority import EffectiveAuthority
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
+from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary
 from membrane.store.base import SessionHeader, brief_digest
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
@@ -71,13 +73,21 @@ def publish(
             **start_meta(record, request, task=authority.task_prefix + request.task),
         },
     )
+    tools = record.child.scope.view().names
     data: dict[str, Any] = {
         "agent_type": record.agent_type,
         "depth": record.depth,
         "background": record.background,
         "provider": record.provider,
-        "tools": list(record.child.scope.view().names),
+        "tools": list(tools),
         "checkout": authority.checkout.kind,
+        # The OS boundary its commands run under (DESIGN rule 10).
+        "sandbox": boundary_summary(
+            SandboxPolicy.from_settings(rt.settings),
+            Path(record.cwd) if record.cwd else Path.cwd(),
+            agent=record.agent,
+            writes=bool(WRITING_TOOLS & set(tools)),
+        ),
     }
     if note:
         data["note"] = note

@@ -17,7 +17,8 @@ class ToolContext:
     """What a handler knows about the call it serves.
 
     ``cwd`` is the checkout the calling agent works in; mutating built-in tools refuse
-    paths outside it. ``extra`` carries host-specific values (never authority), of whatever
+    paths outside it. ``read_only`` is set by the runtime for a child without ``Write`` and
+    ``Edit``. ``extra`` carries host-specific values (never authority), of whatever
     type the host chose, so a handler narrows what it reads.
     """
 
@@ -25,6 +26,9 @@ class ToolContext:
     run_id: str | None = None
     cwd: Path | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
+    #: The calling agent holds no ``Write`` or ``Edit``: its sandboxed commands may write
+    #: nothing of the checkout, only their private temporary folder.
+    read_only: bool = False
 
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any

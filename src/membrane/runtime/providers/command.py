@@ -43,7 +43,6 @@ from typing import Final
 import anyio
 from anyio.abc import Process
 
-from membrane.builtin_tools.process import OutputCapture, pump
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 from membrane.models.base import Message
@@ -54,6 +53,7 @@ from membrane.runtime.provider import (
     SetupCallback,
     SubagentCapabilities,
 )
+from membrane.sandbox.process import OutputCapture, pump
 from membrane.tools.scope import Scope
 
 __all__ = ["CommandProvider"]

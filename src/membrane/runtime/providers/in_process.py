@@ -34,6 +34,7 @@ from membrane.runtime.provider import (
     SetupCallback,
     SubagentCapabilities,
 )
+from membrane.sandbox import WRITING_TOOLS
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -92,7 +93,12 @@ class InProcessProvider:
             task=request.task,
             messages=history,
             resumed=request.resumed,
-            context=ToolContext(agent=request.agent, run_id=request.run_id, cwd=request.cwd),
+            context=ToolContext(
+                agent=request.agent,
+                run_id=request.run_id,
+                cwd=request.cwd,
+                read_only=not WRITING_TOOLS & set(scope.view().names),
+            ),
             max_turns=request.max_turns,
             grace_turns=request.grace_turns,
             model_name=request.model,

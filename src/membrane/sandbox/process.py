@@ -116,15 +116,18 @@ async def run_process(
     env: Mapping[str, str] | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` in ``cwd`` with no stdin; raises ``OSError`` when it cannot start."""
-    process = await anyio.open_process(
-        list(argv),
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    # Shielded: a cancellation that lands while the process starts must not lose its handle,
+    # or nothing would kill it; it is seen at the first checkpoint below instead.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
     out, err = OutputCapture(max_output), OutputCapture(max_output)
     timed_out = False
     try:

@@ -16,7 +16,7 @@ command text and refuses it when it finds
   ``-delete``/``-exec``; ``git -C``/``--git-dir``/``--work-tree`` and ``git init``/``clone``/
   ``worktree add`` targets;
 * a write into the checkout's control folders, ``.git`` and ``.membrane`` (except the agent's
-  own memory folder; see :func:`~membrane.builtin_tools.paths.protected_part`). Git commands
+  own memory folder; see :func:`~membrane.sandbox.paths.protected_part`). Git commands
   themselves still update ``.git``: only paths the text names are checked;
 * ``ln`` linking to something outside the checkout (a later write through the link would land
   there);
@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from membrane.builtin_tools.paths import protected_message, protected_part, real_path
-from membrane.builtin_tools.shell_targets import (
+from membrane.sandbox.paths import protected_message, protected_part, real_path
+from membrane.sandbox.shell_targets import (
     LINKING,
     SHELLS,
     link_sources,
@@ -60,7 +60,7 @@ from membrane.builtin_tools.shell_targets import (
     positional,
     write_targets,
 )
-from membrane.builtin_tools.shell_words import (
+from membrane.sandbox.shell_words import (
     Expander,
     is_operator,
     quoted_substitutions,

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from membrane.builtin_tools.shell_guard import find_shell_escape
+from membrane.sandbox.shell_guard import find_shell_escape
 
 ENV = {"HOME": "/home/user", "PATH": "/usr/bin"}
 

@@ -1,0 +1,146 @@
+"""The boundary one child's commands run under: what they may write, what stays read-only.
+
+:func:`plan_boundary` works it out from the child's checkout:
+
+* a child that may write (it holds ``Write`` or ``Edit``) may write its checkout, except the
+  control paths (:mod:`membrane.sandbox.paths`) at the checkout's top, which stay read-only,
+  and except its own memory folders, which it may write again;
+* a read-only child may write nothing of its checkout;
+* in a git worktree (a ``.git`` *file* at or above the checkout), a writing child's git may
+  also write its own worktree's admin folder (``<common>/worktrees/<name>``: its ``HEAD``,
+  index and logs) and the shared object store, so it can commit to its own detached ``HEAD``;
+  the rest of the repository (every other branch and worktree, ``config``, ``hooks``,
+  ``packed-refs``) stays read-only, and so do the two files that point the worktree somewhere
+  else (``commondir``, ``gitdir``);
+* every command gets a private, empty temporary folder, discarded when it ends.
+
+The boundary is data: the backends enforce it, ``explain`` shows it, the run's ``published``
+event records it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from membrane.json_types import JSONDict
+from membrane.sandbox.machine import Backend
+from membrane.sandbox.paths import CATALOG_ROOTS, GIT_ENTRY, MEMORY_FOLDERS, real_path
+
+__all__ = ["WRITING_TOOLS", "Boundary", "GitPlace", "find_git", "plan_boundary"]
+
+#: A child holding neither may write nothing of its checkout, whatever its commands do.
+WRITING_TOOLS: frozenset[str] = frozenset({"Write", "Edit"})
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """What a sandboxed command may write (all paths real and absolute).
+
+    ``writable`` are trees it may write; ``read_only`` are carve-outs inside them that it may
+    not (later entries of ``writable`` that lie inside a carve-out, such as the agent's memory
+    folder inside ``.membrane``, are writable again: ``reopened``). ``create`` are control
+    paths that do not exist yet: a backend that needs a mount point makes them as empty
+    folders, so nothing can be planted there. ``visible`` are trees the command must see
+    read-only even where a private temporary folder would hide them (the checkout, its
+    repository).
+    """
+
+    backend: Backend
+    checkout: Path
+    writable: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    reopened: tuple[Path, ...] = ()
+    create: tuple[Path, ...] = field(default=(), compare=False)
+    visible: tuple[Path, ...] = ()
+    network: bool = False
+
+    def to_json(self) -> JSONDict:
+        """The boundary as ``explain`` and the ``published`` event show it."""
+        confined = self.backend != "guard"
+        return {
+            "backend": self.backend,
+            "confined": confined,
+            "checkout": str(self.checkout),
+            "writable": [str(p) for p in (*self.writable, *self.reopened)],
+            "read_only": [str(p) for p in self.read_only],
+            "private_tmp": confined,
+            "network": self.network or not confined,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GitPlace:
+    """The repository a checkout lies in: its work tree's top, and, for a linked worktree, its
+    admin folder (``<common>/worktrees/<name>``); ``common`` holds objects, refs and config."""
+
+    top: Path
+    common: Path
+    admin: Path | None = None
+
+
+def find_git(checkout: Path) -> GitPlace | None:
+    """The repository ``checkout`` (real) lies in, or ``None`` (none, or one git cannot read)."""
+    for folder in (checkout, *checkout.parents):
+        entry = folder / GIT_ENTRY
+        if entry.is_dir():
+            return GitPlace(top=folder, common=real_path(entry))
+        if not entry.is_file():
+            continue
+        try:
+            text = entry.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir:"):
+                return None
+            admin = real_path(folder / text.removeprefix("gitdir:").strip())
+            common_text = (admin / "commondir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return GitPlace(top=folder, common=real_path(admin / common_text), admin=admin)
+    return None
+
+
+def plan_boundary(
+    backend: Backend,
+    checkout: Path,
+    *,
+    agent: str | None = None,
+    writes: bool = True,
+    network: bool = False,
+) -> Boundary:
+    """The boundary for a child working in ``checkout`` (made real here)."""
+    root = real_path(checkout)
+    git = find_git(root)
+    visible = (root,) if git is None else tuple(dict.fromkeys((git.top, git.common, root)))
+    if not writes:
+        return Boundary(backend=backend, checkout=root, visible=visible, network=network)
+    read_only: list[Path] = []
+    create: list[Path] = []
+    for name in (GIT_ENTRY, *CATALOG_ROOTS):
+        path = root / name
+        target = real_path(path)
+        if os.path.lexists(path) and target.exists():
+            read_only.append(target)
+        elif target.is_relative_to(root):
+            # Missing (or a dangling link into the checkout): it must not be creatable.
+            create.append(target)
+            read_only.append(target)
+    reopened = [
+        root / ".membrane" / folder / agent
+        for folder in MEMORY_FOLDERS
+        if agent and (root / ".membrane" / folder / agent).is_dir()
+    ]
+    writable = [root]
+    if git is not None and git.admin is not None:
+        writable += [git.admin, git.common / "objects"]
+        read_only += [p for p in (git.admin / "commondir", git.admin / "gitdir") if p.exists()]
+    return Boundary(
+        backend=backend,
+        checkout=root,
+        writable=tuple(writable),
+        read_only=tuple(dict.fromkeys(read_only)),
+        reopened=tuple(p for p in reopened if real_path(p) == p),
+        create=tuple(create),
+        visible=visible,
+        network=network,
+    )

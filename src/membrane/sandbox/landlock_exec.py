@@ -1,0 +1,158 @@
+"""Run one command under Landlock rules, and kill what it leaves behind (stdlib only).
+
+Started as ``python -I landlock_exec.py SPEC -- ARGV...`` by the Landlock backend; ``SPEC`` is
+JSON: ``{"abi": N, "write": [paths], "files": [paths], "network": bool, "tmp": path}``.
+
+This process becomes a *child subreaper*, forks, and in the child restricts itself
+(``no_new_privs``, then ``landlock_restrict_self``) before ``exec``: the command and everything
+it starts may write only beneath ``write`` (trees) and to ``files`` (single files), may neither
+bind nor connect TCP unless ``network``, and (ABI 6 and later) may not signal processes or reach
+abstract Unix sockets outside its own domain. Reading and executing stay allowed everywhere.
+Every process the command leaves behind, including one that called ``setsid`` or double-forked
+(orphans are re-parented to this subreaper), is killed when the command ends or when this
+process gets ``SIGTERM``.
+
+It imports nothing from Membrane so that it starts fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sys
+
+_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
+_PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER, _PR_SET_PDEATHSIG = 38, 36, 1
+_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
+
+# Write-side file system rights by the ABI that introduced them.
+_WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_MAKE = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
+_REFER, _TRUNCATE = 1 << 13, 1 << 14
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _fs_rights(abi: int) -> int:
+    rights = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE
+    if abi >= 2:
+        rights |= _REFER
+    if abi >= 3:
+        rights |= _TRUNCATE
+    return rights
+
+
+def _restrict(spec: dict[str, object]) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = int(str(spec["abi"]))
+    handled = _fs_rights(abi)
+    attr = _RulesetAttr(handled_access_fs=handled)
+    size = 8
+    if abi >= 4:
+        size = 16
+        if not spec.get("network"):
+            attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
+    if abi >= 6:
+        size = 24
+        attr.scoped = _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL
+    fd = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    file_rights = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
+    trees = [(str(p), handled) for p in spec.get("write", [])]  # type: ignore[attr-defined]
+    files = [(str(p), file_rights) for p in spec.get("files", [])]  # type: ignore[attr-defined]
+    for path, rights in trees + files:
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # a path that vanished grants nothing
+        rule = _PathBeneath(allowed_access=rights, parent_fd=target)
+        done = libc.syscall(
+            _SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )  # fmt: skip
+        os.close(target)
+        if done < 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.syscall(_SYS_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    os.close(fd)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _reap_all() -> None:
+    """Kill and reap every descendant (orphans come to this subreaper)."""
+    me = os.getpid()
+    while True:
+        for child in _children(me):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def main(args: list[str]) -> int:
+    spec = json.loads(args[0])
+    argv = args[2:]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    child = os.fork()
+    if child == 0:
+        try:
+            _restrict(spec)
+            os.environ["TMPDIR"] = str(spec["tmp"])
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(2, f"membrane sandbox (landlock): {exc}\n".encode())
+        os._exit(126)
+
+    def stop(_signum: int, _frame: object) -> None:
+        _reap_all()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    _, status = os.waitpid(child, 0)
+    _reap_all()
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,131 @@
+"""What this machine offers as an OS boundary, and which backend a setting chooses.
+
+``bubblewrap`` is used when a ``bwrap`` executable is on ``PATH`` and can actually build a
+sandbox here (a probe runs ``bwrap ... true`` once: user namespaces may be disabled, or the
+process may lack the rights). ``landlock`` needs a kernel with the Landlock LSM enabled
+(ABI 1 or later, asked of the kernel with ``landlock_create_ruleset``). ``guard`` is the shell
+guard alone: it reads command text and is not a boundary.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from membrane.config.values import SandboxChoice
+from membrane.errors import SandboxUnavailable
+from membrane.json_types import JSONDict
+
+__all__ = ["Backend", "MachineSupport", "choose_backend", "machine_support"]
+
+Backend = Literal["bubblewrap", "landlock", "guard"]
+
+#: ``landlock_create_ruleset`` on every architecture (the syscall table is unified).
+SYS_LANDLOCK_CREATE_RULESET: Final = 444
+LANDLOCK_CREATE_RULESET_VERSION: Final = 1
+#: How long the one-time ``bwrap`` probe may take.
+_PROBE_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSupport:
+    """The backends this machine offers, and why each missing one is missing."""
+
+    bwrap: str | None
+    """The ``bwrap`` executable that passed the probe, or ``None``."""
+    bwrap_reason: str
+    landlock_abi: int
+    """The kernel's Landlock ABI version; 0 when Landlock is not available."""
+    landlock_reason: str
+
+    @property
+    def strongest(self) -> Backend:
+        if self.bwrap is not None:
+            return "bubblewrap"
+        if self.landlock_abi > 0:
+            return "landlock"
+        return "guard"
+
+    def to_json(self) -> JSONDict:
+        return {
+            "bubblewrap": {"available": self.bwrap is not None, "detail": self.bwrap_reason},
+            "landlock": {"available": self.landlock_abi > 0, "detail": self.landlock_reason},
+            "strongest": self.strongest,
+        }
+
+
+def _probe_bwrap() -> tuple[str | None, str]:
+    found = shutil.which("bwrap")
+    if found is None:
+        return None, "no `bwrap` on PATH (install the bubblewrap package)"
+    argv = [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, timeout=_PROBE_SECONDS, stdin=subprocess.DEVNULL, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{found} cannot run here: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+        return None, f"{found} cannot build a sandbox here: {why}"
+    return found, f"{found} works here"
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none, or not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syscall = libc.syscall
+    except (OSError, AttributeError):
+        return 0
+    syscall.restype = ctypes.c_long
+    version = syscall(
+        ctypes.c_long(SYS_LANDLOCK_CREATE_RULESET),
+        None,
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION),
+    )
+    return max(int(version), 0)
+
+
+@functools.cache
+def machine_support() -> MachineSupport:
+    """What this machine offers (probed once per process)."""
+    bwrap, bwrap_reason = _probe_bwrap()
+    abi = landlock_abi() if os.uname().sysname == "Linux" else 0
+    reason = (
+        f"the kernel offers Landlock ABI {abi}"
+        if abi
+        else "the kernel offers no Landlock (not Linux, older than 5.13, or not enabled)"
+    )
+    return MachineSupport(
+        bwrap=bwrap, bwrap_reason=bwrap_reason, landlock_abi=abi, landlock_reason=reason
+    )
+
+
+def choose_backend(choice: SandboxChoice, support: MachineSupport) -> Backend:
+    """The backend ``choice`` (the ``sandbox`` setting) selects on this machine.
+
+    ``auto`` is the strongest available. A named backend the machine lacks raises
+    :class:`SandboxUnavailable`: Membrane never silently runs with less than was asked for.
+    """
+    if choice == "auto":
+        return support.strongest
+    if choice == "bubblewrap" and support.bwrap is None:
+        raise SandboxUnavailable(
+            f"the settings ask for the bubblewrap sandbox, but {support.bwrap_reason}",
+            backend=choice,
+            reason=support.bwrap_reason,
+        )
+    if choice == "landlock" and support.landlock_abi == 0:
+        raise SandboxUnavailable(
+            f"the settings ask for the Landlock sandbox, but {support.landlock_reason}",
+            backend=choice,
+            reason=support.landlock_reason,
+        )
+    return choice

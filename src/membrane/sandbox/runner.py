@@ -1,0 +1,160 @@
+"""``Sandbox``: run a command under one child's boundary, with the backend the settings choose.
+
+One object serves every caller that runs a child's commands (the ``Bash`` tool, Code Mode, a
+command provider)::
+
+    sandbox = Sandbox.for_checkout(SandboxPolicy.from_settings(settings), checkout,
+                                   agent="coder", writes=True)
+    outcome = await sandbox.run(["bash", "-c", "make test"], timeout=120)
+
+``policy`` says which backend (``auto``: the strongest this machine offers) and whether the
+network is allowed; ``checkout`` is the child's working folder; ``writes`` is whether the child
+may change its checkout at all (a child without ``Write`` and ``Edit`` may write only its
+private temporary folder); ``agent`` names the memory folders it may write.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from membrane.config.values import SandboxChoice, Settings
+from membrane.errors import SandboxUnavailable
+from membrane.json_types import JSONDict
+from membrane.sandbox.boundary import Boundary, plan_boundary
+from membrane.sandbox.bubblewrap import bwrap_argv
+from membrane.sandbox.landlock import landlock_argv
+from membrane.sandbox.machine import Backend, MachineSupport, choose_backend, machine_support
+from membrane.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ProcessOutcome, run_process
+
+__all__ = ["Sandbox", "SandboxPolicy", "boundary_summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """The deployment's choice: ``choice`` (the ``sandbox`` setting) and ``network``."""
+
+    choice: SandboxChoice = "auto"
+    network: bool = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SandboxPolicy:
+        return cls(choice=settings.sandbox, network=settings.sandbox_network)
+
+
+class Sandbox:
+    """Runs commands under ``boundary`` (see :func:`plan_boundary`)."""
+
+    __slots__ = ("_boundary", "_support")
+
+    def __init__(self, boundary: Boundary, *, support: MachineSupport | None = None) -> None:
+        self._boundary = boundary
+        self._support = support if support is not None else machine_support()
+
+    @classmethod
+    def for_checkout(
+        cls,
+        policy: SandboxPolicy,
+        checkout: Path,
+        *,
+        agent: str | None = None,
+        writes: bool = True,
+        support: MachineSupport | None = None,
+    ) -> Sandbox:
+        """The sandbox for a child in ``checkout``; :class:`SandboxUnavailable` when the policy
+        names a backend this machine lacks."""
+        found = support if support is not None else machine_support()
+        backend = choose_backend(policy.choice, found)
+        boundary = plan_boundary(
+            backend, checkout, agent=agent, writes=writes, network=policy.network
+        )
+        return cls(boundary, support=found)
+
+    @property
+    def backend(self) -> Backend:
+        return self._boundary.backend
+
+    @property
+    def boundary(self) -> Boundary:
+        return self._boundary
+
+    def command(self, argv: Sequence[str], *, cwd: Path, tmp: Path | None = None) -> list[str]:
+        """``argv`` as it is started: wrapped by the backend (unchanged for ``guard``).
+
+        The Landlock backend needs ``tmp``, the call's private temporary folder (bubblewrap
+        mounts its own)."""
+        boundary = self._boundary
+        if boundary.backend == "bubblewrap":
+            assert self._support.bwrap is not None
+            return bwrap_argv(self._support.bwrap, boundary, argv, cwd=cwd)
+        if boundary.backend == "landlock":
+            if tmp is None:
+                raise SandboxUnavailable(
+                    "the Landlock sandbox needs a private temporary folder",
+                    backend="landlock",
+                    reason="no temporary folder",
+                )
+            return landlock_argv(boundary, argv, tmp=tmp)
+        return list(argv)
+
+    def prepare(self) -> None:
+        """Make the missing control paths as empty folders, so a backend can hold them
+        read-only (a folder that does not exist could be created and planted)."""
+        if self._boundary.backend != "bubblewrap":
+            return
+        for path in self._boundary.create:
+            try:
+                os.makedirs(path, mode=0o755, exist_ok=True)
+            except OSError as exc:
+                raise SandboxUnavailable(
+                    f"the sandbox cannot hold {path} read-only: {exc.strerror or exc}",
+                    backend=self.backend,
+                    reason=str(exc),
+                ) from exc
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        cwd: Path | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
+        env: Mapping[str, str] | None = None,
+    ) -> ProcessOutcome:
+        """Run ``argv`` in ``cwd`` (default: the checkout) under the boundary.
+
+        Raises ``OSError`` when the process cannot start and :class:`SandboxUnavailable`
+        when the boundary cannot be set up.
+        """
+        where = cwd if cwd is not None else self._boundary.checkout
+        self.prepare()
+        if self.backend != "landlock":
+            return await run_process(
+                self.command(argv, cwd=where), cwd=where, timeout=timeout, max_output=max_output,
+                env=env,
+            )  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
+            return await run_process(
+                self.command(argv, cwd=where, tmp=Path(tmp)),
+                cwd=where,
+                timeout=timeout,
+                max_output=max_output,
+                env=env,
+            )
+
+
+def boundary_summary(
+    policy: SandboxPolicy, checkout: Path, *, agent: str | None = None, writes: bool = True
+) -> JSONDict:
+    """The boundary a child in ``checkout`` runs under, as JSON (for ``explain`` and events);
+    a policy the machine cannot meet is reported with its ``error`` instead of raised."""
+    try:
+        sandbox = Sandbox.for_checkout(policy, checkout, agent=agent, writes=writes)
+    except SandboxUnavailable as exc:
+        return {"backend": None, "requested": policy.choice, "error": str(exc)}
+    summary = sandbox.boundary.to_json()
+    summary["requested"] = policy.choice
+    return summary
