@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
@@ -78,7 +79,13 @@ class Workspace:
         project = project.resolve()
         home = home if home is not None else membrane_home()
         settings = load_settings(project=project, home=home)
-        catalog = Catalog(project=project, workspace=workspace, home=home, settings=settings)
+        catalog = Catalog(
+            project=project,
+            workspace=workspace,
+            home=home,
+            settings=settings,
+            cache=locate_state(project, home=home).path.parent / CACHE_FILE,
+        )
         registry = ToolRegistry()
         register_builtin_tools(
             registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))

@@ -7,10 +7,16 @@ the loser); within one root, two files with the same name are decided by path or
 wins) and warned about. A broken file lands in ``errors`` and is skipped: whatever parsing one
 file raises, it becomes a ``DefinitionError`` for that path and never stops a reload.
 
-``reload()`` runs before every spawn, so its unchanged path must be cheap: it stats every known
-directory and file and compares ``(mtime_ns, ctime_ns, size, inode)``. A file or directory whose
-timestamp is too recent to be trusted (a second write could land in the same clock tick and
-leave the stat unchanged, as git's "racy" entries) is re-checked by content until it settles.
+``reload()`` runs before every spawn, so its unchanged path must cost O(roots), not O(files).
+From the second reload on, where the platform has a directory watcher (Linux inotify, see
+``membrane.agents.watch``), a reload reads the watcher once: nothing changed costs one
+non-blocking read, and k changed files cost k stats and reads (and a parse of each whose content
+changed), plus the update of the names they define. Without a watcher (or when the watcher
+cannot say exactly what changed, or cannot watch a directory), the stat walk decides: it stats
+every known directory and file and compares ``(mtime_ns, ctime_ns, size, inode)``. A file or
+directory whose timestamp is too recent to be trusted (a second write could land in the same
+clock tick and leave the stat unchanged, as git's "racy" entries) is re-checked by content
+until it settles. Either way a file is parsed only when its content changed.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
+from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import MAX_BYTES, decode_definition, parse_definition
+from membrane.agents.watch import Change, DirectoryWatcher
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
@@ -89,8 +97,9 @@ def _racy(signature: Signature, now: int) -> bool:
 class _RootScan:
     """The directories and files of one root as last seen."""
 
-    def __init__(self, root: Root) -> None:
+    def __init__(self, root: Root, cache: DefinitionCache) -> None:
         self.root = root
+        self.cache = cache
         #: directory -> (its signature, the names in it that matter)
         self.dirs: dict[str, tuple[Signature, frozenset[str]]] = {}
         self.files: dict[str, _Entry] = {}
@@ -125,13 +134,69 @@ class _RootScan:
             }
         return True
 
-    def rescan(self) -> None:
-        """List the tree again; parse only files that are new or whose content changed."""
+    def rescan(self) -> set[str]:
+        """List the tree again; parse only files that are new or whose content changed.
+        Returns the paths whose entry is new, gone or different."""
+        old = self.files
+        self.dirs, self.files, self.racy = self._walk(str(self.root.directory))
+        return {
+            path
+            for path in old.keys() | self.files.keys()
+            if old.get(path) is not self.files.get(path)
+        }
+
+    def apply(self, changes: list[Change], watcher: DirectoryWatcher) -> set[str] | None:
+        """Bring the scan up to date with what ``watcher`` saw under this root: each changed
+        file is stat'ed and read again (parsed when its content changed); a new directory is
+        walked and watched; a directory that went away drops what was below it. Returns the
+        paths whose entry changed, or ``None`` when a directory could not be watched."""
+        changed: set[str] = set()
+        for change in changes:
+            path = change.path
+            name = os.path.basename(path)
+            if change.is_dir:
+                if name.startswith("."):
+                    continue
+                prefix = path + os.sep
+                gone = [p for p in self.files if p.startswith(prefix)]
+                for sub in [d for d in self.dirs if d == path or d.startswith(prefix)]:
+                    del self.dirs[sub]
+                    watcher.discard(sub)
+                for file in gone:
+                    del self.files[file]
+                changed.update(gone)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    dirs, files, racy = self._walk(path)
+                    for directory in dirs:
+                        if not watcher.add(directory):
+                            return None
+                    self.dirs.update(dirs)
+                    self.files.update(files)
+                    self.racy |= racy
+                    changed.update(files)
+                continue
+            if not name.endswith(".md"):
+                continue
+            entry = self._entry(path) if os.path.isfile(path) else None
+            old = self.files.get(path)
+            if entry is None:
+                if old is not None:
+                    del self.files[path]
+                    changed.add(path)
+            elif entry is not old:
+                self.files[path] = entry
+                self.racy.discard(path)
+                changed.add(path)
+        return changed
+
+    def _walk(
+        self, top: str
+    ) -> tuple[dict[str, tuple[Signature, frozenset[str]]], dict[str, _Entry], set[str]]:
         dirs: dict[str, tuple[Signature, frozenset[str]]] = {}
         files: dict[str, _Entry] = {}
         racy: set[str] = set()
         now = time.time_ns()
-        stack = [str(self.root.directory)]
+        stack = [top]
         while stack:
             current = stack.pop()
             try:
@@ -151,7 +216,7 @@ class _RootScan:
                     files[item.path] = entry
                     if _racy(entry.signature, now):
                         racy.add(item.path)
-        self.dirs, self.files, self.racy = dirs, files, racy
+        return dirs, files, racy
 
     def _entry(self, path: str) -> _Entry | None:
         try:
@@ -165,9 +230,13 @@ class _RootScan:
         digest = _digest(data)
         if old is not None and old.digest == digest:
             return _Entry(signature, digest, old.result)
+        label = self.root.label
+        cached = self.cache.get(path, root=label, digest=digest)
+        if cached is not None:
+            return _Entry(signature, digest, cached)
         try:
             result: AgentDefinition | DefinitionError = decode_definition(
-                data, path=path, root=self.root.label
+                data, path=path, root=label
             )
         except DefinitionError as exc:
             result = exc
@@ -179,6 +248,8 @@ class _RootScan:
                 hint="fix or remove this file; the other definitions are unaffected",
             )
             result.__cause__ = exc
+        if isinstance(result, AgentDefinition):
+            self.cache.put(path, root=label, digest=digest, definition=result)
         return _Entry(signature, digest, result)
 
 
@@ -203,7 +274,12 @@ def _digest(data: bytes) -> bytes:
 
 
 class Catalog:
-    """All definitions, the winner for each name, and dispatch with the fallback policy."""
+    """All definitions, the winner for each name, and dispatch with the fallback policy.
+
+    ``cache``, when given, is the file (in the project's state folder) that keeps parsed
+    definitions by content digest across processes (``membrane.agents.cache``): a cold load
+    parses only the files whose content it has not seen. It is written after the first load.
+    """
 
     def __init__(
         self,
@@ -212,6 +288,7 @@ class Catalog:
         workspace: Path | None = None,
         home: Path | None = None,
         settings: Settings | None = None,
+        cache: Path | None = None,
     ) -> None:
         home = home if home is not None else membrane_home()
         workspace = workspace if workspace is not None else project
@@ -231,65 +308,199 @@ class Catalog:
             seen.pop(root.directory.resolve(), None)
             seen[root.directory.resolve()] = root
         self.roots: tuple[Root, ...] = tuple(seen.values())
-        self._scans = [_RootScan(root) for root in self.roots]
+        self._cache = DefinitionCache(cache)
+        self._scans = [_RootScan(root, self._cache) for root in self.roots]
         self.errors: list[DefinitionError] = []
         self.warnings: list[DefinitionWarning] = []
         self.shadowed: Mapping[str, list[AgentDefinition]] = MappingProxyType({})
         self._winners: Mapping[str, AgentDefinition] = MappingProxyType({})
+        # The index the winners are computed from, kept up to date file by file:
+        # name -> {path: (root rank, definition)}, path -> the name its file defines.
+        self._candidates: dict[str, dict[str, tuple[int, AgentDefinition]]] = {}
+        self._names: dict[str, str] = {}
+        self._errors: dict[str, tuple[int, DefinitionError]] = {}
+        self._duplicates: dict[str, list[tuple[tuple[int, tuple[str, ...]], DefinitionWarning]]]
+        self._duplicates = {}
+        #: ``None`` until the second reload arms it; ``False`` where no watcher can be had.
+        self._watcher: DirectoryWatcher | bool | None = None
+        for definition in builtin_definitions():
+            self._index(definition.path, 0, definition)
         self._loaded = False
         self.reload()
 
     def reload(self) -> bool:
-        """Bring the catalog up to date; True when anything changed. Stat-only when nothing did."""
-        changed = not self._loaded
-        for scan in self._scans:
-            if not self._loaded or not scan.unchanged():
-                scan.rescan()
-                changed = True
-        if changed:
-            self._rebuild()
+        """Bring the catalog up to date; True when anything changed. Never parses a file whose
+        content did not change; costs O(roots) when nothing did (see the module docstring)."""
+        if not self._loaded:
             self._loaded = True
+            self._update({path for scan in self._scans for path in scan.rescan()}, force=True)
+            self._cache.retain({path for scan in self._scans for path in scan.files})
+            self._cache.save()
+            return True
+        watcher = self._watcher
+        changed: set[str] | None = None
+        if watcher is None:
+            # Arm now; this once the stat walk below still decides, for what changed before.
+            self._watcher = self._arm()
+        elif isinstance(watcher, DirectoryWatcher):
+            changed = self._watched(watcher)
+        if changed is None:
+            changed = set()
+            for scan in self._scans:
+                if not scan.unchanged():
+                    changed |= scan.rescan()
+            if isinstance(self._watcher, DirectoryWatcher):
+                self._rewatch(self._watcher)
+        if not changed:
+            return False
+        self._update(changed)
+        return True
+
+    def _arm(self) -> DirectoryWatcher | bool:
+        """A watcher on every known directory, or ``False`` (the stat walk decides then). The
+        stat walk that follows arming covers what changed before the watches existed."""
+        watcher = DirectoryWatcher.create()
+        if watcher is None:
+            return False
+        if not self._rewatch(watcher):
+            watcher.close()
+            return False
+        return watcher
+
+    def _rewatch(self, watcher: DirectoryWatcher) -> bool:
+        wanted = {directory for scan in self._scans for directory in scan.dirs}
+        for directory in watcher.directories - wanted:
+            watcher.discard(directory)
+        return all(watcher.add(directory) for directory in wanted)
+
+    def _watched(self, watcher: DirectoryWatcher) -> set[str] | None:
+        """What changed according to ``watcher``; ``None`` when the stat walk must decide."""
+        changes = watcher.changes()
+        if changes is None:
+            return None
+        changed: set[str] = set()
+        for scan in self._scans:
+            if not scan.dirs:
+                # An absent root: one stat says whether it appeared.
+                if not scan.unchanged():
+                    changed |= scan.rescan()
+                    if not self._rewatch(watcher):
+                        return None
+                continue
+            top = str(scan.root.directory)
+            mine = [c for c in changes if c.path.startswith(top + os.sep)]
+            if mine:
+                found = scan.apply(mine, watcher)
+                if found is None:
+                    return None
+                changed |= found
         return changed
 
-    def _rebuild(self) -> None:
-        errors: list[DefinitionError] = []
-        warnings: list[DefinitionWarning] = []
-        # (precedence, definition): (root rank, 1 for the root's own winner, 0 for a duplicate).
-        candidates: dict[str, list[tuple[tuple[int, int], AgentDefinition]]] = {}
-        for definition in builtin_definitions():
-            candidates.setdefault(definition.name, []).append(((0, 1), definition))
-        for rank, scan in enumerate(self._scans, start=1):
-            seen: dict[str, AgentDefinition] = {}
-            for path in sorted(scan.files, key=lambda p: Path(p).parts):
-                result = scan.files[path].result
-                if isinstance(result, DefinitionError):
-                    errors.append(result)
-                    continue
-                first = seen.setdefault(result.name, result)
-                if first is not result:
-                    warnings.append(
+    def _update(self, paths: set[str], *, force: bool = False) -> None:
+        """Re-index the files at ``paths`` and recompute the names they defined or define."""
+        files = {
+            path: (rank, scan.files[path])
+            for rank, scan in enumerate(self._scans, 1)
+            for path in paths
+            if path in scan.files
+        }
+        names: set[str] = set()
+        for path in paths:
+            old = self._names.pop(path, None)
+            if old is not None:
+                names.add(old)
+                self._candidates[old].pop(path, None)
+            self._errors.pop(path, None)
+            if path not in files:
+                continue
+            rank, entry = files[path]
+            result = entry.result
+            if isinstance(result, DefinitionError):
+                self._errors[path] = (rank, result)
+                continue
+            names.add(result.name)
+            self._index(path, rank, result)
+        if not names and not force:
+            self.errors = self._sorted_errors()
+            return
+        winners, shadowed = dict(self._winners), dict(self.shadowed)
+        resort = force
+        for name in names:
+            ordered = self._ranked(name)
+            if not ordered:
+                winners.pop(name, None)
+                shadowed.pop(name, None)
+                resort = True
+                continue
+            if name not in winners:
+                resort = True
+            winners[name] = ordered[0]
+            if len(ordered) > 1:
+                shadowed[name] = ordered[1:]
+            else:
+                shadowed.pop(name, None)
+        if force:
+            for name in self._candidates:
+                ordered = self._ranked(name)
+                if ordered:
+                    winners[name] = ordered[0]
+                    if len(ordered) > 1:
+                        shadowed[name] = ordered[1:]
+        # A new or removed name re-sorts the winners (one C-level sort); a changed one keeps
+        # its place.
+        self._winners = MappingProxyType(dict(sorted(winners.items())) if resort else winners)
+        self.shadowed = MappingProxyType(shadowed)
+        self.errors = self._sorted_errors()
+        self.warnings = [
+            warning
+            for _, warning in sorted(
+                (item for found in self._duplicates.values() for item in found),
+                key=lambda item: item[0],
+            )
+        ]
+
+    def _index(self, path: str, rank: int, definition: AgentDefinition) -> None:
+        self._names[path] = definition.name
+        self._candidates.setdefault(definition.name, {})[path] = (rank, definition)
+
+    def _sorted_errors(self) -> list[DefinitionError]:
+        ordered = sorted(self._errors.items(), key=lambda item: (item[1][0], Path(item[0]).parts))
+        return [error for _, (_, error) in ordered]
+
+    def _ranked(self, name: str) -> list[AgentDefinition]:
+        """``name``'s definitions, winner first: a higher root wins; within a root the first
+        file in path order wins and each other one is a duplicate (warned about)."""
+        found = self._candidates.get(name)
+        self._duplicates.pop(name, None)
+        if not found:
+            self._candidates.pop(name, None)
+            return []
+        by_rank: dict[int, list[tuple[tuple[str, ...], AgentDefinition]]] = {}
+        for path, (rank, definition) in found.items():
+            by_rank.setdefault(rank, []).append((Path(path).parts, definition))
+        ordered: list[AgentDefinition] = []
+        warnings: list[tuple[tuple[int, tuple[str, ...]], DefinitionWarning]] = []
+        for rank in sorted(by_rank, reverse=True):
+            group = sorted(by_rank[rank], key=lambda item: item[0])
+            first = group[0][1]
+            ordered.append(first)
+            for parts, result in group[1:]:
+                ordered.append(result)
+                warnings.append(
+                    (
+                        (rank, parts),
                         DefinitionWarning(
                             result.path,
                             result.lines.get("name"),
                             "duplicate-name",
-                            f"`{result.name}` is also defined by {first.path}, which comes first "
-                            "in path order and wins; this file is ignored",
-                        )
+                            f"`{result.name}` is also defined by {first.path}, which comes "
+                            "first in path order and wins; this file is ignored",
+                        ),
                     )
-                    candidates.setdefault(result.name, []).append(((rank, 0), result))
-                    continue
-                candidates.setdefault(result.name, []).append(((rank, 1), result))
-        winners: dict[str, AgentDefinition] = {}
-        shadowed: dict[str, list[AgentDefinition]] = {}
-        for name, found in candidates.items():
-            ordered = [d for _, d in sorted(found, key=lambda pair: pair[0], reverse=True)]
-            winners[name] = ordered[0]
-            if len(ordered) > 1:
-                shadowed[name] = ordered[1:]
-        self._winners = MappingProxyType(dict(sorted(winners.items())))
-        self.shadowed = MappingProxyType(shadowed)
-        self.errors = errors
-        self.warnings = warnings
+                )
+        if warnings:
+            self._duplicates[name] = warnings
+        return ordered
 
     def get(self, name: str) -> AgentDefinition | None:
         """The winning definition named exactly ``name`` (enabled or not)."""

@@ -13,11 +13,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import read_definition
 from membrane.cli.app import app, safe_text
+from membrane.config.load import membrane_home
 from membrane.errors import DefinitionError, UnknownSubagent
+from membrane.store.location import locate_state
 
 agents_app = typer.Typer(
     name="agents", help="List, show and validate agent definitions.", no_args_is_help=True
@@ -34,7 +37,10 @@ _JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 
 
 def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
-    return Catalog(project=(project or Path.cwd()).resolve(), workspace=workspace)
+    folder = (project or Path.cwd()).resolve()
+    # Parsed definitions are kept by content digest in the project's state folder.
+    cache = locate_state(folder, home=membrane_home()).path.parent / CACHE_FILE
+    return Catalog(project=folder, workspace=workspace, cache=cache)
 
 
 def _echo(text: str, *, err: bool = False) -> None:

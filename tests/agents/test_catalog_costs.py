@@ -1,0 +1,206 @@
+"""What a catalog reload costs, counted: files stat'ed and parsed with nothing changed and with
+k changed files, through the directory watcher and through the stat-walk fallback."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import membrane.agents.catalog as catalog_module
+from membrane.agents import Catalog
+from membrane.agents.watch import DirectoryWatcher
+from membrane.config.values import Settings
+
+FILES = 120
+
+
+def write(path: Path, name: str, description: str = "Reviews code.") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\nname: {name}\ndescription: {description}\n---\nBody.\n")
+    past = os.stat(path).st_mtime - 60
+    os.utime(path, (past, past))
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Path:
+    folder = tmp_path / "project" / ".membrane" / "agents"
+    for i in range(FILES):
+        write(folder / f"group-{i % 6}" / f"a{i}.md", f"a{i}")
+    past = os.stat(folder).st_mtime - 60
+    for sub in [*folder.iterdir(), folder]:
+        os.utime(sub, (past, past))
+    return folder
+
+
+@pytest.fixture
+def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    seen: Counter[str] = Counter()
+    stat, decode = os.stat, catalog_module.decode_definition
+
+    def counting_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        seen["stat"] += 1
+        return stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counting_decode(data: bytes, *, path: str, root: str) -> object:
+        seen["parse"] += 1
+        return decode(data, path=path, root=root)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    monkeypatch.setattr(catalog_module, "decode_definition", counting_decode)
+    yield seen
+
+
+def open_catalog(agents: Path) -> Catalog:
+    project = agents.parent.parent
+    return Catalog(project=project, home=project.parent / "home", settings=Settings())
+
+
+needs_watcher = pytest.mark.skipif(
+    DirectoryWatcher.create() is None, reason="no directory watcher on this platform"
+)
+
+
+@needs_watcher
+def test_an_unchanged_reload_costs_no_stat_per_file(agents: Path, counts: Counter[str]) -> None:
+    catalog = open_catalog(agents)
+    assert counts["parse"] == FILES
+    assert not catalog.reload()  # arms the watcher; this one walks once
+    counts.clear()
+    for _ in range(5):
+        assert not catalog.reload()
+    # Only the absent roots (home, workspace) are stat'ed: O(roots), nothing parsed.
+    assert counts["parse"] == 0
+    assert counts["stat"] <= 5 * len(catalog.roots)
+
+
+@needs_watcher
+def test_k_changed_files_cost_k_reads_and_parses(agents: Path, counts: Counter[str]) -> None:
+    catalog = open_catalog(agents)
+    catalog.reload()
+    counts.clear()
+    for i in (1, 2, 3):  # edited in place
+        (agents / f"group-{i % 6}" / f"a{i}.md").write_text(
+            f"---\nname: a{i}\ndescription: Edited {i}.\n---\nBody.\n"
+        )
+    write(agents / "group-0" / "new.md", "fresh")
+    (agents / "group-4" / "a4.md").unlink()
+    saved = agents / "group-5" / "a5.md.tmp"  # an editor's atomic save
+    saved.write_text("---\nname: a5\ndescription: Saved atomically.\n---\nBody.\n")
+    os.replace(saved, agents / "group-5" / "a5.md")
+    assert catalog.reload()
+    assert counts["parse"] == 5  # 3 edits, 1 new file, 1 replaced
+    assert counts["stat"] <= 30
+    found = catalog.definitions()
+    assert [found[f"a{i}"].description for i in (1, 2, 3)] == [
+        "Edited 1.",
+        "Edited 2.",
+        "Edited 3.",
+    ]
+    assert found["a5"].description == "Saved atomically."
+    assert "fresh" in found and "a4" not in found
+    assert len(found) == FILES + len(catalog_module.builtin_definitions())
+
+
+@needs_watcher
+def test_new_and_removed_folders_are_followed(agents: Path) -> None:
+    catalog = open_catalog(agents)
+    catalog.reload()
+    write(agents / "deep" / "er" / "d1.md", "d1")
+    assert catalog.reload()
+    assert "d1" in catalog.definitions()
+    # The new folder is watched too: a later edit inside it is seen.
+    (agents / "deep" / "er" / "d1.md").write_text("---\nname: d1\ndescription: Later.\n---\nB.\n")
+    assert catalog.reload()
+    assert catalog.definitions()["d1"].description == "Later."
+    for file in (agents / "group-3").iterdir():
+        file.unlink()
+    (agents / "group-3").rmdir()
+    assert catalog.reload()
+    assert not any(f"a{i}" in catalog.definitions() for i in range(3, FILES, 6))
+    assert not catalog.reload()
+
+
+@pytest.mark.parametrize("watcher", [True, False])
+def test_duplicates_shadowing_and_errors_follow_each_change(
+    agents: Path, monkeypatch: pytest.MonkeyPatch, watcher: bool
+) -> None:
+    if not watcher:
+        monkeypatch.setattr(DirectoryWatcher, "create", classmethod(lambda cls: None))
+    home_agents = agents.parent.parent.parent / "home" / "agents"
+    write(home_agents / "a7.md", "a7", "Global one.")
+    catalog = open_catalog(agents)
+    catalog.reload()
+    assert [d.root for d in catalog.shadowed["a7"]] == ["global"]
+    # A second file with the same name, later in path order: a duplicate, warned about.
+    write(agents / "zz" / "again.md", "a7", "Duplicate.")
+    (agents / "group-0" / "a0.md").write_text("---\nname: [broken\n---\n")
+    assert catalog.reload()
+    assert catalog.definitions()["a7"].description == "Reviews code."
+    assert [d.description for d in catalog.shadowed["a7"]] == ["Duplicate.", "Global one."]
+    assert [w.code for w in catalog.warnings] == ["duplicate-name"]
+    assert [Path(e.path).name for e in catalog.errors] == ["a0.md"]
+    assert "a0" not in catalog.definitions()
+    # The project's file goes: the duplicate wins, the global one is shadowed.
+    (agents / "group-1" / "a7.md").unlink()
+    (agents / "group-0" / "a0.md").write_text("---\nname: a0\ndescription: Fixed.\n---\nB.\n")
+    assert catalog.reload()
+    assert catalog.definitions()["a7"].description == "Duplicate."
+    assert [d.description for d in catalog.shadowed["a7"]] == ["Global one."]
+    assert catalog.warnings == [] and catalog.errors == []
+    assert catalog.definitions()["a0"].description == "Fixed."
+    assert list(catalog.definitions()) == sorted(catalog.definitions())
+
+
+def test_a_cold_load_parses_only_files_the_cache_has_not_seen(
+    agents: Path, counts: Counter[str], tmp_path: Path
+) -> None:
+    cache = tmp_path / "state" / "definitions.json"
+    project = agents.parent.parent
+    first = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert counts["parse"] == FILES and cache.is_file()
+    counts.clear()
+    # A new process: nothing parsed, the same definitions (warnings and lines included).
+    second = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert counts["parse"] == 0
+    assert second.definitions() == first.definitions()
+    (agents / "group-2" / "a2.md").write_text("---\nname: a2\ndescription: Changed.\n---\nB.\n")
+    counts.clear()
+    third = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert counts["parse"] == 1
+    assert third.definitions()["a2"].description == "Changed."
+
+
+def test_a_broken_or_foreign_cache_is_ignored_and_rewritten(
+    agents: Path, counts: Counter[str], tmp_path: Path
+) -> None:
+    cache = tmp_path / "definitions.json"
+    project = agents.parent.parent
+    for content in ("not json", '{"fingerprint": "other", "entries": {}}', "[]"):
+        cache.write_text(content)
+        counts.clear()
+        catalog = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+        assert counts["parse"] == FILES
+        assert len(catalog.definitions()) >= FILES
+    counts.clear()
+    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert counts["parse"] == 0
+
+
+def test_a_value_json_cannot_carry_keeps_its_file_uncached(
+    agents: Path, counts: Counter[str], tmp_path: Path
+) -> None:
+    # An unknown key holding YAML's infinity, which JSON cannot carry.
+    (agents / "group-0" / "a0.md").write_text(
+        "---\nname: a0\ndescription: Odd.\nweight: .inf\n---\nB.\n"
+    )
+    cache = tmp_path / "definitions.json"
+    project = agents.parent.parent
+    first = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    counts.clear()
+    second = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert counts["parse"] == 1  # only that file
+    assert second.definitions()["a0"] == first.definitions()["a0"]
