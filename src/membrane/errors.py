@@ -59,6 +59,7 @@ from typing import ClassVar, cast
 from membrane.json_types import JSONDict
 
 __all__ = [
+    "BudgetExceeded",
     "ChildFailed",
     "ConfigError",
     "DefinitionError",
@@ -74,7 +75,12 @@ __all__ = [
     "McpServerUnavailable",
     "McpToolError",
     "MembraneError",
+    "ModelAuthFailed",
+    "ModelContextExceeded",
     "ModelError",
+    "ModelRateLimited",
+    "ModelTimeout",
+    "ModelUnavailable",
     "PathOutsideCheckout",
     "PathProtected",
     "RunError",
@@ -90,6 +96,7 @@ __all__ = [
     "ToolFilterError",
     "ToolNotVisible",
     "ToolSpecError",
+    "UnknownModel",
     "UnknownRun",
     "UnknownSchedule",
     "UnknownSkill",
@@ -331,6 +338,59 @@ class ModelError(RunError):
     """The model provider failed."""
 
     code = "model-error"
+
+
+class ModelAuthFailed(ModelError):
+    """The provider refused the credentials, or no key is configured (never retried).
+
+    Carries ``provider`` and, for a missing key, ``env`` (the variable that was read). The key
+    itself is never carried.
+    """
+
+    code = "model-auth-failed"
+
+
+class ModelRateLimited(ModelError):
+    """The provider kept answering 429 after the bounded retries. Carries ``retry_after``."""
+
+    code = "model-rate-limited"
+
+
+class ModelContextExceeded(ModelError):
+    """The request is larger than the model's context window (413, or the provider says so)."""
+
+    code = "model-context-exceeded"
+
+
+class ModelUnavailable(ModelError):
+    """The provider stayed unreachable, overloaded or failing (5xx, 529) after the retries."""
+
+    code = "model-unavailable"
+
+
+class ModelTimeout(ModelError):
+    """The provider did not answer within the request timeout, after the retries."""
+
+    code = "model-timeout"
+
+
+class UnknownModel(ConfigError):
+    """A model spec names no known provider, alias or ``[models.NAME]`` entry.
+
+    Carries ``spec`` and ``known`` (the aliases and entries the settings define).
+    """
+
+    code = "unknown-model"
+
+
+class BudgetExceeded(RunError):
+    """A run crossed the budget in force (its own, or what remains of an ancestor's).
+
+    Carries ``field`` (``tokens``, ``turns``, ``tool_calls``, ``children`` or ``seconds``),
+    ``limit``, ``used`` and ``owner`` (the run whose budget was crossed).
+    """
+
+    code = "budget-exceeded"
 
 
 class StructuredOutputInvalid(RunError):

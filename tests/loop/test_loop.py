@@ -126,9 +126,14 @@ async def test_final_answer_completes_with_text_turns_and_summed_usage(
         ModelResponse(tool_calls=(call("Read"),), usage=Usage(10, 2)),
         final("all done", usage=Usage(5, 3)),
     )
-    result = await make_loop(model, Scope(registry, name="child")).run()
+    recorder = Recorder()
+    result = await make_loop(model, Scope(registry, name="child"), emit=recorder).run()
     assert (result.status, result.text, result.turns) == ("completed", "all done", 2)
     assert result.usage == Usage(15, 5)
+    assert [(e["turn"], e["input_tokens"], e["output_tokens"]) for e in recorder.of("usage")] == [
+        (1, 10, 2),
+        (2, 5, 3),
+    ]
     assert result.error is None
     first = model.requests[0]
     assert first.system == "you are a child"
@@ -143,12 +148,14 @@ async def test_events_pair_every_tool_call_with_one_result(registry: ToolRegistr
     await make_loop(model, Scope(registry, name="child"), emit=recorder).run()
     assert recorder.kinds() == [
         "turn",
+        "usage",
         "tool_call",
         "tool_result",
         "tool_call",
         "vetoed_call",
         "tool_result",
         "turn",
+        "usage",
     ]
     assert recorder.of("turn") == [{"turn": 1}, {"turn": 2}]
     assert recorder.of("tool_call")[0] == {"name": "Read", "id": "c0", "turn": 1}

@@ -59,13 +59,16 @@ async def test_lifecycle_events_reach_the_stream_and_the_store_in_order(project:
     expected = [
         "published",
         "turn",
+        "usage",
         "tool_call",
         "tool_result",
         "turn",
+        "usage",
         "tool_call",
         "vetoed_call",
         "tool_result",
         "turn",
+        "usage",
         "completed",
     ]
     assert [event.kind for event in seen] == expected

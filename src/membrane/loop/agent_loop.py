@@ -56,7 +56,9 @@ Statuses (``ChildOutcome.status``):
     answer that never matched ``response_schema``, or a failing extension hook. ``error`` holds
     ``{"code", "message", "data"}``.
 
-The loop emits ``turn``, ``tool_call``, ``tool_result`` and ``vetoed_call`` events; the runtime,
+The loop emits ``turn``, ``usage`` (each response's token counts), ``model_note`` (what the model's
+adapter could not honour, such as a ``thinking`` level), ``tool_call``, ``tool_result`` and
+``vetoed_call`` events; the runtime,
 which owns the store and the result, emits ``published``, ``completed``, ``error`` and
 ``stopped``. Every ``tool_call`` is followed by exactly one ``tool_result``; a veto adds a
 ``vetoed_call`` between them.
@@ -350,6 +352,9 @@ class AgentLoop:
                 model=name,
             )
         self._usage = self._usage + response.usage
+        self._emit("usage", {"turn": self._turns, **response.usage.to_dict()})
+        for note in response.notes:
+            self._emit("model_note", {"turn": self._turns, "note": note})
         if response.stop_reason == "error":
             raise ModelError(
                 f"the model {name!r} stopped with an error", model=name, stop_reason="error"
@@ -400,6 +405,8 @@ class AgentLoop:
             self._messages.append(Message(role="user", content=text))
             return
         self._usage = self._usage + delegation.usage
+        usage = delegation.usage.to_dict()
+        self._emit("usage", {"turn": self._turns + 1, "mention": True, **usage})
         self._messages.extend(delegation.messages)
 
     def _parse_final(self, text: str) -> tuple[Any, tuple[str, str] | None]:

@@ -14,7 +14,9 @@ from membrane.models.base import (
     Usage,
 )
 from membrane.models.convert import (
+    from_anthropic_messages,
     from_anthropic_response,
+    from_openai_messages,
     from_openai_response,
     to_anthropic_messages,
     to_openai_messages,
@@ -32,7 +34,9 @@ __all__ = [
     "StopReason",
     "ToolCall",
     "Usage",
+    "from_anthropic_messages",
     "from_anthropic_response",
+    "from_openai_messages",
     "from_openai_response",
     "to_anthropic_messages",
     "to_openai_messages",

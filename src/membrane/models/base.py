@@ -72,13 +72,38 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Token counts of one response (or a sum of them).
+
+    ``input_tokens`` counts every prompt token the provider billed, cached ones included;
+    ``cache_read_tokens`` and ``cache_write_tokens`` say how many of them were read from or
+    written to the provider's prompt cache, where it reports that.
+    """
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """What a ``tokens`` budget counts: input plus output."""
+        return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +133,8 @@ class ModelResponse:
     tool_calls: tuple[ToolCall, ...] = ()
     stop_reason: StopReason = "stop"
     usage: Usage = field(default_factory=Usage)
+    #: What the adapter could not honour (a ``thinking`` level the model has no setting for).
+    notes: tuple[str, ...] = ()
 
     def message(self) -> Message:
         """The assistant message this response adds to the conversation."""

@@ -20,7 +20,9 @@ from membrane.errors import ModelError
 from membrane.models.base import Message, ModelRequest, ModelResponse, StopReason, ToolCall, Usage
 
 __all__ = [
+    "from_anthropic_messages",
     "from_anthropic_response",
+    "from_openai_messages",
     "from_openai_response",
     "to_anthropic_messages",
     "to_openai_messages",
@@ -153,6 +155,82 @@ def _anthropic_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
+def from_openai_messages(body: Mapping[str, Any]) -> tuple[str, tuple[Message, ...]]:
+    """The system prompt and messages of a Chat Completions request body (the inverse of
+    ``to_openai_messages``). A ``tool`` message gets back its ``name`` from the call it answers;
+    ``is_error`` and ``kind`` have no place on this wire and come back as their defaults."""
+    try:
+        system = ""
+        messages: list[Message] = []
+        names: dict[str, str] = {}
+        for item in body["messages"]:
+            role = item["role"]
+            if role == "system":
+                system = _text(item.get("content"))
+            elif role == "tool":
+                call_id = item["tool_call_id"]
+                content = _text(item.get("content"))
+                messages.append(
+                    Message("tool", content, tool_call_id=call_id, name=names.get(call_id))
+                )
+            elif role in ("user", "assistant"):
+                calls = tuple(
+                    ToolCall(
+                        call["id"],
+                        call["function"]["name"],
+                        _arguments(call["function"]["arguments"]),
+                    )
+                    for call in item.get("tool_calls") or ()
+                )
+                names.update((call.id, call.name) for call in calls)
+                messages.append(Message(role, _text(item.get("content")), tool_calls=calls))
+            else:
+                raise ValueError(f"unknown role {role!r}")
+        return system, tuple(messages)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelError(f"unexpected OpenAI request shape: {exc!r}", provider="openai") from exc
+
+
+def from_anthropic_messages(body: Mapping[str, Any]) -> tuple[str, tuple[Message, ...]]:
+    """The system prompt and messages of a Messages API request body (the inverse of
+    ``to_anthropic_messages``): each block of a merged user turn is one message again, and a
+    ``tool_result`` gets back its ``name`` from the ``tool_use`` it answers. ``kind`` has no
+    place on this wire and comes back as ``text``."""
+    try:
+        messages: list[Message] = []
+        names: dict[str, str] = {}
+        for turn in body["messages"]:
+            if turn["role"] == "assistant":
+                text = "".join(b["text"] for b in turn["content"] if b["type"] == "text")
+                calls = tuple(
+                    ToolCall(b["id"], b["name"], dict(b["input"]))
+                    for b in turn["content"]
+                    if b["type"] == "tool_use"
+                )
+                names.update((call.id, call.name) for call in calls)
+                messages.append(Message("assistant", text, tool_calls=calls))
+                continue
+            for block in turn["content"]:
+                if block["type"] == "tool_result":
+                    call_id = block["tool_use_id"]
+                    messages.append(
+                        Message(
+                            "tool",
+                            _text(block.get("content")),
+                            tool_call_id=call_id,
+                            name=names.get(call_id),
+                            is_error=block.get("is_error") is True,
+                        )
+                    )
+                else:
+                    messages.append(Message("user", _text(block["text"])))
+        return _text(body.get("system")), tuple(messages)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelError(
+            f"unexpected Anthropic request shape: {exc!r}", provider="anthropic"
+        ) from exc
+
+
 def from_openai_response(body: Mapping[str, Any]) -> ModelResponse:
     """A Chat Completions response body (first choice) as a ``ModelResponse``."""
     try:
@@ -220,11 +298,27 @@ def _text(value: object) -> str:
 
 
 def _usage(usage: object, input_key: str, output_key: str) -> Usage:
-    """Token counts: non-negative integers under the provider's own keys."""
+    """Token counts: non-negative integers under the provider's own keys.
+
+    OpenAI's ``prompt_tokens`` already include ``prompt_tokens_details.cached_tokens``;
+    Anthropic's ``input_tokens`` leave out ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens``, which are added so that ``input_tokens`` means the same
+    for both.
+    """
     if not isinstance(usage, Mapping):
         raise TypeError(f"usage must be an object, got {usage!r}")
-    counts = [usage.get(input_key, 0), usage.get(output_key, 0)]
+    details = usage.get("prompt_tokens_details") or {}
+    if not isinstance(details, Mapping):
+        raise TypeError(f"prompt_tokens_details must be an object, got {details!r}")
+    counts = [
+        usage.get(input_key) or 0,
+        usage.get(output_key) or 0,
+        details.get("cached_tokens") or usage.get("cache_read_input_tokens") or 0,
+        usage.get("cache_creation_input_tokens") or 0,
+    ]
     for count in counts:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise TypeError(f"token counts must be non-negative integers, got {count!r}")
-    return Usage(counts[0], counts[1])
+    if input_key == "input_tokens":  # Anthropic: cached prompt tokens are counted apart
+        counts[0] += counts[2] + counts[3]
+    return Usage(*counts)

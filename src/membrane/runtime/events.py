@@ -1,8 +1,9 @@
 """Lifecycle events: to the store (durable) and to every host subscribed through ``events()``.
 
-Kinds: ``published``, ``turn``, ``tool_call``, ``tool_result``, ``vetoed_call``, ``completed``,
-``error``, ``stopped``. An event exists only for a published child; the unpublished setup of a
-child emits nothing, so no observer ever sees a half-built child.
+Kinds: ``published``, ``turn``, ``usage``, ``model_note``, ``tool_call``, ``tool_result``,
+``vetoed_call``, ``completed``, ``error``, ``stopped``. An event exists only for a published
+child; the unpublished setup of a child emits nothing, so no observer ever sees a half-built
+child.
 
 The store write comes first and gives the event its ``seq``; a stream sees an event once that
 write has committed, in ``seq`` order. Delivery never blocks the emitting child (each
@@ -48,6 +49,8 @@ EVENT_KINDS: Final = frozenset(
     {
         "published",
         "turn",
+        "usage",
+        "model_note",
         "tool_call",
         "tool_result",
         "vetoed_call",
