@@ -45,11 +45,11 @@ async def test_a_start_is_one_commit_of_two_rows_and_a_finish_one_more(
         statements.clear()
         await runtime.wait(info.run_id)
         finish = _verbs(statements)
-    # One turn: its event, the status, the length check and one insert of the transcript, the
-    # end event, all in one commit.
+    # One turn: its turn and usage events, the status, the length check and one insert of the
+    # transcript, the end event, all in one commit.
     assert finish.count("COMMIT") == 1
     assert "SAVEPOINT" not in finish
-    assert len(finish) <= 7, statements
+    assert len(finish) <= 8, statements
 
 
 async def test_each_turn_is_one_commit_with_its_events_and_transcript(
