@@ -54,6 +54,7 @@ EVENT_KINDS: Final = frozenset(
         "tool_call",
         "tool_result",
         "vetoed_call",
+        "agent_update",
         "completed",
         "error",
         "stopped",
