@@ -1,4 +1,4 @@
-"""Helpers shared by the built-in tools: argument readers, text sniffing, atomic writes.
+"""Helpers shared by the built-in tools: argument readers, text sniffing, file kinds.
 
 Handlers are normally reached through a ``ToolView`` that has already validated the arguments
 against the tool's JSON Schema. The readers below check again, cheaply, so a handler called
@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.errors import ToolArgumentsInvalid
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
+    "UMASK",
     "NotRegularFile",
-    "atomic_write_text",
     "bool_arg",
     "file_kind",
     "int_arg",
@@ -42,7 +41,8 @@ def _read_umask() -> int:
     return mask
 
 
-_UMASK = _read_umask()
+#: This process's umask, for the permission bits of new files.
+UMASK = _read_umask()
 
 
 def _invalid(tool: str, name: str, reason: str) -> ToolArgumentsInvalid:
@@ -173,28 +173,3 @@ def non_regular_kind(path: Path) -> str | None:
         return file_kind(path.stat().st_mode)
     except OSError:
         return None
-
-
-def atomic_write_text(path: Path, text: str, *, tool: str, shown: str) -> None:
-    """Write ``text`` (UTF-8, newlines untouched) to ``path`` through a temporary file and rename.
-
-    A reader never sees a half-written file, and an existing file keeps its permission bits.
-    """
-    try:
-        mode = path.stat().st_mode & 0o7777 if path.exists() else None
-        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-            if mode is not None:
-                os.chmod(temp_name, mode)
-            else:
-                os.chmod(temp_name, 0o666 & ~_UMASK)
-            os.replace(temp_name, path)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ToolFailed(
-            f"{tool} could not write {shown}: {exc.strerror or exc}.", tool=tool, path=str(path)
-        ) from exc

@@ -10,14 +10,14 @@ from anyio import to_thread
 
 from membrane.builtin_tools._support import (
     BINARY_SNIFF_BYTES,
+    UMASK,
     NotRegularFile,
-    atomic_write_text,
     bool_arg,
     looks_binary,
-    open_regular,
     str_arg,
 )
-from membrane.builtin_tools.paths import display_path, resolve_for_write
+from membrane.builtin_tools.beneath import Parent, open_parent, read_beneath, write_beneath
+from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
 from membrane.tools.spec import Tool, ToolContext
 
@@ -63,10 +63,10 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _load(path: Path, shown: str) -> str:
+def _load(parent: Parent, root: Path, shown: str) -> str:
+    path = parent.path
     try:
-        with open_regular(path) as handle:
-            data = handle.read()
+        data = read_beneath(parent, tool=NAME, root=root)
     except FileNotFoundError as exc:
         raise ToolFailed(
             f"Edit: {shown} does not exist. Use Write to create a new file.",
@@ -100,8 +100,31 @@ def _load(path: Path, shown: str) -> str:
         ) from exc
 
 
-def _edit(path: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
-    text = _load(path, shown)
+def _edit(root: Path, path: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
+    try:
+        with open_parent(root, path, tool=NAME, create=False) as parent:
+            return _edit_in(parent, root, shown, old, new, replace_all)
+    except FileNotFoundError as exc:
+        raise ToolFailed(
+            f"Edit: {shown} does not exist. Use Write to create a new file.",
+            tool=NAME,
+            path=str(path),
+        ) from exc
+    except IsADirectoryError as exc:
+        raise ToolFailed(
+            f"Edit: {shown} is a directory, not a regular file; only regular files can be edited.",
+            tool=NAME,
+            path=str(path),
+        ) from exc
+    except OSError as exc:
+        raise ToolFailed(
+            f"Edit could not write {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
+        ) from exc
+
+
+def _edit_in(parent: Parent, root: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
+    path = parent.path
+    text = _load(parent, root, shown)
     count = text.count(old)
     if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
         # The file uses CRLF line ends; the model quoted it with LF ones.
@@ -126,7 +149,7 @@ def _edit(path: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
         )
     first_line = text.count("\n", 0, text.index(old)) + 1
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    atomic_write_text(path, updated, tool=NAME, shown=shown)
+    write_beneath(parent, updated.encode("utf-8"), umask=UMASK)
     replaced = count if replace_all else 1
     noun = "occurrence" if replaced == 1 else "occurrences"
     return f"Edited {shown}: replaced {replaced} {noun} (first at line {first_line})."
@@ -150,7 +173,10 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
             tool=NAME,
         )
     path = resolve_for_write(raw, context, tool=NAME)
-    return await to_thread.run_sync(_edit, path, display_path(path, context), old, new, replace_all)
+    root = checkout_root(context)
+    return await to_thread.run_sync(
+        _edit, root, path, display_path(path, context), old, new, replace_all
+    )
 
 
 def edit_tool() -> Tool:

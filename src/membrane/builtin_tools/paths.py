@@ -8,13 +8,13 @@ Reads may leave the checkout. Writes may not: :func:`resolve_for_write` resolves
 ``..`` *before* checking containment, so neither ``../x`` nor a symlink inside the checkout that
 points outside it can be used to write elsewhere.
 
-Nor may writes reach the control files inside the checkout (:func:`protected_part`): anything
-under a ``.git`` entry (the folder, or a worktree's ``.git`` file) and anything under
-``<checkout>/.membrane`` (agent definitions, extensions, settings, other agents' memory and
-worktrees), which Membrane itself reads and imports on its next load. The one exception is the
-calling agent's own memory folder, ``.membrane/memory/<agent>/`` and
-``.membrane/memory.local/<agent>/``. Git commands a child runs still update ``.git``
-themselves; only explicit writes there are refused.
+Nor may writes reach the control paths inside the checkout
+(:func:`~membrane.sandbox.paths.protected_part`): anything under a ``.git`` entry and anything
+under the catalog roots at the checkout's top (``.membrane``, ``.agents``, ``.claude``,
+``.opencode``, ``.pi``, ``.codex``), which Membrane itself reads and imports on its next load.
+The one exception is the calling agent's own memory folder. The write itself goes by folder
+handle without following links (:mod:`membrane.builtin_tools.beneath`), so a path swapped after
+the check cannot move it.
 
 This is capability shaping for a trusted agent, not a sandbox: a hostile process needs an OS,
 container or VM boundary.

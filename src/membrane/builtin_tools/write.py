@@ -8,8 +8,9 @@ from typing import Any
 
 from anyio import to_thread
 
-from membrane.builtin_tools._support import atomic_write_text, non_regular_kind, str_arg
-from membrane.builtin_tools.paths import display_path, resolve_for_write
+from membrane.builtin_tools._support import UMASK, str_arg
+from membrane.builtin_tools.beneath import existing_kind, open_parent, write_beneath
+from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
 from membrane.tools.spec import Tool, ToolContext
 
@@ -40,28 +41,32 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-def _write(path: Path, shown: str, content: str) -> str:
-    kind = non_regular_kind(path)
-    if kind == "a directory":
+def _write(root: Path, path: Path, shown: str, content: str) -> str:
+    try:
+        with open_parent(root, path, tool=NAME, create=True) as parent:
+            kind = existing_kind(parent)
+            if kind == "a directory":
+                raise ToolFailed(
+                    f"Write: {shown} is a directory; give the path of a file.",
+                    tool=NAME,
+                    path=str(path),
+                )
+            if kind is not None:
+                raise ToolFailed(
+                    f"Write: {shown} is {kind}, not a regular file; only regular files can be "
+                    "written.",
+                    tool=NAME,
+                    path=str(path),
+                )
+            existed = write_beneath(parent, content.encode("utf-8"), umask=UMASK)
+    except IsADirectoryError as exc:
         raise ToolFailed(
             f"Write: {shown} is a directory; give the path of a file.", tool=NAME, path=str(path)
-        )
-    if kind is not None:
-        raise ToolFailed(
-            f"Write: {shown} is {kind}, not a regular file; only regular files can be written.",
-            tool=NAME,
-            path=str(path),
-        )
-    existed = path.exists()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        ) from exc
     except OSError as exc:
         raise ToolFailed(
-            f"Write: cannot create the folder {path.parent}: {exc.strerror or exc}.",
-            tool=NAME,
-            path=str(path),
+            f"Write could not write {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
         ) from exc
-    atomic_write_text(path, content, tool=NAME, shown=shown)
     lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
     size = len(content.encode("utf-8"))
     verb = "Overwrote" if existed else "Created"
@@ -73,7 +78,8 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     raw = str_arg(arguments, "file_path", tool=NAME)
     content = str_arg(arguments, "content", tool=NAME)
     path = resolve_for_write(raw, context, tool=NAME)
-    return await to_thread.run_sync(_write, path, display_path(path, context), content)
+    root = checkout_root(context)
+    return await to_thread.run_sync(_write, root, path, display_path(path, context), content)
 
 
 def write_tool() -> Tool:

@@ -41,8 +41,18 @@ _ROOTS_FOLDED = {name.casefold(): name for name in CATALOG_ROOTS}
 
 
 def real_path(path: Path) -> Path:
-    """``path`` with every symlink and ``..`` resolved; never raises (a loop stays as is)."""
-    return Path(os.path.realpath(path))
+    """``path`` with every symlink and ``..`` resolved; never raises (a loop stays as is).
+
+    A link swapped while it is read (``lstat`` saw a link, ``readlink`` no longer does) makes
+    ``realpath`` fail; it is asked again, and after that the lexical path is returned: writes
+    never rely on this answer alone, they walk the path again without following links.
+    """
+    for _ in range(3):
+        try:
+            return Path(os.path.realpath(path))
+        except OSError:
+            continue
+    return Path(os.path.normpath(os.path.abspath(path)))
 
 
 def protected_part(real: Path, root: Path, *, agent: str | None) -> str | None:
