@@ -26,6 +26,8 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "membrane-home"
     home.mkdir()
     monkeypatch.setenv("MEMBRANE_HOME", str(home))
+    # Claude Code's user folder is a definition root too: never read the user's own.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
     for var in ("MEMBRANE_SOCKET", "MEMBRANE_ROLE", "MEMBRANE_SESSION_ID", "MEMBRANE_RUN_ID"):
         monkeypatch.delenv(var, raising=False)
     return home

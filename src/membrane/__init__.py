@@ -17,6 +17,7 @@ from membrane.agents import (
 )
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
 from membrane.agents.skills import Skill, SkillCatalog
+from membrane.agents.translation import Dialect
 from membrane.builtin_tools import ToolSink, register_builtin_tools
 from membrane.config import (
     McpServerSpec,
@@ -119,6 +120,7 @@ __all__ = [
     "DefinitionWarning",
     "DelegationConfig",
     "Deployment",
+    "Dialect",
     "Dispatch",
     "DispatchLike",
     "EffectiveAuthority",

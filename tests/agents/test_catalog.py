@@ -201,10 +201,10 @@ def test_anything_parsing_raises_becomes_an_error_for_that_file_only(
     bad = write_agent(project_agents, "bad.md", "name: bad")
     real = catalog_module.decode_definition
 
-    def decode(data: bytes, *, path: str, root: str):  # type: ignore[no-untyped-def]
+    def decode(data: bytes, *, path: str, root: str, **options):  # type: ignore[no-untyped-def]
         if path == str(bad):
             raise RuntimeError("unexpected")
-        return real(data, path=path, root=root)
+        return real(data, path=path, root=root, **options)
 
     monkeypatch.setattr(catalog_module, "decode_definition", decode)
     catalog = Catalog(project=project)

@@ -118,13 +118,27 @@ def test_a_name_of_letters_digits_and_separators_is_accepted(name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "slug"),
+    [
+        ("Python Security Expert", "python-security-expert"),
+        ("-leading-dash", "leading-dash"),
+        (".hidden", "hidden"),
+        ("has space", "has-space"),
+        ("C++ Pro", "c-pro"),
+    ],
+)
+def test_a_name_that_only_needs_a_slug_is_repaired_with_a_warning(name: str, slug: str) -> None:
+    definition = parse(f"name: '{name}'")
+    assert definition.name == slug
+    [warning] = [w for w in definition.warnings if w.code == "repaired-name"]
+    assert warning.line == 2 and slug in warning.message
+
+
+@pytest.mark.parametrize(
     "name",
     [
         "../../x",
         "a/b",
-        "-leading-dash",
-        ".hidden",
-        "has space",
         "a<b>",
         "a]b[/red] [bold]x",
         "evil\u202etxt.exe",
@@ -246,6 +260,7 @@ def test_every_documented_field_is_read() -> None:
         "name": "reviewer",
         "root": "project",
         "path": "agents/worker.md",
+        "dialect": "membrane",
         "description": "Reviews",
         "model": "inherit",
         "thinking": "high",
@@ -268,6 +283,7 @@ def test_every_documented_field_is_read() -> None:
         "color": "red",
         "body": None,
         "lines": None,
+        "keys": {},
         "extra": {},
         "warnings": [],
     }

@@ -113,11 +113,18 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
     assert sandbox["backend"] == sandbox["machine"]["strongest"]
     # A reviewer without Write and Edit may write nothing of its checkout.
     assert sandbox["writable"] == [] and sandbox["applies_to"] == []
-    assert out["definition"] == {
+    definition = out.pop("definition")
+    assert definition | {"fields": None} == {
         "name": "reviewer",
         "root": "project",
         "path": str(project / ".membrane" / "agents" / "project.md"),
+        "dialect": "membrane",
+        "fields": None,
     }
+    assert definition["fields"]["thinking"] == {
+        "value": "high", "source": "frontmatter", "key": "thinking", "line": 4
+    }  # fmt: skip
+    out = {"definition": definition, **out}
     assert out["invocation"] == {
         "model": {"value": "acme/file-model", "source": "frontmatter"},
         "thinking": {"value": "high", "source": "frontmatter"},

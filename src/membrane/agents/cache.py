@@ -31,7 +31,18 @@ __all__ = ["CACHE_FILE", "DefinitionCache"]
 #: The cache's file name inside the state folder.
 CACHE_FILE: Final = "definitions.json"
 _FORMAT: Final = 1
-_PARSER_MODULES: Final = ("definition", "fields", "frontmatter", "repair", "values", "cache")
+_PARSER_MODULES: Final = (
+    "definition",
+    "fields",
+    "frontmatter",
+    "repair",
+    "values",
+    "cache",
+    "translation",
+    "dialects",
+    "claude_code",
+    "opencode",
+)
 _FIELDS: Final = {f.name for f in fields(AgentDefinition)}
 
 

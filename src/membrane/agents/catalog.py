@@ -1,7 +1,9 @@
 """The catalog: every definition from every root, which one wins, and dispatch.
 
-Roots, lowest to highest: the packaged builtins < ``<home>/agents`` < ``<workspace>/.agents/agents``
-< ``<project>/.membrane/agents``, each scanned recursively for ``*.md``. The key is the
+Roots, lowest to highest: the packaged builtins < other products' roots (``dialect_roots``:
+Claude Code, OpenCode, pi, each read with its own dialect) < ``<home>/agents`` <
+``<workspace>/.agents/agents`` < ``<project>/.membrane/agents``, each scanned recursively for
+``*.md`` (an ``opencode.json`` root is one file holding several definitions). The key is the
 definition's name. A higher root replaces the whole definition (fields are never merged from
 the loser); within one root, two files with the same name are decided by path order (the first
 wins) and warned about. A broken file lands in ``errors`` and is skipped: whatever parsing one
@@ -30,16 +32,28 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
+from typing import Literal
 
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import MAX_BYTES, decode_definition, parse_definition
+from membrane.agents.opencode_config import OPENCODE_CONFIG_NAMES, read_opencode_config
+from membrane.agents.translation import MEMBRANE, Dialect
+from membrane.agents.values import REPAIRED_NAME
 from membrane.agents.watch import Change, DirectoryWatcher
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
 
-__all__ = ["BUILTIN_DIR", "Catalog", "Dispatch", "Root", "builtin_definitions"]
+__all__ = [
+    "BUILTIN_DIR",
+    "Catalog",
+    "Dispatch",
+    "Root",
+    "builtin_definitions",
+    "claude_config_home",
+    "dialect_roots",
+]
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "builtin_agents"
 DEFAULT_FALLBACK = "general-purpose"
@@ -49,10 +63,58 @@ _RACY_NS = 100_000_000
 
 @dataclass(frozen=True, slots=True)
 class Root:
-    """One place definitions come from. ``label`` is ``global``, ``workspace`` or ``project``."""
+    """One place definitions come from. ``label`` is ``global``, ``workspace`` or ``project``
+    for Membrane's own roots, else the dialect's root (``claude-code-project`` ...). A ``config``
+    root is one file holding several definitions (``opencode.json``), not a directory."""
 
     label: str
     directory: Path
+    dialect: Dialect = MEMBRANE
+    kind: Literal["dir", "config"] = "dir"
+
+    @property
+    def cache_key(self) -> str:
+        """What the parse of a file here depends on besides its content."""
+        if self.dialect is MEMBRANE or self.dialect == MEMBRANE:
+            return self.label
+        d = self.dialect
+        return f"{self.label}|{d.name}|{d.omitted_tools}|{','.join(d.default_tools)}"
+
+
+def claude_config_home() -> Path:
+    """Claude Code's folder: ``$CLAUDE_CONFIG_DIR`` when set, else ``~/.claude``."""
+    value = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
+    return Path(value).expanduser() if value else Path.home() / ".claude"
+
+
+def dialect_roots(settings: Settings, *, project: Path | None, claude_home: Path) -> list[Root]:
+    """Other products' roots, lowest first; each one below all of Membrane's own roots.
+
+    ``~/.claude/agents`` < ``opencode.jsonc`` < ``opencode.json`` < ``.opencode/agent`` <
+    ``.opencode/agents`` < ``.claude/agents`` < ``.pi/agents``; a setting turns each product off.
+    """
+    claude = Dialect("claude-code", settings.claude_code_omitted_tools, settings.default_tools)
+    opencode = Dialect("opencode", settings.opencode_omitted_tools, settings.default_tools)
+    pi = Dialect("pi", settings.pi_omitted_tools, settings.default_tools)
+    roots: list[Root] = []
+    if settings.claude_code_agents:
+        roots.append(Root("claude-code-global", claude_home / "agents", claude))
+    if project is None:
+        return roots
+    if settings.opencode_agents:
+        roots += [
+            Root("opencode-project", project / name, opencode, "config")
+            for name in reversed(OPENCODE_CONFIG_NAMES)
+        ]
+        roots += [
+            Root("opencode-project", project / ".opencode" / name, opencode)
+            for name in ("agent", "agents")
+        ]
+    if settings.claude_code_agents:
+        roots.append(Root("claude-code-project", project / ".claude" / "agents", claude))
+    if settings.pi_agents:
+        roots.append(Root("pi-project", project / ".pi" / "agents", pi))
+    return roots
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,12 +293,12 @@ class _RootScan:
         if old is not None and old.digest == digest:
             return _Entry(signature, digest, old.result)
         label = self.root.label
-        cached = self.cache.get(path, root=label, digest=digest)
+        cached = self.cache.get(path, root=self.root.cache_key, digest=digest)
         if cached is not None:
             return _Entry(signature, digest, cached)
         try:
             result: AgentDefinition | DefinitionError = decode_definition(
-                data, path=path, root=label
+                data, path=path, root=label, dialect=self.root.dialect
             )
         except DefinitionError as exc:
             result = exc
@@ -249,8 +311,99 @@ class _RootScan:
             )
             result.__cause__ = exc
         if isinstance(result, AgentDefinition):
-            self.cache.put(path, root=label, digest=digest, definition=result)
+            self.cache.put(path, root=self.root.cache_key, digest=digest, definition=result)
         return _Entry(signature, digest, result)
+
+
+class _ConfigScan:
+    """A config file holding several definitions (``opencode.json``), as last seen. Its
+    entries are keyed ``<file>#<name>``; it has no directories, so the catalog checks it with
+    one stat per reload."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self.dirs: dict[str, tuple[Signature, frozenset[str]]] = {}
+        self.files: dict[str, _Entry] = {}
+        self.racy: set[str] = set()
+        self._signature: Signature | None = None
+        self._digest: bytes | None = None
+        self._racy = False
+
+    def unchanged(self) -> bool:
+        path = str(self.root.directory)
+        try:
+            signature: Signature | None = _signature(os.stat(path))
+        except OSError:
+            signature = None
+        if signature != self._signature:
+            return False
+        if self._racy and signature is not None:
+            try:
+                if _digest(_read(path)) != self._digest:
+                    return False
+            except OSError:
+                return False
+            self._racy = _racy(signature, time.time_ns())
+        return True
+
+    def rescan(self) -> set[str]:
+        path = str(self.root.directory)
+        old = self.files
+        try:
+            signature = _signature(os.stat(path))
+            data = _read(path)
+        except OSError:
+            self._signature, self._digest, self.files = None, None, {}
+            return set(old)
+        digest = _digest(data)
+        if digest != self._digest:
+            files = {}
+            for result in read_opencode_config(
+                data, path=path, root=self.root.label, dialect=self.root.dialect
+            ):
+                key = result.path if isinstance(result, AgentDefinition) else result.data["path"]
+                files[str(key)] = _Entry(signature, digest, result)
+            self.files = files
+        self._signature, self._digest = signature, digest
+        self._racy = _racy(signature, time.time_ns())
+        return {p for p in old.keys() | self.files.keys() if old.get(p) is not self.files.get(p)}
+
+    def apply(self, changes: list[Change], watcher: DirectoryWatcher) -> set[str] | None:
+        return None  # never called: a config root has no directories to watch
+
+
+def _refused_repairs(
+    found: Mapping[str, tuple[int, AgentDefinition]],
+) -> dict[str, tuple[int, DefinitionError]]:
+    """Files of one name whose ``name`` was repaired to a slug, when another file (of any root,
+    builtins aside) has that name too: which agent the name means would be a guess, so each
+    repaired file is refused, naming the other path. A file replaces a builtin on purpose."""
+    files = sorted((path for path, (rank, _) in found.items() if rank > 0), key=_path_order)
+    refused: dict[str, tuple[int, DefinitionError]] = {}
+    if len(files) < 2:
+        return refused
+    for path in files:
+        rank, definition = found[path]
+        if not any(w.code == REPAIRED_NAME for w in definition.warnings):
+            continue
+        other = next(p for p in files if p != path)
+        refused[path] = (
+            rank,
+            DefinitionError(
+                f"`name` would be repaired to `{definition.name}`, which {other} also names; "
+                f"{path} is refused so that the name is not a guess",
+                path=path,
+                line=definition.lines.get("name"),
+                field="name",
+                hint=f"give {path} a distinct, valid `name`",
+                other=other,
+            ),
+        )
+    return refused
+
+
+def _path_order(path: str) -> tuple[str, ...]:
+    return Path(path).parts
 
 
 def _relevant(item: os.DirEntry[str]) -> bool:
@@ -289,6 +442,7 @@ class Catalog:
         home: Path | None = None,
         settings: Settings | None = None,
         cache: Path | None = None,
+        claude_home: Path | None = None,
     ) -> None:
         home = home if home is not None else membrane_home()
         workspace = workspace if workspace is not None else project
@@ -296,7 +450,12 @@ class Catalog:
         self.settings = (
             settings if settings is not None else load_settings(project=project, home=home)
         )
-        candidates = [Root("global", home / "agents")]
+        candidates = [
+            *dialect_roots(
+                self.settings, project=project, claude_home=claude_home or claude_config_home()
+            ),
+            Root("global", home / "agents"),
+        ]
         if workspace is not None:
             candidates.append(Root("workspace", workspace / ".agents" / "agents"))
         if project is not None:
@@ -309,7 +468,10 @@ class Catalog:
             seen[root.directory.resolve()] = root
         self.roots: tuple[Root, ...] = tuple(seen.values())
         self._cache = DefinitionCache(cache)
-        self._scans = [_RootScan(root, self._cache) for root in self.roots]
+        self._scans: list[_RootScan | _ConfigScan] = [
+            _ConfigScan(root) if root.kind == "config" else _RootScan(root, self._cache)
+            for root in self.roots
+        ]
         self.errors: list[DefinitionError] = []
         self.warnings: list[DefinitionWarning] = []
         self.shadowed: Mapping[str, list[AgentDefinition]] = MappingProxyType({})
@@ -319,6 +481,8 @@ class Catalog:
         self._candidates: dict[str, dict[str, tuple[int, AgentDefinition]]] = {}
         self._names: dict[str, str] = {}
         self._errors: dict[str, tuple[int, DefinitionError]] = {}
+        #: name -> the files refused because their repaired name collides with another file's.
+        self._refused: dict[str, dict[str, tuple[int, DefinitionError]]] = {}
         self._duplicates: dict[str, list[tuple[tuple[int, tuple[str, ...]], DefinitionWarning]]]
         self._duplicates = {}
         #: ``None`` until the second reload arms it; ``False`` where no watcher can be had.
@@ -464,7 +628,10 @@ class Catalog:
         self._candidates.setdefault(definition.name, {})[path] = (rank, definition)
 
     def _sorted_errors(self) -> list[DefinitionError]:
-        ordered = sorted(self._errors.items(), key=lambda item: (item[1][0], Path(item[0]).parts))
+        errors = dict(self._errors)
+        for refused in self._refused.values():
+            errors.update(refused)
+        ordered = sorted(errors.items(), key=lambda item: (item[1][0], Path(item[0]).parts))
         return [error for _, (_, error) in ordered]
 
     def _ranked(self, name: str) -> list[AgentDefinition]:
@@ -472,9 +639,14 @@ class Catalog:
         file in path order wins and each other one is a duplicate (warned about)."""
         found = self._candidates.get(name)
         self._duplicates.pop(name, None)
+        self._refused.pop(name, None)
         if not found:
             self._candidates.pop(name, None)
             return []
+        refused = _refused_repairs(found)
+        if refused:
+            self._refused[name] = refused
+            found = {path: entry for path, entry in found.items() if path not in refused}
         by_rank: dict[int, list[tuple[tuple[str, ...], AgentDefinition]]] = {}
         for path, (rank, definition) in found.items():
             by_rank.setdefault(rank, []).append((Path(path).parts, definition))
@@ -527,22 +699,30 @@ class Catalog:
             return None, "is ambiguous (" + ", ".join(f"`{d.name}`" for d in matches) + ")"
         return None, "is unknown"
 
-    def dispatch(self, agent_type: str) -> Dispatch:
+    def dispatch(self, agent_type: str, *, child: bool = True) -> Dispatch:
         """Resolve an agent type, following ``fallback_subagent`` when it is unknown, disabled
-        or ambiguous. ``UnknownSubagent`` when the policy is ``none`` or the fallback is missing."""
+        or ambiguous. ``UnknownSubagent`` when the policy is ``none`` or the fallback is missing.
+
+        ``child``: the agent is started by another agent (a ``Task`` call), so a definition with
+        ``mode: primary`` (top level only) counts as unusable; ``False`` for a top-level start.
+        """
         found, why = self.lookup(agent_type)
-        if found is not None and found.is_enabled:
+        if found is not None and child and found.mode == "primary":
+            why = f"is a primary agent (mode: primary in {found.path}), run only at the top level"
+        elif found is not None and found.is_enabled:
             note = None
             if found.name != agent_type:
                 note = f"`{agent_type}` matched `{found.name}` (names match case-insensitively)"
             return Dispatch(found, agent_type, note)
-        if found is not None:
+        elif found is not None:
             why = f"is disabled ({found.path})"
         policy = self.settings.fallback_subagent
         if policy is not None and policy.strip().lower() == "none":
             raise self._unknown(agent_type, why, "fallback_subagent is `none`, which fails closed")
         target = policy if policy is not None else DEFAULT_FALLBACK
         fallback, fallback_why = self.lookup(target)
+        if fallback is not None and child and fallback.mode == "primary":
+            fallback, fallback_why = None, "is a primary agent (mode: primary)"
         if fallback is None or not fallback.is_enabled:
             fallback_why = fallback_why or "is disabled"
             raise self._unknown(agent_type, why, f"the fallback `{target}` {fallback_why}")

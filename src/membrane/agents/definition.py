@@ -60,6 +60,7 @@ class DefinitionWarning:
 
 
 PromptMode = Literal["replace", "append"]
+AgentMode = Literal["subagent", "primary", "all"]
 Isolation = Literal["off", "worktree"]
 MemoryScope = Literal["project", "local", "user"]
 
@@ -96,6 +97,16 @@ class AgentDefinition:
     permission: str | Unset = UNSET
     display_name: str | Unset = UNSET
     color: str | Unset = UNSET
+    #: ``subagent`` (only started by another agent), ``primary`` (only run at the top level, never
+    #: dispatched for a ``Task`` call) or ``all`` (both; the default).
+    mode: AgentMode | Unset = UNSET
+    #: Left out of delegation catalogs that list every agent (``allowed_subagents: '*'``); still
+    #: started when named.
+    hidden: bool | Unset = UNSET
+    #: How the file's fields were read: ``membrane``, ``claude-code``, ``opencode`` or ``pi``.
+    dialect: str = "membrane"
+    #: The key a field was read from, where it is not the field's name (``maxTurns``).
+    keys: Mapping[str, str] = field(default_factory=dict)
     #: Where it came from: ``builtin``, ``global``, ``workspace`` or ``project``.
     root: str = "builtin"
     #: The file it was read from (for builtins, ``<builtin>/`` and the packaged file's name).
@@ -115,24 +126,39 @@ class AgentDefinition:
         """``tools: inherit`` or ``tools: [inherit, ...]`` (seed 000, decision 1)."""
         return isinstance(self.tools, tuple) and any(t.lower() == "inherit" for t in self.tools)
 
+    def source_of(self, name: str) -> str:
+        """Who set field ``name``: ``frontmatter`` in a Membrane file, ``dialect:NAME`` in a file
+        read by another product's dialect."""
+        return "frontmatter" if self.dialect == "membrane" else f"dialect:{self.dialect}"
+
     @property
     def is_enabled(self) -> bool:
         return self.enabled is not False
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values; fields left ``UNSET`` are omitted, explicit ``false``/``[]`` kept."""
-        out: dict[str, Any] = {"name": self.name, "root": self.root, "path": self.path}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "root": self.root,
+            "path": self.path,
+            "dialect": self.dialect,
+        }
         for f in fields(self):
-            if f.name in ("name", "root", "path", "body", "lines", "extra", "warnings"):
+            if f.name in _META:
                 continue
             value = getattr(self, f.name)
             if value is not UNSET:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         out["body"] = self.body
         out["lines"] = dict(self.lines)
+        out["keys"] = dict(self.keys)
         out["extra"] = dict(self.extra)
         out["warnings"] = [
             {"path": w.path, "line": w.line, "code": w.code, "message": w.message}
             for w in self.warnings
         ]
         return out
+
+
+#: Attributes that are not frontmatter fields.
+_META = frozenset({"name", "root", "path", "body", "lines", "extra", "warnings", "dialect", "keys"})

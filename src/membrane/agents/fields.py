@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning
+from membrane.agents.dialects import MEMBRANE, Dialect, translate
 from membrane.agents.values import (
     AUTHORITY_FIELDS,
     CHOICES,
@@ -45,7 +46,7 @@ __all__ = [
     "plain",
 ]
 
-_NOT_FIELDS = {"body", "root", "path", "lines", "extra", "warnings"}
+_NOT_FIELDS = {"body", "root", "path", "lines", "extra", "warnings", "dialect", "keys"}
 #: Every frontmatter field, in the order ``AgentDefinition`` declares them.
 FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AgentDefinition) if f.name not in _NOT_FIELDS
@@ -167,32 +168,42 @@ def build_definition(
     path: str,
     root: str,
     warnings: Sequence[DefinitionWarning] = (),
+    dialect: Dialect = MEMBRANE,
 ) -> AgentDefinition:
-    """Validate the parsed mapping into a definition; ``DefinitionError`` when unusable."""
+    """Validate the parsed mapping into a definition; ``DefinitionError`` when unusable.
+
+    ``dialect`` says how the file's keys map onto fields (see ``membrane.agents.dialects``)."""
     builder = ValueReader(path=path, lines=lines)
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     field_lines: dict[str, int] = {}
+    keys: dict[str, str] = {}
     budget = [MAX_VALUES]
-    given: dict[str, str] = {}  # field -> the key that set it
+    items: list[tuple[str, Any]] = []
     for key, raw in data.items():
-        field = ALIASES.get(key, key if key in FIELDS else None)
-        if field in NAME_LIST_FIELDS:
+        field = _native(key)
+        if field in NAME_LIST_FIELDS or (dialect is not MEMBRANE and key in _DIALECT_LISTS):
             check_names(builder, key, raw)
         try:
-            value = plain(raw, budget)
+            items.append((key, plain(raw, budget)))
         except _TooLarge:
             builder.fail(key, f"holds more than {MAX_VALUES} values", "remove the YAML aliases")
+    given: dict[str, str] = {}  # field -> the key that set it
+    for entry in translate(items, builder, dialect=dialect, native=_native):
+        key, field, value = entry.key, entry.field, entry.value
         if key in lines:
-            field_lines[field or key] = lines[key]
+            field_lines.setdefault(field or key, lines[key])
         if field is None:
             extra[key] = value
-            _unknown(builder, key, value)
+            if not entry.quiet:
+                _unknown(builder, key, value)
             continue
         if field in given:
             builder.fail(
                 key,
-                f"is given twice (as `{given[field]}` and `{key}`)",
+                f"is given twice (as `{given[field]}` and `{key}`)"
+                if given[field] != key
+                else f"sets `{field}` twice",
                 "keep one of the two",
             )
         given[field] = key
@@ -207,16 +218,28 @@ def build_definition(
             )
             continue
         values[field] = _field(builder, key, field, value)
+        if key != field:
+            keys[field] = key
     return AgentDefinition(
         name=definition_name(builder, values.pop("name", UNSET), stem),
         body=body,
         root=root,
         path=path,
+        dialect=dialect.name,
+        keys=keys,
         lines=field_lines,
         extra=extra,
         warnings=(*warnings, *builder.warnings),
         **{k: v for k, v in values.items() if v is not UNSET},
     )
+
+
+#: Keys of other dialects whose values are name lists, checked like Membrane's.
+_DIALECT_LISTS = frozenset({"disallowedTools", "tools", "mcpServers"})
+
+
+def _native(key: str) -> str | None:
+    return ALIASES.get(key, key if key in FIELDS else None)
 
 
 def _unknown(builder: ValueReader, key: str, value: Any) -> None:
@@ -245,7 +268,7 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         return builder.tokens(key, field, value, flags=False)
     if field in ("extensions", "skills"):
         return builder.tokens(key, field, value, flags=True)
-    if field in ("inherit_context", "run_in_background", "isolated", "enabled"):
+    if field in ("inherit_context", "run_in_background", "isolated", "enabled", "hidden"):
         return builder.flag(key, field, value)
     if field in CHOICES:
         return builder.choice(key, field, value)

@@ -17,6 +17,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.repair import KEY_RE, LOADER, Frontmatter, repair_values, split_frontmatter
+from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.errors import DefinitionError
 
 __all__ = [
@@ -173,7 +174,7 @@ def _hint(problem: str, key: str | None) -> str:
     return f"check the YAML syntax of {field}; quote values that contain `: `, `#` or quotes"
 
 
-def read_definition(file: Path, *, root: str) -> AgentDefinition:
+def read_definition(file: Path, *, root: str, dialect: Dialect = MEMBRANE) -> AgentDefinition:
     """Read, decode and parse one file. Every failure is a ``DefinitionError`` naming the file."""
     path = str(file)
     try:
@@ -185,10 +186,12 @@ def read_definition(file: Path, *, root: str) -> AgentDefinition:
             path=path,
             hint="check that the file exists and is readable",
         ) from exc
-    return decode_definition(data, path=path, root=root)
+    return decode_definition(data, path=path, root=root, dialect=dialect)
 
 
-def decode_definition(data: bytes, *, path: str, root: str) -> AgentDefinition:
+def decode_definition(
+    data: bytes, *, path: str, root: str, dialect: Dialect = MEMBRANE
+) -> AgentDefinition:
     """Decode UTF-8 bytes and parse them; the size cap and the encoding are checked here."""
     if len(data) > MAX_BYTES:
         raise DefinitionError(
@@ -208,7 +211,7 @@ def decode_definition(data: bytes, *, path: str, root: str) -> AgentDefinition:
             hint="save the file as UTF-8",
         ) from exc
     try:
-        return parse_definition(text, path=path, root=root)
+        return parse_definition(text, path=path, root=root, dialect=dialect)
     except DefinitionError:
         raise
     except Exception as exc:  # a file must never crash its reader: report it as unusable
@@ -220,8 +223,12 @@ def decode_definition(data: bytes, *, path: str, root: str) -> AgentDefinition:
         ) from exc
 
 
-def parse_definition(text: str, *, path: str, root: str) -> AgentDefinition:
-    """Parse one definition. Raises ``DefinitionError`` when the file cannot be understood."""
+def parse_definition(
+    text: str, *, path: str, root: str, dialect: Dialect = MEMBRANE
+) -> AgentDefinition:
+    """Parse one definition. Raises ``DefinitionError`` when the file cannot be understood.
+
+    ``dialect`` says how the fields map (Membrane's own by default; see ``agents.dialects``)."""
     from membrane.agents.fields import KNOWN_KEYS, build_definition
 
     fm = split_frontmatter(text, path=path)
@@ -237,6 +244,7 @@ def parse_definition(text: str, *, path: str, root: str) -> AgentDefinition:
         path=path,
         root=root,
         warnings=fm.warnings,
+        dialect=dialect,
     )
 
 

@@ -24,9 +24,12 @@ __all__ = [
     "CHOICES",
     "NAME_LIST_FIELDS",
     "NAME_RE",
+    "REPAIRED_NAME",
     "ValueReader",
     "check_names",
     "definition_name",
+    "name_slug",
+    "split_commas",
 ]
 
 AUTHORITY_FIELDS = frozenset(
@@ -43,6 +46,7 @@ AUTHORITY_FIELDS = frozenset(
         "permission",
         "enabled",
         "inherit_context",
+        "mode",
     }
 )
 #: An example value for each name-list field, used in hints.
@@ -68,6 +72,7 @@ CHOICES: Mapping[str, tuple[str, ...]] = {
     "prompt_mode": ("replace", "append"),
     "isolation": ("off", "worktree"),
     "memory": ("project", "local", "user"),
+    "mode": ("all", "subagent", "primary"),
 }
 
 
@@ -171,7 +176,7 @@ class ValueReader:
                 f"write `{key}: none` for nothing, or remove the line for the default",
             )
         if isinstance(value, str):
-            items = _split_commas(value)
+            items = split_commas(value)
             if "" in items:
                 self.warn(key, "repaired-list", f"ignored an empty entry in `{key}`")
                 items = [item for item in items if item]
@@ -282,7 +287,7 @@ _TOOL_WORDS = frozenset({"*", "all", "inherit"})
 _DELEGATION_LOWER = frozenset(name.lower() for name in DELEGATION_TOOLS)
 
 
-def _split_commas(text: str) -> list[str]:
+def split_commas(text: str) -> list[str]:
     """Split on commas outside parentheses (``Bash(git log:*)`` stays one token)."""
     items: list[str] = []
     current: list[str] = []
@@ -312,9 +317,18 @@ def _show(value: Any) -> str:
 def definition_name(builder: ValueReader, name: Any, stem: str) -> str:
     """The ``name`` as written, else the file stem without leading dots (a hidden file)."""
     if isinstance(name, str) and name:
-        if not NAME_RE.fullmatch(name):
+        if NAME_RE.fullmatch(name):
+            return name
+        slug = name_slug(name)
+        if slug is None:
             builder.fail("name", f"{_quote(name)} is not a valid agent name", _NAME_HINT)
-        return name
+        builder.warn(
+            "name",
+            REPAIRED_NAME,
+            f"read `name: {name}` as `{slug}`, a valid agent name; write `name: {slug}` to "
+            "keep it so",
+        )
+        return slug
     derived = stem.lstrip(".")
     if not NAME_RE.fullmatch(derived):
         raise DefinitionError(
@@ -325,6 +339,23 @@ def definition_name(builder: ValueReader, name: Any, stem: str) -> str:
             hint=f"add a `name` field: {_NAME_HINT}",
         )
     return derived
+
+
+#: The warning code of a repaired name; the catalog refuses such a file when the slug collides.
+REPAIRED_NAME = "repaired-name"
+#: Characters a repairable name may hold: printable ASCII without path separators, so the slug
+#: never hides a traversal, a control character or a look-alike letter.
+_SLUGGABLE = re.compile(r"[A-Za-z0-9 _.:()&+,'!?#@*-]+")
+
+
+def name_slug(name: str) -> str | None:
+    """``Python Security Expert`` as ``python-security-expert``; ``None`` when ``name`` has
+    characters a slug must not paper over (``/``, ``\\``, control or non-ASCII characters)."""
+    if not _SLUGGABLE.fullmatch(name):
+        return None
+    slug = re.sub(r"[^a-z0-9._:]+", "-", name.lower()).strip("-._:")
+    slug = re.sub(r"-{2,}", "-", slug)
+    return slug if NAME_RE.fullmatch(slug) else None
 
 
 def _quote(text: str) -> str:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -17,7 +16,7 @@ from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import read_definition
-from membrane.cli.app import app, safe_text
+from membrane.cli.app import app, safe_text, table_console
 from membrane.config.load import membrane_home
 from membrane.errors import DefinitionError, UnknownSubagent
 from membrane.store.location import locate_state
@@ -85,6 +84,7 @@ def list_agents(
                 {
                     "name": d.name,
                     "root": d.root,
+                    "dialect": d.dialect,
                     "path": d.path,
                     "enabled": d.is_enabled,
                     "description": d.to_json().get("description"),
@@ -100,14 +100,15 @@ def list_agents(
         }
         _echo(json.dumps(payload, indent=2))
         return
-    console = Console()
+    console = table_console()
     table = Table(title="Agent definitions", show_lines=False)
-    for column in ("name", "root", "path", "shadows", "warnings"):
+    for column in ("name", "root", "dialect", "path", "shadows", "warnings"):
         table.add_column(column, overflow="fold")
     for name, d in winners.items():
         shadows = "\n".join(_where(s.root, s.path) for s in catalog.shadowed.get(name, []))
         label = name if d.is_enabled else f"{name} (disabled)"
-        table.add_row(*map(_cell, (label, d.root, d.path, shadows or "-", str(len(d.warnings)))))
+        row = (label, d.root, d.dialect, d.path, shadows or "-", str(len(d.warnings)))
+        table.add_row(*map(_cell, row))
     console.print(table)
     lines = [_warning_line(w) for d in winners.values() for w in d.warnings]
     lines += [_warning_line(w) for w in catalog.warnings]
@@ -145,7 +146,7 @@ def show_agent(
 
 
 def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition]) -> None:
-    console = Console()
+    console = table_console()
     table = Table(title=_cell(f"{definition.name} ({definition.root}: {definition.path})"))
     for column in ("field", "value", "line"):
         table.add_column(column, overflow="fold")

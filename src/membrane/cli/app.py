@@ -54,6 +54,18 @@ def safe_text(text: str, *, stream: TextIO | None = None) -> str:
         return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
+#: Piped output has no width to fit: a table is as wide as its longest cell.
+_PIPED_WIDTH = 4096
+
+
+def table_console() -> Console:
+    """A console for tables: the terminal's width on a terminal; piped, wide enough that no
+    cell (a path, a name) is broken across lines."""
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=_PIPED_WIDTH)
+
+
 def error_text(exc: MembraneError) -> Text:
     """``code: message`` (plus the hint when the message does not already carry it), as plain
     text: nothing in a message is read as Rich markup."""

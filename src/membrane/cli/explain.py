@@ -209,7 +209,7 @@ def build_authority(
             field="agent",
         )
     ws = Workspace.open(project, workspace=workspace, home=home)
-    dispatch = ws.catalog.dispatch(agent)
+    dispatch = ws.catalog.dispatch(agent, child=not top_level)
     warnings: list[str] = [dispatch.note] if dispatch.note else []
     definition = dispatch.definition
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from membrane.config.values import McpServerSpec, RateLimit, RoleSpec, Settings
+from membrane.config.values import McpServerSpec, OmittedTools, RateLimit, RoleSpec, Settings
 from membrane.errors import SettingsError
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
 from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
@@ -154,6 +154,13 @@ class _File(_Strict):
     mcp_servers: dict[str, dict[str, Any]] | None = None
     sandbox: Literal["auto", "bubblewrap", "landlock", "guard"] | None = None
     sandbox_network: bool | None = None
+    claude_code_agents: bool | None = None
+    opencode_agents: bool | None = None
+    pi_agents: bool | None = None
+    claude_code_omitted_tools: OmittedTools | None = None
+    opencode_omitted_tools: OmittedTools | None = None
+    pi_omitted_tools: OmittedTools | None = None
+    model_aliases: dict[str, str] | None = None
 
     @field_validator("default_tools", mode="before")
     @classmethod
@@ -311,12 +318,14 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     roles: dict[str, RoleSpec] = {}
     limits: dict[str, RateLimit] = {}
     servers: dict[str, McpServerSpec] = {}
+    aliases: dict[str, str] = {}
     for path in paths:
         parsed = _read(path)
         if parsed is None:
             continue
+        aliases.update(parsed.model_aliases or {})
         for key, value in parsed.model_dump(
-            exclude_none=True, exclude={"roles", "rate_limits", "mcp_servers"}
+            exclude_none=True, exclude={"roles", "rate_limits", "mcp_servers", "model_aliases"}
         ).items():
             merged[key] = tuple(value) if key == "default_tools" else value
         for name, role in (parsed.roles or {}).items():
@@ -330,4 +339,5 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         roles=MappingProxyType(roles),
         rate_limits=MappingProxyType(limits),
         mcp_servers=MappingProxyType(servers),
+        model_aliases=MappingProxyType(aliases),
     )

@@ -13,11 +13,14 @@ __all__ = [
     "DEFAULT_TOOLS",
     "SANDBOX_CHOICES",
     "McpServerSpec",
+    "OmittedTools",
     "RateLimit",
     "RoleSpec",
     "SandboxChoice",
     "Settings",
 ]
+
+OmittedTools = Literal["default", "inherit", "all"]
 
 #: Seed 000, decision 5: documents that omit ``tools`` stay read-only.
 DEFAULT_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS
@@ -103,6 +106,17 @@ class Settings:
     sandbox: SandboxChoice = "auto"
     #: Whether sandboxed commands may use the network.
     sandbox_network: bool = False
+    #: Other products' definition roots (dialects); each can be turned off.
+    claude_code_agents: bool = True
+    opencode_agents: bool = True
+    pi_agents: bool = True
+    #: What a dialect file that leaves ``tools`` out gets: ``default`` (Membrane's read-only
+    #: ``default_tools``, with a ``dialect-default-differs`` warning), ``inherit`` or ``all``.
+    claude_code_omitted_tools: OmittedTools = "default"
+    opencode_omitted_tools: OmittedTools = "default"
+    pi_omitted_tools: OmittedTools = "default"
+    #: ``[model_aliases]``: a short model name (``sonnet``) -> the model it stands for.
+    model_aliases: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")
@@ -113,3 +127,14 @@ class Settings:
         check_count(
             self.default_max_turns, what="settings.default_max_turns", minimum=1, optional=True
         )
+
+    def model_alias(self, name: str) -> str | None:
+        """What ``name`` stands for under ``[model_aliases]`` (exact name first, then any
+        case), or ``None``: the one place a model alias is looked up."""
+        if name in self.model_aliases:
+            return self.model_aliases[name]
+        folded = name.casefold()
+        for alias, model in self.model_aliases.items():
+            if alias.casefold() == folded:
+                return model
+        return None

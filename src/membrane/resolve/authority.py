@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any, Protocol
 
 from membrane.agents.definition import UNSET, AgentDefinition, Unset
+from membrane.agents.fields import FIELDS
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
@@ -44,6 +45,7 @@ __all__ = [
     "EffectiveAuthority",
     "ParentContext",
     "ToolAdmission",
+    "definition_fields",
     "mcp_server_of",
     "resolve",
 ]
@@ -168,6 +170,8 @@ class EffectiveAuthority:
                 "name": self.definition.name,
                 "root": self.definition.root,
                 "path": self.definition.path,
+                "dialect": self.definition.dialect,
+                "fields": definition_fields(self.definition),
             },
             "invocation": {
                 name: {"value": sourced.value, "source": sourced.source}
@@ -207,6 +211,23 @@ def mcp_server_of(name: str) -> str | None:
     if name.startswith("mcp__") and len(parts) == 3 and parts[1] and parts[2]:
         return parts[1]
     return None
+
+
+def definition_fields(definition: AgentDefinition) -> dict[str, Any]:
+    """Every field the file sets: its value, who set it (``frontmatter`` or ``dialect:NAME``),
+    the key it was written as and its line."""
+    data = definition.to_json()
+    out: dict[str, Any] = {}
+    for name in FIELDS:
+        if name == "name" or name not in data:
+            continue
+        out[name] = {
+            "value": data[name],
+            "source": definition.source_of(name),
+            "key": definition.keys.get(name, name),
+            "line": definition.lines.get(name),
+        }
+    return out
 
 
 def _placeholder_tool(name: str) -> Tool:

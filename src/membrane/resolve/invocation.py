@@ -32,7 +32,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-Source = Literal["frontmatter", "call", "deployment", "default", "parent"]
+#: Who decided a value: ``frontmatter``, ``call``, ``deployment``, ``default``, ``parent``, or
+#: ``dialect:NAME`` for a field another product's file set (``dialect:claude-code``).
+Source = str
 
 #: Stands for the worktree's folder name, which the runtime picks from the run id at the start.
 RUN_ID_PLACEHOLDER: Final = "<run-id>"
@@ -190,7 +192,7 @@ def resolve_invocation(
     if model.value == "inherit":
         resolved_model: Sourced[object] = Sourced(parent_model, "parent")
     else:
-        resolved_model = Sourced(model.value, model.source)
+        resolved_model = Sourced(_model_name(model, definition, settings, warnings), model.source)
 
     if definition.max_turns is UNSET and call.max_turns is UNSET:
         default_turns = settings.default_max_turns
@@ -228,7 +230,30 @@ def resolve_invocation(
         "isolation": isolation,
         "permission": permission,
     }
+    # A field another product's file set is that dialect's reading of the file.
+    for name, sourced in fields.items():
+        if sourced.source == "frontmatter":
+            fields[name] = Sourced(sourced.value, definition.source_of(name))
     return fields, warnings
+
+
+#: Claude Code's model aliases: they mean a model only through the deployment's aliases.
+CLAUDE_MODEL_ALIASES: Final = frozenset({"sonnet", "opus", "haiku"})
+
+
+def _model_name(
+    model: Sourced[str], definition: AgentDefinition, settings: Settings, warnings: list[str]
+) -> str:
+    """A model alias (``[model_aliases]``) replaced by what it stands for."""
+    aliased = settings.model_alias(model.value)
+    if aliased is not None:
+        return aliased
+    if model.value.lower() in CLAUDE_MODEL_ALIASES and definition.dialect == "claude-code":
+        warnings.append(
+            f"model: {model.value} is a Claude Code model alias and no [model_aliases] entry "
+            "maps it; it is passed on as written"
+        )
+    return model.value
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,7 @@ class CatalogLike(Protocol):
 
     def reload(self) -> object: ...
 
-    def dispatch(self, agent_type: str) -> DispatchLike: ...
+    def dispatch(self, agent_type: str, *, child: bool = True) -> DispatchLike: ...
 
     def definitions(self) -> Mapping[str, AgentDefinition]: ...
 
@@ -119,7 +119,7 @@ class Spawner:
         parent_depth, depth = self._depths(request, parent)
         check_cap(depth, request.max_depth, agent=request.agent_type, parent_id=request.parent_id)
         rt.catalog.reload()
-        dispatch = self._dispatch(request.agent_type, allowed)
+        dispatch = self._dispatch(request.agent_type, allowed, child=parent_depth >= 0)
         run_id = new_run_id()
         context = self.parent_context(parent, parent_depth)
         authority = resolve(
@@ -157,14 +157,16 @@ class Spawner:
             raise
         return record
 
-    def _dispatch(self, agent_type: str, allowed: tuple[str, ...] | None) -> DispatchLike:
+    def _dispatch(
+        self, agent_type: str, allowed: tuple[str, ...] | None, *, child: bool = True
+    ) -> DispatchLike:
         """``catalog.dispatch``, bounded by ``allowed``: the definition that would really run
         (after any fallback) must be allowed, and a refusal names only allowed agents."""
         catalog = self._rt.catalog
         if allowed is None:
-            return catalog.dispatch(agent_type)
+            return catalog.dispatch(agent_type, child=child)
         try:
-            dispatch = catalog.dispatch(agent_type)
+            dispatch = catalog.dispatch(agent_type, child=child)
         except UnknownSubagent:
             # The catalog's message lists every known agent; the caller may learn only its own.
             raise not_allowed(agent_type, allowed) from None

@@ -9,7 +9,8 @@ So these are control paths (DESIGN rule 9):
 * anything under a ``.git`` entry, at any depth (a worktree's ``.git`` file, a nested
   repository's folder);
 * anything under the catalog roots at the checkout's top: ``.membrane``, ``.agents`` and the
-  dialect roots ``.claude``, ``.opencode``, ``.pi`` and ``.codex`` (skills).
+  dialect roots ``.claude``, ``.opencode``, ``.pi`` and ``.codex`` (skills), and OpenCode's
+  ``opencode.json`` (``opencode.jsonc``), which holds agent definitions.
 
 The one exception is the calling agent's own memory folder, ``.membrane/memory/<agent>/`` and
 ``.membrane/memory.local/<agent>/``. Names are compared case-insensitively (for case-insensitive
@@ -31,7 +32,17 @@ __all__ = [
 ]
 
 #: The catalog roots at a checkout's top that are control paths.
-CATALOG_ROOTS: tuple[str, ...] = (".membrane", ".agents", ".claude", ".opencode", ".pi", ".codex")
+CATALOG_ROOTS: tuple[str, ...] = (
+    ".membrane",
+    ".agents",
+    ".claude",
+    ".opencode",
+    ".pi",
+    ".codex",
+    # OpenCode's config file holds agent definitions too.
+    "opencode.json",
+    "opencode.jsonc",
+)
 #: A repository's metadata, protected at any depth.
 GIT_ENTRY = ".git"
 #: Folders under ``.membrane`` whose ``<agent>/`` subfolder that agent may write.

@@ -1,0 +1,122 @@
+"""The Claude Code dialect: ``~/.claude/agents`` and ``<project>/.claude/agents``.
+
+Claude Code's fields, each with its own meaning:
+
+* ``tools``: tool names; ``Agent(a, b)`` (or the older ``Task(a, b)``) names the subagents this
+  agent may start, so it becomes ``allowed_subagents``; ``Agent`` alone allows any (``*``).
+  ``MultiEdit`` is ``Edit`` and ``LS`` is ``Glob`` (the same authority). Left out, it means every
+  tool in Claude Code; Membrane keeps its read-only default unless the deployment sets
+  ``claude_code_omitted_tools = "inherit"``.
+* ``disallowedTools``, ``maxTurns``, ``permissionMode``, ``background``: Membrane's
+  ``disallowed_tools``, ``max_turns``, ``permission``, ``run_in_background``.
+* ``model``: ``sonnet``, ``opus``, ``haiku`` are resolved through the deployment's model aliases;
+  ``inherit`` is the parent's model.
+* ``isolation``, ``memory``, ``skills``, ``color``: the same meaning as Membrane's.
+* ``effort``: ``thinking`` (``max`` is ``xhigh``).
+* ``mcpServers``: each server name selects that server's tools (``mcp__NAME__*``); an inline
+  server definition is not started (Membrane mounts only configured servers).
+* ``hooks``: not run (a ``dialect-unsupported`` warning says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from membrane.agents.translation import Translation, tokens_of
+
+__all__ = ["claude_code_tools", "translate_claude_code"]
+
+#: Claude Code keys that are Membrane fields under another name.
+_RENAMES: Mapping[str, str] = {
+    "maxTurns": "max_turns",
+    "permissionMode": "permission",
+    "background": "run_in_background",
+    "disallowedTools": "disallowed_tools",
+}
+#: Claude Code tool names that are a Membrane built-in under another name (same authority).
+_TOOLS: Mapping[str, str] = {"multiedit": "Edit", "ls": "Glob"}
+_DELEGATION_WORDS = frozenset({"agent", "task"})
+_EFFORT: Mapping[str, str] = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+
+
+def claude_code_tools(tokens: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Claude Code ``tools`` tokens as Membrane tokens, and the subagents ``Agent(a, b)`` names.
+
+    ``Agent`` (or its older name ``Task``) alone allows any subagent (``*``); ``Agent(a, b)``
+    allows ``a`` and ``b``. ``None`` when the list names no delegation tool.
+    """
+    tools: list[str] = []
+    subagents: list[str] | None = None
+    for token in tokens:
+        head, paren, rest = token.partition("(")
+        word = head.strip().lower()
+        if word in _DELEGATION_WORDS:
+            names = [n.strip() for n in rest.rstrip(")").split(",") if n.strip()] if paren else []
+            subagents = [*(subagents or []), *(names or ["*"])]
+            continue
+        mapped = _TOOLS.get(word)
+        tools.append(mapped + (paren + rest if paren else "") if mapped else token)
+    if subagents is not None and "*" in subagents:
+        subagents = ["*"]
+    return tools, subagents
+
+
+def translate_claude_code(out: Translation, key: str, value: Any) -> bool:
+    """Handle ``key`` if it is a Claude Code key; ``False`` leaves it to the Membrane fields."""
+    if key in _RENAMES:
+        target = _RENAMES[key]
+        if target == "disallowed_tools" and (tokens := tokens_of(value)) is not None:
+            value = claude_code_tools(tokens)[0] or "none"
+        out.add(key, target, value)
+        return True
+    if key == "tools":
+        tokens = tokens_of(value)
+        if tokens is None:
+            return False  # the field rules refuse the shape, with their own message
+        tools, subagents = claude_code_tools(tokens)
+        out.add(key, "tools", tools if tools else "none")
+        if subagents is not None:
+            out.add(key, "allowed_subagents", subagents)
+        return True
+    if key == "effort":
+        level = _EFFORT.get(value.strip().lower()) if isinstance(value, str) else None
+        if level is None:
+            out.ignore(key, value, "is not one of low, medium, high, max")
+        else:
+            out.add(key, "thinking", level)
+        return True
+    if key == "mcpServers":
+        _mcp_servers(out, key, value)
+        return True
+    if key == "hooks":
+        out.ignore(key, value, "holds Claude Code hooks, which Membrane does not run")
+        return True
+    if key == "initialPrompt":
+        out.ignore(key, value, "is the first prompt of a top-level Claude Code session")
+        return True
+    return False
+
+
+def _mcp_servers(out: Translation, key: str, value: Any) -> None:
+    """Server names become ``mcp__NAME__*`` selectors (servers configured for the deployment);
+    an inline server definition is not started: Membrane mounts only configured servers."""
+    items = value if isinstance(value, list) else [value]
+    kept: list[Any] = []
+    for item in items:
+        if isinstance(item, str) and item.strip():
+            out.extra_tools.append(f"mcp__{item.strip()}__*")
+        elif isinstance(item, Mapping) and item:
+            for name in item:
+                out.reader.warn(
+                    key,
+                    "dialect-unsupported",
+                    f"`{key}` defines the server `{name}` inline; Membrane mounts only servers "
+                    "configured for the deployment, so it is not started and grants nothing",
+                )
+            kept.append(item)
+        else:
+            out.reader.warn(key, "invalid-value", f"`{key}` has an entry that is not a name")
+            kept.append(item)
+    if kept:
+        out.add(key, None, kept, quiet=True)

@@ -1,0 +1,255 @@
+"""The OpenCode dialect: ``<project>/.opencode/agent(s)/*.md`` and the agents of ``opencode.json``.
+
+OpenCode's fields, each with its own meaning:
+
+* ``mode``: ``subagent``, ``primary`` (never started for a ``Task`` call) or ``all``;
+  ``hidden``: left out of catalogs that list every agent; ``disable: true`` is
+  ``enabled: false``; ``steps`` (or the older ``maxSteps``) is ``max_turns``.
+* ``tools``: a map of tool names (globs allowed) to ``true``/``false``; ``NAME_*`` is the tools of
+  MCP server ``NAME``.
+* ``permission``: per tool ``allow``, ``ask`` or ``deny`` (or, for ``bash``, a map of command
+  globs to one of them); keys are globs and the **last matching key wins**. ``permission.task``
+  says which subagents may be started (``allowed_subagents``), ``permission.skill`` which skills
+  are listed.
+
+A tool no key mentions is allowed in OpenCode; in Membrane it follows the read-only default
+(``dialect-default-differs``) unless ``opencode_omitted_tools = "all"``. ``edit`` governs every
+file change in OpenCode, so it decides ``Edit`` and ``Write``. A tool that needs an ``ask`` or a
+command pattern is not granted: Membrane cannot hold the call for approval, so it grants nothing
+rather than more than the file says.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any, Final
+
+from membrane.agents.translation import Dialect, Translation
+
+__all__ = ["OPENCODE_TOOLS", "finish_opencode", "translate_opencode"]
+
+#: Membrane built-in -> (its OpenCode tool names, its OpenCode permission key).
+_BUILTINS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "Read": (("read",), ("read",)),
+    "Glob": (("glob", "list"), ("glob", "list")),
+    "Grep": (("grep",), ("grep",)),
+    "Bash": (("bash",), ("bash",)),
+    "Edit": (("edit", "patch", "multiedit"), ("edit",)),
+    "Write": (("write",), ("edit",)),
+}
+#: Every tool and permission name OpenCode knows.
+OPENCODE_TOOLS: Final = frozenset(
+    {
+        "read",
+        "edit",
+        "write",
+        "patch",
+        "multiedit",
+        "glob",
+        "grep",
+        "list",
+        "bash",
+        "task",
+        "skill",
+        "lsp",
+        "todoread",
+        "todowrite",
+        "webfetch",
+        "websearch",
+        "codesearch",
+        "external_directory",
+        "doom_loop",
+    }
+)
+_VERDICTS = ("allow", "ask", "deny")
+_BOOL_WORDS = {"true": True, "yes": True, "false": False, "no": False}
+_IGNORED: Mapping[str, str] = {
+    "temperature": "sets a sampling temperature, which Membrane leaves to the model",
+    "top_p": "sets a sampling parameter, which Membrane leaves to the model",
+    "options": "holds provider options, which Membrane leaves to the model",
+    "variant": "names a model variant, which Membrane leaves to the model",
+    "prompt": "is the prompt of an opencode.json agent; in a file the body is the prompt",
+}
+
+
+def translate_opencode(out: Translation, key: str, value: Any) -> bool:
+    """Handle ``key`` if it is an OpenCode key; ``False`` leaves it to the Membrane fields."""
+    if key in ("tools", "permission") and (isinstance(value, Mapping) or key == "permission"):
+        out.pending[key] = value
+        return True
+    if key in ("steps", "maxSteps"):
+        out.add(key, "max_turns", value)
+        return True
+    if key == "disable":
+        flag = _BOOL_WORDS.get(value.strip().lower()) if isinstance(value, str) else value
+        out.add(key, "enabled", (not flag) if isinstance(flag, bool) else value)
+        return True
+    if key in _IGNORED:
+        out.ignore(key, value, _IGNORED[key])
+        return True
+    return False
+
+
+def finish_opencode(out: Translation, dialect: Dialect) -> None:
+    """Turn the collected ``tools`` and ``permission`` into Membrane's tool fields."""
+    if not out.pending:
+        return
+    tools_map = out.pending.get("tools")
+    permission = out.pending.get("permission")
+    if isinstance(permission, str):
+        permission = {"*": permission}
+    key = "permission" if "permission" in out.pending else "tools"
+    if permission is not None and not isinstance(permission, Mapping):
+        out.reader.fail(
+            "permission",
+            "must be `allow`, `ask`, `deny` or a map of tools to them",
+            'write for example `permission: {edit: deny, bash: {"git *": allow}}`',
+        )
+    perms = dict(permission or {})
+    tmap = dict(tools_map or {})
+    _check_keys(out, perms, tmap)
+    granted: list[str] = []
+    denied: list[str] = []
+    unspecified: list[str] = []
+    for builtin, (tool_names, perm_keys) in _BUILTINS.items():
+        enabled = _last(tmap, tool_names, out, "tools")
+        verdict = _last(perms, perm_keys, out, "permission")
+        if enabled is False or verdict == "deny":
+            denied.append(builtin)
+        elif verdict == "allow" or (enabled is True and verdict is None):
+            granted.append(builtin)
+        elif verdict is not None:
+            shown = verdict if isinstance(verdict, str) else "command patterns"
+            out.reader.warn(
+                "permission",
+                "argument-pattern",
+                f"`permission` gives {builtin} `{shown}`; Membrane cannot hold a call for "
+                f"approval, so {builtin} is not granted",
+            )
+        else:
+            unspecified.append(builtin)
+    extras, mcp_denied = _mcp(tmap)
+    explicit = bool(granted or extras)
+    if explicit:
+        policy = dialect.omitted_tools
+        base = {"default": list(dialect.default_tools), "all": list(_BUILTINS), "inherit": []}
+        fill = [b for b in unspecified if b in base[policy]]
+        tools = (["inherit"] if policy == "inherit" else []) + granted + fill + extras
+        missing = [b for b in unspecified if b not in fill and policy == "default"]
+        if missing:
+            out.warn_file(
+                "dialect-default-differs",
+                f"OpenCode allows {', '.join(missing)} where no key mentions them; Membrane "
+                "grants only what the file names and the read-only default: list them in "
+                '`permission` or set opencode_omitted_tools = "all"',
+            )
+        out.add(key, "tools", tools)
+    if denied or mcp_denied:
+        out.add(key, "disallowed_tools", denied + mcp_denied)
+    _delegation(out, perms, "task", "allowed_subagents")
+    _delegation(out, perms, "skill", "skills")
+
+
+def _check_keys(out: Translation, perms: Mapping[str, Any], tmap: Mapping[str, Any]) -> None:
+    for name, verdict in perms.items():
+        if name == "*" or any(fnmatch.fnmatchcase(t, name) for t in OPENCODE_TOOLS):
+            if name not in ("bash", "task", "skill") and isinstance(verdict, Mapping):
+                out.reader.warn(
+                    "permission",
+                    "argument-pattern",
+                    f"`permission.{name}` holds patterns; only bash, task and skill take them",
+                )
+            continue
+        out.reader.warn(
+            "permission",
+            "unknown-tool",
+            f"`permission` key `{name}` names no OpenCode tool, so it grants and denies "
+            "nothing (command patterns belong under `permission.bash`)",
+        )
+    for name in tmap:
+        known = any(fnmatch.fnmatchcase(t, name) for t in OPENCODE_TOOLS)
+        if name == "*" or _server(name) or known:
+            continue
+        out.reader.warn(
+            "tools", "unknown-tool", f"`tools` key `{name}` names no OpenCode tool; ignored"
+        )
+
+
+def _last(table: Mapping[str, Any], names: tuple[str, ...], out: Translation, where: str) -> Any:
+    """The value of the last key of ``table`` whose glob matches one of ``names``."""
+    found: Any = None
+    for pattern, value in table.items():
+        if any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            found = value
+    if where == "tools" and found is not None and not isinstance(found, bool):
+        flag = _BOOL_WORDS.get(str(found).strip().lower())
+        if flag is None:
+            out.reader.fail("tools", f"maps a tool to {found!r}", "write `true` or `false`")
+        return flag
+    if where == "permission" and isinstance(found, str) and found not in _VERDICTS:
+        out.reader.fail(
+            "permission", f"gives the verdict {found!r}", "write `allow`, `ask` or `deny`"
+        )
+    return found
+
+
+def _server(pattern: str) -> str | None:
+    head, sep, tail = pattern.rpartition("_")
+    return head if sep and tail == "*" and head and "*" not in head else None
+
+
+def _mcp(tmap: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    granted: list[str] = []
+    denied: list[str] = []
+    for pattern, value in tmap.items():
+        server = _server(pattern)
+        if server is None:
+            continue
+        (granted if value is True else denied).append(f"mcp__{server}__*")
+    return granted, denied
+
+
+def _delegation(out: Translation, perms: Mapping[str, Any], name: str, field: str) -> None:
+    """``permission.task`` (or ``skill``) as the names allowed, last matching key winning."""
+    verdict = _last(perms, (name,), out, "permission")
+    if verdict is None:
+        return
+    if isinstance(verdict, str):
+        if verdict == "allow":
+            out.add("permission", field, "*" if field == "allowed_subagents" else True)
+        elif verdict == "deny":
+            out.add("permission", field, "none" if field == "allowed_subagents" else False)
+        else:
+            out.reader.warn(
+                "permission",
+                "argument-pattern",
+                f"`permission.{name}: ask` needs an approval Membrane cannot hold; nothing granted",
+            )
+        return
+    allowed: list[str] = []
+    star: Any = None
+    for pattern, value in verdict.items():
+        if pattern == "*":
+            star = value
+        elif any(c in pattern for c in "*?["):
+            out.reader.warn(
+                "permission",
+                "argument-pattern",
+                f"`permission.{name}` pattern `{pattern}` is not a name; it grants nothing",
+            )
+    for pattern in verdict:
+        if pattern == "*" or any(c in pattern for c in "*?["):
+            continue
+        final = _last(verdict, (pattern,), out, "permission")
+        if final == "allow":
+            allowed.append(pattern)
+    denied_any = any(
+        _last(verdict, (p,), out, "permission") != "allow" for p in verdict if p != "*"
+    )
+    if star == "allow" and not denied_any:
+        out.add("permission", field, "*" if field == "allowed_subagents" else True)
+    elif allowed:
+        out.add("permission", field, allowed)
+    else:
+        out.add("permission", field, "none" if field == "allowed_subagents" else False)
