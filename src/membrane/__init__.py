@@ -79,7 +79,7 @@ from membrane.runtime import (
     SubagentRuntime,
     SubagentStartRequest,
 )
-from membrane.runtime.spawn import CatalogLike, DispatchLike
+from membrane.runtime.start import CatalogLike, DispatchLike
 from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
 from membrane.store import (
     LineageEdge,

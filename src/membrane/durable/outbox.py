@@ -51,10 +51,10 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
+from membrane.durable.runs import LiveRun, RunResult, RunsTable
 from membrane.durable.transcripts import append_transcript
 from membrane.errors import StoreError
 from membrane.models.base import Message
-from membrane.runtime.runs import RunRecord, RunResult
 from membrane.store.base import OutboxItem, Store
 
 __all__ = [
@@ -95,14 +95,14 @@ class Completion:
 
     recipient: str
     payload: dict[str, Any]
-    parent: RunRecord | None
+    parent: LiveRun | None
     item_id: int | None = None
 
 
 class OutboxDrainer:
     """Delivers the outbox of one runtime's store into the conversations of its live runs.
 
-    ``live(run_id)`` is the runtime's live record of a run; ``commit(work)`` runs store writes
+    ``runs`` is the runtime's table of live runs; ``commit(work)`` runs store writes
     in one transaction with the runtime's queued events. ``clock`` gives the seconds since the
     epoch that due times are counted in.
     """
@@ -111,16 +111,16 @@ class OutboxDrainer:
         self,
         store: Store,
         *,
-        live: Callable[[str], RunRecord | None],
+        runs: RunsTable,
         commit: Callable[[Callable[[], None]], None],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
-        self._live = live
+        self._runs = runs
         self._commit = commit
         self._clock = clock
         #: Items whose notice is queued in a live parent, awaiting its turn boundary.
-        self._in_flight: dict[int, RunRecord] = {}
+        self._in_flight: dict[int, LiveRun] = {}
         self._wakeup: anyio.Event | None = None
         self._closed = False
         self._failures = 0
@@ -129,11 +129,11 @@ class OutboxDrainer:
 
     # -- the child's end (called by the Finisher) ---------------------------------------------
 
-    def completion(self, record: RunRecord, result: RunResult) -> Completion | None:
+    def completion(self, record: LiveRun, result: RunResult) -> Completion | None:
         """The notice ``record``'s end owes its parent, or ``None`` when none is owed."""
         if not record.background or record.parent_id is None:
             return None
-        parent = self._live(record.parent_id)
+        parent = self._runs.live(record.parent_id)
         if parent is None or not _takes_notices(parent) or record.parent_waits:
             # While the parent's own wait collects this result, the item is written but not
             # offered; ``settled_by_wait`` acknowledges it once that wait has returned it.
@@ -167,7 +167,7 @@ class OutboxDrainer:
         if parent is None or self._offer(item, parent, fresh=True) is None:
             self.wake()
 
-    def settled_by_wait(self, record: RunRecord) -> None:
+    def settled_by_wait(self, record: LiveRun) -> None:
         """The parent's own wait returned ``record``'s result: its item is delivered.
 
         Only a wait that returned settles it; a cancelled or timed-out wait leaves the item
@@ -185,7 +185,7 @@ class OutboxDrainer:
 
     # -- resume and draining --------------------------------------------------------------------
 
-    def resumed(self, record: RunRecord) -> None:
+    def resumed(self, record: LiveRun) -> None:
         """Offer the just-resumed ``record`` every pending item addressed to it."""
         try:
             items = self._store.pending_outbox(recipient=record.run_id, limit=RESUME_BATCH)
@@ -242,12 +242,12 @@ class OutboxDrainer:
     # -- one item -------------------------------------------------------------------------------
 
     def _attempt(self, item: OutboxItem, now: float) -> None:
-        child = self._live(str(item.payload.get("run_id", "")))
+        child = self._runs.live(str(item.payload.get("run_id", "")))
         if child is not None and child.parent_waits and child.outbox_item == item.id:
             # The parent's own wait is collecting this result right now; look again later.
             self._later(item, now)
             return
-        record = self._live(item.recipient)
+        record = self._runs.live(item.recipient)
         waiting = self._in_flight.get(item.id)
         if waiting is not None and (waiting is not record or record.finished):
             del self._in_flight[item.id]
@@ -265,7 +265,7 @@ class OutboxDrainer:
         except StoreError as exc:
             self.errors.append(exc)
 
-    def _offer(self, item: OutboxItem, record: RunRecord, *, fresh: bool = False) -> str | None:
+    def _offer(self, item: OutboxItem, record: LiveRun, *, fresh: bool = False) -> str | None:
         """``acknowledged`` (the conversation already held it), ``waiting`` (queued in the
         parent), or ``None`` (the parent cannot take it now). A ``fresh`` item was written just
         now, so no conversation can hold it yet."""
@@ -279,10 +279,10 @@ class OutboxDrainer:
         self._in_flight[item.id] = record
         return "waiting"
 
-    def _ack(self, item_id: int, record: RunRecord) -> None:
+    def _ack(self, item_id: int, record: LiveRun) -> None:
         self._acknowledge(item_id, record)
 
-    def _acknowledge(self, item_id: int, record: RunRecord) -> bool:
+    def _acknowledge(self, item_id: int, record: LiveRun) -> bool:
         """Store ``record``'s transcript (which holds the notice) and mark the item delivered,
         in one transaction. On failure the item stays pending; the next pass finds the notice
         in the conversation and acknowledges it then."""
@@ -343,7 +343,7 @@ def task_notification(
     return "\n".join(lines)
 
 
-def _takes_notices(record: RunRecord) -> bool:
+def _takes_notices(record: LiveRun) -> bool:
     return (
         not record.finished
         and not record.stop_requested
@@ -351,7 +351,7 @@ def _takes_notices(record: RunRecord) -> bool:
     )
 
 
-def _notify(record: RunRecord, notice: str, on_delivered: Callable[[], None] | None) -> bool:
+def _notify(record: LiveRun, notice: str, on_delivered: Callable[[], None] | None) -> bool:
     # A provider's transport may fail in any way; the item then stays pending and is retried.
     try:
         return record.child.notify(notice, on_delivered=on_delivered) is True

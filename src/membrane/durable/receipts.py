@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from membrane.durable.runs import EventLog, RunInfo, RunResult
 from membrane.errors import (
     ChildFailed,
     ConfigError,
@@ -47,8 +48,6 @@ from membrane.errors import (
     StoreError,
     UnknownRun,
 )
-from membrane.runtime.events import EventHub
-from membrane.runtime.runs import RunInfo, RunResult
 from membrane.store.base import Receipt, Store
 from membrane.vocabulary import END_STATES
 
@@ -70,7 +69,7 @@ class SpawnReceipts:
     live in this runtime (``None`` when it has none)."""
 
     def __init__(
-        self, store: Store, *, hub: EventHub, live: Callable[[str], RunInfo | None]
+        self, store: Store, *, hub: EventLog, live: Callable[[str], RunInfo | None]
     ) -> None:
         self._store = store
         self._hub = hub

@@ -13,14 +13,13 @@ start controls, the first user message) the header records at publication (``pub
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
+from membrane.durable.runs import EventLog, LiveRun, RunsTable
 from membrane.errors import StoreError
 from membrane.loop.calls import Emit
 from membrane.models.base import Message, ToolCall
-from membrane.runtime.events import EventHub
-from membrane.runtime.runs import RunRecord
 from membrane.store.base import Store
 
 __all__ = [
@@ -36,15 +35,13 @@ _ROLES: Final = ("user", "assistant", "tool")
 _KINDS: Final = ("text", "summary")
 
 
-def emitter(
-    run_id: str, *, hub: EventHub, store: Store, live: Callable[[str], RunRecord | None]
-) -> Emit:
+def emitter(run_id: str, *, hub: EventLog, store: Store, runs: RunsTable) -> Emit:
     """The ``emit`` callback of child ``run_id``: each event goes to ``hub`` (written behind,
-    see ``EventHub.post``) and to the journal. Silent until ``live`` knows the run, that is
+    see ``EventHub.post``) and to the journal. Silent until ``runs`` holds the run, that is
     until it is published."""
 
     def emit(kind: str, data: Mapping[str, Any]) -> None:
-        record = live(run_id)
+        record = runs.live(run_id)
         if record is not None:
             hub.post(
                 run_id=run_id,
@@ -60,11 +57,11 @@ def emitter(
 
 def journal_event(
     store: Store,
-    record: RunRecord,
+    record: LiveRun,
     kind: str,
     data: Mapping[str, Any],
     *,
-    hub: EventHub | None = None,
+    hub: EventLog | None = None,
 ) -> None:
     """The journal's view of a published child's event: at the start of every turn after the
     first, the turns before it reach the store, with ``hub``'s queued events in one
@@ -80,7 +77,7 @@ def journal_event(
             hub.flush(lambda: save_transcript(store, record))
 
 
-def save_transcript(store: Store, record: RunRecord) -> None:
+def save_transcript(store: Store, record: LiveRun) -> None:
     """Append the messages of ``record``'s child that ``store`` does not hold yet.
 
     Never raises: a store failure leaves the messages in memory, and the next call (next turn,
@@ -91,7 +88,7 @@ def save_transcript(store: Store, record: RunRecord) -> None:
         append_transcript(store, record)
 
 
-def append_transcript(store: Store, record: RunRecord) -> None:
+def append_transcript(store: Store, record: LiveRun) -> None:
     """``save_transcript`` that raises: a ``StoreError`` means nothing was appended."""
     messages = record.child.messages()
     stored = record.stored_messages

@@ -6,11 +6,10 @@ An MCP server counts as an extension named after the server: its tools have orig
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.tools.spec import Tool
 
 __all__ = ["ExtensionSelection", "extension_of", "select_extensions"]
@@ -71,19 +70,23 @@ class ExtensionSelection:
 
 
 def select_extensions(
-    definition: AgentDefinition, *, discovered: Iterable[str], isolated: bool
+    chosen: bool | Sequence[str] | None,
+    *,
+    exclude: Sequence[str] = (),
+    discovered: Iterable[str],
+    isolated: bool,
 ) -> tuple[ExtensionSelection, list[str]]:
-    """Apply ``extensions`` then ``exclude_extensions``; ``isolated`` loads none."""
+    """Apply a definition's ``extensions`` (``chosen``; ``None`` when the file leaves it out)
+    then its ``exclude_extensions``; ``isolated`` loads none."""
     found = frozenset(discovered)
     warnings: list[str] = []
-    chosen = definition.extensions
     named: frozenset[str] = frozenset()
     mode: Literal["all", "named", "none"]
     if isolated:
         mode = "none"
-        if chosen is not UNSET and chosen is not False and chosen != ():
+        if chosen is True or (not isinstance(chosen, bool) and chosen):
             warnings.append("isolated: true loads no extensions; the extensions field is ignored")
-    elif chosen is UNSET or chosen is True:
+    elif chosen is None or chosen is True:
         mode = "all"
     elif chosen is False:
         mode = "none"
@@ -96,9 +99,7 @@ def select_extensions(
             warnings.append(
                 f"extensions: {name!r} is not a discovered extension; nothing is loaded for it"
             )
-    excluded = frozenset(
-        () if definition.exclude_extensions is UNSET else definition.exclude_extensions
-    )
+    excluded = frozenset(exclude)
     return (
         ExtensionSelection(
             mode=mode, named=named, excluded=excluded, discovered=found, isolated=isolated

@@ -414,7 +414,12 @@ def resolve(
 
     discovered = set(deployment.extensions) | set(settings.mcp_servers)
     discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))}
-    selection, more = select_extensions(definition, discovered=discovered, isolated=isolated)
+    selection, more = select_extensions(
+        None if definition.extensions is UNSET else definition.extensions,
+        exclude=() if definition.exclude_extensions is UNSET else definition.exclude_extensions,
+        discovered=discovered,
+        isolated=isolated,
+    )
     warnings += more
 
     depth = agent_depth(parent.depth, depth)

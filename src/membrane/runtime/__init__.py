@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from membrane.durable.outbox import OutboxDrainer
+from membrane.durable.runs import RunInfo, RunResult
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventStream, LifecycleEvent
 from membrane.runtime.provider import (
@@ -15,7 +16,6 @@ from membrane.runtime.provider import (
 )
 from membrane.runtime.providers import CommandProvider, InProcessProvider
 from membrane.runtime.request import SubagentStartRequest
-from membrane.runtime.runs import RunInfo, RunResult
 from membrane.runtime.runtime import SubagentRuntime
 
 __all__ = [

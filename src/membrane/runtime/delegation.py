@@ -52,7 +52,7 @@ from membrane.tools.spec import Tool, ToolContext
 from membrane.vocabulary import DELEGATION_TOOLS
 
 if TYPE_CHECKING:
-    from membrane.runtime.runs import RunInfo, RunResult
+    from membrane.durable.runs import RunInfo, RunResult
 
 __all__ = [
     "DelegationConfig",

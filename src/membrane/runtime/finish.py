@@ -21,19 +21,19 @@ Finishing, in order:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import anyio
 
+from membrane.durable.lineage import complete_edge
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.transcripts import save_transcript
 from membrane.errors import MembraneError, RunError, StoreError
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ChildOutcome
-from membrane.runtime.runs import RunRecord, RunResult, event_kind
+from membrane.runtime.runs import RunRecord, event_kind
 from membrane.runtime.worktree import WorktreeManager
 from membrane.store.base import Store
 
@@ -106,7 +106,7 @@ class Finisher:
             store.set_status(record.run_id, result.status, result=data)
             save_transcript(store, record)
             if record.has_edge:
-                self._complete_edge(record, result)
+                complete_edge(store, result)
             item_id = None if owed is None else self._outbox.enqueue(owed)
             return store.append_event(record.run_id, kind, data), item_id
 
@@ -133,12 +133,3 @@ class Finisher:
         if owed is not None:
             owed.item_id = item_id
             self._outbox.offer(owed)
-
-    def _complete_edge(self, record: RunRecord, result: RunResult) -> None:
-        error: Mapping[str, Any] = result.error or {}
-        with contextlib.suppress(StoreError), self._store.transaction():
-            self._store.complete_edge(
-                record.run_id,
-                status="completed" if result.ok else "failed",
-                result_summary=(result.text or error.get("message") or "")[:500],
-            )

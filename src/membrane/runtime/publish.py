@@ -17,24 +17,24 @@ again with nothing relaxed (``start_meta``):
 
 from __future__ import annotations
 
-import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from membrane.errors import InvalidRequest, StoreError
+from membrane.config.values import Settings
+from membrane.durable.lineage import record_edge
+from membrane.errors import InvalidRequest
 from membrane.resolve.authority import EffectiveAuthority
+from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
-from membrane.runtime.runs import RunRecord
+from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary
-from membrane.store.base import SessionHeader, brief_digest
+from membrane.store.base import SessionHeader, Store
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
 
-if TYPE_CHECKING:
-    from membrane.runtime.runtime import SubagentRuntime
-
-__all__ = ["CONTROLS_KEY", "TASK_KEY", "publish", "republish", "start_controls", "start_meta"]
+__all__ = ["CONTROLS_KEY", "TASK_KEY", "Publisher", "start_controls", "start_meta"]
 
 #: The header ``meta`` key holding the start controls a resume installs again.
 CONTROLS_KEY: Final = "controls"
@@ -42,115 +42,137 @@ CONTROLS_KEY: Final = "controls"
 TASK_KEY: Final = "task"
 
 
-def publish(
-    rt: SubagentRuntime,
-    record: RunRecord,
-    *,
-    authority: EffectiveAuthority,
-    request: SubagentStartRequest,
-    note: str | None,
-) -> None:
-    """Publish a new child: header, lineage edge, ``published`` event and the completion of
-    its spawn receipt, in one transaction."""
-    store = rt.store
-    rt.check_publishable(record.parent_id)
-    record.status = "queued" if rt._must_queue(record) else "running"
-    header = SessionHeader(
-        session_id=record.run_id,
-        agent=record.agent,
-        parent_id=record.parent_id,
-        delegation_depth=record.depth,
-        status=record.status,
-        provider=record.provider,
-        created_at=time.time(),
-        request_id=request.request_id,
-        meta={
-            "agent_type": record.agent_type,
-            "background": record.background,
-            "role": record.role,
-            "cwd": record.cwd,
-            "model": record.model,
-            **start_meta(record, request, task=authority.task_prefix + request.task),
-        },
-    )
-    tools = record.child.scope.view().names
-    data: dict[str, Any] = {
-        "agent_type": record.agent_type,
-        "depth": record.depth,
-        "background": record.background,
-        "provider": record.provider,
-        "tools": list(tools),
-        "checkout": authority.checkout.kind,
-        # The OS boundary its commands run under (DESIGN rule 10).
-        "sandbox": boundary_summary(
-            SandboxPolicy.from_settings(rt.settings),
-            Path(record.cwd) if record.cwd else Path.cwd(),
-            agent=record.agent,
-            writes=bool(WRITING_TOOLS & set(tools)),
-        ),
-    }
-    if note:
-        data["note"] = note
-    if record.worktree is not None:
-        data["worktree"] = str(record.worktree.cwd)
-    fingerprint: dict[str, Any] = {
-        "provider": record.provider,
-        "model": record.model,
-        "thinking": authority.invocation["thinking"].value,
-    }
+class Publisher:
+    """Publishes the children of one runtime.
 
-    def write() -> int:
-        store.create_session(header)
-        if record.parent_id is not None:
-            # The lineage edge is supplementary provenance: it never fails a start.
-            with contextlib.suppress(StoreError), store.transaction():
-                store.record_edge(
+    ``gate(parent_id)`` refuses a publication the runtime's state no longer allows (closing,
+    the parent ended or stopping); ``must_queue(record)`` says whether a new background child
+    waits for a slot; ``runs`` lists a published child; ``hub`` commits the store writes with
+    the queued events.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        hub: EventHub,
+        runs: LiveRuns,
+        settings: Settings,
+        gate: Callable[[str | None], None],
+        must_queue: Callable[[RunRecord], bool],
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._hub = hub
+        self._runs = runs
+        self._gate = gate
+        self._must_queue = must_queue
+
+    def publish(
+        self,
+        record: RunRecord,
+        *,
+        authority: EffectiveAuthority,
+        request: SubagentStartRequest,
+        note: str | None,
+    ) -> None:
+        """Publish a new child: header, lineage edge, ``published`` event and the completion
+        of its spawn receipt, in one transaction."""
+        store = self._store
+        self._gate(record.parent_id)
+        record.status = "queued" if self._must_queue(record) else "running"
+        header = SessionHeader(
+            session_id=record.run_id,
+            agent=record.agent,
+            parent_id=record.parent_id,
+            delegation_depth=record.depth,
+            status=record.status,
+            provider=record.provider,
+            created_at=time.time(),
+            request_id=request.request_id,
+            meta={
+                "agent_type": record.agent_type,
+                "background": record.background,
+                "role": record.role,
+                "cwd": record.cwd,
+                "model": record.model,
+                **start_meta(record, request, task=authority.task_prefix + request.task),
+            },
+        )
+        tools = record.child.scope.view().names
+        data: dict[str, Any] = {
+            "agent_type": record.agent_type,
+            "depth": record.depth,
+            "background": record.background,
+            "provider": record.provider,
+            "tools": list(tools),
+            "checkout": authority.checkout.kind,
+            # The OS boundary its commands run under (DESIGN rule 10).
+            "sandbox": boundary_summary(
+                SandboxPolicy.from_settings(self._settings),
+                Path(record.cwd) if record.cwd else Path.cwd(),
+                agent=record.agent,
+                writes=bool(WRITING_TOOLS & set(tools)),
+            ),
+        }
+        if note:
+            data["note"] = note
+        if record.worktree is not None:
+            data["worktree"] = str(record.worktree.cwd)
+        fingerprint: dict[str, Any] = {
+            "provider": record.provider,
+            "model": record.model,
+            "thinking": authority.invocation["thinking"].value,
+        }
+
+        def write() -> int:
+            store.create_session(header)
+            if record.parent_id is not None:
+                record.has_edge = record_edge(
+                    store,
                     parent_id=record.parent_id,
                     child_id=record.run_id,
-                    child_role=record.agent,
-                    brief_digest=brief_digest(request.task),
-                    spawn_fingerprint=fingerprint,
+                    agent=record.agent,
+                    task=request.task,
+                    fingerprint=fingerprint,
                 )
-                record.has_edge = True
-        seq = store.append_event(record.run_id, "published", data)
-        if request.request_id is not None:
-            # The spawn receipt completes with the publication, or not at all.
-            store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
-        return seq
+            seq = store.append_event(record.run_id, "published", data)
+            if request.request_id is not None:
+                # The spawn receipt completes with the publication, or not at all.
+                store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
+            return seq
 
-    rt._register(record, seq=rt._commit(write), data=data)
+        self._runs.register(record, seq=self._hub.commit(write), data=data)
 
+    def republish(self, record: RunRecord, *, parent: RunRecord | None, messages: int) -> None:
+        """Publish a resumed child again: status and a ``published`` event (marked
+        ``resumed``, with how many ``messages`` it continues from) in one transaction, then the
+        listing. A live parent that began to stop meanwhile refuses it, as it refuses a new
+        child."""
+        store = self._store
+        self._gate(None if parent is None else parent.run_id)
+        live = self._runs.live(record.run_id)
+        if live is not None and not live.finished:
+            raise InvalidRequest(
+                f"run {record.run_id!r} was resumed by another call meanwhile; it is {live.status}",
+                run_id=record.run_id,
+            )
+        record.status = "queued" if self._must_queue(record) else "running"
+        data: dict[str, Any] = {
+            "agent_type": record.agent_type,
+            "depth": record.depth,
+            "background": record.background,
+            "provider": record.provider,
+            "tools": list(record.child.scope.view().names),
+            "resumed": True,
+            "messages": messages,
+        }
 
-def republish(
-    rt: SubagentRuntime, record: RunRecord, *, parent: RunRecord | None, messages: int
-) -> None:
-    """Publish a resumed child again: status and a ``published`` event (marked ``resumed``,
-    with how many ``messages`` it continues from) in one transaction, then the listing. A
-    live parent that began to stop meanwhile refuses it, as it refuses a new child."""
-    store = rt.store
-    rt.check_publishable(None if parent is None else parent.run_id)
-    live = rt._live_run(record.run_id)
-    if live is not None and not live.finished:
-        raise InvalidRequest(
-            f"run {record.run_id!r} was resumed by another call meanwhile; it is {live.status}",
-            run_id=record.run_id,
-        )
-    record.status = "queued" if rt._must_queue(record) else "running"
-    data: dict[str, Any] = {
-        "agent_type": record.agent_type,
-        "depth": record.depth,
-        "background": record.background,
-        "provider": record.provider,
-        "tools": list(record.child.scope.view().names),
-        "resumed": True,
-        "messages": messages,
-    }
+        def write() -> int:
+            store.set_status(record.run_id, record.status)
+            return store.append_event(record.run_id, "published", data)
 
-    def write() -> int:
-        store.set_status(record.run_id, record.status)
-        return store.append_event(record.run_id, "published", data)
-
-    rt._register(record, seq=rt._commit(write), data=data)
+        self._runs.register(record, seq=self._hub.commit(write), data=data)
 
 
 def start_meta(record: RunRecord, request: SubagentStartRequest, *, task: str) -> dict[str, Any]:

@@ -19,12 +19,15 @@ The path of one start (DESIGN, "The path of one delegation"):
 Runs live in the runtime's task group (``async with SubagentRuntime(...) as runtime``); closing
 the runtime stops every child. A child ends when its parent ends.
 
-The parts: ``spawn`` builds a child (steps 3-6) and ``publish`` publishes it (step 7);
-``receipts`` makes a start with a ``request_id`` idempotent (DESIGN rule 8); ``slots`` bounds
-the background runs (``settings.max_concurrency``) and lends a waiting parent's slot;
-``finish`` drives each run to its end; ``outbox`` delivers background children's completion
-notices to their parents durably; ``resume`` restarts a stored run. This class is the facade
-over them and the one owner of the live runs.
+The parts, each built here with its collaborators passed in: ``start`` (``StartPath``) is the
+one build path with two entries, a fresh start (steps 3-7) and a resumed stored run (``resume``
+reads what the store says of it); ``build`` builds a child (step 6) and ``publish`` publishes
+it (step 7); ``runs`` (``LiveRuns``) is the one owner of the live runs, which durable/ reads
+through ``membrane.durable.runs.RunsTable``; ``durable.receipts`` makes a start with a
+``request_id`` idempotent (DESIGN rule 8); ``slots`` bounds the background runs
+(``settings.max_concurrency``) and lends a waiting parent's slot; ``finish`` drives each run to
+its end; ``durable.outbox`` delivers background children's completion notices to their parents
+durably. This class is the facade over them.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -44,6 +47,7 @@ from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.receipts import SpawnReceipts
+from membrane.durable.runs import RunInfo, RunResult
 from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
@@ -54,6 +58,7 @@ from membrane.errors import (
 from membrane.limits import check_seconds
 from membrane.loop.calls import Emit
 from membrane.resolve.authority import Deployment
+from membrane.runtime.build import ChildBuilder
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.finish import Finisher
@@ -62,12 +67,12 @@ from membrane.runtime.provider import (
     Provider,
     check_capabilities,
 )
+from membrane.runtime.publish import Publisher
 from membrane.runtime.request import SubagentStartRequest, validate_request
-from membrane.runtime.resume import resume_run
-from membrane.runtime.runs import RunInfo, RunRecord, RunResult
+from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.setup import SetupStep
 from membrane.runtime.slots import Slots
-from membrane.runtime.spawn import CatalogLike, Spawner
+from membrane.runtime.start import CatalogLike, StartPath
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.store.base import Store
 from membrane.store.memory import MemoryStore
@@ -141,15 +146,15 @@ class SubagentRuntime:
         project_text = str(self.project) if self.project is not None else base.project
         self._deployment = dataclasses.replace(base, settings=self.settings, project=project_text)
         self._hub = EventHub(self.store)
-        self._runs: dict[str, RunRecord] = {}
-        self._slots = Slots(limit, live=self._runs.get, start=self._start_queued)
-        self._outbox = OutboxDrainer(self.store, live=self._runs.get, commit=self._hub.commit)
+        self._runs = LiveRuns(self._hub)
+        self._slots = Slots(limit, live=self._runs.live, start=self._start_queued)
+        self._outbox = OutboxDrainer(self.store, runs=self._runs, commit=self._hub.commit)
         self._finisher = Finisher(
             self.store,
             hub=self._hub,
             outbox=self._outbox,
             worktrees=worktrees,
-            live=self._runs.get,
+            live=self._runs.live,
             stop=self._request_stop,
             release=self._slots.release,
         )
@@ -157,7 +162,40 @@ class SubagentRuntime:
         self._closing = False
         self._group: TaskGroup | None = None
         self._writers: TaskGroup | None = None
-        self._spawner = Spawner(self, on_step=on_setup_step)
+        builder = ChildBuilder(
+            provider,
+            registry=registry,
+            settings=self.settings,
+            project=self.project,
+            delegation=self._delegation,
+            host=self,
+            emitter=self._emitter,
+            deployment=self._deployment_now,
+            on_step=on_setup_step,
+        )
+        publisher = Publisher(
+            self.store,
+            hub=self._hub,
+            runs=self._runs,
+            settings=self.settings,
+            gate=self._check_publishable,
+            must_queue=self._slots.must_queue,
+        )
+        self._starts = StartPath(
+            store=self.store,
+            registry=registry,
+            catalog=catalog,
+            provider=provider,
+            settings=self.settings,
+            project=self.project,
+            worktrees=worktrees,
+            runs=self._runs,
+            builder=builder,
+            publisher=publisher,
+            deployment=self._deployment_now,
+            roles=self.role_restriction,
+            gate=self._check_publishable,
+        )
 
     # -- lifetime -----------------------------------------------------------------------------
 
@@ -189,7 +227,7 @@ class SubagentRuntime:
         group = self._group
         if group is None:
             return None
-        for record in list(self._runs.values()):
+        for record in self._runs.records():
             self._request_stop(record)
         try:
             if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -236,7 +274,7 @@ class SubagentRuntime:
         validate_request(request, registry=self.registry)
 
         async def act() -> RunInfo:
-            return self._launch(await self._spawner.spawn(request, role=role, allowed=allowed))
+            return self._launch(await self._starts.fresh(request, role=role, allowed=allowed))
 
         if request.request_id is not None:
             return await self._receipts.start(request.request_id, act)
@@ -245,7 +283,7 @@ class SubagentRuntime:
     async def run(self, request: SubagentStartRequest) -> RunResult:
         """``start()`` and ``wait()`` in one call."""
         info = await self.start(request)
-        if info.result is not None and info.run_id not in self._runs:
+        if info.result is not None and self._runs.live(info.run_id) is None:
             return info.result  # a replayed start whose run ended in an earlier process
         return await self.wait(info.run_id)
 
@@ -297,7 +335,7 @@ class SubagentRuntime:
         """Every published run, or only ``parent_id``'s children, in start order."""
         return [
             self._info(record)
-            for record in self._runs.values()
+            for record in self._runs.records()
             if parent_id is None or record.parent_id == parent_id
         ]
 
@@ -350,21 +388,12 @@ class SubagentRuntime:
             return None
         return Restriction(allow=spec.allow, deny=spec.deny, label=f"role:{role}")
 
-    # -- used by the spawner ------------------------------------------------------------------
-
     @property
     def delegation(self) -> DelegationConfig:
+        """What the delegation tools copy into each request."""
         return self._delegation
 
-    @property
-    def worktrees(self) -> WorktreeManager | None:
-        return self._worktrees
-
-    @property
-    def catalog(self) -> CatalogLike:
-        return self._catalog
-
-    def deployment(self, definition: AgentDefinition | None = None) -> Deployment:
+    def _deployment_now(self, definition: AgentDefinition | None = None) -> Deployment:
         """The deployment as of now: the live registry, the catalog's definitions and, for
         ``definition``, its memory."""
         memory = (
@@ -379,25 +408,22 @@ class SubagentRuntime:
             memory=memory,
         )
 
-    def _live_run(self, run_id: str) -> RunRecord | None:
-        return self._runs.get(run_id)
-
     def _emitter(self, run_id: str) -> Emit:
         """The ``emit`` callback of one child; silent until the child is published."""
-        return emitter(run_id, hub=self._hub, store=self.store, live=self._runs.get)
+        return emitter(run_id, hub=self._hub, store=self.store, runs=self._runs)
 
-    def check_publishable(self, parent_id: str | None) -> None:
+    def _check_publishable(self, parent_id: str | None) -> None:
         """Refuse to publish a child now: the runtime is closing, or its parent ended or is
-        stopping. The spawner calls it in the synchronous step that commits and registers the
-        child, so nothing can change between this check and the child being scheduled. The
-        refusal is ``InvalidRequest`` with ``transient: true``: the runtime's state refused the
-        start, not the request, so its receipt is released."""
+        stopping. The start path calls it in the synchronous step that commits and registers
+        the child, so nothing can change between this check and the child being scheduled.
+        The refusal is ``InvalidRequest`` with ``transient: true``: the runtime's state refused
+        the start, not the request, so its receipt is released."""
         if self._closing or self._group is None:
             raise InvalidRequest(
                 "the runtime is closing; no new child is started (nothing was published)",
                 transient=True,
             )
-        parent = self._runs.get(parent_id) if parent_id is not None else None
+        parent = self._runs.live(parent_id) if parent_id is not None else None
         if parent is not None and (parent.finished or parent.stop_requested):
             state = parent.status if parent.finished else "stopping"
             raise InvalidRequest(
@@ -406,29 +432,6 @@ class SubagentRuntime:
                 parent_id=parent_id,
                 transient=True,
             )
-
-    def _register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
-        """List a child whose publication committed (as ``seq``), and announce it."""
-        self._runs[record.run_id] = record
-        parent = self._runs.get(record.parent_id) if record.parent_id else None
-        if parent is not None:
-            parent.children.append(record.run_id)
-        self._hub.deliver(
-            seq=seq,
-            run_id=record.run_id,
-            parent_id=record.parent_id,
-            agent=record.agent,
-            kind="published",
-            data=data,
-        )
-
-    def _commit(self, work: Callable[[], T]) -> T:
-        """Run store writes in one transaction with the queued events (see ``EventHub``)."""
-        return self._hub.commit(work)
-
-    def _must_queue(self, record: RunRecord) -> bool:
-        """Whether a new background child waits for a slot."""
-        return self._slots.must_queue(record)
 
     # -- scheduling and ending ----------------------------------------------------------------
 
@@ -474,7 +477,7 @@ class SubagentRuntime:
             self._hub.commit(lambda: self.store.set_status(run_id, status))
 
     def _lookup(self, run_id: str, caller: str | None) -> RunRecord:
-        record = self._runs.get(run_id) if isinstance(run_id, str) else None
+        record = self._runs.live(run_id)
         if record is None or (caller is not None and record.parent_id != caller):
             whose = "among your subagents" if caller is not None else "in this runtime"
             raise UnknownRun(f"no run {run_id!r} {whose}", run_id=str(run_id))
@@ -484,7 +487,7 @@ class SubagentRuntime:
         return record.info(queue_position=self._slots.position(record))
 
     def _live_info(self, run_id: str) -> RunInfo | None:
-        record = self._runs.get(run_id)
+        record = self._runs.live(run_id)
         return None if record is None else self._info(record)
 
     async def resume(self, run_id: str, message: str, *, caller: str | None = None) -> RunInfo:
@@ -501,7 +504,7 @@ class SubagentRuntime:
         ``WorktreeUnavailable`` or ``StoreError``; nothing is published then.
         """
         self._require_open()
-        record = await resume_run(self, run_id, message, caller=caller)
+        record = await self._starts.resumed(run_id, message, caller=caller)
         info = self._launch(record)
         self._outbox.resumed(record)
         return info

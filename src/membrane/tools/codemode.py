@@ -3,26 +3,20 @@
 ``render_sdk`` writes the module source from a view's tools: one keyword-only async function per
 tool, parameter types derived from the tool's JSON Schema, and ``TOOLS`` mapping each function to
 the tool it calls. The functions hold no behaviour of their own: ``bind`` routes them through a
-callable that the host supplies, and ``load_sdk`` binds them to the scope's *current* view, so
-code run in Code Mode reaches exactly the tools the scope shows at each call and nothing else.
+callable that the host supplies, and ``membrane.tools.sdk.load_sdk`` binds them to the scope's
+*current* view, so code run in Code Mode reaches exactly the tools the scope shows at each call
+and nothing else. This module only writes source; it knows nothing of views or scopes.
 """
 
 from __future__ import annotations
 
 import keyword
 import re
-import types
-from collections.abc import Callable, Container, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Container, Iterable, Mapping
 
-from membrane.errors import ToolSpecError
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import Tool
 
-if TYPE_CHECKING:
-    from membrane.tools.scope import Scope
-    from membrane.tools.view import ToolView
-
-__all__ = ["load_sdk", "python_name", "render_sdk"]
+__all__ = ["python_name", "render_sdk"]
 
 _HEADER = '''\
 """Typed functions for the tools this agent may call (Code Mode).
@@ -87,43 +81,6 @@ def render_sdk(tools: Iterable[Tool]) -> str:
     entries = "".join(f"    {function!r}: {name!r},\n" for function, name in mapping.items())
     parts.append(f"\nTOOLS: dict[str, str] = {{\n{entries}}}\n")
     return "\n".join(parts)
-
-
-def load_sdk(source: Scope | Callable[[], ToolView], context: ToolContext) -> types.ModuleType:
-    """The Code Mode SDK of ``source`` as a fresh module, bound to its live view.
-
-    ``source`` is a ``Scope`` or a callable returning the view to use now. The module's
-    functions are those of the view at load time, but every call resolves the view again and
-    runs through its ``ToolView.call``: a tool removed, denied or hidden after loading fails
-    with ``tool-not-visible`` instead of running. A bare ``ToolView`` is refused, because a
-    frozen view would keep running tools the scope no longer shows; for a fixed set of tools
-    that should never change, pass ``lambda: view`` deliberately.
-    """
-    current = _view_source(source)
-    module = types.ModuleType("membrane_tools")
-    exec(compile(current().code_sdk(), "<membrane tools>", "exec"), module.__dict__)
-
-    async def call(name: str, arguments: dict[str, Any]) -> Any:
-        return await current().call(name, arguments, context)
-
-    module.bind(call)
-    return module
-
-
-def _view_source(source: Scope | Callable[[], ToolView]) -> Callable[[], ToolView]:
-    from membrane.tools.scope import Scope  # the scope module imports this one
-    from membrane.tools.view import ToolView
-
-    if isinstance(source, Scope):
-        return source.view
-    if isinstance(source, ToolView) or not callable(source):
-        raise ToolSpecError(
-            f"load_sdk needs a Scope (or a callable returning its current ToolView), got "
-            f"{type(source).__name__}; a fixed ToolView would keep calling tools the scope no "
-            "longer shows",
-            got=type(source).__name__,
-        )
-    return source
 
 
 def _function_source(tool: Tool, function: str) -> str:

@@ -1,0 +1,231 @@
+"""What durable/ knows of runs: the snapshots it stores and replays, and the narrow protocol
+through which it reads the runtime's live runs.
+
+``RunInfo`` is what listings show; ``RunResult`` is how a run ended (the child's
+``ChildOutcome``, unchanged, with the run's id, agent and worktree). Both are immutable, with
+``to_dict()`` for tool results and JSON output and a stored form that receipts replay.
+
+``RunsTable`` is the runtime's one owner of live runs, as durable/ sees it: ``live(run_id)``
+gives a ``LiveRun``, the few fields the receipts, the outbox and the transcripts read (and the
+two they write: ``outbox_item`` and ``stored_messages``). ``EventLog`` is the runtime's event
+hub, as durable/ uses it: events written behind, and store work committed with them. durable/
+never imports the runtime; the runtime hands these in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, cast
+
+from membrane.json_types import JSONDict, JSONObject, JSONValue
+from membrane.loop.outcome import ChildOutcome
+from membrane.models.base import Message, Usage
+from membrane.vocabulary import END_STATES, EndStatus
+
+__all__ = ["EventLog", "LiveChild", "LiveRun", "RunInfo", "RunResult", "RunsTable"]
+
+T = TypeVar("T")
+
+
+class LiveChild(Protocol):
+    """What durable/ uses of a live run's child (a ``ProviderChild`` is one)."""
+
+    def messages(self) -> tuple[Message, ...]: ...
+
+    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool: ...
+
+
+class LiveRun(Protocol):
+    """What durable/ reads of one live run, and the two counters it keeps on it."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def agent(self) -> str: ...
+
+    @property
+    def parent_id(self) -> str | None: ...
+
+    @property
+    def background(self) -> bool: ...
+
+    @property
+    def child(self) -> LiveChild: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def stop_requested(self) -> bool: ...
+
+    @property
+    def parent_waits(self) -> int: ...
+
+    #: The outbox item of this run's completion notice, until delivered or settled by a wait.
+    outbox_item: int | None
+    #: How many transcript messages the store holds, as far as this process wrote them.
+    stored_messages: int
+
+
+class RunsTable(Protocol):
+    """The runtime's live runs, by id."""
+
+    def live(self, run_id: str) -> LiveRun | None: ...
+
+
+class EventLog(Protocol):
+    """The runtime's event hub: events written behind, store work committed with them."""
+
+    def post(
+        self,
+        *,
+        run_id: str,
+        parent_id: str | None,
+        agent: str,
+        kind: str,
+        data: Mapping[str, object],
+    ) -> None: ...
+
+    def flush(self, work: Callable[[], None]) -> None: ...
+
+    def commit(self, work: Callable[[], T]) -> T: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How one run ended: the child's ``outcome`` as its provider returned it, unchanged, with
+    the run's id and agent. ``worktree`` is ``{branch, commit, has_changes}`` for an isolated
+    child; ``error`` is ``{"code", "message", "data"}`` when ``status`` is ``error``."""
+
+    run_id: str
+    agent: str
+    outcome: ChildOutcome
+    worktree: JSONObject | None = None
+
+    @property
+    def status(self) -> EndStatus:
+        return self.outcome.status
+
+    @property
+    def text(self) -> str:
+        return self.outcome.text
+
+    @property
+    def turns(self) -> int:
+        return self.outcome.turns
+
+    @property
+    def usage(self) -> Usage:
+        return self.outcome.usage
+
+    @property
+    def error(self) -> JSONObject | None:
+        return self.outcome.error
+
+    @property
+    def structured(self) -> JSONValue:
+        return self.outcome.structured
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+    def to_dict(self) -> JSONDict:
+        data: JSONDict = {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "status": self.status,
+            "text": self.text,
+            "turns": self.turns,
+        }
+        if self.error is not None:
+            data["error"] = dict(self.error)
+        if self.structured is not None:
+            data["structured"] = self.structured
+        if self.worktree is not None:
+            data["worktree"] = dict(self.worktree)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: JSONObject) -> RunResult:
+        """The result ``to_dict()`` wrote (as the store gives it back)."""
+        error, worktree = data.get("error"), data.get("worktree")
+        turns, status = data.get("turns"), data.get("status")
+        outcome = ChildOutcome(
+            status=cast(EndStatus, status) if status in END_STATES else "error",
+            text=str(data.get("text") or ""),
+            turns=turns if type(turns) is int else 0,
+            error=dict(error) if isinstance(error, Mapping) else None,
+            structured=data.get("structured"),
+        )
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            agent=str(data.get("agent", "")),
+            outcome=outcome,
+            worktree=dict(worktree) if isinstance(worktree, Mapping) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """A published run as listings show it. ``queue_position`` is 1-based while queued."""
+
+    run_id: str
+    agent: str
+    agent_type: str
+    parent_id: str | None
+    depth: int
+    status: str
+    background: bool
+    provider: str
+    queue_position: int | None = None
+    result: RunResult | None = None
+
+    def to_dict(self) -> JSONDict:
+        data: JSONDict = {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "status": self.status,
+            "background": self.background,
+        }
+        if self.queue_position is not None:
+            data["queue_position"] = self.queue_position
+        if self.result is not None:
+            data["result"] = self.result.to_dict()
+        return data
+
+    def to_stored(self) -> JSONDict:
+        """What a spawn receipt keeps to replay this run: every field but the queue place and
+        the result (a replay reads the result from the session header, which stays current)."""
+        return {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "agent_type": self.agent_type,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "status": self.status,
+            "background": self.background,
+            "provider": self.provider,
+        }
+
+    @classmethod
+    def from_stored(
+        cls, data: JSONObject, *, status: str | None = None, result: RunResult | None = None
+    ) -> RunInfo:
+        """The run ``to_stored()`` kept, with its current ``status`` and ``result`` when known."""
+        parent_id, depth = data.get("parent_id"), data.get("depth")
+        return cls(
+            run_id=str(data.get("run_id", "")),
+            agent=str(data.get("agent", "")),
+            agent_type=str(data.get("agent_type", data.get("agent", ""))),
+            parent_id=parent_id if isinstance(parent_id, str) else None,
+            depth=depth if type(depth) is int else 0,
+            status=status if status is not None else str(data.get("status", "")),
+            background=data.get("background") is True,
+            provider=str(data.get("provider", "")),
+            result=result,
+        )

@@ -1,0 +1,231 @@
+"""Building one child: from its resolved authority to a provider's unpublished child.
+
+``ChildBuilder.build`` is the one build step of both start entries (fresh and resumed): it
+derives the child's ``ChildSetup`` (prompt sections, the three restrictions, scope-local and
+delegation tools, the response schema) and ``ChildSpec``, has the provider create the child with
+the one setup callback, and checks that setup ran exactly once. Nothing it builds is observable
+until the start path publishes it; ``discard_child`` releases a child that never will be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+
+from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.builtin_tools.skill import bind_skill_tool
+from membrane.config.values import Settings
+from membrane.errors import InvalidRequest, MembraneError, SetupFailed
+from membrane.loop.calls import Emit
+from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
+from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
+from membrane.runtime.environment import child_environment
+from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
+from membrane.runtime.request import SubagentStartRequest
+from membrane.runtime.runs import RunRecord
+from membrane.runtime.setup import ChildSetup, SetupStep
+from membrane.runtime.worktree import Worktree
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.scope import Scope
+from membrane.tools.spec import Tool
+
+__all__ = ["ChildBuilder", "discard_child"]
+
+
+class ChildBuilder:
+    """Builds the children of one runtime on ``provider``.
+
+    ``host`` is what the delegation tools of a child that may delegate call (the runtime's
+    public API); ``emitter(run_id)`` is a child's ``emit`` callback; ``deployment()`` is the
+    deployment as of now (its skill files and roots); ``on_step`` observes each step of every
+    child's setup.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        registry: ToolRegistry,
+        settings: Settings,
+        project: Path | None,
+        delegation: DelegationConfig,
+        host: DelegationHost,
+        emitter: Callable[[str], Emit],
+        deployment: Callable[[], Deployment],
+        on_step: SetupStep | None = None,
+    ) -> None:
+        if on_step is not None and not callable(on_step):
+            raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
+        self._provider = provider
+        self._registry = registry
+        self._settings = settings
+        self._project = project
+        self._delegation = delegation
+        self._host = host
+        self._emitter = emitter
+        self._deployment = deployment
+        self._on_step = on_step
+
+    async def build(
+        self,
+        run_id: str,
+        request: SubagentStartRequest,
+        authority: EffectiveAuthority,
+        context: ParentContext,
+        *,
+        depth: int,
+        role: Restriction | None,
+        worktree: Worktree | None,
+        built: list[ProviderChild] | None = None,
+        resumed: bool = False,
+    ) -> RunRecord:
+        """The child of ``request``, built by the provider with its setup (prompt, restrictions,
+        scope-local and delegation tools), not yet published. It is appended to ``built`` as
+        soon as it exists, so that a caller's rollback can discard it. ``resumed``: the child
+        continues the stored run ``run_id`` (``ChildSpec.resumed``)."""
+        definition = authority.definition
+        invocation = authority.invocation
+        model = _text_or_none(invocation["model"].value)
+        max_turns = invocation["max_turns"].value
+        if max_turns is None:
+            max_turns = self._settings.default_max_turns
+        cwd: Path | None = None
+        if worktree is not None:
+            cwd = worktree.cwd
+        elif authority.checkout.path:
+            cwd = Path(authority.checkout.path)
+        restrictions: list[ToolPredicate] = [authority.restriction]
+        restrictions += [p for p in (request.restriction, role) if p is not None]
+        setup = ChildSetup(
+            run_id=run_id,
+            sections=authority.prompt_sections,
+            persona_values={
+                "agent": definition.name,
+                "agent_type": request.agent_type,
+                "cwd": "" if cwd is None else str(cwd),
+                "depth": str(depth),
+                "model": model or "",
+                "parent_id": request.parent_id or "",
+                "project": "" if self._project is None else str(self._project),
+                "run_id": run_id,
+            },
+            restrictions=restrictions,
+            local_tools=self._local_tools(run_id, request, authority, context, definition),
+            response_schema=request.response_schema,
+            checkout=None
+            if worktree is None or not authority.checkout.path
+            else (authority.checkout.path, str(worktree.cwd)),
+            on_step=self._on_step,
+        )
+        composed: list[ChildComposition] = []
+
+        def install(scope: Scope) -> ChildComposition:
+            composition = setup(scope)
+            composed.append(composition)
+            return composition
+
+        spec = ChildSpec(
+            run_id=run_id,
+            agent=definition.name,
+            request=request,
+            registry=self._registry,
+            task=authority.task_prefix + request.task,
+            depth=depth,
+            emit=self._emitter(run_id),
+            parent_id=request.parent_id,
+            cwd=cwd,
+            model=model,
+            thinking=_text_or_none(invocation["thinking"].value),
+            max_turns=max_turns if isinstance(max_turns, int) else None,
+            grace_turns=self._settings.grace_turns,
+            response_schema=request.response_schema,
+            transcript=tuple(context.transcript),  # type: ignore[arg-type]
+            extensions=tuple(authority.extensions_loaded),
+            resumed=resumed,
+            env=child_environment(skill_roots=self._deployment().skill_roots),
+        )
+        child = await self._create(spec, install)
+        if built is not None:
+            built.append(child)
+        if len(composed) != 1:
+            raise SetupFailed(
+                f"provider {self._provider.name!r} returned child {run_id!r} without running its "
+                "setup exactly once; nothing was published",
+                run_id=run_id,
+                step="provider",
+            )
+        return RunRecord(
+            run_id=run_id,
+            agent=definition.name,
+            agent_type=request.agent_type,
+            parent_id=request.parent_id,
+            depth=depth,
+            background=invocation["run_in_background"].value is True,
+            provider=self._provider.name,
+            child=child,
+            system=composed[0].system,
+            model=model,
+            permission_mode=str(invocation["permission"].value),
+            role=request.role,
+            cwd=None if cwd is None else str(cwd),
+            worktree=worktree,
+            skills=authority.skills,
+        )
+
+    async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:
+        provider = self._provider
+        try:
+            return await provider.create(spec, install)  # type: ignore[arg-type]
+        except SetupFailed:
+            raise
+        except (MembraneError, Exception) as exc:
+            detail = (
+                exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+            )
+            raise SetupFailed(
+                f"provider {provider.name!r} could not build child {spec.run_id!r}: {detail}; "
+                "nothing was published",
+                run_id=spec.run_id,
+                step="provider",
+                cause=getattr(exc, "code", None),
+            ) from exc
+
+    def _local_tools(
+        self,
+        run_id: str,
+        request: SubagentStartRequest,
+        authority: EffectiveAuthority,
+        context: ParentContext,
+        definition: AgentDefinition,
+    ) -> list[Tool]:
+        tools = [context.tools[name] for name in authority.inherited_local_tools]
+        if authority.delegation_tools:
+            allowed = definition.allowed_subagents
+            tools += delegation_tools(
+                self._host,
+                parent_id=run_id,
+                allowed=() if allowed is UNSET else allowed,
+                config=self._delegation,
+                role=request.role,
+                names=authority.delegation_tools,
+            )
+        return bind_skill_tool(tools, authority.skills, self._deployment().skill_files)
+
+
+async def discard_child(child: object) -> None:
+    """Release what a provider allocated for a child that is never published: its optional
+    ``discard()`` (plain or async). A failure there never hides the error being rolled back."""
+    discard = getattr(child, "discard", None)
+    if not callable(discard):
+        return
+    with contextlib.suppress(Exception):
+        outcome = discard()
+        if inspect.isawaitable(outcome):
+            await outcome
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
