@@ -8,6 +8,7 @@ type that a public signature takes or returns is in it. Two modules are public a
 
 from __future__ import annotations
 
+from membrane._version import __version__
 from membrane.agents import (
     Catalog,
     Dispatch,
@@ -97,8 +98,6 @@ from membrane.tools.scope import Scope
 from membrane.tools.spec import Attachment, Tool, ToolContext, ToolOutput
 from membrane.tools.view import ToolView
 from membrane.workspace import Workspace
-
-__version__ = "0.1.0"
 
 __all__ = [
     "UNSET",

@@ -24,6 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final
 
+from membrane._version import __version__
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 
 __all__ = ["CACHE_FILE", "DefinitionCache"]
@@ -47,8 +48,6 @@ _FIELDS: Final = {f.name for f in fields(AgentDefinition)}
 
 
 def _fingerprint() -> str:
-    from membrane import __version__
-
     here = Path(__file__).resolve().parent
     parts = [f"format={_FORMAT}", f"membrane={__version__}"]
     for name in _PARSER_MODULES:
