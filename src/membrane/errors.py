@@ -26,6 +26,7 @@ Two families, as a user meets them:
     │   ├── InvalidPersona ............. invalid-persona
     │   ├── UnknownSubagent ............ unknown-subagent
     │   ├── UnsupportedCapability ...... unsupported-capability
+    │   ├── UnknownAgent ............... unknown-agent
     │   ├── InvalidSchedule ............ invalid-schedule
     │   ├── UnknownSchedule ............ unknown-schedule
     │   ├── ExtraNotInstalled .......... extra-not-installed
@@ -96,6 +97,7 @@ __all__ = [
     "ToolFilterError",
     "ToolNotVisible",
     "ToolSpecError",
+    "UnknownAgent",
     "UnknownModel",
     "UnknownRun",
     "UnknownSchedule",
@@ -241,6 +243,14 @@ class UnknownSubagent(ConfigError):
     """An agent type cannot be dispatched and the fallback policy fails closed."""
 
     code = "unknown-subagent"
+
+
+class UnknownAgent(ConfigError):
+    """``membrane run NAME`` (or a host's top-level start) names no usable agent: unknown,
+    ambiguous, disabled, or a file by that name that cannot be read (its error in
+    ``data.file_error``). Carries ``requested``, ``reason`` and ``closest`` (names)."""
+
+    code = "unknown-agent"
 
 
 class UnsupportedCapability(ConfigError):

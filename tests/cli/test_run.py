@@ -236,21 +236,15 @@ def test_json_mode_reports_a_broken_extension_on_stderr_and_keeps_stdout_json(
     assert "flaky" in captured.err
 
 
-def test_an_unknown_agent_type_runs_the_fallback_and_text_mode_says_so(
+def test_an_unknown_agent_type_is_refused_before_anything_runs(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The model-facing fallback is for Task calls; a top-level run never guesses its agent.
     script = _write(tmp_path / "default.yaml", "default:\n  - text: fallback answer\n")
     args = ["run", "nobody", "go", "--project", str(project), "--model", f"scripted:{script}"]
-    assert main(args) == 0
-    out = capsys.readouterr().out
-    ((run_id, (agent, status, meta)),) = _sessions(project).items()
-    assert (agent, status, json.loads(meta)["agent_type"]) == (
-        "general-purpose",
-        "completed",
-        "nobody",
-    )
-    assert run_id in out
-    assert "nobody" in out
+    assert main(args) == 2
+    assert _error_code(capsys.readouterr().err) == "unknown-agent"
+    assert not locate_state(project.resolve(), home=membrane_home()).path.exists()
 
 
 def test_an_unknown_agent_type_without_a_fallback_is_a_configuration_error(
@@ -259,4 +253,4 @@ def test_an_unknown_agent_type_without_a_fallback_is_a_configuration_error(
     _write(project / ".membrane" / "config.toml", 'fallback_subagent = "none"\n')
     args = ["run", "nobody", "go", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 2
-    assert _error_code(capsys.readouterr().err) == "unknown-subagent"
+    assert _error_code(capsys.readouterr().err) == "unknown-agent"

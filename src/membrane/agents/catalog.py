@@ -43,7 +43,7 @@ from membrane.agents.values import REPAIRED_NAME
 from membrane.agents.watch import Change, DirectoryWatcher
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
-from membrane.errors import DefinitionError, UnknownSubagent
+from membrane.errors import DefinitionError, UnknownAgent, UnknownSubagent
 
 __all__ = [
     "BUILTIN_DIR",
@@ -402,6 +402,14 @@ def _refused_repairs(
     return refused
 
 
+def _names_file(error: DefinitionError, name: str) -> bool:
+    """Whether the unusable file of ``error`` is the one a run of ``name`` meant: its file
+    name (or its ``opencode.json`` entry) is ``name``, in any case."""
+    path = str(error.data.get("path", ""))
+    stem = path.rpartition("#")[2] if "#" in path else Path(path).stem
+    return stem.casefold() == name.casefold()
+
+
 def _path_order(path: str) -> tuple[str, ...]:
     return Path(path).parts
 
@@ -734,6 +742,33 @@ class Catalog:
         else:
             note = f"agent type `{agent_type}` {why}; using `{fallback.name}` (fallback_subagent)"
         return Dispatch(fallback, agent_type, note, fallback=True)
+
+    def require(self, name: str) -> AgentDefinition:
+        """The usable definition ``name`` names for a top-level run (exact, else the one
+        case-insensitive match), never a fallback: ``UnknownAgent`` with the closest names, and
+        the file's own error when a file by that name exists but cannot be read."""
+        found, why = self.lookup(name)
+        if found is not None and found.is_enabled:
+            return found
+        if found is not None:
+            why = f"is disabled (enabled: false in {found.path})"
+        broken = next((e for e in self.errors if _names_file(e, name)), None)
+        if broken is not None:
+            why = f"is defined by {broken.data['path']}, which cannot be used: {broken}"
+        known = sorted(n for n, d in self._winners.items() if d.is_enabled)
+        closest = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        hint = (
+            f"did you mean {', '.join(f'`{c}`' for c in closest)}?"
+            if closest
+            else "`membrane agents list` shows the agents"
+        )
+        raise UnknownAgent(
+            f"agent `{name}` {why}; {hint}",
+            requested=name,
+            reason=why,
+            closest=closest,
+            file_error=None if broken is None else broken.to_dict(),
+        )
 
     def _unknown(self, agent_type: str, why: str, policy: str) -> UnknownSubagent:
         known = sorted(name for name, d in self._winners.items() if d.is_enabled)

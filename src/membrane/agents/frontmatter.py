@@ -71,16 +71,24 @@ def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
             )
         ) from exc
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        # An unclosed construct (`[Read, Grep`) is reported where it opened (the parser's
+        # context mark), not at the next key where the parser noticed.
+        mark = exc.context_mark or exc.problem_mark
         yaml_line = mark.line if mark else 0
         line = fm.file_line(yaml_line)
         key = _key_at(yaml_text, yaml_line)
         problem = (exc.problem or exc.context or "invalid YAML").strip()
+        if exc.context and exc.problem:
+            problem = f"{exc.context.strip()}: {problem}"
+        column = mark.column + 1 if mark else None
         raise _Broken(
             DefinitionError(
-                f"invalid YAML: {problem}",
+                f"invalid YAML at column {column}: {problem}"
+                if column
+                else f"invalid YAML: {problem}",
                 path=fm.path,
                 line=line,
+                column=column,
                 field=key,
                 hint=_hint(problem, key),
             )

@@ -13,12 +13,15 @@ from rich.table import Table
 from rich.text import Text
 
 from membrane.agents.cache import CACHE_FILE
-from membrane.agents.catalog import Catalog
+from membrane.agents.catalog import Catalog, dialect_roots
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.frontmatter import read_definition
-from membrane.cli.app import app, safe_text, table_console
-from membrane.config.load import membrane_home
+from membrane.agents.translation import MEMBRANE, Dialect
+from membrane.cli.app import app, safe_text, table_console, warning_json
+from membrane.config.load import load_settings, membrane_home
+from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
+from membrane.resolve.authority import mcp_server_of
 from membrane.store.location import locate_state
 
 agents_app = typer.Typer(
@@ -91,11 +94,11 @@ def list_agents(
                     "shadows": [
                         {"root": s.root, "path": s.path} for s in catalog.shadowed.get(name, [])
                     ],
-                    "warnings": d.to_json()["warnings"],
+                    "warnings": [warning_json(w) for w in d.warnings],
                 }
                 for name, d in winners.items()
             ],
-            "warnings": [str(w) for w in catalog.warnings],
+            "warnings": [warning_json(w) for w in catalog.warnings],
             "errors": [_error_json(e) for e in catalog.errors],
         }
         _echo(json.dumps(payload, indent=2))
@@ -172,6 +175,38 @@ def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition
     _echo(definition.body)
 
 
+def dialect_of(file: Path, settings: Settings) -> Dialect:
+    """The dialect of the root a file lies in (``.claude/agents``, ``.opencode/agent(s)``,
+    ``.pi/agents``), with the deployment's options; Membrane's own elsewhere."""
+    for folder in file.resolve().parents:
+        for root in dialect_roots(settings, project=folder, claude_home=folder / ".claude"):
+            if root.kind == "dir" and (
+                root.directory == file.parent or root.directory in file.resolve().parents
+            ):
+                return root.dialect
+    return MEMBRANE
+
+
+def unknown_servers(definition: AgentDefinition, settings: Settings) -> list[DefinitionWarning]:
+    """An ``mcp__SERVER__...`` selector naming no server of ``[mcp_servers]`` selects nothing."""
+    found: list[DefinitionWarning] = []
+    for field in ("tools", "disallowed_tools"):
+        tokens = getattr(definition, field)
+        for token in tokens if isinstance(tokens, tuple) else ():
+            server = mcp_server_of(token)
+            if server is not None and server not in settings.mcp_servers:
+                found.append(
+                    DefinitionWarning(
+                        definition.path,
+                        definition.lines.get(field),
+                        "unknown-server",
+                        f"`{token}` names the MCP server `{server}`, which no [mcp_servers] "
+                        "entry configures; it selects nothing",
+                    )
+                )
+    return found
+
+
 def _files(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
@@ -189,30 +224,50 @@ def validate_agents(
     ),
     project: Path | None = _PROJECT,
     workspace: Path | None = _WORKSPACE,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Print every warning and error as `file:line: code: message`; exit 1 if a file is unusable."""
+    """Print every warning and error as `file:line: code: message`; exit 1 if a file is unusable.
+
+    With --json, one document: {files, usable, unusable, warnings: [{code, message, file, line}],
+    errors: [{code, message, data}]}.
+    """
     warnings: list[DefinitionWarning] = []
     errors: list[DefinitionError] = []
     count = 0
+    settings = load_settings(project=(project or Path.cwd()).resolve(), home=membrane_home())
+    read: list[AgentDefinition] = []
     if paths:
         for file in _files(paths):
             count += 1
             try:
-                warnings.extend(read_definition(file, root="project").warnings)
+                found = read_definition(file, root="project", dialect=dialect_of(file, settings))
             except DefinitionError as exc:
                 errors.append(exc)
+                continue
+            read.append(found)
+            warnings.extend(found.warnings)
     else:
         catalog = _catalog(project, workspace)
-        for definition in catalog.definitions().values():
+        read = [*catalog.definitions().values(), *chain.from_iterable(catalog.shadowed.values())]
+        for definition in read:
             warnings.extend(definition.warnings)
-        for losers in catalog.shadowed.values():
-            for definition in losers:
-                warnings.extend(definition.warnings)
         warnings.extend(catalog.warnings)
         errors = list(catalog.errors)
         # Files on disk only: the packaged builtins are not the user's files.
-        read = [*catalog.definitions().values(), *chain.from_iterable(catalog.shadowed.values())]
         count = sum(not d.builtin for d in read) + len(errors)
+    warnings.extend(w for d in read for w in unknown_servers(d, settings))
+    if as_json:
+        payload = {
+            "files": count,
+            "usable": count - len(errors),
+            "unusable": len(errors),
+            "warnings": [warning_json(w) for w in warnings],
+            "errors": [_error_json(e) for e in errors],
+        }
+        _echo(json.dumps(payload, indent=2))
+        if errors:
+            raise typer.Exit(1)
+        return
     for warning in warnings:
         _echo(_warning_line(warning))
     for error in errors:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import TextIO
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 import membrane
+from membrane.agents.definition import DefinitionWarning
 from membrane.errors import ConfigError, MembraneError
 
 app = typer.Typer(
@@ -66,6 +68,16 @@ def table_console() -> Console:
     return Console(width=_PIPED_WIDTH)
 
 
+def warning_json(warning: DefinitionWarning) -> dict[str, object]:
+    """The one shape of a warning in every command's JSON: ``{code, message, file, line}``."""
+    return {
+        "code": warning.code,
+        "message": warning.message,
+        "file": warning.path,
+        "line": warning.line,
+    }
+
+
 def error_text(exc: MembraneError) -> Text:
     """``code: message`` (plus the hint when the message does not already carry it), as plain
     text: nothing in a message is read as Rich markup."""
@@ -88,11 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     and keeps its traceback.
     """
     _register_commands()
+    args = sys.argv[1:] if argv is None else argv
     try:
         app(args=argv, prog_name="membrane", standalone_mode=True)
     except MembraneError as exc:
-        err_console.print(error_text(exc), highlight=False)
-        return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
+        code = EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
+        if "--json" in args:
+            # With --json, stderr carries the error as one JSON object too.
+            sys.stderr.write(json.dumps({"error": exc.to_dict(), "exit_code": code}) + "\n")
+        else:
+            err_console.print(error_text(exc), highlight=False)
+        return code
     except SystemExit as exc:
         if exc.code is None:
             return 0

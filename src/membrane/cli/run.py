@@ -260,8 +260,10 @@ def run(
     State goes to $MEMBRANE_HOME/projects/<project-id>/state.db (--state overrides). Every
     project extension is imported and its setup() runs, so run only trusted projects.
     """
-    chosen = parse_model(model)
     ws = Workspace.open(project, workspace=workspace)
+    # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
+    ws.catalog.require(agent)
+    chosen = parse_model(model)
 
     async def start(runtime: SubagentRuntime) -> RunInfo:
         request = SubagentStartRequest(agent_type=agent, task=task, background=background)

@@ -1,0 +1,175 @@
+"""The CLI never surprises: an unknown agent is exit 2 with the closest names, a broken file is
+never "unknown", and every ``--json`` document (errors included) has one shape per command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from membrane.cli.app import main
+
+WARNING = {
+    "type": "object",
+    "required": ["code", "message", "file", "line"],
+    "additionalProperties": False,
+    "properties": {
+        "code": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"},
+        "message": {"type": "string"},
+        "file": {"type": "string"},
+        "line": {"type": ["integer", "null"]},
+    },
+}
+ERROR = {
+    "type": "object",
+    "required": ["code", "message", "data"],
+    "additionalProperties": False,
+    "properties": {
+        "code": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"},
+        "message": {"type": "string"},
+        "data": {"type": "object"},
+    },
+}
+#: ``--json`` on stderr when a command fails.
+FAILURE = {
+    "type": "object",
+    "required": ["error", "exit_code"],
+    "additionalProperties": False,
+    "properties": {"error": ERROR, "exit_code": {"type": "integer"}},
+}
+VALIDATE = {
+    "type": "object",
+    "required": ["files", "usable", "unusable", "warnings", "errors"],
+    "additionalProperties": False,
+    "properties": {
+        "files": {"type": "integer"},
+        "usable": {"type": "integer"},
+        "unusable": {"type": "integer"},
+        "warnings": {"type": "array", "items": WARNING},
+        "errors": {"type": "array", "items": ERROR},
+    },
+}
+LIST = {
+    "type": "object",
+    "required": ["agents", "warnings", "errors"],
+    "additionalProperties": False,
+    "properties": {
+        "agents": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "root", "dialect", "path", "warnings"],
+                "properties": {"warnings": {"type": "array", "items": WARNING}},
+            },
+        },
+        "warnings": {"type": "array", "items": WARNING},
+        "errors": {"type": "array", "items": ERROR},
+    },
+}
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path, isolated_home: Path) -> Path:
+    agents = tmp_path / ".membrane" / "agents"
+    write(agents / "lead.md", "---\nname: lead\ndescription: Leads.\n---\nLead.\n")
+    write(agents / "leader.md", "---\nname: leader\ndescription: Leads more.\n---\nLead.\n")
+    write(agents / "broken.md", "---\nname: broken\ntools: none, Read\n---\nBroken.\n")
+    write(
+        tmp_path / ".claude" / "agents" / "r.md",
+        "---\nname: Code Helper\ndescription: Helps.\ntools: Read, WebFetch\n---\nHelp.\n",
+    )
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_run_with_an_unknown_agent_exits_2_with_the_closest_names(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "run", "leed", "do it", "--project", str(project))
+    assert code == 2 and out == ""
+    assert err.startswith("unknown-agent: agent `leed` is unknown")
+    assert "`lead`" in err and "`leader`" in err
+
+
+def test_run_with_a_broken_file_reports_the_files_error_not_unknown(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "run", "broken", "do it", "--project", str(project), "--json")
+    assert code == 2
+    failure = json.loads(err)
+    jsonschema.validate(failure, FAILURE)
+    error = failure["error"]
+    assert (error["code"], failure["exit_code"]) == ("unknown-agent", 2)
+    assert "cannot be used" in error["message"] and "mixes `none` with names" in error["message"]
+    assert error["data"]["file_error"]["code"] == "definition-invalid"
+    assert error["data"]["file_error"]["data"]["line"] == 3
+
+
+def test_validate_json_is_one_document_of_objects(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "agents", "validate", "--json", "--project", str(project))
+    assert code == 1  # broken.md is unusable
+    document = json.loads(out)
+    jsonschema.validate(document, VALIDATE)
+    assert (document["files"], document["unusable"]) == (4, 1)
+    codes = {(w["code"], Path(w["file"]).name) for w in document["warnings"]}
+    assert ("repaired-name", "r.md") in codes and ("unknown-tool", "r.md") in codes
+    assert ("dialect-default-differs", "r.md") not in codes
+
+
+def test_validate_a_claude_code_file_by_path_uses_its_dialect(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = project / ".claude" / "agents" / "r.md"
+    code, out, _ = run(capsys, "agents", "validate", "--json", str(file))
+    assert code == 0
+    codes = [w["code"] for w in json.loads(out)["warnings"]]
+    assert "repaired-name" in codes
+
+
+def test_list_json_warnings_are_objects(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "agents", "list", "--json", "--project", str(project))
+    assert code == 0
+    document: dict[str, Any] = json.loads(out)
+    jsonschema.validate(document, LIST)
+    [helper] = [a for a in document["agents"] if a["name"] == "code-helper"]
+    assert helper["dialect"] == "claude-code"
+
+
+def test_a_yaml_error_points_at_the_line_that_opened_the_broken_value(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = write(
+        tmp_path / "a.md",
+        "---\nname: a\ndescription: x\ntools: [Read, Grep\nmodel: inherit\n---\nBody\n",
+    )
+    code, out, _ = run(capsys, "agents", "validate", "--json", str(file))
+    assert code == 1
+    [error] = json.loads(out)["errors"]
+    assert error["data"]["line"] == 4 and error["data"]["column"] == 8
+    assert error["data"]["field"] == "tools"
+
+
+def test_an_mcp_selector_naming_no_server_is_warned_at_validate_time(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / ".membrane" / "agents" / "m.md", "---\nname: m\ntools: mcp__nope__x\n---\n")
+    code, out, _ = run(capsys, "agents", "validate", "--json", "--project", str(tmp_path))
+    assert code == 0
+    [warning] = [w for w in json.loads(out)["warnings"] if w["code"] == "unknown-server"]
+    assert warning["line"] == 3 and "`nope`" in warning["message"]
