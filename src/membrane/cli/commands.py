@@ -8,5 +8,6 @@ from membrane.cli import (
     mcp,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401
+    schedule,  # noqa: F401
     skills,  # noqa: F401
 )

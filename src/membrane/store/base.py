@@ -266,6 +266,22 @@ class Store(Protocol):
         """All edges or one parent's, oldest first."""
         ...
 
+    # -- schedules: one JSON record per schedule (``membrane.durable.schedules`` owns the shape)
+
+    def put_schedule(self, schedule_id: str, record: JSONObject) -> None:
+        """Create or replace schedule ``schedule_id``."""
+        ...
+
+    def get_schedule(self, schedule_id: str) -> JSONDict | None: ...
+
+    def list_schedules(self) -> list[JSONDict]:
+        """Every schedule, by id."""
+        ...
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        """Remove it; ``False`` when there was none."""
+        ...
+
     def close(self) -> None: ...
 
 

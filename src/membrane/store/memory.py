@@ -56,6 +56,7 @@ class _State:
     edges: dict[str, LineageEdge] = field(default_factory=dict)
     #: Transcripts as JSON text per message; an append extends the list in place.
     transcripts: dict[str, list[str]] = field(default_factory=dict)
+    schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _normalise(value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
@@ -470,3 +471,22 @@ class MemoryStore(Store):
                 if parent_id is None or edge.parent_id == parent_id
             ]
         return _fresh(sorted(found, key=lambda edge: edge.created_at))
+
+    # -- schedules ----------------------------------------------------------------------------
+
+    def put_schedule(self, schedule_id: str, record: JSONObject) -> None:
+        value = _normalise(record, what=f"schedule {schedule_id!r}")
+        with self._open("put_schedule") as state:
+            self._put(state.schedules, schedule_id, value)
+
+    def get_schedule(self, schedule_id: str) -> JSONDict | None:
+        with self._open("get_schedule") as state:
+            return _fresh(state.schedules.get(schedule_id))
+
+    def list_schedules(self) -> list[JSONDict]:
+        with self._open("list_schedules") as state:
+            return [_fresh(state.schedules[key]) for key in sorted(state.schedules)]
+
+    def delete_schedule(self, schedule_id: str) -> bool:
+        with self._open("delete_schedule") as state:
+            return self._drop(state.schedules, schedule_id) is not None

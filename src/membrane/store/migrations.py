@@ -113,6 +113,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) WITHOUT ROWID""",
         ),
     ),
+    Migration(
+        4,
+        "schedules",
+        (
+            """CREATE TABLE schedules (
+                schedule_id TEXT PRIMARY KEY NOT NULL,
+                record      TEXT NOT NULL,
+                updated_at  REAL NOT NULL
+            )""",
+        ),
+    ),
 )
 
 

@@ -41,6 +41,7 @@ from membrane.store.base import (
     missing,
 )
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
+from membrane.store.sqlite_schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
 
@@ -58,7 +59,7 @@ _EDGE_COLUMNS = (
 )
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteSchedules, Store):
     """A ``Store`` in one SQLite file, created (with its folder) when absent.
 
     ``timeout`` is how long a write waits for another process's transaction to finish.

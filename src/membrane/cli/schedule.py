@@ -1,0 +1,120 @@
+"""``membrane schedule add|list|remove``: scheduled work in the project's state.
+
+``add`` takes exactly one of ``--in``, ``--at`` and ``--cron`` (the same validation as the
+``schedule_agent`` action) and prints the authoritative time zone and the next run in that
+zone's local form and in ISO form, the same text the action returns. ``membrane serve`` fires
+due schedules.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from membrane.cli.app import app, safe_text
+
+schedule_app = typer.Typer(
+    name="schedule", help="Schedule agents to run later, once or on a cron expression."
+)
+app.add_typer(schedule_app, name="schedule")
+
+_PROJECT = typer.Option("--project", help="The project directory (default: the current directory).")
+_STATE = typer.Option(
+    "--state", help="The state file (default: $MEMBRANE_HOME/projects/<project-id>/state.db)."
+)
+_JSON = typer.Option("--json", help="Print JSON instead of text.")
+
+
+def _book(project: Path | None, state: Path | None):  # type: ignore[no-untyped-def]
+    from membrane.config.load import membrane_home
+    from membrane.durable.schedules import ScheduleBook
+    from membrane.store.location import locate_state, migrate_legacy_state
+    from membrane.store.sqlite import SQLiteStore
+    from membrane.workspace import require_folder
+
+    if state is None:
+        location = locate_state(
+            require_folder("--project", project or Path.cwd()), home=membrane_home()
+        )
+        migrate_legacy_state(location)
+        state = location.path
+    state.parent.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(state)
+    return store, ScheduleBook(store)
+
+
+def _emit(described: object, as_json: bool) -> None:
+    from membrane.durable.schedules import format_schedule
+
+    if as_json:
+        typer.echo(safe_text(json.dumps(described, indent=2)))
+    elif isinstance(described, list):
+        typer.echo("\n".join(safe_text(format_schedule(d)) for d in described) or "no schedules")
+    else:
+        typer.echo(safe_text(format_schedule(described)))  # type: ignore[arg-type]
+
+
+@schedule_app.command("add")
+def add(
+    agent: Annotated[str, typer.Argument(help="The agent to start.")],
+    task: Annotated[str, typer.Argument(help="The task it is given.")],
+    delay: Annotated[
+        str | None, typer.Option("--in", help="Once, after this long: 90s, 30m, 2h, 1d.")
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option("--at", help="Once, at this ISO 8601 time with Z or an offset."),
+    ] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option("--cron", help="Recurring, on this cron expression (host time zone)."),
+    ] = None,
+    tz: Annotated[
+        str | None, typer.Option("--tz", help="The time zone for --cron (default: the host's).")
+    ] = None,
+    catch_up: Annotated[
+        str,
+        typer.Option(
+            "--catch-up", help="A due time missed while no runtime ran: once (fire) or skip."
+        ),
+    ] = "once",
+    as_json: Annotated[bool, _JSON] = False,
+    project: Annotated[Path | None, _PROJECT] = None,
+    state: Annotated[Path | None, _STATE] = None,
+) -> None:
+    """Schedule AGENT to run TASK: exactly one of --in, --at and --cron."""
+    store, book = _book(project, state)
+    with store:
+        schedule = book.add(
+            agent, task, delay_seconds=delay, run_at=at, cron=cron, tz=tz, catch_up=catch_up
+        )
+    _emit(schedule.describe(), as_json)
+
+
+@schedule_app.command("list")
+def list_schedules(
+    as_json: Annotated[bool, _JSON] = False,
+    project: Annotated[Path | None, _PROJECT] = None,
+    state: Annotated[Path | None, _STATE] = None,
+) -> None:
+    """Every schedule with its time zone and next run."""
+    store, book = _book(project, state)
+    with store:
+        described = [s.describe() for s in book.list()]
+    _emit(described, as_json)
+
+
+@schedule_app.command("remove")
+def remove(
+    schedule_id: Annotated[str, typer.Argument(help="The schedule's id (from `schedule list`).")],
+    project: Annotated[Path | None, _PROJECT] = None,
+    state: Annotated[Path | None, _STATE] = None,
+) -> None:
+    """Remove a schedule."""
+    store, book = _book(project, state)
+    with store:
+        book.remove(schedule_id)
+    typer.echo(f"removed {schedule_id}")
