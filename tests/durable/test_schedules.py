@@ -72,7 +72,7 @@ def test_a_naive_timestamp_a_bad_cron_a_bad_zone_and_a_past_time_are_refused() -
         pages.add("lead", "go", run_at="2025-01-01T00:00:00Z")
     with pytest.raises(InvalidSchedule, match="not a duration"):
         pages.add("lead", "go", delay_seconds="soon")
-    assert pages.list() == []
+    assert pages.schedules() == []
 
 
 def test_durations_and_offset_timestamps() -> None:
@@ -222,3 +222,36 @@ async def test_a_restart_exactly_at_a_due_time_fires_once(
     assert len(sessions) == 1
     assert last is not None and last["status"] == "fired"
     assert last["run_id"] == sessions[0].session_id
+
+
+def test_a_definitions_schedule_field_registers_follows_and_leaves_its_schedule() -> None:
+    from membrane.agents import parse_definition
+    from membrane.durable.schedules import DEFINITION_TASK
+
+    def definition(schedule: str | None) -> object:
+        line = f"schedule: '{schedule}'\n" if schedule else ""
+        return parse_definition(
+            f"---\nname: nightly\n{line}---\nCheck.\n", path="nightly.md", root="project"
+        )
+
+    clock = Clock(berlin(2026, 6, 1, 12, 0))
+    pages = book(clock)
+    manual = pages.add("lead", "by hand", delay_seconds=60)
+    [held] = pages.sync_definitions({"nightly": definition("0 3 * * *")})  # type: ignore[dict-item]
+    assert (held.schedule_id, held.agent, held.task) == (
+        "agent:nightly",
+        "nightly",
+        DEFINITION_TASK,
+    )
+    assert local(held.next_due) == "2026-06-02T03:00:00+02:00"
+    # Unchanged: kept as it is (its next run is not recomputed).
+    clock.now += 3600
+    [again] = pages.sync_definitions({"nightly": definition("0 3 * * *")})  # type: ignore[dict-item]
+    assert again.next_due == held.next_due and again.created_at == held.created_at
+    [changed] = pages.sync_definitions({"nightly": definition("0 4 * * *")})  # type: ignore[dict-item]
+    assert local(changed.next_due) == "2026-06-02T04:00:00+02:00"
+    assert pages.sync_definitions({"nightly": definition(None)}) == []  # type: ignore[dict-item]
+    assert [s.schedule_id for s in pages.schedules()] == [manual.schedule_id]
+    broken = definition("every night")
+    assert broken.schedule is None or not isinstance(broken.schedule, str)  # type: ignore[attr-defined]
+    assert any(w.code == "unknown-value" for w in broken.warnings)  # type: ignore[attr-defined]

@@ -103,6 +103,9 @@ class AgentDefinition:
     #: Left out of delegation catalogs that list every agent (``allowed_subagents: '*'``); still
     #: started when named.
     hidden: bool | Unset = UNSET
+    #: A cron expression: a runtime that opts in (``membrane serve``) schedules a run of this
+    #: agent on it (pi-subagents' ``schedule``), in the runtime host's time zone.
+    schedule: str | Unset = UNSET
     #: How the file's fields were read: ``membrane``, ``claude-code``, ``opencode`` or ``pi``.
     dialect: str = "membrane"
     #: The key a field was read from, where it is not the field's name (``maxTurns``).

@@ -277,6 +277,14 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
     if field == "name" and (value is None or (isinstance(value, str) and not value.strip())):
         return UNSET
     result = builder.text(key, field, value)
+    if field == "schedule" and isinstance(result, str) and not _valid_cron(result):
+        builder.warn(
+            key,
+            "unknown-value",
+            f"`schedule: {result}` is not a cron expression (five fields: minute hour day month "
+            "weekday); no run is scheduled",
+        )
+        return UNSET
     if field == "thinking" and isinstance(result, str) and result.lower() not in _THINKING:
         builder.warn(
             key,
@@ -285,3 +293,9 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
             f"{', '.join(sorted(_THINKING))}; passed on as written",
         )
     return result
+
+
+def _valid_cron(expression: str) -> bool:
+    from croniter import croniter
+
+    return bool(croniter.is_valid(expression)) and len(expression.split()) == 5

@@ -14,6 +14,7 @@ code, which needs an OS, container or VM boundary.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from typing import Any
@@ -144,7 +145,11 @@ def bash_tool(
             raise ToolFailed("Bash: no `bash` executable was found on PATH.", tool=NAME)
         try:
             outcome = await sandbox.run(
-                [shell, "-c", command], cwd=root, timeout=timeout, max_output=max_output
+                [shell, "-c", command],
+                cwd=root,
+                timeout=timeout,
+                max_output=max_output,
+                env={**os.environ, **context.env} if context.env else None,
             )
         except OSError as exc:
             raise ToolFailed(

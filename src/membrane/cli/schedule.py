@@ -103,7 +103,7 @@ def list_schedules(
     """Every schedule with its time zone and next run."""
     store, book = _book(project, state)
     with store:
-        described = [s.describe() for s in book.list()]
+        described = [s.describe() for s in book.schedules()]
     _emit(described, as_json)
 
 

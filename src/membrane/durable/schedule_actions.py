@@ -60,7 +60,7 @@ def schedule_tools(book: ScheduleBook) -> tuple[Tool, ...]:
         return {**described, "text": format_schedule(described)}
 
     async def listing(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
-        described = [s.describe() for s in book.list()]
+        described = [s.describe() for s in book.schedules()]
         return {
             "schedules": list(described),
             "text": "\n".join(format_schedule(d) for d in described) or "no schedules",

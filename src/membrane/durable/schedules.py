@@ -26,11 +26,14 @@ from datetime import UTC, datetime, tzinfo
 from typing import Final, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from membrane.agents.definition import AgentDefinition
 from membrane.errors import InvalidSchedule, UnknownSchedule
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import Store
 
 __all__ = [
+    "DEFINITION_PREFIX",
+    "DEFINITION_TASK",
     "LATE_AFTER",
     "Schedule",
     "ScheduleBook",
@@ -44,6 +47,10 @@ __all__ = [
 
 Kind = Literal["in", "at", "cron"]
 CatchUp = Literal["once", "skip"]
+#: Schedules made from a definition's ``schedule:`` field are ``agent:NAME``.
+DEFINITION_PREFIX: Final = "agent:"
+#: The task a definition's own schedule starts it with.
+DEFINITION_TASK: Final = "Scheduled run: do the work your instructions describe."
 #: A due time passed by more than this when first seen counts as missed.
 LATE_AFTER: Final = 60.0
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -289,7 +296,7 @@ class ScheduleBook:
         self._store.put_schedule(schedule.schedule_id, schedule.to_record())
         return schedule
 
-    def list(self) -> list[Schedule]:
+    def schedules(self) -> list[Schedule]:
         return [Schedule.from_record(r) for r in self._store.list_schedules()]
 
     def get(self, schedule_id: str) -> Schedule:
@@ -301,6 +308,43 @@ class ScheduleBook:
     def remove(self, schedule_id: str) -> None:
         if not self._store.delete_schedule(schedule_id):
             raise UnknownSchedule(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+
+    def sync_definitions(self, definitions: Mapping[str, AgentDefinition]) -> list[Schedule]:
+        """Schedules for the definitions that carry ``schedule:`` (id ``agent:NAME``): added when
+        new, replaced when the expression changed (an unchanged one keeps its next run), removed
+        when the definition no longer has one. Returns the definition schedules now held."""
+        wanted = {
+            f"{DEFINITION_PREFIX}{name}": (name, d.schedule)
+            for name, d in definitions.items()
+            if isinstance(d.schedule, str)
+        }
+        held: list[Schedule] = []
+        for schedule in self.schedules():
+            if not schedule.schedule_id.startswith(DEFINITION_PREFIX):
+                continue
+            entry = wanted.get(schedule.schedule_id)
+            if entry is None or entry[1] != schedule.cron:
+                self._store.delete_schedule(schedule.schedule_id)
+            else:
+                held.append(schedule)
+                del wanted[schedule.schedule_id]
+        for schedule_id, (name, cron) in sorted(wanted.items()):
+            _check_cron(cron)
+            zone, zone_name = host_zone(self._env)
+            now = self._clock()
+            schedule = Schedule(
+                schedule_id=schedule_id,
+                agent=name,
+                task=DEFINITION_TASK,
+                kind="cron",
+                timezone=zone_name,
+                next_due=next_cron(cron, now, zone),
+                created_at=now,
+                cron=cron,
+            )
+            self._store.put_schedule(schedule_id, schedule.to_record())
+            held.append(schedule)
+        return held
 
     def advance(self, schedule: Schedule, *, due: float, last: JSONObject) -> Schedule:
         """Record ``last`` and move past ``due`` (a one-shot is done)."""
@@ -349,7 +393,7 @@ class ScheduleRunner:
         """Fire (or skip) every schedule due now; return what was recorded for each."""
         now = self._clock()
         done: list[JSONDict] = []
-        for schedule in self._book.list():
+        for schedule in self._book.schedules():
             due = schedule.next_due
             if due is None or due > now:
                 continue
@@ -372,7 +416,7 @@ class ScheduleRunner:
 
     def next_wake(self) -> float | None:
         """The earliest due time of any schedule, for a sleeping loop."""
-        dues = [s.next_due for s in self._book.list() if s.next_due is not None]
+        dues = [s.next_due for s in self._book.schedules() if s.next_due is not None]
         return min(dues) if dues else None
 
 

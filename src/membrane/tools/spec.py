@@ -29,6 +29,9 @@ class ToolContext:
     #: The calling agent holds no ``Write`` or ``Edit``: its sandboxed commands may write
     #: nothing of the checkout, only their private temporary folder.
     read_only: bool = False
+    #: Variables the runtime gives every process the calling agent starts (``Bash``), on top
+    #: of its own environment: ``MEMBRANE_CLI_PATH``, ``MEMBRANE_AGENT_SKILLS_DIRS``, ...
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any

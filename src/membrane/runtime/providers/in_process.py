@@ -98,6 +98,7 @@ class InProcessProvider:
                 run_id=request.run_id,
                 cwd=request.cwd,
                 read_only=not WRITING_TOOLS & set(scope.view().names),
+                env=request.env,
             ),
             max_turns=request.max_turns,
             grace_turns=request.grace_turns,
