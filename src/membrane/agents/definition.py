@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
 
+from membrane.config.values import McpServerSpec
+
 __all__ = [
     "UNSET",
     "AgentDefinition",
@@ -85,6 +87,9 @@ class AgentDefinition:
     disallowed_tools: tuple[str, ...] | Unset = UNSET
     extensions: bool | tuple[str, ...] | Unset = UNSET
     exclude_extensions: tuple[str, ...] | Unset = UNSET
+    #: MCP servers the definition asks for, by name: ``None`` names a server of the settings,
+    #: a ``McpServerSpec`` is an inline entry (Claude Code's ``mcpServers``).
+    mcp_servers: Mapping[str, McpServerSpec | None] | Unset = UNSET
     skills: bool | tuple[str, ...] | Unset = UNSET
     prompt_mode: PromptMode | Unset = UNSET
     inherit_context: bool | Unset = UNSET
@@ -150,7 +155,11 @@ class AgentDefinition:
             if f.name in _META:
                 continue
             value = getattr(self, f.name)
-            if value is not UNSET:
+            if f.name == "mcp_servers" and isinstance(value, Mapping):
+                out[f.name] = {
+                    name: None if spec is None else _spec_json(spec) for name, spec in value.items()
+                }
+            elif value is not UNSET:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         out["body"] = self.body
         out["lines"] = dict(self.lines)
@@ -165,3 +174,12 @@ class AgentDefinition:
 
 #: Attributes that are not frontmatter fields.
 _META = frozenset({"name", "root", "path", "body", "lines", "extra", "warnings", "dialect", "keys"})
+
+
+def _spec_json(spec: McpServerSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"transport": spec.transport}
+    if spec.command is not None:
+        out.update(command=spec.command, args=list(spec.args))
+    if spec.url is not None:
+        out["url"] = spec.url
+    return out

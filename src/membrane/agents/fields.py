@@ -4,9 +4,9 @@ Every field is validated by hand rather than through a model, because each one n
 answer to a bad value. The rule that decides is *never silently change authority*:
 
 * a malformed **authority** field (``tools``, ``disallowed_tools``, ``extensions``,
-  ``exclude_extensions``, ``skills``, ``allowed_subagents``, ``isolated``, ``isolation``,
-  ``memory``, ``permission``, ``enabled``, ``inherit_context``) makes the file unusable:
-  reading it any other way could grant or hide something its author did not write;
+  ``exclude_extensions``, ``mcp_servers``, ``skills``, ``allowed_subagents``, ``isolated``,
+  ``isolation``, ``memory``, ``permission``, ``enabled``, ``inherit_context``) makes the file
+  unusable: reading it any other way could grant or hide something its author did not write;
 * a malformed **cosmetic or invocation** field (``description``, ``model``, ``thinking``,
   ``max_turns``, ``prompt_mode``, ``run_in_background``, ``display_name``, ``color``) is a
   warning and stays ``UNSET``, so the call or the default decides, as when it is left out.
@@ -51,7 +51,7 @@ _NOT_FIELDS = {"body", "root", "path", "lines", "extra", "warnings", "dialect", 
 FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AgentDefinition) if f.name not in _NOT_FIELDS
 )
-ALIASES: Mapping[str, str] = {"disallowedTools": "disallowed_tools"}
+ALIASES: Mapping[str, str] = {"disallowedTools": "disallowed_tools", "mcpServers": "mcp_servers"}
 _NEAR_MISSES: Mapping[str, str] = {
     "tool": "tools",
     "allowedtools": "tools",
@@ -89,7 +89,6 @@ _FOREIGN_KEYS = frozenset(
         "tags",
         "category",
         "argument-hint",
-        "mcpServers",
         "hooks",
         "permissionMode",
         "effort",
@@ -268,6 +267,8 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         return builder.tokens(key, field, value, flags=False)
     if field in ("extensions", "skills"):
         return builder.tokens(key, field, value, flags=True)
+    if field == "mcp_servers":
+        return builder.mcp_servers(key, value)
     if field in ("inherit_context", "run_in_background", "isolated", "enabled", "hidden"):
         return builder.flag(key, field, value)
     if field in CHOICES:

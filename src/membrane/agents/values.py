@@ -13,10 +13,13 @@ import datetime as dt
 import re
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 from membrane.agents.definition import UNSET, DefinitionWarning, Unset
-from membrane.errors import DefinitionError
+from membrane.config.load import mcp_server_spec
+from membrane.config.values import McpServerSpec
+from membrane.errors import DefinitionError, SettingsError
 from membrane.vocabulary import DELEGATION_TOOLS, canonical_builtin_name
 
 __all__ = [
@@ -38,6 +41,7 @@ AUTHORITY_FIELDS = frozenset(
         "disallowed_tools",
         "extensions",
         "exclude_extensions",
+        "mcp_servers",
         "skills",
         "allowed_subagents",
         "isolated",
@@ -221,6 +225,42 @@ class ValueReader:
                 f"write `{key}: '*'` alone for any subagent, or list the names without `*`",
             )
         return tuple(dict.fromkeys(items))
+
+    def mcp_servers(self, key: str, value: Any) -> Mapping[str, McpServerSpec | None]:
+        """``mcp_servers``: names of servers in the settings and inline entries, as a list
+        (``[time, {docs: {url: ...}}]``), a mapping (``{time: null, docs: {...}}``) or a comma
+        string. A bad entry makes the file unusable (it is authority)."""
+        entries: list[tuple[object, object]] = []
+        if isinstance(value, str):
+            entries = [(name.strip(), None) for name in value.split(",") if name.strip()]
+        elif isinstance(value, Mapping):
+            entries = list(value.items())
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, Mapping) and len(item) == 1:
+                    entries.extend(item.items())
+                else:
+                    entries.append((item, None))
+        else:
+            self.fail(
+                key,
+                f"must be a list of MCP server names or entries, got {type(value).__name__}",
+                "write `mcp_servers: [time]` (names from the settings) or inline entries "
+                "`- docs: {url: http://127.0.0.1:9000/mcp}`",
+            )
+        servers: dict[str, McpServerSpec | None] = {}
+        for name, raw in entries:
+            where = f"{key}.{name}"
+            try:
+                spec = mcp_server_spec(
+                    str(name), {"command": "-"} if raw is None else raw, path=self.path, key=where
+                )
+            except SettingsError as exc:
+                self.fail(key, str(exc.message).split(": ", 1)[-1], str(exc.data.get("hint")))
+            if not isinstance(name, str) or name in servers:
+                self.fail(key, f"names the MCP server {name!r} twice", "name each server once")
+            servers[name] = None if raw is None else spec
+        return MappingProxyType(servers)
 
     def unknown_tools(self, key: str, items: list[str]) -> None:
         """Warn about ``tools`` tokens that select nothing, so ``validate`` shows them.

@@ -234,11 +234,11 @@ def build_authority(
         return authority
 
     warnings.extend(ws.warnings)
-    wanted = [n for n in sorted(servers_named(definition)) if n in ws.settings.mcp_servers]
-    if wanted:
+    if servers_named(definition):
         # The servers the definition asks for are started, as a run would, to list their tools.
         async def with_servers() -> EffectiveAuthority:
             async with McpServers.of(ws) as servers:
+                wanted = servers.prepare(definition)
                 for _name, problem in sorted((await servers.ensure(wanted)).items()):
                     warnings.append(f"{problem}; its tools are not listed")
                 return compute()

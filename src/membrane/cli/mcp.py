@@ -15,7 +15,7 @@ from rich.text import Text
 
 from membrane.cli.app import app, err_console
 from membrane.errors import InvalidRequest
-from membrane.mcp.mount import McpServers, servers_named
+from membrane.mcp.mount import McpServers
 from membrane.mcp.serve import ServedView, agent_restriction, view_scope
 from membrane.resolve.authority import mcp_server_of
 from membrane.tools.spec import ToolContext
@@ -115,7 +115,7 @@ def serve(
     async def main() -> None:
         async with McpServers.of(ws) as servers:
             if definition is not None:
-                wanted = servers_named(definition)
+                wanted = frozenset(servers.prepare(definition))
             else:
                 spec = ws.settings.roles[role or ""]
                 allowed = spec.allow

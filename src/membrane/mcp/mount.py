@@ -37,7 +37,8 @@ __all__ = ["McpServers", "servers_named"]
 
 def servers_named(definition: AgentDefinition) -> frozenset[str]:
     """Server (extension) names a definition asks for by name: its ``mcp__``/``ext:``
-    selectors in ``tools`` and its ``extensions`` list. ``isolated: true`` asks for none."""
+    selectors in ``tools``, its ``extensions`` list and its ``mcp_servers``. ``isolated: true``
+    asks for none."""
     if definition.isolated is True:
         return frozenset()
     names: set[str] = set()
@@ -48,6 +49,8 @@ def servers_named(definition: AgentDefinition) -> frozenset[str]:
             names.add(selector.extension)
     if isinstance(definition.extensions, tuple):
         names.update(definition.extensions)
+    if isinstance(definition.mcp_servers, Mapping):
+        names.update(definition.mcp_servers)
     if isinstance(definition.exclude_extensions, tuple):
         names.difference_update(definition.exclude_extensions)
     return frozenset(names)
@@ -144,6 +147,15 @@ class McpServers:
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self._specs))
 
+    def prepare(self, definition: AgentDefinition) -> list[str]:
+        """Mount the definition's inline ``mcp_servers`` entries, and return the names of the
+        mounted servers it asks for (``servers_named``), sorted."""
+        if isinstance(definition.mcp_servers, Mapping) and definition.isolated is not True:
+            for spec in definition.mcp_servers.values():
+                if spec is not None:
+                    self.add(spec)
+        return sorted(n for n in servers_named(definition) if n in self._servers)
+
     async def ensure(self, names: Iterable[str]) -> dict[str, str]:
         """Start the named servers (unknown names are skipped) side by side; returns why each
         one that could not start did not, by name."""
@@ -171,7 +183,14 @@ class McpServers:
         starts its server when the starting agent's definition (looked up by name in
         ``definitions()``) asks for it. ``into``: add them to these hooks."""
         hooks = into if into is not None else ExtensionHooks()
-        for name in self._servers:
+        inline = {
+            name
+            for definition in definitions().values()
+            if isinstance(definition.mcp_servers, Mapping)
+            for name, spec in definition.mcp_servers.items()
+            if spec is not None
+        }
+        for name in sorted(set(self._servers) | inline):
             hooks.add(name, "session_start", self._starter(name, definitions))
         return hooks
 
@@ -180,12 +199,10 @@ class McpServers:
     ) -> Callable[[SessionStart], object]:
         async def start(event: SessionStart) -> None:
             definition = definitions().get(event.agent)
-            if definition is None or name not in servers_named(definition):
+            if definition is None or name not in self.prepare(definition):
                 return
-            server = self._servers.get(name)
-            if server is not None:
-                # Unavailable leaves the tools out; the child runs on (logged by the server).
-                await self.ensure([name])
+            # Unavailable leaves the tools out; the child runs on (logged by the server).
+            await self.ensure([name])
 
         return start
 

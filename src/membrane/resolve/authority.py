@@ -6,6 +6,7 @@ hands the results in as ``ParentContext`` and ``Deployment``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -414,12 +415,17 @@ def resolve(
 
     discovered = set(deployment.extensions) | set(settings.mcp_servers)
     discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))}
+    own_servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}
+    # A definition's inline servers exist for it; the ones it names join ``extensions: [...]``.
+    discovered |= {name for name, spec in own_servers.items() if spec is not None}
     selection, more = select_extensions(
         None if definition.extensions is UNSET else definition.extensions,
         exclude=() if definition.exclude_extensions is UNSET else definition.exclude_extensions,
         discovered=discovered,
         isolated=isolated,
     )
+    if selection.mode == "named" and own_servers:
+        selection = dataclasses.replace(selection, named=selection.named | set(own_servers))
     warnings += more
 
     depth = agent_depth(parent.depth, depth)

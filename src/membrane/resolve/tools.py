@@ -245,10 +245,13 @@ def plan_tools(
         inherited = {b for t in parent_tools.values() if (b := builtin_of(t))} if inherit else set()
         writes = ((builtins | inherited) & WRITE_TOOLS) - disallowed.builtins
         builtins |= {"Read", "Write", "Edit"} if writes else {"Read"}
+    # ``mcp_servers: [NAME]`` selects every tool of NAME, as ``mcp__NAME__*`` in tools would.
+    servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}
+    implied = tuple(Selector(name, None, f"mcp__{name}__*") for name in servers)
     plan = ToolPlan(
         builtins=frozenset(builtins),
         inherit=inherit,
-        selectors=tokens.selectors,
+        selectors=(*tokens.selectors, *implied),
         named=tokens.named,
         disallowed_builtins=disallowed.builtins,
         disallowed_names=disallowed.written,
