@@ -173,3 +173,25 @@ def test_an_mcp_selector_naming_no_server_is_warned_at_validate_time(
     assert code == 0
     [warning] = [w for w in json.loads(out)["warnings"] if w["code"] == "unknown-server"]
     assert warning["line"] == 3 and "`nope`" in warning["message"]
+
+
+def test_init_writes_a_starter_that_loads_and_keeps_existing_files(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "init", "--project", str(tmp_path), "--json")
+    assert code == 0
+    written = json.loads(out)["written"]
+    assert sorted(Path(p).relative_to(tmp_path).as_posix() for p in written) == [
+        ".membrane/agents/example.md",
+        ".membrane/config.toml",
+    ]
+    code, out, _ = run(capsys, "explain", "example", "--json", "--project", str(tmp_path))
+    assert code == 0 and json.loads(out)["tools"]["callable"] == ["Glob", "Grep", "Read"]
+    config = tmp_path / ".membrane" / "config.toml"
+    config.write_text("max_depth = 1\n", encoding="utf-8")
+    code, out, _ = run(capsys, "init", "--project", str(tmp_path), "--json")
+    assert json.loads(out) == {"written": [], "kept": [str(config), str(written[1])]}
+    assert config.read_text(encoding="utf-8") == "max_depth = 1\n"
+    # Nothing in the project is state: no .gitignore is needed or written.
+    assert not (tmp_path / ".gitignore").exists()
+    assert {p.name for p in (tmp_path / ".membrane").iterdir()} == {"agents", "config.toml"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from membrane.cli import (
     agents,  # noqa: F401
     explain,  # noqa: F401
+    init,  # noqa: F401
     mcp,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401

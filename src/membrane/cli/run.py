@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -154,6 +155,43 @@ def _print_json(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+#: Ctrl-C (SIGINT): 128 + 2, as a shell reports a command it interrupted.
+EXIT_INTERRUPTED = 130
+
+
+async def _stream_until_done(
+    stream: AsyncIterator[LifecycleEvent],
+    state: RunState,
+    info: RunInfo,
+    live: Live,
+    *,
+    as_json: bool,
+) -> bool:
+    """Show the run's events until it ends; ``True`` when Ctrl-C came first."""
+    interrupted = False
+    async with anyio.create_task_group() as group:
+
+        async def on_interrupt() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(on_interrupt)
+        async for event in stream:
+            state.apply(event)
+            if as_json:
+                _print_json(event.to_dict())
+            else:
+                live.update(state.tree())
+            if event.run_id == info.run_id and event.kind in TERMINAL_KINDS:
+                break
+        group.cancel_scope.cancel()
+    return interrupted
+
+
 #: Starts (or resumes) the top-level run on the opened runtime; returns once it is published.
 Starter = Callable[[SubagentRuntime], Awaitable[RunInfo]]
 
@@ -194,6 +232,7 @@ async def drive_run(
         deployment=ws.deployment(),
         memory=ws.memory_for,
     )
+    interrupted = False
     try:
         async with servers, runtime, runtime.events() as stream:
             servers.hooks(ws.catalog.definitions, into=hooks)
@@ -203,17 +242,25 @@ async def drive_run(
                 console.print(Text(line))
             live = Live(state.tree(), console=console, transient=True)
             with live if not as_json else contextlib.nullcontext():
-                async for event in stream:
-                    state.apply(event)
-                    if as_json:
-                        _print_json(event.to_dict())
-                    else:
-                        live.update(state.tree())
-                    if event.run_id == info.run_id and event.kind in TERMINAL_KINDS:
-                        break
-            result = await runtime.wait(info.run_id)
+                interrupted = await _stream_until_done(stream, state, info, live, as_json=as_json)
+            if interrupted:
+                # Ctrl-C: stop the run (its children with it) before anything else is printed.
+                with anyio.CancelScope(shield=True):
+                    await runtime.stop(info.run_id)
+                    result = await runtime.wait(info.run_id)
+            else:
+                result = await runtime.wait(info.run_id)
     finally:
         store.close()
+    if interrupted:
+        stopped = ", ".join(f"{n.agent} ({n.run_id})" for n in state.nodes.values()) or info.run_id
+        err_console.print(
+            Text(
+                f"interrupted: stopped {stopped}. Resume it with: membrane resume {info.run_id} "
+                f'"MESSAGE" --project {ws.project}'
+            )
+        )
+        raise typer.Exit(EXIT_INTERRUPTED)
     root = state.nodes.get(result.run_id)
     if root is not None and result.error is not None and not root.error:
         root.error = f"{result.error.get('code')}: {result.error.get('message')}"

@@ -1,0 +1,76 @@
+"""Ctrl-C during ``membrane run`` in a real pseudo-terminal: the run is stopped cleanly, the
+output says what was stopped and how to resume it, and the exit code is 130."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from membrane.store.location import locate_state
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs a Linux pseudo-terminal")
+
+LEAD = "---\nname: lead\ndescription: Waits.\ntools: Bash\n---\nWait.\n"
+SCRIPT = """\
+agents:
+  lead:
+    - tool_calls: [{name: Bash, arguments: {command: "sleep 120"}}]
+    - text: done waiting
+"""
+
+
+def _read_until(fd: int, wanted: bytes, *, bound: float = 60.0) -> bytes:
+    """Read the terminal until ``wanted`` appears (or EOF); the bound only stops a hung test."""
+    seen = b""
+    deadline = time.monotonic() + bound
+    while wanted not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break  # EIO: the child closed the terminal
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+def test_ctrl_c_stops_the_run_says_how_to_resume_and_exits_130(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    project = tmp_path / "project"
+    (project / ".membrane" / "agents").mkdir(parents=True)
+    (project / ".membrane" / "agents" / "lead.md").write_text(LEAD, encoding="utf-8")
+    script = tmp_path / "script.yaml"
+    script.write_text(SCRIPT, encoding="utf-8")
+    argv = [sys.executable, "-m", "membrane", "run", "lead", "wait", "--project", str(project)]
+    argv += ["--model", f"scripted:{script}"]
+    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child process
+        os.execve(sys.executable, argv, env)
+    try:
+        # The live tree names the call the run is in.
+        assert b"last call Bash" in _read_until(fd, b"last call Bash")
+        os.write(fd, b"\x03")  # Ctrl-C, as the terminal driver delivers it: SIGINT
+        out = _read_until(fd, b"\x00never")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    text = out.decode("utf-8", "replace")
+    assert os.waitstatus_to_exitcode(status) == 130, text
+    assert "interrupted: stopped lead (" in text
+    assert "membrane resume " in text
+    state = locate_state(project.resolve(), home=isolated_home).path
+    with sqlite3.connect(state) as db:
+        [(status_value,)] = db.execute("SELECT status FROM sessions").fetchall()
+    assert status_value == "stopped"
