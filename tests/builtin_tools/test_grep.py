@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
-from membrane.errors import ToolArgumentsInvalid
+from membrane.builtin_tools.grep import grep_tool
+from membrane.errors import ToolArgumentsInvalid, ToolFailed
 from membrane.tools.spec import ToolContext
 
 from .conftest import call
@@ -92,8 +94,59 @@ async def test_grep_rejects_an_invalid_regex_with_the_reason(
     with pytest.raises(ToolArgumentsInvalid) as info:
         await call("Grep", {"pattern": "def main("}, context)
     assert info.value.code == "tool-arguments-invalid"
-    assert "missing ), unterminated subpattern" in info.value.message
+    assert "missing )" in info.value.message
     assert info.value.data["path"] == "$.pattern"
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"(a)\1", r"a(?=b)", r"a(?!b)", r"(?<=a)b", r"(?<!a)b", r"(?>a)", "a++", r"a\Z"]
+)
+async def test_grep_refuses_what_a_linear_time_engine_cannot_offer_and_says_so(
+    pattern: str, project: Path, context: ToolContext
+) -> None:
+    with pytest.raises(ToolArgumentsInvalid) as info:
+        await call("Grep", {"pattern": pattern}, context)
+    assert info.value.data["path"] == "$.pattern"
+    assert "linear-time engine (RE2)" in info.value.message
+    assert "backreferences" in info.value.message and "lookahead" in info.value.message
+
+
+async def test_a_catastrophic_pattern_runs_in_bounded_time_and_never_stalls_the_loop(
+    checkout: Path, context: ToolContext
+) -> None:
+    # `(a|aa)+$` on 40 `a`s then `b` takes a backtracking engine ~2**28 steps per line.
+    (checkout / "big.txt").write_text(("a" * 40 + "b\n") * 2000)
+    ticks = 0
+    done = anyio.Event()
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await anyio.sleep(0)
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            result = await call("Grep", {"pattern": "(a|aa)+$", "path": "big.txt"}, context)
+            done.set()
+    assert result.startswith("No matches")
+    assert ticks > 1  # the event loop kept running while the search did
+
+
+async def test_grep_stops_with_a_clear_error_when_its_time_bound_is_hit(
+    checkout: Path, context: ToolContext
+) -> None:
+    (checkout / "a.txt").write_text("x\n")
+    with pytest.raises(ToolFailed) as info:
+        await grep_tool(time_limit=0).handler({"pattern": "x"}, context)
+    assert info.value.data["limit"] == "time"
+    assert "time bound" in info.value.message
+
+
+async def test_grep_keeps_common_syntax(project: Path, context: ToolContext) -> None:
+    result = await call("Grep", {"pattern": r"^def \w+\(\)", "output_mode": "count"}, context)
+    assert "src/app.py:1" in result and "src/util.py:2" in result
 
 
 async def test_grep_bounds_its_output_and_says_what_was_left_out(

@@ -1,8 +1,14 @@
-"""``Grep``: a regular-expression search over files, in pure Python (no ripgrep needed)."""
+"""``Grep``: a regular-expression search over files, no ripgrep needed.
+
+Patterns run on RE2 (:mod:`membrane.builtin_tools.linear_regex`), in time linear in the input
+whatever the pattern, in a worker thread that does not hold the interpreter lock while it
+matches; each call is bounded in time (:data:`GREP_TIME_LIMIT`) and output
+(:data:`MAX_OUTPUT_CHARS`), so no pattern can freeze the process or flood the model.
+"""
 
 from __future__ import annotations
 
-import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +27,12 @@ from membrane.builtin_tools._support import (
     str_arg,
 )
 from membrane.builtin_tools.glob_tool import SKIPPED_DIRS, GlobPattern, walk_files
+from membrane.builtin_tools.linear_regex import REFUSED_SYNTAX, LinearPattern, compile_linear
 from membrane.builtin_tools.paths import display_path, resolve_path
-from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.errors import ToolArgumentsInvalid, ToolFailed, ToolSpecError
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["DEFAULT_GREP_LIMIT", "MAX_GREP_FILE_BYTES", "grep_tool"]
+__all__ = ["DEFAULT_GREP_LIMIT", "GREP_TIME_LIMIT", "MAX_GREP_FILE_BYTES", "grep_tool"]
 
 NAME = "Grep"
 OutputMode = Literal["files_with_matches", "content", "count"]
@@ -37,10 +44,14 @@ MAX_CONTEXT_LINES = 10
 MAX_GREP_FILE_BYTES = 20 * 1024 * 1024
 MAX_LINE_CHARS = 500
 MAX_OUTPUT_CHARS = 60_000
+#: Seconds one call may search before it stops with an error.
+GREP_TIME_LIMIT = 30.0
+#: Lines searched between two looks at the clock.
+_CLOCK_EVERY = 4096
 
 DESCRIPTION = f"""\
-Search file contents with a Python regular expression (`re` syntax, e.g. `def \\w+\\(`, \
-`TODO|FIXME`), line by line.
+Search file contents with a regular expression (RE2 syntax, as ripgrep: e.g. `def \\w+\\(`, \
+`TODO|FIXME`), line by line. RE2 runs in linear time and refuses {REFUSED_SYNTAX}.
 
 - `path`: a file or folder, absolute or relative to the checkout (default: the checkout).
 - `glob`: only search files matching this pattern (`*.py`, `**/*.{{ts,tsx}}`); a pattern \
@@ -59,7 +70,7 @@ SCHEMA: dict[str, Any] = {
         "pattern": {
             "type": "string",
             "minLength": 1,
-            "description": "Regular expression (Python `re` syntax) searched in each line.",
+            "description": "Regular expression (RE2 syntax) searched in each line.",
         },
         "path": {
             "type": "string",
@@ -101,16 +112,30 @@ SCHEMA: dict[str, Any] = {
 
 @dataclass(slots=True)
 class _Search:
-    regex: re.Pattern[str]
+    regex: LinearPattern
     mode: OutputMode
     context: int
     limit: int
+    deadline: float
+    time_limit: float
+    searched: int = 0
     entries: list[str] = field(default_factory=list)
     chars: int = 0
     omitted: int = 0
     matched_files: int = 0
     matches: int = 0
     too_large: list[str] = field(default_factory=list)
+
+    def check_clock(self) -> None:
+        if time.monotonic() >= self.deadline:
+            raise ToolFailed(
+                f"Grep: the search stopped after {self.time_limit:g} seconds (its time bound), "
+                f"having searched {self.searched} files; narrow it with `path` or `glob`.",
+                tool=NAME,
+                limit="time",
+                seconds=self.time_limit,
+                searched_files=self.searched,
+            )
 
     def add(self, entry: str) -> None:
         if len(self.entries) >= self.limit or self.chars + len(entry) > MAX_OUTPUT_CHARS:
@@ -148,7 +173,13 @@ def _cut(line: str) -> str:
 
 
 def _search_file(search: _Search, lines: list[str], shown: str) -> None:
-    hits = [number for number, line in enumerate(lines) if search.regex.search(line)]
+    hits: list[int] = []
+    for number, line in enumerate(lines):
+        if number % _CLOCK_EVERY == 0:
+            search.check_clock()
+        if search.regex.search(line) is not None:
+            hits.append(number)
+    search.searched += 1
     if not hits:
         return
     search.matched_files += 1
@@ -176,6 +207,7 @@ def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolCo
     if not base.exists():
         raise ToolFailed(f"Grep: {base} does not exist.", tool=NAME, path=str(base))
     for path, _relative in _candidates(base, glob):
+        search.check_clock()
         shown = display_path(path, context)
         try:
             status = path.stat()
@@ -206,21 +238,7 @@ def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolCo
     return "\n".join(out)
 
 
-def _compile(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        where = f" at position {exc.pos}" if exc.pos is not None else ""
-        raise ToolArgumentsInvalid(
-            f"Grep: {pattern!r} is not a valid Python regular expression: {exc.msg}{where}. "
-            "Escape literal characters such as `(`, `[` or `\\` with a backslash.",
-            tool=NAME,
-            path="$.pattern",
-            reason=exc.msg,
-        ) from exc
-
-
-async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def _handle(arguments: Mapping[str, Any], context: ToolContext, *, time_limit: float) -> str:
     pattern = str_arg(arguments, "pattern", tool=NAME)
     raw_mode = optional_str_arg(arguments, "output_mode", tool=NAME) or "files_with_matches"
     mode = next((known for known in OUTPUT_MODES if known == raw_mode), None)
@@ -231,8 +249,10 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
             path="$.output_mode",
             reason="enum",
         )
-    regex = _compile(
-        pattern, ignore_case=bool_arg(arguments, "case_insensitive", tool=NAME, default=False)
+    regex = compile_linear(
+        pattern,
+        ignore_case=bool_arg(arguments, "case_insensitive", tool=NAME, default=False),
+        tool=NAME,
     )
     raw_glob = optional_str_arg(arguments, "glob", tool=NAME)
     glob = GlobPattern.compile(raw_glob, tool=NAME, argument="glob") if raw_glob else None
@@ -247,6 +267,8 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
         mode=mode,
         context=context_lines or 0,
         limit=limit or DEFAULT_GREP_LIMIT,
+        deadline=time.monotonic() + time_limit,
+        time_limit=time_limit,
     )
     base = resolve_path(
         optional_str_arg(arguments, "path", tool=NAME) or ".", context, tool=NAME, argument="path"
@@ -255,8 +277,14 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     return await to_thread.run_sync(_grep, base, glob, search, context, abandon_on_cancel=True)
 
 
-def grep_tool() -> Tool:
-    """The ``Grep`` tool (not mutating)."""
+def grep_tool(*, time_limit: float = GREP_TIME_LIMIT) -> Tool:
+    """The ``Grep`` tool (not mutating); each call searches for at most ``time_limit`` seconds."""
+    if not time_limit >= 0:
+        raise ToolSpecError(f"Grep: time_limit must be at least 0 seconds (got {time_limit!r}).")
+
+    async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        return await _handle(arguments, context, time_limit=time_limit)
+
     return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=False
+        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=handle, mutating=False
     )

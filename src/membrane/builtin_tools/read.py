@@ -41,7 +41,7 @@ the checkout may be read.
 are returned and a note says how to continue.
 - Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files, directories, named \
 pipes and devices are refused: use Glob to list a directory.
-- The line-number prefix is not part of the file: leave it out when you quote text to Edit."""
+- The line-number prefix is not part of the file: leave it out when you quote the file's text."""
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -89,6 +89,7 @@ from membrane.limits import check_count
 from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
 from membrane.loop.mention import delegate_mention
 from membrane.loop.outcome import ChildOutcome
+from membrane.loop.replies import checked_response
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
@@ -166,6 +167,8 @@ class AgentLoop:
         self._max_output_retries = max_output_retries
         self._steering: deque[str] = deque()
         self._notices: deque[tuple[str, Callable[[], None] | None]] = deque()
+        #: Why each malformed call of the last reply cannot run, by its stand-in's id.
+        self._malformed: dict[str, str] = {}
         self._state: Literal["new", "running", "done"] = "new"
         self._stop_requested = False
         self._cancel: anyio.CancelScope | None = None
@@ -346,11 +349,8 @@ class AgentLoop:
             raise ModelError(
                 f"the model {name!r} failed: {type(exc).__name__}: {exc}", model=name
             ) from exc
-        if not isinstance(response, ModelResponse):
-            raise ModelError(
-                f"the model {name!r} returned {type(response).__name__}, not a ModelResponse",
-                model=name,
-            )
+        response, problems = checked_response(response, model=name)
+        self._malformed.update(problems)
         self._usage = self._usage + response.usage
         self._emit("usage", {"turn": self._turns, **response.usage.to_dict()})
         for note in response.notes:
@@ -368,7 +368,12 @@ class AgentLoop:
         skip = _NOT_RUN if not run else None
         for call in calls:
             self._emit("tool_call", {"name": call.name, "id": call.id, "turn": turn})
-            if skip is not None:
+            problem = self._malformed.pop(call.id, None)
+            if problem is not None:
+                result = error_result(
+                    call, "tool-arguments-invalid", f"The call was not run: {problem}."
+                )
+            elif skip is not None:
                 result = error_result(call, SKIPPED, skip)
             else:
                 result = await run_tool_call(

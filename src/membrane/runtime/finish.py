@@ -115,6 +115,17 @@ class Finisher:
         except StoreError as exc:
             self._hub.errors.append(exc)
             seq, item_id = 0, None
+        except Exception as exc:
+            # Whatever the end of a run cannot store (a value no store can encode), it still
+            # ends here: the run is never left `running` and no sibling is stopped.
+            self._hub.errors.append(
+                StoreError(
+                    f"the end of run {record.run_id!r} could not be stored: "
+                    f"{type(exc).__name__}: {exc}",
+                    run_id=record.run_id,
+                )
+            )
+            seq, item_id = 0, None
         record.outbox_item = item_id
         self._hub.deliver(
             seq=seq,

@@ -56,7 +56,11 @@ def stored_request(header: SessionHeader, message: str) -> SubagentStartRequest:
         )
     background, role, model = meta.get("background"), meta.get("role"), meta.get("model")
     persona = controls.get("persona")
-    call = {"model": model or None, "max_turns": controls.get("max_turns")}
+    call: dict[str, object] = {"model": model or None, "max_turns": controls.get("max_turns")}
+    if isinstance(background, bool):
+        # The resolved flag of the first start: a background child stays one, so the
+        # completion notice it owes its parent is written (never lost across a crash).
+        call["run_in_background"] = background
     try:
         request = SubagentStartRequest(
             agent_type=agent_type,

@@ -8,7 +8,7 @@ The command sees the whole file system read-only (``--ro-bind / /``), then:
   (a read-only bind mount cannot be written, removed, renamed over or replaced, whatever the
   program: the kernel refuses with ``EROFS`` or ``EBUSY``), the agent's memory folders
   read-write again on top of those;
-* new PID, IPC, UTS and cgroup namespaces, and a new network namespace (only a loopback of its
+* new PID and IPC namespaces, and a new network namespace (only a loopback of its
   own) unless the network is allowed. In the PID namespace ``bwrap`` is process 1: when the
   command ends, or Membrane dies (``--die-with-parent``), every process left in it is killed,
   so ``setsid``, ``nohup`` and double forks cannot outlive the call;
@@ -38,17 +38,17 @@ def bwrap_argv(bwrap: str, boundary: Boundary, argv: Sequence[str], *, cwd: Path
         "--new-session",
         "--unshare-pid",
         "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
     ]
     if not boundary.network:
         out.append("--unshare-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for folder in _PRIVATE_TMP:
         out += ["--tmpfs", folder]
-    # Bound again: the checkout or its repository may lie under a private tmp folder.
+    # Bound again where a private tmp folder would hide them (a checkout under /tmp).
     for path in boundary.visible:
-        out += ["--ro-bind", str(path), str(path)]
+        hidden = any(path.is_relative_to(folder) for folder in _PRIVATE_TMP)
+        if hidden and not any(path.is_relative_to(tree) for tree in boundary.writable):
+            out += ["--ro-bind", str(path), str(path)]
     for path in boundary.writable:
         out += ["--bind", str(path), str(path)]
     for path in boundary.read_only:

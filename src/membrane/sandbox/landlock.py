@@ -29,7 +29,6 @@ What it cannot carve out (honestly):
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -67,11 +66,6 @@ def landlock_grants(boundary: Boundary, tmp: Path) -> tuple[list[str], list[str]
 def landlock_argv(boundary: Boundary, argv: Sequence[str], *, tmp: Path) -> list[str]:
     """``argv`` wrapped in the Landlock helper, for ``boundary`` with ``tmp`` as ``TMPDIR``."""
     trees, files = landlock_grants(boundary, tmp)
-    spec = {
-        "abi": machine_support().landlock_abi,
-        "write": trees,
-        "files": files,
-        "network": boundary.network,
-        "tmp": str(tmp),
-    }
-    return [sys.executable, "-I", "-S", str(HELPER), json.dumps(spec), "--", *argv]
+    head = [str(machine_support().landlock_abi), "1" if boundary.network else "0", str(tmp)]
+    grants = [f"w:{t}" for t in trees] + [f"f:{f}" for f in files]
+    return [sys.executable, "-I", "-S", str(HELPER), *head, *grants, "--", *argv]

@@ -1,7 +1,9 @@
 """Run one command under Landlock rules, and kill what it leaves behind (stdlib only).
 
-Started as ``python -I landlock_exec.py SPEC -- ARGV...`` by the Landlock backend; ``SPEC`` is
-JSON: ``{"abi": N, "write": [paths], "files": [paths], "network": bool, "tmp": path}``.
+Started as ``python -I -S landlock_exec.py ABI NETWORK TMP [w:TREE | f:FILE]... -- ARGV...`` by
+the Landlock backend: ``ABI`` is the kernel's Landlock ABI version, ``NETWORK`` ``1`` when TCP
+is allowed, ``TMP`` the private temporary folder, then the trees (``w:``) and single files
+(``f:``) that may be written.
 
 This process becomes a *child subreaper*, forks, and in the child restricts itself
 (``no_new_privs``, then ``landlock_restrict_self``) before ``exec``: the command and everything
@@ -12,14 +14,14 @@ Every process the command leaves behind, including one that called ``setsid`` or
 (orphans are re-parented to this subreaper), is killed when the command ends or when this
 process gets ``SIGTERM``.
 
-It imports nothing from Membrane so that it starts fast.
+It imports nothing from Membrane, and nothing slow from the standard library (no ``json``, no
+``re``), so that it starts fast.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -58,16 +60,14 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def _restrict(spec: dict[str, object]) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
+def _restrict(libc: ctypes.CDLL, abi: int, network: bool, grants: list[str]) -> None:
     libc.syscall.restype = ctypes.c_long
-    abi = int(str(spec["abi"]))
     handled = _fs_rights(abi)
     attr = _RulesetAttr(handled_access_fs=handled)
     size = 8
     if abi >= 4:
         size = 16
-        if not spec.get("network"):
+        if not network:
             attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP
     if abi >= 6:
         size = 24
@@ -76,9 +76,9 @@ def _restrict(spec: dict[str, object]) -> None:
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     file_rights = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
-    trees = [(str(p), handled) for p in spec.get("write", [])]  # type: ignore[attr-defined]
-    files = [(str(p), file_rights) for p in spec.get("files", [])]  # type: ignore[attr-defined]
-    for path, rights in trees + files:
+    for grant in grants:
+        kind, path = grant[:2], grant[2:]
+        rights = handled if kind == "w:" else file_rights
         try:
             target = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
@@ -118,26 +118,28 @@ def _reap_all() -> None:
     """Kill and reap every descendant (orphans come to this subreaper)."""
     me = os.getpid()
     while True:
-        for child in _children(me):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, signal.SIGKILL)
         try:
-            os.waitpid(-1, 0)
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                for child in _children(me):  # someone is left: kill it, then reap
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child, signal.SIGKILL)
+                os.waitpid(-1, 0)
         except ChildProcessError:
             return
 
 
 def main(args: list[str]) -> int:
-    spec = json.loads(args[0])
-    argv = args[2:]
+    split = args.index("--")
+    abi, network, tmp, grants = int(args[0]), args[1] == "1", args[2], args[3:split]
+    argv = args[split + 1 :]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     child = os.fork()
     if child == 0:
         try:
-            _restrict(spec)
-            os.environ["TMPDIR"] = str(spec["tmp"])
+            _restrict(libc, abi, network, grants)
+            os.environ["TMPDIR"] = tmp
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(2, f"membrane sandbox (landlock): {exc}\n".encode())

@@ -172,7 +172,8 @@ class ToolView:
         path of the first problem), ``ToolSpecError`` when the tool's own schema cannot be
         applied, or ``ToolFailed`` wrapping a handler's non-Membrane error.
         """
-        tool = self._tools.get(name)
+        # A name that is not a string (a model's malformed call) names no tool.
+        tool = self._tools.get(name) if isinstance(name, str) else None
         if tool is None:
             raise _not_visible(name)
         if tool.deferred and tool.loader is not None:

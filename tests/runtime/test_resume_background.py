@@ -1,0 +1,70 @@
+"""A background child resumed after kill -9 stays a background child: its completion notice to
+its parent is written, never lost."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from membrane.models.base import ModelRequest, ModelResponse
+from membrane.runtime import InProcessProvider
+from membrane.store import SQLiteStore
+from membrane.testing import FunctionModel
+
+from .conftest import Project
+
+SCRIPT = Path(__file__).parent / "scripts" / "background_crash.py"
+
+
+def _run_then_kill(project: Project, db: Path, point: str) -> dict[str, str]:
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(db), str(project.root), str(project.home), point],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        if not line:
+            raise AssertionError(f"the crash script printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
+        ids: dict[str, str] = json.loads(line)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    return ids
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("point", ["published", "tool_call", "tool_result"])
+async def test_a_background_child_resumed_after_kill_9_still_owes_its_parent_a_notice(
+    project: Project, tmp_path: Path, point: str
+) -> None:
+    project.agent("lead", tools="Read", allowed_subagents="[worker]")
+    project.agent("worker", tools="Read")
+    db = tmp_path / "state.db"
+    with anyio.fail_after(60):
+        ids = await anyio.to_thread.run_sync(lambda: _run_then_kill(project, db, point))
+    store = SQLiteStore(db)
+    header = store.get_header(ids["worker"])
+    assert header is not None and header.status == "running" and header.meta["background"]
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="the survey found 3 files")
+
+    provider = InProcessProvider(FunctionModel(answer))
+    with anyio.fail_after(30):
+        async with project.runtime(provider, store=store) as runtime:
+            info = await runtime.resume(ids["worker"], "go on")
+            assert info.background is True
+            result = await runtime.wait(ids["worker"])
+    assert result.status == "completed"
+    owed = [item for item in store.pending_outbox() if item.recipient == ids["lead"]]
+    assert len(owed) == 1, owed
+    assert "the survey found 3 files" in json.dumps(owed[0].payload)
