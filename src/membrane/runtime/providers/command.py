@@ -43,7 +43,7 @@ from typing import Final
 import anyio
 from anyio.abc import Process
 
-from membrane.errors import InvalidRequest
+from membrane.errors import InvalidRequest, SandboxUnavailable
 from membrane.json_types import JSONDict
 from membrane.models.base import Message
 from membrane.resolve.guidance import cli_guidance
@@ -54,6 +54,7 @@ from membrane.runtime.provider import (
     SubagentCapabilities,
 )
 from membrane.sandbox.process import OutputCapture, pump
+from membrane.sandbox.runner import Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
 
 __all__ = ["CommandProvider"]
@@ -82,8 +83,10 @@ class CommandProvider:
         timeout: float | None = None,
         kill_grace: float = 5.0,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.command = _check_template(command)
+        self.sandbox = sandbox
         self.name = name
         self.env = dict(env or {})
         if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
@@ -123,7 +126,25 @@ class CommandProvider:
             "MEMBRANE_SESSION_ID": request.run_id,
             "MEMBRANE_DEPTH": str(request.depth),
         }
+        if self.sandbox is not None:
+            argv = _sandboxed(self.sandbox, argv, request)
         return _CommandChild(self, scope, argv, env=env, cwd=request.cwd)
+
+
+def _sandboxed(policy: SandboxPolicy, argv: list[str], request: ChildSpec) -> list[str]:
+    """``argv`` wrapped in the OS sandbox ``policy`` chooses, for a child that may write its
+    checkout (the command is an agent that edits files); the guard alone leaves it as is."""
+    checkout = Path(request.cwd) if request.cwd is not None else Path.cwd()
+    sandbox = Sandbox.for_checkout(policy, checkout, agent=request.agent, writes=True)
+    if sandbox.backend == "landlock":
+        raise SandboxUnavailable(
+            "CommandProvider runs its command under bubblewrap or the guard alone; the Landlock "
+            "backend needs a private temporary folder per call",
+            backend="landlock",
+            reason="not supported for command children",
+        )
+    sandbox.prepare()
+    return sandbox.command(argv, cwd=checkout)
 
 
 class _CommandChild:
