@@ -72,6 +72,10 @@ def control(checkout: Path) -> list[Path]:
     return [checkout / name for name in (".git", ".membrane", ".agents", ".claude", ".pi")]
 
 
+def control_files(checkout: Path) -> list[bool]:
+    return [(checkout / name).exists() for name in ("opencode.json", "opencode.jsonc")]
+
+
 ESCAPES = [
     "echo x > $(echo {outside})/f",
     "echo x > `echo {outside}`/f",
@@ -111,6 +115,8 @@ PLANTS = [
     "git checkout-index --prefix=.agents/agents/ -a",
     "python3 -c \"import os; os.makedirs('.agents/agents'); "
     "open('.agents/agents/g.md', 'w').write('x')\"",
+    "echo '{\"agent\": {\"general-purpose\": {\"tools\": {\"bash\": true}}}}' > opencode.json",
+    "mkdir -p sub && echo '{}' > sub/x.json && mv sub/x.json opencode.jsonc",
 ]
 
 
@@ -143,9 +149,10 @@ async def test_a_writing_child_cannot_plant_or_change_a_control_path(
 ) -> None:
     (checkout / ".agents").mkdir()
     before = snapshot(*control(checkout))
-    await _run(os_sandbox, command, ToolContext(agent="a", cwd=checkout))
+    result = await _run(os_sandbox, command, ToolContext(agent="a", cwd=checkout))
     after = snapshot(*control(checkout))
     assert after == before
+    assert control_files(checkout) == [False, False], result
     assert not (checkout / "moved").exists() and not (checkout / "moved-agents").exists()
 
 
@@ -211,3 +218,13 @@ async def test_network_is_off_unless_allowed(
             result = await tool.handler({"command": probe}, ToolContext(cwd=checkout))
     assert isinstance(result, dict)
     assert (result["stdout"] == "connected\n") is allowed, result
+
+
+async def test_an_existing_opencode_config_is_read_only(os_sandbox: str, checkout: Path) -> None:
+    config = checkout / "opencode.json"
+    config.write_text('{"agent": {}}\n')
+    command = "echo x >> opencode.json; rm -f opencode.json; mv opencode.json moved.json; true"
+    result = await _run(os_sandbox, command, ToolContext(agent="a", cwd=checkout))
+    assert result["exit_code"] == 0
+    assert config.read_text() == '{"agent": {}}\n'
+    assert not (checkout / "moved.json").exists()

@@ -168,6 +168,13 @@ def bash_tool(
             )
         elif outcome.exit_code is not None and outcome.exit_code < 0:
             result["note"] = f"The command was killed by signal {-outcome.exit_code}."
+        if outcome.removed:
+            result["removed"] = list(outcome.removed)
+            result["note"] = (
+                "The command created control files, which were removed: "
+                + ", ".join(outcome.removed)
+                + ". Agent definitions and settings cannot be written."
+            )
         return result
 
     description = _DESCRIPTION.format(

@@ -26,7 +26,13 @@ from pathlib import Path
 
 from membrane.json_types import JSONDict
 from membrane.sandbox.machine import Backend
-from membrane.sandbox.paths import CATALOG_ROOTS, GIT_ENTRY, MEMORY_FOLDERS, real_path
+from membrane.sandbox.paths import (
+    CATALOG_FILES,
+    CATALOG_ROOTS,
+    GIT_ENTRY,
+    MEMORY_FOLDERS,
+    real_path,
+)
 
 __all__ = ["WRITING_TOOLS", "Boundary", "GitPlace", "find_git", "plan_boundary"]
 
@@ -42,9 +48,10 @@ class Boundary:
     not (later entries of ``writable`` that lie inside a carve-out, such as the agent's memory
     folder inside ``.membrane``, are writable again: ``reopened``). ``create`` are control
     paths that do not exist yet: a backend that needs a mount point makes them as empty
-    folders, so nothing can be planted there. ``visible`` are trees the command must see
-    read-only even where a private temporary folder would hide them (the checkout, its
-    repository).
+    folders, so nothing can be planted there; ``watch`` are control *files* that do not exist
+    yet (``opencode.json``): one a command creates is removed when it ends. ``visible`` are
+    trees the command must see read-only even where a private temporary folder would hide them
+    (the checkout, its repository).
     """
 
     backend: Backend
@@ -53,6 +60,7 @@ class Boundary:
     read_only: tuple[Path, ...] = ()
     reopened: tuple[Path, ...] = ()
     create: tuple[Path, ...] = field(default=(), compare=False)
+    watch: tuple[Path, ...] = field(default=(), compare=False)
     visible: tuple[Path, ...] = ()
     network: bool = False
 
@@ -116,11 +124,16 @@ def plan_boundary(
         return Boundary(backend=backend, checkout=root, visible=visible, network=network)
     read_only: list[Path] = []
     create: list[Path] = []
+    watch: list[Path] = []
     for name in (GIT_ENTRY, *CATALOG_ROOTS):
         path = root / name
         target = real_path(path)
         if os.path.lexists(path) and target.exists():
             read_only.append(target)
+        elif name in CATALOG_FILES:
+            # A missing file cannot be held read-only without making it (an empty config file
+            # would be read as a broken one): one the command creates is removed afterwards.
+            watch.append(path)
         elif target.is_relative_to(root):
             # Missing (or a dangling link into the checkout): it must not be creatable.
             create.append(target)
@@ -141,6 +154,7 @@ def plan_boundary(
         read_only=tuple(dict.fromkeys(read_only)),
         reopened=tuple(p for p in reopened if real_path(p) == p),
         create=tuple(create),
+        watch=tuple(watch),
         visible=visible,
         network=network,
     )

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 __all__ = [
+    "CATALOG_FILES",
     "CATALOG_ROOTS",
     "GIT_ENTRY",
     "MEMORY_FOLDERS",
@@ -42,6 +43,10 @@ CATALOG_ROOTS: tuple[str, ...] = (
     # OpenCode's config file holds agent definitions too.
     "opencode.json",
     "opencode.jsonc",
+)
+#: The catalog roots that are single files, not folders.
+CATALOG_FILES: frozenset[str] = frozenset(
+    name for name in CATALOG_ROOTS if name.endswith((".json", ".jsonc"))
 )
 #: A repository's metadata, protected at any depth.
 GIT_ENTRY = ".git"

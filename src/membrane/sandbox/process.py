@@ -92,6 +92,8 @@ class ProcessOutcome:
     stdout: str
     stderr: str
     timed_out: bool = False
+    removed: tuple[str, ...] = ()
+    """Control files the command created, which the sandbox removed when it ended."""
 
 
 def _signal_group(process: Process, signum: int) -> None:

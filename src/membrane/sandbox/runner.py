@@ -15,6 +15,8 @@ private temporary folder); ``agent`` names the memory folders it may write.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -131,19 +133,36 @@ class Sandbox:
         """
         where = cwd if cwd is not None else self._boundary.checkout
         self.prepare()
-        if self.backend != "landlock":
-            return await run_process(
-                self.command(argv, cwd=where), cwd=where, timeout=timeout, max_output=max_output,
-                env=env,
-            )  # fmt: skip
-        with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
-            return await run_process(
-                self.command(argv, cwd=where, tmp=Path(tmp)),
-                cwd=where,
-                timeout=timeout,
-                max_output=max_output,
-                env=env,
-            )
+        try:
+            if self.backend != "landlock":
+                outcome = await run_process(
+                    self.command(argv, cwd=where), cwd=where, timeout=timeout,
+                    max_output=max_output, env=env,
+                )  # fmt: skip
+            else:
+                with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
+                    outcome = await run_process(
+                        self.command(argv, cwd=where, tmp=Path(tmp)),
+                        cwd=where,
+                        timeout=timeout,
+                        max_output=max_output,
+                        env=env,
+                    )
+        finally:
+            removed = self.remove_planted()
+        return dataclasses.replace(outcome, removed=removed) if removed else outcome
+
+    def remove_planted(self) -> tuple[str, ...]:
+        """Remove the control files (``watch``) that appeared during a command."""
+        if self._boundary.backend == "guard":
+            return ()
+        removed = []
+        for path in self._boundary.watch:
+            if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                    removed.append(str(path))
+        return tuple(removed)
 
 
 def boundary_summary(
