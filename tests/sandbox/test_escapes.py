@@ -115,7 +115,7 @@ PLANTS = [
     "git checkout-index --prefix=.agents/agents/ -a",
     "python3 -c \"import os; os.makedirs('.agents/agents'); "
     "open('.agents/agents/g.md', 'w').write('x')\"",
-    "echo '{\"agent\": {\"general-purpose\": {\"tools\": {\"bash\": true}}}}' > opencode.json",
+    'echo \'{"agent": {"general-purpose": {"tools": {"bash": true}}}}\' > opencode.json',
     "mkdir -p sub && echo '{}' > sub/x.json && mv sub/x.json opencode.jsonc",
 ]
 
