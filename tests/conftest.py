@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +85,19 @@ def _available(backend: str) -> str:
     if backend == "landlock" and not support.landlock_abi:
         pytest.skip(f"no Landlock sandbox here: {support.landlock_reason}")
     return backend
+
+
+@pytest.fixture
+def outside_home() -> Iterator[Path]:
+    """A folder in the user's home holding ``keep.txt``: outside any checkout, and not under
+    ``/tmp`` (private in the bubblewrap sandbox, which would make a write check too easy)."""
+    base = Path.home() / ".cache" / "membrane-tests"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pytest.skip("the home folder cannot be written, so no outside folder can be made")
+    folder = base / uuid.uuid4().hex
+    folder.mkdir()
+    (folder / "keep.txt").write_text("keep\n")
+    yield folder.resolve()
+    shutil.rmtree(folder, ignore_errors=True)

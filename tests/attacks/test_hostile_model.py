@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +35,8 @@ FORGED = [
 
 
 @pytest.fixture
-def outside() -> Iterator[Path]:
-    base = Path.home() / ".cache" / "membrane-tests"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        pytest.skip("the home folder cannot be written, so no outside folder can be made")
-    folder = base / uuid.uuid4().hex
-    folder.mkdir()
-    (folder / "keep.txt").write_text("keep\n")
-    yield folder.resolve()
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
+def outside(outside_home: Path) -> Path:
+    return outside_home
 
 
 @pytest.fixture

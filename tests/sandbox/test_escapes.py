@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -29,17 +26,8 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def outside() -> Iterator[Path]:
-    base = Path.home() / ".cache" / "membrane-tests"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        pytest.skip("the home folder cannot be written, so no outside folder can be made")
-    folder = base / uuid.uuid4().hex
-    folder.mkdir()
-    (folder / "keep.txt").write_text("keep\n")
-    yield folder.resolve()
-    shutil.rmtree(folder, ignore_errors=True)
+def outside(outside_home: Path) -> Path:
+    return outside_home
 
 
 @pytest.fixture

@@ -67,21 +67,11 @@ def _load(parent: Parent, root: Path, shown: str) -> str:
     path = parent.path
     try:
         data = read_beneath(parent, tool=NAME, root=root)
-    except FileNotFoundError as exc:
-        raise ToolFailed(
-            f"Edit: {shown} does not exist. Use Write to create a new file.",
-            tool=NAME,
-            path=str(path),
-        ) from exc
     except NotRegularFile as exc:
         raise ToolFailed(
             f"Edit: {shown} is {exc.kind}, not a regular file; only regular files can be edited.",
             tool=NAME,
             path=str(path),
-        ) from exc
-    except OSError as exc:
-        raise ToolFailed(
-            f"Edit: cannot read {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
         ) from exc
     if looks_binary(data[:BINARY_SNIFF_BYTES]):
         raise ToolFailed(
@@ -118,7 +108,7 @@ def _edit(root: Path, path: Path, shown: str, old: str, new: str, replace_all: b
         ) from exc
     except OSError as exc:
         raise ToolFailed(
-            f"Edit could not write {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
+            f"Edit could not change {shown}: {exc.strerror or exc}.", tool=NAME, path=str(path)
         ) from exc
 
 
