@@ -82,6 +82,7 @@ from membrane.runtime import (
 )
 from membrane.runtime.start import CatalogLike, DispatchLike
 from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
+from membrane.sandbox.runner import SandboxPolicy
 from membrane.store import (
     LineageEdge,
     OutboxItem,
@@ -156,6 +157,7 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "SQLiteStore",
+    "SandboxPolicy",
     "Scope",
     "SessionHeader",
     "SessionShutdown",
