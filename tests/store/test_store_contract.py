@@ -450,12 +450,12 @@ def test_edges_need_a_stored_child_and_are_unique_per_child(store: Store) -> Non
         store.record_edge(**edge)  # type: ignore[arg-type]
 
 
-def test_an_edge_ends_once_and_only_as_completed_or_failed(store: Store) -> None:
+def test_an_edge_ends_once_and_only_as_completed_failed_or_interrupted(store: Store) -> None:
     store.create_session(header("child", parent="root", depth=1))
     store.record_edge(
         parent_id="root", child_id="child", child_role="r", brief_digest="d", spawn_fingerprint={}
     )
-    with pytest.raises(StoreError, match="'completed' or 'failed'"):
+    with pytest.raises(StoreError, match="'completed', 'failed' or 'interrupted'"):
         store.complete_edge("child", status="running")
     store.complete_edge("child", status="completed")
     with pytest.raises(StoreError, match="already ended as 'completed'"):

@@ -24,17 +24,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from membrane.errors import InvalidDepth, StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.limits import depth_problem
 
 __all__ = [
+    "DeadLetter",
     "EdgeStatus",
+    "Lease",
     "LineageEdge",
     "OutboxItem",
     "Receipt",
@@ -42,13 +45,16 @@ __all__ = [
     "SessionHeader",
     "Store",
     "StoredEvent",
+    "WorkflowRecord",
     "brief_digest",
 ]
 
+_log = logging.getLogger("membrane.lineage")
+_Row = TypeVar("_Row")
 
 ReceiptStatus = Literal["pending", "completed"]
-EdgeStatus = Literal["running", "completed", "failed"]
-EDGE_END_STATES: frozenset[str] = frozenset({"completed", "failed"})
+EdgeStatus = Literal["running", "completed", "failed", "interrupted"]
+EDGE_END_STATES: frozenset[str] = frozenset({"completed", "failed", "interrupted"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,41 @@ class LineageEdge:
     created_at: float
     result_summary: str | None = None
     completed_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An outbox item the drainer gave up on after its last attempt: kept, never dropped,
+    with the reason of that attempt (``last_error``); ``revive_outbox`` queues it again."""
+
+    id: int
+    recipient: str
+    payload: JSONObject
+    attempts: int
+    created_at: float
+    last_error: str
+    dead_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Which process drives a run (``owner``), until when (``expires_at``) unless renewed."""
+
+    run_id: str
+    owner: str
+    expires_at: float
+    acquired_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    """The durable state of one run's gated workflow; ``version`` rises with every write."""
+
+    run_id: str
+    workflow: str
+    state: JSONObject
+    version: int
+    updated_at: float
 
 
 def brief_digest(brief: str) -> str:
@@ -244,6 +285,63 @@ class Store(Protocol):
 
     def mark_delivered(self, item_id: int) -> None: ...
 
+    def postpone_outbox(self, item_id: int, *, next_attempt_at: float) -> None:
+        """Move an undelivered item's due time without counting an attempt (its notice is
+        waiting in a live recipient); a delivered or missing item is a no-op."""
+        ...
+
+    def note_outbox_error(self, item_id: int, error: str) -> None:
+        """Keep why the last attempt of an undelivered item failed."""
+        ...
+
+    def outbox_error(self, item_id: int) -> str | None:
+        """The last attempt's error of an undelivered item, if it failed."""
+        ...
+
+    def bury_outbox(self, item_id: int, *, error: str) -> DeadLetter:
+        """Move an undelivered item to the dead letters (it is no longer due or pending)."""
+        ...
+
+    def dead_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Dead letters (``recipient``'s, or all), oldest first."""
+        ...
+
+    def revive_outbox(self, item_id: int) -> OutboxItem:
+        """Queue a dead letter again under its id, due now, with no attempts counted."""
+        ...
+
+    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        """Take the lease of ``run_id`` for ``ttl`` seconds when it is free, expired or already
+        ``owner``'s; return the lease in force afterwards (another owner's when it is live)."""
+        ...
+
+    def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
+        """Extend ``owner``'s lease; ``None`` when ``owner`` does not hold it any more."""
+        ...
+
+    def release_lease(self, run_id: str, *, owner: str) -> None:
+        """Drop ``owner``'s lease of ``run_id`` (a no-op when another owner holds it)."""
+        ...
+
+    def get_lease(self, run_id: str) -> Lease | None: ...
+
+    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
+        """Leases whose ``expires_at`` is before ``now``, oldest expiry first."""
+        ...
+
+    def get_workflow(self, run_id: str) -> WorkflowRecord | None: ...
+
+    def put_workflow(
+        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
+    ) -> WorkflowRecord:
+        """Write a run's workflow state when its stored version is ``expected_version`` (0: no
+        state yet); another version is a ``StoreError`` and nothing is written."""
+        ...
+
+    def reopen_edge(self, child_id: str) -> LineageEdge:
+        """Move an ``interrupted`` edge back to ``running`` (its run was resumed)."""
+        ...
+
     def record_edge(
         self,
         *,
@@ -349,10 +447,32 @@ def dump_messages(messages: object, *, session_id: str, start: object) -> list[s
     return encoded
 
 
+def loadable_edges(rows: Iterable[_Row], load: Callable[[_Row], LineageEdge]) -> list[LineageEdge]:
+    """The edges ``load`` makes of ``rows``; a malformed stored edge is dropped with a warning
+    (logger ``membrane.lineage``), never raised: the ledger is supplementary provenance."""
+    edges: list[LineageEdge] = []
+    for row in rows:
+        try:
+            edge = load(row)
+        except (StoreError, TypeError, ValueError) as exc:
+            _log.warning("a malformed lineage edge was dropped on load: %s", exc)
+            continue
+        if (
+            not all(isinstance(v, str) and v for v in (edge.parent_id, edge.child_id))
+            or edge.status not in ("running", *EDGE_END_STATES)
+            or not isinstance(edge.spawn_fingerprint, Mapping)
+        ):
+            _log.warning("a malformed lineage edge of %r was dropped on load", edge.child_id)
+            continue
+        edges.append(edge)
+    return edges
+
+
 def check_edge_status(status: str) -> None:
     if status not in EDGE_END_STATES:
         raise StoreError(
-            f"an edge can end as 'completed' or 'failed', not {status!r}", status=status
+            f"an edge can end as 'completed', 'failed' or 'interrupted', not {status!r}",
+            status=status,
         )
 
 

@@ -37,8 +37,10 @@ from membrane.store.base import (
     check_start,
     dump_json,
     dump_messages,
+    loadable_edges,
     missing,
 )
+from membrane.store.memory_durable import DurableState, MemoryDurable
 
 __all__ = ["MemoryStore"]
 
@@ -57,12 +59,17 @@ class _State:
     #: Transcripts as JSON text per message; an append extends the list in place.
     transcripts: dict[str, list[str]] = field(default_factory=dict)
     schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    durable: DurableState = field(default_factory=DurableState)
 
 
 def _normalise(value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
     """What SQLite would give back after storing ``value`` as JSON."""
     loaded: dict[str, Any] = json.loads(dump_json(value, what=what) or "{}")
     return loaded
+
+
+def _same(edge: LineageEdge) -> LineageEdge:
+    return edge
 
 
 def _fresh(value: _T) -> _T:
@@ -83,7 +90,7 @@ def _restore(table: dict[Any, Any], key: object, old: object) -> Callable[[], No
     return undo
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryDurable, Store):
     """A ``Store`` in memory. ``clock`` stamps rows (seconds since the epoch)."""
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
@@ -470,7 +477,7 @@ class MemoryStore(Store):
                 for edge in state.edges.values()
                 if parent_id is None or edge.parent_id == parent_id
             ]
-        return _fresh(sorted(found, key=lambda edge: edge.created_at))
+        return loadable_edges(_fresh(sorted(found, key=lambda edge: edge.created_at)), _same)
 
     # -- schedules ----------------------------------------------------------------------------
 

@@ -124,6 +124,59 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        5,
+        "dead letters, leases, workflow state, interrupted edges",
+        (
+            "ALTER TABLE outbox ADD COLUMN last_error TEXT",
+            # A dead letter leaves the outbox (so no due or pending query sees it) and keeps
+            # its id, which is its delivery id: a revived item is deduplicated as before.
+            """CREATE TABLE outbox_dead (
+                id          INTEGER PRIMARY KEY NOT NULL,
+                recipient   TEXT NOT NULL,
+                payload     TEXT NOT NULL,
+                attempts    INTEGER NOT NULL,
+                created_at  REAL NOT NULL,
+                last_error  TEXT NOT NULL,
+                dead_at     REAL NOT NULL
+            )""",
+            """CREATE TABLE run_leases (
+                run_id      TEXT PRIMARY KEY NOT NULL,
+                owner       TEXT NOT NULL,
+                expires_at  REAL NOT NULL,
+                acquired_at REAL NOT NULL
+            )""",
+            "CREATE INDEX run_leases_expiry ON run_leases (expires_at)",
+            """CREATE TABLE workflow_state (
+                run_id     TEXT PRIMARY KEY NOT NULL
+                           REFERENCES sessions (session_id) ON DELETE CASCADE,
+                workflow   TEXT NOT NULL,
+                state      TEXT NOT NULL,
+                version    INTEGER NOT NULL CHECK (version >= 1),
+                updated_at REAL NOT NULL
+            )""",
+            # SQLite cannot change a CHECK constraint in place: the ledger is rebuilt.
+            """CREATE TABLE lineage_edges_v4 (
+                child_id          TEXT PRIMARY KEY NOT NULL
+                                  REFERENCES sessions (session_id) ON DELETE CASCADE,
+                parent_id         TEXT NOT NULL,
+                child_role        TEXT NOT NULL,
+                brief_digest      TEXT NOT NULL,
+                spawn_fingerprint TEXT NOT NULL,
+                status            TEXT NOT NULL CHECK
+                                  (status IN ('running', 'completed', 'failed', 'interrupted')),
+                result_summary    TEXT,
+                created_at        REAL NOT NULL,
+                completed_at      REAL
+            )""",
+            "INSERT INTO lineage_edges_v4 SELECT child_id, parent_id, child_role, brief_digest, "
+            "spawn_fingerprint, status, result_summary, created_at, completed_at "
+            "FROM lineage_edges",
+            "DROP TABLE lineage_edges",
+            "ALTER TABLE lineage_edges_v4 RENAME TO lineage_edges",
+            "CREATE INDEX lineage_by_parent ON lineage_edges (parent_id, created_at)",
+        ),
+    ),
 )
 
 

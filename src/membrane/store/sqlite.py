@@ -38,10 +38,12 @@ from membrane.store.base import (
     dump_json,
     dump_messages,
     load_json,
+    loadable_edges,
     missing,
 )
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
 from membrane.store.sqlite_schedules import SQLiteSchedules
+from membrane.store.sqlite_durable import SQLiteDurable
 
 __all__ = ["SQLiteStore"]
 
@@ -59,7 +61,7 @@ _EDGE_COLUMNS = (
 )
 
 
-class SQLiteStore(SQLiteSchedules, Store):
+class SQLiteStore(SQLiteSchedules, SQLiteDurable, Store):
     """A ``Store`` in one SQLite file, created (with its folder) when absent.
 
     ``timeout`` is how long a write waits for another process's transaction to finish.
@@ -575,7 +577,7 @@ class SQLiteStore(SQLiteSchedules, Store):
             query, params = query + " WHERE parent_id = ?", (parent_id,)
         with self._guard("edges") as conn:
             rows = conn.execute(query + " ORDER BY created_at, rowid", params).fetchall()
-        return [_edge_row(row) for row in rows]
+        return loadable_edges(rows, _edge_row)
 
     @staticmethod
     def _edge(conn: sqlite3.Connection, child_id: str) -> LineageEdge | None:

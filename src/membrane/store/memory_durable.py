@@ -1,0 +1,203 @@
+"""The ``MemoryStore`` side of dead letters, run leases, workflow state and reopened lineage
+edges, with the same semantics as ``membrane.store.sqlite_durable`` (the contract tests run
+against both).
+
+``MemoryDurable`` is a mixin over ``MemoryStore``'s plumbing (``_open`` yields the state under
+the lock, ``_put``/``_drop`` change a table through the transaction's undo log, ``_clock``);
+its containers live in ``DurableState``, inside the store's state, so a failed
+``transaction()`` rolls them back too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from membrane.errors import StoreError
+from membrane.json_types import JSONObject
+from membrane.store.base import (
+    DeadLetter,
+    Lease,
+    LineageEdge,
+    OutboxItem,
+    WorkflowRecord,
+    dump_json,
+    missing,
+)
+
+__all__ = ["DurableState", "MemoryDurable"]
+
+
+@dataclass(slots=True)
+class DurableState:
+    dead: dict[int, DeadLetter] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    leases: dict[str, Lease] = field(default_factory=dict)
+    workflows: dict[str, WorkflowRecord] = field(default_factory=dict)
+
+
+class _Core(Protocol):
+    """What the mixin reads of ``MemoryStore``'s state."""
+
+    durable: DurableState
+    sessions: dict[str, Any]
+    outbox: dict[int, OutboxItem]
+    edges: dict[str, LineageEdge]
+
+
+class MemoryDurable:
+    """Dead letters, leases and workflow state in memory."""
+
+    _clock: Callable[[], float]
+
+    def _open(self, action: str) -> AbstractContextManager[_Core]:
+        raise NotImplementedError  # supplied by MemoryStore
+
+    def _put(self, table: dict[Any, Any], key: object, value: object) -> None:
+        raise NotImplementedError  # supplied by MemoryStore
+
+    def _drop(self, table: dict[Any, Any], key: object) -> Any:
+        raise NotImplementedError  # supplied by MemoryStore
+
+    # -- the outbox's attempts and dead letters -------------------------------------------------
+
+    def postpone_outbox(self, item_id: int, *, next_attempt_at: float) -> None:
+        with self._open("postpone_outbox") as state:
+            item = state.outbox.get(item_id)
+            if item is not None and item.delivered_at is None:
+                self._put(state.outbox, item_id, replace(item, next_attempt_at=next_attempt_at))
+
+    def note_outbox_error(self, item_id: int, error: str) -> None:
+        with self._open("note_outbox_error") as state:
+            item = state.outbox.get(item_id)
+            if item is not None and item.delivered_at is None:
+                self._put(state.durable.errors, item_id, str(error))
+
+    def outbox_error(self, item_id: int) -> str | None:
+        with self._open("outbox_error") as state:
+            found: str | None = state.durable.errors.get(item_id)
+            return found
+
+    def bury_outbox(self, item_id: int, *, error: str) -> DeadLetter:
+        with self._open("bury_outbox") as state:
+            item = state.outbox.get(item_id)
+            if item is None or item.delivered_at is not None:
+                raise missing("undelivered outbox item", item_id)
+            dead = DeadLetter(
+                id=item.id,
+                recipient=item.recipient,
+                payload=item.payload,
+                attempts=item.attempts,
+                created_at=item.created_at,
+                last_error=str(error),
+                dead_at=self._clock(),
+            )
+            self._drop(state.outbox, item_id)
+            self._drop(state.durable.errors, item_id)
+            self._put(state.durable.dead, item_id, dead)
+            return copy.deepcopy(dead)
+
+    def dead_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        if limit < 1:
+            raise StoreError(f"dead_outbox limit must be at least 1, got {limit}", limit=limit)
+        with self._open("dead_outbox") as state:
+            found = [d for d in state.durable.dead.values() if recipient in (None, d.recipient)]
+        return copy.deepcopy(sorted(found, key=lambda d: d.id)[:limit])
+
+    def revive_outbox(self, item_id: int) -> OutboxItem:
+        with self._open("revive_outbox") as state:
+            dead = state.durable.dead.get(item_id)
+            if dead is None:
+                raise missing("dead letter", item_id)
+            now = self._clock()
+            item = OutboxItem(dead.id, dead.recipient, dead.payload, 0, now, dead.created_at)
+            self._drop(state.durable.dead, item_id)
+            self._put(state.durable.errors, item_id, dead.last_error)
+            self._put(state.outbox, item_id, item)
+            return copy.deepcopy(item)
+
+    # -- run leases -----------------------------------------------------------------------------
+
+    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        with self._open("claim_lease") as state:
+            now = self._clock()
+            held = state.durable.leases.get(run_id)
+            if held is None or held.expires_at <= now:
+                held = Lease(run_id, owner, now + ttl, now)
+            elif held.owner == owner:
+                held = replace(held, expires_at=now + ttl)
+            self._put(state.durable.leases, run_id, held)
+            return held
+
+    def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
+        with self._open("renew_lease") as state:
+            held = state.durable.leases.get(run_id)
+            if held is None or held.owner != owner:
+                return None
+            held = replace(held, expires_at=self._clock() + ttl)
+            self._put(state.durable.leases, run_id, held)
+            return held
+
+    def release_lease(self, run_id: str, *, owner: str) -> None:
+        with self._open("release_lease") as state:
+            held = state.durable.leases.get(run_id)
+            if held is not None and held.owner == owner:
+                self._drop(state.durable.leases, run_id)
+
+    def get_lease(self, run_id: str) -> Lease | None:
+        with self._open("get_lease") as state:
+            found: Lease | None = state.durable.leases.get(run_id)
+            return found
+
+    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
+        with self._open("expired_leases") as state:
+            moment = self._clock() if now is None else now
+            found = [lease for lease in state.durable.leases.values() if lease.expires_at <= moment]
+        return sorted(found, key=lambda lease: (lease.expires_at, lease.run_id))[:limit]
+
+    # -- workflow state -------------------------------------------------------------------------
+
+    def get_workflow(self, run_id: str) -> WorkflowRecord | None:
+        with self._open("get_workflow") as state:
+            found: WorkflowRecord | None = copy.deepcopy(state.durable.workflows.get(run_id))
+            return found
+
+    def put_workflow(
+        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
+    ) -> WorkflowRecord:
+        encoded: dict[str, Any] = json.loads(
+            dump_json(state, what=f"workflow state of {run_id!r}") or "{}"
+        )
+        with self._open("put_workflow") as core:
+            held = core.durable.workflows.get(run_id)
+            current = 0 if held is None else held.version
+            if current != expected_version:
+                raise StoreError(
+                    f"the workflow state of {run_id!r} is at version {current}, not "
+                    f"{expected_version}: another writer changed it; read it again",
+                    run_id=run_id,
+                    version=current,
+                )
+            if run_id not in core.sessions:
+                raise missing("session", run_id)
+            record = WorkflowRecord(run_id, workflow, encoded, current + 1, self._clock())
+            self._put(core.durable.workflows, run_id, record)
+            return copy.deepcopy(record)
+
+    # -- lineage --------------------------------------------------------------------------------
+
+    def reopen_edge(self, child_id: str) -> LineageEdge:
+        with self._open("reopen_edge") as state:
+            edge = state.edges.get(child_id)
+            if edge is None or edge.status != "interrupted":
+                raise StoreError(
+                    f"the lineage edge of {child_id!r} is not interrupted, so it cannot reopen",
+                    child_id=child_id,
+                )
+            edge = replace(edge, status="running", completed_at=None)
+            self._put(state.edges, child_id, edge)
+            return copy.deepcopy(edge)

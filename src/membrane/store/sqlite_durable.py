@@ -1,0 +1,272 @@
+"""The ``SQLiteStore`` statements for dead letters, run leases, workflow state and reopened
+lineage edges (schema migration 5).
+
+``SQLiteDurable`` is a mixin: ``SQLiteStore`` supplies the connection plumbing (``_write`` for
+a transaction or savepoint, ``_guard`` for a read, ``_clock``). Each method is one short
+statement or a few in one transaction, so a PostgreSQL store fits the same shapes: a lease is
+one upsert guarded by ``expires_at < now OR owner = ?``, and a workflow write one update
+guarded by its version.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+from membrane.errors import StoreError
+from membrane.json_types import JSONObject
+from membrane.store.base import (
+    DeadLetter,
+    Lease,
+    LineageEdge,
+    OutboxItem,
+    WorkflowRecord,
+    dump_json,
+    load_json,
+    missing,
+)
+
+__all__ = ["SQLiteDurable"]
+
+_DEAD_COLUMNS = "id, recipient, payload, attempts, created_at, last_error, dead_at"
+_LEASE_COLUMNS = "run_id, owner, expires_at, acquired_at"
+
+
+class SQLiteDurable:
+    """Dead letters, leases and workflow state in the store's SQLite file."""
+
+    _clock: Callable[[], float]
+
+    def _write(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # supplied by SQLiteStore
+
+    def _guard(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError  # supplied by SQLiteStore
+
+    # -- the outbox's attempts and dead letters -------------------------------------------------
+
+    def postpone_outbox(self, item_id: int, *, next_attempt_at: float) -> None:
+        with self._write("postpone_outbox") as conn:
+            conn.execute(
+                "UPDATE outbox SET next_attempt_at = ? WHERE id = ? AND delivered_at IS NULL",
+                (next_attempt_at, item_id),
+            )
+
+    def note_outbox_error(self, item_id: int, error: str) -> None:
+        with self._write("note_outbox_error") as conn:
+            conn.execute(
+                "UPDATE outbox SET last_error = ? WHERE id = ? AND delivered_at IS NULL",
+                (str(error), item_id),
+            )
+
+    def outbox_error(self, item_id: int) -> str | None:
+        with self._guard("outbox_error") as conn:
+            row = conn.execute("SELECT last_error FROM outbox WHERE id = ?", (item_id,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def bury_outbox(self, item_id: int, *, error: str) -> DeadLetter:
+        now = self._clock()
+        with self._write("bury_outbox") as conn:
+            row = conn.execute(
+                "SELECT recipient, payload, attempts, created_at FROM outbox "
+                "WHERE id = ? AND delivered_at IS NULL",
+                (item_id,),
+            ).fetchone()
+            if row is None:
+                raise missing("undelivered outbox item", item_id)
+            conn.execute(
+                f"INSERT INTO outbox_dead ({_DEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (item_id, row[0], row[1], row[2], row[3], str(error), now),
+            )
+            conn.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
+            found = conn.execute(
+                f"SELECT {_DEAD_COLUMNS} FROM outbox_dead WHERE id = ?", (item_id,)
+            ).fetchone()
+        return _dead(found)
+
+    def dead_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        if limit < 1:
+            raise StoreError(f"dead_outbox limit must be at least 1, got {limit}", limit=limit)
+        query = f"SELECT {_DEAD_COLUMNS} FROM outbox_dead"
+        params: tuple[Any, ...] = ()
+        if recipient is not None:
+            query, params = query + " WHERE recipient = ?", (recipient,)
+        with self._guard("dead_outbox") as conn:
+            rows = conn.execute(query + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()
+        return [_dead(row) for row in rows]
+
+    def revive_outbox(self, item_id: int) -> OutboxItem:
+        now = self._clock()
+        with self._write("revive_outbox") as conn:
+            row = conn.execute(
+                "SELECT recipient, payload, created_at, last_error FROM outbox_dead WHERE id = ?",
+                (item_id,),
+            ).fetchone()
+            if row is None:
+                raise missing("dead letter", item_id)
+            conn.execute(
+                "INSERT INTO outbox (id, recipient, payload, attempts, next_attempt_at, "
+                "created_at, last_error) VALUES (?, ?, ?, 0, ?, ?, ?)",
+                (item_id, row[0], row[1], now, row[2], row[3]),
+            )
+            conn.execute("DELETE FROM outbox_dead WHERE id = ?", (item_id,))
+        return OutboxItem(
+            id=item_id,
+            recipient=row[0],
+            payload=load_json(row[1], what=f"outbox item {item_id}"),
+            attempts=0,
+            next_attempt_at=now,
+            created_at=row[2],
+        )
+
+    # -- run leases -----------------------------------------------------------------------------
+
+    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        now = self._clock()
+        with self._write("claim_lease") as conn:
+            conn.execute(
+                f"INSERT INTO run_leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
+                "expires_at = excluded.expires_at, acquired_at = CASE WHEN "
+                "run_leases.owner = excluded.owner THEN run_leases.acquired_at "
+                "ELSE excluded.acquired_at END "
+                "WHERE run_leases.owner = excluded.owner OR run_leases.expires_at <= ?",
+                (run_id, owner, now + ttl, now, now),
+            )
+            row = conn.execute(
+                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return Lease(*row)
+
+    def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
+        now = self._clock()
+        with self._write("renew_lease") as conn:
+            cursor = conn.execute(
+                "UPDATE run_leases SET expires_at = ? WHERE run_id = ? AND owner = ?",
+                (now + ttl, run_id, owner),
+            )
+            if cursor.rowcount == 0:
+                return None
+            row = conn.execute(
+                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return Lease(*row)
+
+    def release_lease(self, run_id: str, *, owner: str) -> None:
+        with self._write("release_lease") as conn:
+            conn.execute("DELETE FROM run_leases WHERE run_id = ? AND owner = ?", (run_id, owner))
+
+    def get_lease(self, run_id: str) -> Lease | None:
+        with self._guard("get_lease") as conn:
+            row = conn.execute(
+                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else Lease(*row)
+
+    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
+        moment = self._clock() if now is None else now
+        with self._guard("expired_leases") as conn:
+            rows = conn.execute(
+                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE expires_at <= ? "
+                "ORDER BY expires_at, run_id LIMIT ?",
+                (moment, limit),
+            ).fetchall()
+        return [Lease(*row) for row in rows]
+
+    # -- workflow state -------------------------------------------------------------------------
+
+    def get_workflow(self, run_id: str) -> WorkflowRecord | None:
+        with self._guard("get_workflow") as conn:
+            row = conn.execute(
+                "SELECT run_id, workflow, state, version, updated_at FROM workflow_state "
+                "WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        return None if row is None else _workflow(row)
+
+    def put_workflow(
+        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
+    ) -> WorkflowRecord:
+        encoded = dump_json(state, what=f"workflow state of {run_id!r}")
+        now = self._clock()
+        with self._write("put_workflow") as conn:
+            row = conn.execute(
+                "SELECT version FROM workflow_state WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            current = 0 if row is None else int(row[0])
+            if current != expected_version:
+                raise StoreError(
+                    f"the workflow state of {run_id!r} is at version {current}, not "
+                    f"{expected_version}: another writer changed it; read it again",
+                    run_id=run_id,
+                    version=current,
+                )
+            try:
+                conn.execute(
+                    "INSERT INTO workflow_state (run_id, workflow, state, version, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                    "workflow = excluded.workflow, state = excluded.state, "
+                    "version = excluded.version, updated_at = excluded.updated_at",
+                    (run_id, workflow, encoded, current + 1, now),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise missing("session", run_id) from exc
+        return WorkflowRecord(run_id, workflow, load_json(encoded, what="state"), current + 1, now)
+
+    # -- lineage --------------------------------------------------------------------------------
+
+    def reopen_edge(self, child_id: str) -> LineageEdge:
+        with self._write("reopen_edge") as conn:
+            cursor = conn.execute(
+                "UPDATE lineage_edges SET status = 'running', completed_at = NULL "
+                "WHERE child_id = ? AND status = 'interrupted'",
+                (child_id,),
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(
+                    f"the lineage edge of {child_id!r} is not interrupted, so it cannot reopen",
+                    child_id=child_id,
+                )
+            row = conn.execute(
+                "SELECT parent_id, child_id, child_role, brief_digest, spawn_fingerprint, "
+                "status, created_at, result_summary, completed_at FROM lineage_edges "
+                "WHERE child_id = ?",
+                (child_id,),
+            ).fetchone()
+        return LineageEdge(
+            parent_id=row[0],
+            child_id=row[1],
+            child_role=row[2],
+            brief_digest=row[3],
+            spawn_fingerprint=load_json(row[4], what=f"lineage edge of {child_id!r}"),
+            status=row[5],
+            created_at=row[6],
+            result_summary=row[7],
+            completed_at=row[8],
+        )
+
+
+def _dead(row: tuple[Any, ...]) -> DeadLetter:
+    item_id, recipient, payload, attempts, created_at, last_error, dead_at = row
+    return DeadLetter(
+        id=item_id,
+        recipient=recipient,
+        payload=load_json(payload, what=f"dead letter {item_id}"),
+        attempts=attempts,
+        created_at=created_at,
+        last_error=last_error,
+        dead_at=dead_at,
+    )
+
+
+def _workflow(row: tuple[Any, ...]) -> WorkflowRecord:
+    run_id, workflow, state, version, updated_at = row
+    return WorkflowRecord(
+        run_id,
+        workflow,
+        load_json(state, what=f"workflow state of {run_id!r}"),
+        version,
+        updated_at,
+    )
