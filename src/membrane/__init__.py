@@ -28,6 +28,7 @@ from membrane.config import (
     load_settings,
     membrane_home,
 )
+from membrane.durable.messages import Delivery
 from membrane.errors import MembraneError
 from membrane.extensions.hooks import (
     BeforeAgentStart,
@@ -84,6 +85,8 @@ from membrane.runtime.start import CatalogLike, DispatchLike
 from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
 from membrane.sandbox.runner import SandboxPolicy
 from membrane.store import (
+    DeadLetter,
+    Lease,
     LineageEdge,
     OutboxItem,
     Receipt,
@@ -91,6 +94,7 @@ from membrane.store import (
     SQLiteStore,
     Store,
     StoredEvent,
+    WorkflowRecord,
 )
 from membrane.store.migrations import Migration
 from membrane.tools.registry import ExtensionTools, RegistryChange, ToolRegistry
@@ -116,9 +120,11 @@ __all__ = [
     "ChildOutcome",
     "ChildSpec",
     "CommandProvider",
+    "DeadLetter",
     "DefinitionRestriction",
     "DefinitionWarning",
     "DelegationConfig",
+    "Delivery",
     "Deployment",
     "Dialect",
     "Dispatch",
@@ -133,6 +139,7 @@ __all__ = [
     "JSONDict",
     "JSONObject",
     "JSONValue",
+    "Lease",
     "LifecycleEvent",
     "LineageEdge",
     "LoadedExtension",
@@ -184,6 +191,7 @@ __all__ = [
     "TurnEnd",
     "Unset",
     "Usage",
+    "WorkflowRecord",
     "Workspace",
     "Worktree",
     "WorktreeManager",

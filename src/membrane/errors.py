@@ -50,6 +50,8 @@ Two families, as a user meets them:
         ├── UnknownSkill ............... unknown-skill
         ├── McpServerUnavailable ....... mcp-server-unavailable
         ├── McpToolError ............... mcp-tool-error
+        ├── RequestPending ............. request-pending
+        ├── RunLeased .................. run-leased
         └── StoreError ................. store-error
 """
 
@@ -84,7 +86,9 @@ __all__ = [
     "ModelUnavailable",
     "PathOutsideCheckout",
     "PathProtected",
+    "RequestPending",
     "RunError",
+    "RunLeased",
     "SandboxUnavailable",
     "ScriptError",
     "SettingsError",
@@ -422,6 +426,19 @@ class UnknownRun(RunError):
     """A run id is unknown to this caller (or belongs to another parent)."""
 
     code = "unknown-run"
+
+
+class RequestPending(RunError):
+    """A ``request_id`` whose first attempt is still pending (in another process, or one that
+    crashed before its receipt's TTL ran out): nothing was done now. Carries ``request_id``."""
+
+    code = "request-pending"
+
+
+class RunLeased(RunError):
+    """A run is being driven by another process (its lease is live). Carries ``owner``."""
+
+    code = "run-leased"
 
 
 class StoreError(RunError):

@@ -64,7 +64,13 @@ def canonical_builtin_name(token: str) -> str | None:
 # -- delegation -------------------------------------------------------------------------------
 
 #: Nested delegation tools; only ``allowed_subagents`` brings them to a child.
-DELEGATION_TOOLS: Final[tuple[str, ...]] = ("Task", "TaskWait", "TaskList", "TaskStop")
+DELEGATION_TOOLS: Final[tuple[str, ...]] = (
+    "Task",
+    "TaskWait",
+    "TaskList",
+    "TaskStop",
+    "TaskMessage",
+)
 #: The delegation tool that starts a child (an ``@agent`` mention goes through it).
 SPAWN_TOOL: Final = "Task"
 #: Seed 000, decision 2: never inherited.

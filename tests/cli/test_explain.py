@@ -309,7 +309,7 @@ def test_the_example_workspace_resolves_as_the_demo_expects(
     ]
     assert auditor["extensions"]["loaded"] == ["metrics", "notes"]
     assert auditor["tools"]["callable"] == [
-        "Grep", "Read", "Task", "TaskList", "TaskStop", "TaskWait", "summarize"
+        "Grep", "Read", "Task", "TaskList", "TaskMessage", "TaskStop", "TaskWait", "summarize"
     ]  # fmt: skip
     assert auditor["tools"]["left_out"]["annotate"] == "not selected"
     assert any("every start it attempts is rejected" in w for w in auditor["warnings"])

@@ -287,7 +287,7 @@ def test_delegation_tools_come_only_with_allowed_subagents() -> None:
     nested = run(agent(allowed_subagents=["scout"]))
     assert {"Task", "TaskWait", "TaskList", "TaskStop"} <= set(nested.callable)
     assert nested.may_delegate
-    assert nested.delegation_tools == ("Task", "TaskWait", "TaskList", "TaskStop")
+    assert nested.delegation_tools == ("Task", "TaskWait", "TaskList", "TaskStop", "TaskMessage")
 
 
 def test_delegation_tools_stay_visible_at_the_depth_cap_with_a_warning() -> None:

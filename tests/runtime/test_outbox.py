@@ -4,6 +4,7 @@ pending with bounded backoff otherwise, and delivered to the parent's resumed ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import signal
@@ -249,11 +250,12 @@ async def test_a_notice_dropped_with_the_final_answer_stays_pending_until_the_pa
     store.close()
 
 
-async def test_a_parent_that_ended_first_keeps_the_notice_pending_with_bounded_backoff(
+async def test_a_parent_that_ended_first_keeps_the_notice_with_bounded_backoff_then_dead_letters_it(
     agents: Project, tmp_path: Path
 ) -> None:
     agents.registry = ToolRegistry()
     agents.registry.register(hold_tool(anyio.Event()))
+    agents.settings = dataclasses.replace(agents.settings, outbox_max_attempts=12)
 
     async def answer(request: ModelRequest) -> ModelResponse:
         if request.agent == "worker":
@@ -273,16 +275,23 @@ async def test_a_parent_that_ended_first_keeps_the_notice_pending_with_bounded_b
         item = only_item(store, lead.run_id)
         assert item.payload["status"] == "stopped"
         assert runtime.outbox.pending(lead.run_id) == [item]
-        now = item.next_attempt_at
+        now, first = item.next_attempt_at, item.attempts
         delays = []
-        for _ in range(10):
+        while item.attempts < 11:
             next_pass = runtime.outbox.step(now=now)
             after = only_item(store, lead.run_id)
             assert after.attempts == item.attempts + 1 and after.delivered_at is None
+            assert "has ended" in (store.outbox_error(after.id) or "")
             delays.append(after.next_attempt_at - now)
             assert next_pass == after.next_attempt_at > now  # nothing is due before then
             item, now = after, after.next_attempt_at
-    assert delays == [backoff(attempts) for attempts in range(item.attempts - 10, item.attempts)]
+        # The twelfth failed attempt dead-letters it: kept, with its last error, never due.
+        assert runtime.outbox.step(now=now) is None
+        assert store.pending_outbox() == []
+        (dead,) = store.dead_outbox()
+        assert (dead.id, dead.attempts) == (item.id, 11)
+        assert "has ended" in dead.last_error and "gave up after 12 attempts" in dead.last_error
+    assert delays == [backoff(attempts) for attempts in range(first, 11)]
     assert delays == sorted(delays) and delays[-1] == MAX_DELAY and max(delays) == MAX_DELAY
     assert delays[0] < MAX_DELAY
     store.close()

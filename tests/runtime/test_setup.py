@@ -95,6 +95,7 @@ async def test_setup_runs_its_steps_in_order(project: Project) -> None:
             "Read",
             "Task",
             "TaskList",
+            "TaskMessage",
             "TaskStop",
             "TaskWait",
         ]

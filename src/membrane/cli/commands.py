@@ -7,6 +7,7 @@ from membrane.cli import (
     explain,  # noqa: F401
     init,  # noqa: F401
     mcp,  # noqa: F401
+    outbox,  # noqa: F401
     run,  # noqa: F401
     runs,  # noqa: F401
     schedule,  # noqa: F401

@@ -161,6 +161,17 @@ class _File(_Strict):
     opencode_omitted_tools: OmittedTools | None = None
     pi_omitted_tools: OmittedTools | None = None
     model_aliases: dict[str, str] | None = None
+    receipt_ttl_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    outbox_max_attempts: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
+    lease_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    sweep_interval_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+
+    @field_validator(
+        "receipt_ttl_seconds", "lease_seconds", "sweep_interval_seconds", mode="before"
+    )
+    @classmethod
+    def _whole_seconds(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @field_validator("default_tools", mode="before")
     @classmethod

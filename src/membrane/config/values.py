@@ -117,6 +117,14 @@ class Settings:
     pi_omitted_tools: OmittedTools = "default"
     #: ``[model_aliases]``: a short model name (``sonnet``) -> the model it stands for.
     model_aliases: Mapping[str, str] = field(default_factory=dict)
+    #: DESIGN rule 8: a pending receipt older than this is reaped by the sweeper (15 minutes).
+    receipt_ttl_seconds: float = 900.0
+    #: Delivery attempts of an outbox item before it is dead-lettered.
+    outbox_max_attempts: int = 10
+    #: How long a run's lease lasts unless renewed (renewed at a third of it while it runs).
+    lease_seconds: float = 30.0
+    #: How often the sweeper runs (besides once when a runtime opens).
+    sweep_interval_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

@@ -13,8 +13,8 @@ acting. Publication completes it with the run, in the publication transaction. A
 * completed with an error: the same error is raised again, marked as a replay;
 * pending while this runtime is still starting it: waits for that start, then acts on what
   it left (a run, an error, or a released receipt, which the waiter then acts on itself);
-* pending otherwise (another process, or a start that crashed): ``InvalidRequest``, until the
-  owner completes it or ``Store.reap_pending_receipts`` removes it.
+* pending otherwise (another process, or a start that crashed): ``RequestPending``, until the
+  owner completes it or the sweeper reaps it after the receipt TTL.
 
 Which failures a receipt keeps. A failure that is a property of the request is kept and
 replayed, since retrying cannot succeed: a ``ConfigError`` (a bad request, an unknown subagent,
@@ -41,8 +41,8 @@ from membrane.errors import (
     ChildFailed,
     ConfigError,
     DepthLimitExceeded,
-    InvalidRequest,
     MembraneError,
+    RequestPending,
     RunError,
     SetupFailed,
     StoreError,
@@ -88,12 +88,13 @@ class SpawnReceipts:
                 return self._replay(receipt)
             in_flight = self._starting.get(request_id)
             if in_flight is None:
-                raise InvalidRequest(
+                raise RequestPending(
                     f"a start with request_id {request_id!r} is in progress elsewhere, or was "
                     "interrupted before it published a child; retry once it completes or its "
-                    "receipt is reaped, or use a new request_id to start another child",
-                    field="request_id",
+                    "receipt is reaped (after the receipt TTL), or use a new request_id to "
+                    "start another child",
                     request_id=request_id,
+                    kind="spawn",
                 )
             await in_flight.wait()
 

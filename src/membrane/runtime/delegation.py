@@ -1,4 +1,4 @@
-"""The delegation tools ``Task``, ``TaskWait``, ``TaskList`` and ``TaskStop``.
+"""The delegation tools ``Task``, ``TaskWait``, ``TaskList``, ``TaskStop`` and ``TaskMessage``.
 
 They are scope-local tools of one parent (a child whose definition sets ``allowed_subagents``),
 bound to that parent's run id, so a parent sees and controls only its own children: any other
@@ -52,6 +52,7 @@ from membrane.tools.spec import Tool, ToolContext
 from membrane.vocabulary import DELEGATION_TOOLS
 
 if TYPE_CHECKING:
+    from membrane.durable.messages import Delivery
     from membrane.durable.runs import RunInfo, RunResult
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "DelegationHost",
     "agent_allowed",
     "delegation_tools",
+    "derived_request_id",
     "not_allowed",
     "task_request_id",
 ]
@@ -144,6 +146,16 @@ class DelegationHost(Protocol):
 
     async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo: ...
 
+    def message(
+        self,
+        run_id: str,
+        text: str,
+        *,
+        request_id: str | None = None,
+        caller: str | None = None,
+        kind: str = "ping",
+    ) -> Delivery: ...
+
 
 def delegation_tools(
     host: DelegationHost,
@@ -209,6 +221,16 @@ def delegation_tools(
         info = await host.stop(str(arguments["id"]), caller=parent_id)
         return info.to_dict()
 
+    async def task_message(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        delivery = host.message(
+            str(arguments["id"]),
+            str(arguments["message"]),
+            request_id=derived_request_id("message", parent_id, arguments),
+            caller=parent_id,
+            kind=str(arguments.get("kind", "ping")),
+        )
+        return delivery.to_dict()
+
     catalog = {
         "Task": Tool(
             name="Task",
@@ -246,6 +268,19 @@ def delegation_tools(
             description="Stop one of your subagents (and everything it started).",
             input_schema=_STOP_SCHEMA,
             handler=task_stop,
+            mutating=True,
+        ),
+        "TaskMessage": Tool(
+            name="TaskMessage",
+            description=(
+                "Send a message to one of your subagents: kind `brief` gives it new work or "
+                "instructions, `ping` (default) a note. It arrives once, at the subagent's next "
+                "turn boundary (a subagent that is not running gets it when it is resumed). "
+                "Repeating an identical call does not send it twice; give a new `request_id` "
+                "to send the same text again."
+            ),
+            input_schema=_MESSAGE_SCHEMA,
+            handler=task_message,
             mutating=True,
         ),
     }
@@ -297,17 +332,23 @@ def not_allowed(agent: str, allowed: Collection[str]) -> UnknownSubagent:
 
 
 def task_request_id(parent_id: str, arguments: Mapping[str, Any]) -> str:
-    """The idempotency key of one ``Task`` call, scoped to the calling parent so that two
-    parents never share a child: the model's ``request_id`` when given, else a digest of the
-    call's canonical JSON input (sorted keys, no whitespace)."""
+    """The idempotency key of one ``Task`` call (see ``derived_request_id``)."""
+    return derived_request_id("task", parent_id, arguments)
+
+
+def derived_request_id(tool: str, parent_id: str, arguments: Mapping[str, Any]) -> str:
+    """The idempotency key of one delegation tool call, scoped to the tool and the calling
+    parent so that two parents never share a child or a message: the model's ``request_id``
+    when given, else a digest of the call's canonical JSON input (sorted keys, no
+    whitespace)."""
     given = arguments.get("request_id")
     if isinstance(given, str) and given:
-        return f"task:{parent_id}:id:{given}"
+        return f"{tool}:{parent_id}:id:{given}"
     canonical = json.dumps(
         dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
     )
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
-    return f"task:{parent_id}:input:{digest}"
+    return f"{tool}:{parent_id}:input:{digest}"
 
 
 def _allowed_text(allowed: Collection[str]) -> str:
@@ -345,6 +386,24 @@ _WAIT_SCHEMA: Final[Mapping[str, Any]] = {
         "timeout": {"type": "number", "minimum": 0},
     },
     "required": ["ids"],
+    "additionalProperties": False,
+}
+_MESSAGE_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "minLength": 1, "description": "The subagent's run id."},
+        "message": {"type": "string", "minLength": 1},
+        "kind": {"type": "string", "enum": ["ping", "brief"]},
+        "request_id": {
+            "type": "string",
+            "minLength": 1,
+            "description": (
+                "Deduplication key: a call repeating an earlier call's request_id is not sent "
+                "again. Omitted, it is derived from the other arguments."
+            ),
+        },
+    },
+    "required": ["id", "message"],
     "additionalProperties": False,
 }
 _STOP_SCHEMA: Final[Mapping[str, Any]] = {

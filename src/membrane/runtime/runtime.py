@@ -45,6 +45,7 @@ from anyio.abc import TaskGroup
 
 from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
+from membrane.durable.messages import Delivery, Messenger
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.receipts import SpawnReceipts
 from membrane.durable.runs import RunInfo, RunResult
@@ -148,7 +149,19 @@ class SubagentRuntime:
         self._hub = EventHub(self.store)
         self._runs = LiveRuns(self._hub)
         self._slots = Slots(limit, live=self._runs.live, start=self._start_queued)
-        self._outbox = OutboxDrainer(self.store, runs=self._runs, commit=self._hub.commit)
+        self._outbox = OutboxDrainer(
+            self.store,
+            runs=self._runs,
+            commit=self._hub.commit,
+            max_attempts=settings.outbox_max_attempts,
+            stop=self._stop_run,
+        )
+        self._messenger = Messenger(
+            self.store,
+            commit=self._hub.commit,
+            deliver=self._outbox.deliver,
+            offer=self._outbox.offer_item,
+        )
         self._finisher = Finisher(
             self.store,
             hub=self._hub,
@@ -342,8 +355,15 @@ class SubagentRuntime:
     def get(self, run_id: str, *, caller: str | None = None) -> RunInfo:
         return self._info(self._lookup(run_id, caller))
 
-    def steer(self, run_id: str, message: str, *, caller: str | None = None) -> None:
-        """Inject ``message`` into a running child after its current tool call."""
+    def steer(
+        self, run_id: str, message: str, *, caller: str | None = None,
+        request_id: str | None = None,
+    ) -> Delivery | None:  # fmt: skip
+        """Inject ``message`` into a running child after its current tool call.
+
+        With ``request_id`` it is durable instead: a ``brief``, see ``message``."""
+        if request_id is not None:
+            return self.message(run_id, message, request_id=request_id, caller=caller, kind="brief")
         record = self._lookup(run_id, caller)
         if record.finished:
             raise InvalidRequest(f"run {run_id!r} has ended; only a live child can be steered")
@@ -352,10 +372,34 @@ class SubagentRuntime:
                 f"provider {record.provider!r} cannot steer a running child",
                 provider=record.provider,
             )
+        return None
 
-    async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo:
-        """Stop a run and its descendants; returns once it has ended."""
+    def message(
+        self, run_id: str, text: str, *, request_id: str | None = None,
+        caller: str | None = None, kind: str = "ping",
+    ) -> Delivery:  # fmt: skip
+        """Send ``text`` (``kind``: ``ping`` or ``brief``) to a run live here or stored, once per
+        ``request_id`` (``membrane.durable.messages``); ``caller``: only to its own children."""
+        self._require_open()
+        self._recipient(run_id, caller)
+        return self._messenger.message(
+            run_id, text, request_id=request_id, sender=caller or "host", kind=kind
+        )
+
+    def _recipient(self, run_id: str, caller: str | None) -> None:
+        """Refuse a run that is neither live here nor stored (or not ``caller``'s child)."""
+        header = None if self._runs.live(run_id) else self.store.get_header(str(run_id))
+        if header is None or (caller is not None and header.parent_id != caller):
+            self._lookup(run_id, caller)
+
+    async def stop(
+        self, run_id: str, *, caller: str | None = None, request_id: str | None = None
+    ) -> RunInfo:
+        """Stop a run and its descendants; returns once it has ended. With ``request_id`` the
+        stop is a ``cancel`` delivery with its receipt (acted on once per ``request_id``)."""
         record = self._lookup(run_id, caller)
+        if request_id is not None:
+            self._messenger.cancel(run_id, request_id=request_id, sender=caller or "host")
         self._request_stop(record)
         async with self._slots.lending(caller):
             await record.done.wait()
@@ -461,6 +505,11 @@ class SubagentRuntime:
         self._set_status(record.run_id, "running")
         self._group.start_soon(self._finisher.drive, record)
         return True
+
+    def _stop_run(self, run_id: str) -> None:
+        record = self._runs.live(run_id)
+        if record is not None:
+            self._request_stop(record)
 
     def _request_stop(self, record: RunRecord) -> None:
         if record.finished or record.stop_requested:

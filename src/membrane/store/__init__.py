@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from membrane.store.base import (
+    DeadLetter,
     EdgeStatus,
+    Lease,
     LineageEdge,
     OutboxItem,
     Receipt,
@@ -12,13 +14,16 @@ from membrane.store.base import (
     SessionHeader,
     Store,
     StoredEvent,
+    WorkflowRecord,
     brief_digest,
 )
 from membrane.store.memory import MemoryStore
 from membrane.store.sqlite import SQLiteStore
 
 __all__ = [
+    "DeadLetter",
     "EdgeStatus",
+    "Lease",
     "LineageEdge",
     "MemoryStore",
     "OutboxItem",
@@ -28,5 +33,6 @@ __all__ = [
     "SessionHeader",
     "Store",
     "StoredEvent",
+    "WorkflowRecord",
     "brief_digest",
 ]

@@ -42,8 +42,8 @@ from membrane.store.base import (
     missing,
 )
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
-from membrane.store.sqlite_schedules import SQLiteSchedules
 from membrane.store.sqlite_durable import SQLiteDurable
+from membrane.store.sqlite_schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
 
