@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,7 +14,15 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
+
+from membrane.cli.app import main
+from membrane.config.values import McpServerSpec
+from membrane.mcp import McpServers
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.scope import Scope
+from membrane.tools.spec import ToolContext
 
 from .conftest import DYNAMIC, TIME_SERVER, McpProject, toml_table
 
@@ -127,8 +137,6 @@ async def test_an_agents_view_is_its_effective_authority(mcp_project: McpProject
 def test_serve_without_a_trusted_role_or_agent_is_refused(
     mcp_project: McpProject, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from membrane.cli.app import main
-
     monkeypatch.delenv("MEMBRANE_ROLE", raising=False)
     assert main(["mcp", "serve", "--project", str(mcp_project.root)]) == 2
     assert "invalid-request" in capsys.readouterr().err
@@ -139,8 +147,6 @@ def test_serve_without_a_trusted_role_or_agent_is_refused(
 def test_mcp_list_shows_each_server_its_state_and_tools(
     mcp_project: McpProject, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from membrane.cli.app import main
-
     configure(
         mcp_project,
         "",
@@ -154,3 +160,46 @@ def test_mcp_list_shows_each_server_its_state_and_tools(
     assert rows["broken"]["state"] in ("backoff", "failed")
     assert rows["broken"]["tools"] == []
     assert rows["broken"]["reason"]
+
+
+async def test_a_view_served_over_loopback_http_is_mountable_by_url(
+    mcp_project: McpProject,
+) -> None:
+    configure(mcp_project, '[roles.reader]\nallow = ["Read"]\n')
+    (mcp_project.root / "notes.txt").write_text("over http\n", encoding="utf-8")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    argv = [sys.executable, "-c", CLI, "mcp", "serve", "--role", "reader", "--http", str(port)]
+    process = await anyio.open_process(
+        [*argv, "--project", str(mcp_project.root)],
+        env={**os.environ, "MEMBRANE_HOME": str(mcp_project.home)},
+    )
+    try:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+            async with (
+                streamable_http_client(url) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                assert [t.name for t in (await session.list_tools()).tools] == ["Read"]
+            # Membrane mounting Membrane: the served view becomes a server named "up".
+            registry = ToolRegistry()
+            spec = McpServerSpec("up", url=url)
+            async with McpServers({"up": spec}, registry) as servers:
+                assert await servers.ensure(["up"]) == {}
+                assert sorted(registry.tools()) == ["mcp__up__Read"]
+                view = Scope(registry, name="agent:x").view()
+                read = await view.call("mcp__up__Read", {"file_path": "notes.txt"}, ToolContext())
+                assert "over http" in getattr(read, "text", "")
+    finally:
+        process.terminate()
+        with anyio.CancelScope(shield=True):
+            await process.wait()

@@ -167,7 +167,8 @@ class McpServer:
             self._drop_tools()
             if self._now() == "stopped":
                 return
-            self._log(f"membrane: MCP server {self.name!r} lost: {reason}")
+            if self._dropped is None:  # ``_lose`` logged the losses it decided on
+                self._log(f"membrane: MCP server {self.name!r} lost: {reason}")
             failures = 1 if anyio.current_time() - began >= HEALTHY_SECONDS else failures + 1
             if failures > MAX_RESTARTS:
                 self._set("failed", f"{reason} (gave up after {MAX_RESTARTS} restarts)")
@@ -417,6 +418,7 @@ class McpServer:
             return
         self._session = None
         self._dropped = why
+        self._log(f"membrane: MCP server {self.name!r} lost: {why}")
         self._drop_tools()
         if self._connection is not None:
             self._connection.cancel()
