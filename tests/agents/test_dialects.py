@@ -120,7 +120,8 @@ def test_claude_code_fields_map_onto_membrane_fields(
     assert invocation["thinking"] == {"value": "xhigh", "source": dialect}
     fields = out["definition"]["fields"]
     assert fields["allowed_subagents"]["value"] == ["scout", "explorer"]
-    assert fields["tools"]["value"] == ["Read", "Edit", "mcp__github__*"]
+    assert fields["tools"]["value"] == ["Read", "Edit"]
+    assert fields["mcp_servers"]["key"] == "mcpServers"
     assert fields["disallowed_tools"] == {
         "value": ["Bash"], "source": dialect, "key": "disallowedTools", "line": 5
     }  # fmt: skip

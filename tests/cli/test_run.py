@@ -178,10 +178,11 @@ def test_background_starts_the_run_in_the_background_and_names_its_run_id(
     args = ["run", "helper", "read", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--background"]) == 0
     out = capsys.readouterr().out
-    ((run_id, (agent, status, meta)),) = _sessions(project).items()
-    assert (agent, status) == ("helper", "completed")
+    # The command returns once the run is published; the run goes on in its own process.
+    ((run_id, (agent, _status, meta)),) = _sessions(project).items()
+    assert agent == "helper"
     assert json.loads(meta)["background"] is True
-    assert run_id in out
+    assert f"run {run_id} in the background" in out
 
 
 def test_background_json_marks_the_published_run_as_background(
@@ -189,10 +190,10 @@ def test_background_json_marks_the_published_run_as_background(
 ) -> None:
     args = ["run", "helper", "read", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--background", "--json"]) == 0
-    lines = _json_lines(capsys.readouterr().out)
-    (published,) = [e for e in lines if e["kind"] == "published"]
-    assert published["data"]["background"] is True
-    assert (lines[-1]["run_id"], lines[-1]["status"]) == (published["run_id"], "completed")
+    (started,) = _json_lines(capsys.readouterr().out)
+    assert (started["kind"], started["agent"], started["background"]) == ("started", "helper", True)
+    assert started["run_id"] in _sessions(project)
+    assert Path(started["log"]).is_file()
 
 
 def test_text_mode_reports_each_agents_run_id_and_status(

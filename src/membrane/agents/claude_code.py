@@ -13,8 +13,7 @@ Claude Code's fields, each with its own meaning:
   ``inherit`` is the parent's model.
 * ``isolation``, ``memory``, ``skills``, ``color``: the same meaning as Membrane's.
 * ``effort``: ``thinking`` (``max`` is ``xhigh``).
-* ``mcpServers``: each server name selects that server's tools (``mcp__NAME__*``); an inline
-  server definition is not started (Membrane mounts only configured servers).
+* ``mcpServers``: Membrane's ``mcp_servers`` (a configured server's name, or an inline entry).
 * ``hooks``: not run (a ``dialect-unsupported`` warning says so).
 """
 
@@ -86,9 +85,6 @@ def translate_claude_code(out: Translation, key: str, value: Any) -> bool:
         else:
             out.add(key, "thinking", level)
         return True
-    if key == "mcpServers":
-        _mcp_servers(out, key, value)
-        return True
     if key == "hooks":
         out.ignore(key, value, "holds Claude Code hooks, which Membrane does not run")
         return True
@@ -96,27 +92,3 @@ def translate_claude_code(out: Translation, key: str, value: Any) -> bool:
         out.ignore(key, value, "is the first prompt of a top-level Claude Code session")
         return True
     return False
-
-
-def _mcp_servers(out: Translation, key: str, value: Any) -> None:
-    """Server names become ``mcp__NAME__*`` selectors (servers configured for the deployment);
-    an inline server definition is not started: Membrane mounts only configured servers."""
-    items = value if isinstance(value, list) else [value]
-    kept: list[Any] = []
-    for item in items:
-        if isinstance(item, str) and item.strip():
-            out.extra_tools.append(f"mcp__{item.strip()}__*")
-        elif isinstance(item, Mapping) and item:
-            for name in item:
-                out.reader.warn(
-                    key,
-                    "dialect-unsupported",
-                    f"`{key}` defines the server `{name}` inline; Membrane mounts only servers "
-                    "configured for the deployment, so it is not started and grants nothing",
-                )
-            kept.append(item)
-        else:
-            out.reader.warn(key, "invalid-value", f"`{key}` has an entry that is not a name")
-            kept.append(item)
-    if kept:
-        out.add(key, None, kept, quiet=True)

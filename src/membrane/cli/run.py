@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +22,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import EXIT_RUN, app, err_console
-from membrane.errors import InvalidRequest
+from membrane.errors import InvalidRequest, RunError
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
@@ -301,22 +304,42 @@ def run(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
+    announce_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
 
-    State goes to $MEMBRANE_HOME/projects/<project-id>/state.db (--state overrides). Every
-    project extension is imported and its setup() runs, so run only trusted projects.
+    With --background the command returns as soon as the run has started, printing its id;
+    the run goes on in a process of its own (its output in a log file next to the state), and
+    membrane runs shows it. State goes to $MEMBRANE_HOME/projects/<project-id>/state.db
+    (--state overrides). Every project extension is imported and its setup() runs, so run
+    only trusted projects.
     """
     ws = Workspace.open(project, workspace=workspace)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     ws.catalog.require(agent)
     chosen = parse_model(model)
+    if background and announce_fd is None:
+        argv = ["run", agent, task, "--project", str(ws.project), "--background"]
+        argv += ["--model", str(model)]
+        if workspace is not None:
+            argv += ["--workspace", str(workspace.resolve())]
+        if state is not None:
+            argv += ["--state", str(state.resolve())]
+        _detach(ws, argv, as_json=as_json, state=state)
+        return
 
     async def start(runtime: SubagentRuntime) -> RunInfo:
         request = SubagentStartRequest(agent_type=agent, task=task, background=background)
         return await runtime.start(request)
 
     def announce(info: RunInfo) -> str | None:
+        if announce_fd is not None:
+            # The detached run tells the command that started it its id, then goes on.
+            with contextlib.suppress(OSError):
+                os.write(announce_fd, json.dumps(info.to_dict(), default=str).encode() + b"\n")
+            with contextlib.suppress(OSError):
+                os.close(announce_fd)
+            return None
         if not background:
             return None
         return f"started {info.agent} as run {info.run_id} in the background"
@@ -328,3 +351,44 @@ def run(
     )
     if not result.ok:
         raise typer.Exit(EXIT_RUN)
+
+
+def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path | None) -> None:
+    """Start this same command again as a process of its own (a new session, so Ctrl-C and
+    the terminal closing do not reach it), wait until its run is published, print the run id
+    and return; the run's own output goes to a log file beside the state file."""
+    state_file = state if state is not None else ws.state_path
+    logs = state_file.parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = logs / f"run-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    read_end, write_end = os.pipe()
+    args = [*argv, "--announce-fd", str(write_end)]
+    if "--json" not in args:
+        args.append("--json")
+    with open(log, "wb") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "membrane", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_end,),
+            start_new_session=True,
+        )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as announced:
+        line = announced.readline()
+    if not line:
+        child.wait()
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        raise RunError(
+            "the background run did not start: " + (" | ".join(tail) or f"exit {child.returncode}"),
+            log=str(log),
+        )
+    info = json.loads(line)
+    if as_json:
+        _print_json({"kind": "started", "pid": child.pid, "log": str(log), **info})
+        return
+    typer.echo(
+        f"started {info.get('agent')} as run {info.get('run_id')} in the background "
+        f"(pid {child.pid}, log {log}); membrane runs shows it"
+    )
