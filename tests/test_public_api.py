@@ -54,7 +54,11 @@ def _membrane_types(hint: object, found: set[type]) -> None:
 
 
 #: Constructors that only Membrane itself calls; their parameter types are implementation.
-_INTERNAL_CONSTRUCTORS = {"DefinitionRestriction.__init__", "EventStream.__init__"}
+_INTERNAL_CONSTRUCTORS = {
+    "DefinitionRestriction.__init__",
+    "EventStream.__init__",
+    "ToolView.__init__",  # views are made by Scope.view() and ToolView.of()
+}
 
 
 def test_every_membrane_type_in_a_public_signature_is_exported() -> None:

@@ -52,7 +52,16 @@ Two families, as a user meets them:
         ├── McpToolError ............... mcp-tool-error
         ├── RequestPending ............. request-pending
         ├── RunLeased .................. run-leased
-        └── StoreError ................. store-error
+        ├── StoreError ................. store-error
+        ├── RateLimited ................ rate-limited
+        └── ServerError ................ server-error
+            ├── RuntimeAlreadyRunning .. runtime-already-running
+            ├── RuntimeUnavailable ..... runtime-unavailable
+            ├── RuntimeRoleMismatch .... runtime-role-mismatch
+            ├── UnknownProject ......... unknown-project
+            ├── TokenInvalid ........... token-invalid
+            ├── CallerRefused .......... caller-refused
+            └── ProtocolError .......... protocol-error
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from membrane.json_types import JSONDict
 
 __all__ = [
     "BudgetExceeded",
+    "CallerRefused",
     "ChildFailed",
     "ConfigError",
     "DefinitionError",
@@ -86,15 +96,22 @@ __all__ = [
     "ModelUnavailable",
     "PathOutsideCheckout",
     "PathProtected",
+    "ProtocolError",
+    "RateLimited",
     "RequestPending",
     "RunError",
     "RunLeased",
+    "RuntimeAlreadyRunning",
+    "RuntimeRoleMismatch",
+    "RuntimeUnavailable",
     "SandboxUnavailable",
     "ScriptError",
+    "ServerError",
     "SettingsError",
     "SetupFailed",
     "StoreError",
     "StructuredOutputInvalid",
+    "TokenInvalid",
     "ToolArgumentsInvalid",
     "ToolBlocked",
     "ToolFailed",
@@ -103,6 +120,7 @@ __all__ = [
     "ToolSpecError",
     "UnknownAgent",
     "UnknownModel",
+    "UnknownProject",
     "UnknownRun",
     "UnknownSchedule",
     "UnknownSkill",
@@ -485,3 +503,59 @@ class McpToolError(RunError):
     """An MCP server answered a tool call with ``isError``. Carries ``server`` and ``tool``."""
 
     code = "mcp-tool-error"
+
+
+class RateLimited(RunError):
+    """A call exceeded its tool's sliding window (``[rate_limits.TOOL]``). Carries ``tool``
+    and ``retry_after_seconds``: when the oldest call in the window leaves it."""
+
+    code = "rate-limited"
+
+
+class ServerError(RunError):
+    """The machine runtime (``membrane serve``) or the way to it failed."""
+
+    code = "server-error"
+
+
+class RuntimeAlreadyRunning(ServerError):
+    """Another ``membrane serve`` holds the socket's lock. Carries ``pid`` and ``socket``."""
+
+    code = "runtime-already-running"
+
+
+class RuntimeUnavailable(ServerError):
+    """No runtime answers on the socket, and none could be started. Carries ``socket``."""
+
+    code = "runtime-unavailable"
+
+
+class RuntimeRoleMismatch(ServerError):
+    """The running runtime's default role is not the one asked for, and runs are in flight,
+    so it cannot be restarted. Carries ``running`` and ``requested``."""
+
+    code = "runtime-role-mismatch"
+
+
+class UnknownProject(ServerError):
+    """A ``projectId`` the runtime does not serve. Carries ``project_id``."""
+
+    code = "unknown-project"
+
+
+class TokenInvalid(ServerError):
+    """A ``MEMBRANE_TOKEN`` that this runtime did not mint, or whose run has ended."""
+
+    code = "token-invalid"
+
+
+class CallerRefused(ServerError):
+    """The socket's peer is not the server's own user (checked with its peer credentials)."""
+
+    code = "caller-refused"
+
+
+class ProtocolError(ServerError):
+    """A frame the other side could not read: not JSON-RPC, too large, or cut off."""
+
+    code = "protocol-error"

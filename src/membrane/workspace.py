@@ -87,6 +87,7 @@ class Workspace:
             cache=locate_state(project, home=home).path.parent / CACHE_FILE,
         )
         registry = ToolRegistry()
+        registry.rate_limits.configure(settings.rate_limits)
         register_builtin_tools(
             registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))
         )

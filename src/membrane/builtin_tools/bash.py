@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from anyio import to_thread
@@ -119,8 +120,13 @@ def bash_tool(
                 tool=NAME,
             )
         agent = context.agent
+        # The runtime socket a run's commands call back on stays reachable inside the sandbox.
+        socket = context.env.get("MEMBRANE_SOCKET")
+        reachable = (Path(socket).parent,) if socket else ()
         sandbox = await to_thread.run_sync(
-            lambda: Sandbox.for_checkout(policy, root, agent=agent, writes=not context.read_only)
+            lambda: Sandbox.for_checkout(
+                policy, root, agent=agent, writes=not context.read_only, reachable=reachable
+            )
         )
         escape = None
         if sandbox.backend == "guard":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from membrane.cli import (
+    actions,  # noqa: F401
     agents,  # noqa: F401
     explain,  # noqa: F401
     init,  # noqa: F401
@@ -11,5 +12,6 @@ from membrane.cli import (
     run,  # noqa: F401
     runs,  # noqa: F401
     schedule,  # noqa: F401
+    serve,  # noqa: F401
     skills,  # noqa: F401
 )

@@ -18,7 +18,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from membrane.config.values import McpServerSpec, OmittedTools, RateLimit, RoleSpec, Settings
+from membrane.config.values import (
+    BUILTIN_ROLES,
+    DEFAULT_ROLE,
+    McpServerSpec,
+    OmittedTools,
+    RateLimit,
+    RoleSpec,
+    Settings,
+)
 from membrane.errors import SettingsError
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
 from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
@@ -147,6 +155,7 @@ class _File(_Strict):
     max_concurrency: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     grace_turns: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
     default_max_turns: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
+    default_role: str | None = Field(default=None, min_length=1)
     roles: dict[str, _Role] | None = None
     rate_limits: dict[str, _RateLimit] | None = None
     state_synchronous: Literal["full", "normal"] | None = None
@@ -326,7 +335,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     if project is not None:
         paths.append(project_config_path(project))
     merged: dict[str, Any] = {}
-    roles: dict[str, RoleSpec] = {}
+    roles: dict[str, RoleSpec] = dict(BUILTIN_ROLES)
     limits: dict[str, RateLimit] = {}
     servers: dict[str, McpServerSpec] = {}
     aliases: dict[str, str] = {}
@@ -345,6 +354,14 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
             limits[tool] = RateLimit(max_calls=limit.max_calls, window_seconds=limit.window_seconds)
         for name, raw in (parsed.mcp_servers or {}).items():
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
+    default_role = merged.get("default_role", DEFAULT_ROLE)
+    if default_role not in roles:
+        raise SettingsError(
+            f"`default_role` names {default_role!r}, which is not a role",
+            path=None,
+            key="default_role",
+            hint=f"name one of: {', '.join(sorted(roles))}, or add it under [roles]",
+        )
     return Settings(
         **merged,
         roles=MappingProxyType(roles),

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from membrane.limits import check_count, check_depth_cap
 from membrane.vocabulary import READ_ONLY_TOOLS
 
 __all__ = [
+    "BUILTIN_ROLES",
+    "DEFAULT_ROLE",
     "DEFAULT_TOOLS",
     "SANDBOX_CHOICES",
     "McpServerSpec",
@@ -45,6 +48,14 @@ class RoleSpec:
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] | None = None
+
+
+#: The role of a caller with no trusted role (DESIGN rule 11): the least privileged one.
+DEFAULT_ROLE = "external"
+#: Roles every deployment has; a settings entry of the same name replaces one whole.
+BUILTIN_ROLES: Mapping[str, RoleSpec] = MappingProxyType(
+    {DEFAULT_ROLE: RoleSpec(allow=DEFAULT_TOOLS)}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +106,9 @@ class Settings:
     max_concurrency: int = 10
     grace_turns: int = 5
     default_max_turns: int | None = None
-    roles: Mapping[str, RoleSpec] = field(default_factory=dict)
+    roles: Mapping[str, RoleSpec] = field(default_factory=lambda: BUILTIN_ROLES)
+    #: The role of socket callers that bring no trusted role (no token, no launch role).
+    default_role: str = DEFAULT_ROLE
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
     #: SQLite's ``synchronous`` for the state file: ``full`` syncs every commit (it survives
     #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but

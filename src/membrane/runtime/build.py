@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from membrane.agents.definition import UNSET, AgentDefinition
@@ -41,7 +41,8 @@ class ChildBuilder:
     ``host`` is what the delegation tools of a child that may delegate call (the runtime's
     public API); ``emitter(run_id)`` is a child's ``emit`` callback; ``deployment()`` is the
     deployment as of now (its skill files and roots); ``on_step`` observes each step of every
-    child's setup.
+    child's setup; ``child_env(run_id, cwd)`` adds variables to the child's environment (and
+    its tools' processes), as ``membrane serve`` does with the run's ``MEMBRANE_TOKEN``.
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class ChildBuilder:
         emitter: Callable[[str], Emit],
         deployment: Callable[[], Deployment],
         on_step: SetupStep | None = None,
+        child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
     ) -> None:
         if on_step is not None and not callable(on_step):
             raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
@@ -68,6 +70,7 @@ class ChildBuilder:
         self._emitter = emitter
         self._deployment = deployment
         self._on_step = on_step
+        self._child_env = child_env
 
     async def build(
         self,
@@ -145,7 +148,10 @@ class ChildBuilder:
             transcript=tuple(context.transcript),  # type: ignore[arg-type]
             extensions=tuple(authority.extensions_loaded),
             resumed=resumed,
-            env=child_environment(skill_roots=self._deployment().skill_roots),
+            env={
+                **child_environment(skill_roots=self._deployment().skill_roots),
+                **(self._child_env(run_id, cwd) if self._child_env is not None else {}),
+            },
         )
         child = await self._create(spec, install)
         if built is not None:

@@ -95,7 +95,9 @@ class SubagentRuntime:
     mount, so a numeric cap on a provider without ``depth_limit`` fails now, not at a start.
     ``on_setup_step`` observes each step of every child's unpublished setup. ``memory`` reads
     an agent's ``MEMORY.md`` text by memory scope (``Workspace.memory_for`` does) so that it
-    reaches the child's prompt.
+    reaches the child's prompt. ``child_env`` gives the environment variables of one run from
+    its id and checkout (``membrane serve`` passes the run's ``MEMBRANE_TOKEN``); a subprocess
+    child gets them, and so does every process the child's tools start (its ``Bash``).
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class SubagentRuntime:
         delegation: DelegationConfig | None = None,
         on_setup_step: SetupStep | None = None,
         memory: Callable[[AgentDefinition], Mapping[str, str]] | None = None,
+        child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise InvalidRequest("registry must be a ToolRegistry", field="registry")
@@ -185,6 +188,7 @@ class SubagentRuntime:
             emitter=self._emitter,
             deployment=self._deployment_now,
             on_step=on_setup_step,
+            child_env=child_env,
         )
         publisher = Publisher(
             self.store,

@@ -21,6 +21,7 @@ event records it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,11 +116,16 @@ def plan_boundary(
     agent: str | None = None,
     writes: bool = True,
     network: bool = False,
+    reachable: Sequence[Path] = (),
 ) -> Boundary:
-    """The boundary for a child working in ``checkout`` (made real here)."""
+    """The boundary for a child working in ``checkout`` (made real here). ``reachable`` are
+    folders the command must see read-only wherever they are (the runtime socket's, so that a
+    child's ``membrane`` command can call back even when the socket lies under ``/tmp``)."""
     root = real_path(checkout)
     git = find_git(root)
     visible = (root,) if git is None else tuple(dict.fromkeys((git.top, git.common, root)))
+    extra = tuple(real_path(folder) for folder in reachable if folder.is_dir())
+    visible = tuple(dict.fromkeys((*visible, *extra)))
     if not writes:
         return Boundary(backend=backend, checkout=root, visible=visible, network=network)
     read_only: list[Path] = []

@@ -65,13 +65,19 @@ class Sandbox:
         agent: str | None = None,
         writes: bool = True,
         support: MachineSupport | None = None,
+        reachable: Sequence[Path] = (),
     ) -> Sandbox:
         """The sandbox for a child in ``checkout``; :class:`SandboxUnavailable` when the policy
-        names a backend this machine lacks."""
+        names a backend this machine lacks. ``reachable``: see ``plan_boundary``."""
         found = support if support is not None else machine_support()
         backend = choose_backend(policy.choice, found)
         boundary = plan_boundary(
-            backend, checkout, agent=agent, writes=writes, network=policy.network
+            backend,
+            checkout,
+            agent=agent,
+            writes=writes,
+            network=policy.network,
+            reachable=reachable,
         )
         return cls(boundary, support=found)
 

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from membrane.errors import ToolSpecError
+from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.schemas import schema_problem
 from membrane.tools.spec import Tool
 
@@ -125,10 +126,14 @@ class ToolRegistry:
     """The live set of deployment-global tools, keyed by exact (case-sensitive) name.
 
     Not thread-safe: it belongs to one event loop, like the scopes that read it.
+
+    ``rate_limits`` is the deployment's one limiter: every view over this registry asks it
+    before a handler runs (``RateLimiter.configure`` sets the windows from the settings).
     """
 
     def __init__(self) -> None:
         self.version = 0
+        self.rate_limits = RateLimiter()
         self._tools: dict[str, Tool] = {}
         self._by_origin: dict[str, set[str]] = {}
         self._log: deque[RegistryChange] = deque(maxlen=CHANGE_LOG_SIZE)

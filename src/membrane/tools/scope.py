@@ -239,8 +239,9 @@ class Scope:
 
     def _compose(self, layer: _GlobalLayer, key: Hashable) -> ToolView:
         names = layer.names if layer.names is not None else tuple(sorted(layer.tools))
+        limiter = self.registry.rate_limits
         if not self._locals and not self._reserved:
-            return ToolView(layer.tools, names, key=key)
+            return ToolView(layer.tools, names, key=key, limiter=limiter)
         tools = dict(layer.tools)
         ordered = list(names)
         for overlay in (self._locals, self._reserved):
@@ -248,7 +249,7 @@ class Scope:
                 if name not in tools:
                     insort(ordered, name)
                 tools[name] = tool
-        return ToolView(tools, tuple(ordered), key=key)
+        return ToolView(tools, tuple(ordered), key=key, limiter=limiter)
 
     def __repr__(self) -> str:
         return (

@@ -20,6 +20,10 @@ class ToolContext:
     paths outside it. ``read_only`` is set by the runtime for a child without ``Write`` and
     ``Edit``. ``extra`` carries host-specific values (never authority), of whatever
     type the host chose, so a handler narrows what it reads.
+
+    ``session`` keys the caller's rate limits (default: the run, else the agent); ``env`` is
+    added to the environment of every process a tool starts (a child's Bash gets the child's
+    ``MEMBRANE_TOKEN`` this way).
     """
 
     agent: str = "main"
@@ -29,6 +33,7 @@ class ToolContext:
     #: The calling agent holds no ``Write`` or ``Edit``: its sandboxed commands may write
     #: nothing of the checkout, only their private temporary folder.
     read_only: bool = False
+    session: str | None = None
     #: Variables the runtime gives every process the calling agent starts (``Bash``), on top
     #: of its own environment: ``MEMBRANE_CLI_PATH``, ``MEMBRANE_AGENT_SKILLS_DIRS``, ...
     env: Mapping[str, str] = field(default_factory=dict)

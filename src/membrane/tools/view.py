@@ -29,6 +29,7 @@ from membrane.errors import (
 )
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
+from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.registry import check_tool, json_schema, retag
 from membrane.tools.spec import Tool, ToolContext
 
@@ -44,7 +45,7 @@ class ToolView:
     predicate stamps); two views with equal keys from one scope are the same object.
     """
 
-    __slots__ = ("_schemas", "_sdk", "_tools", "key", "names")
+    __slots__ = ("_limiter", "_schemas", "_sdk", "_tools", "key", "names")
 
     def __init__(
         self,
@@ -52,8 +53,10 @@ class ToolView:
         names: tuple[str, ...] | None = None,
         *,
         key: Hashable = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self._tools = tools
+        self._limiter = limiter
         self.names: tuple[str, ...] = tuple(sorted(tools)) if names is None else names
         self.key = key
         self._schemas: tuple[JSONDict, ...] | None = None
@@ -74,7 +77,7 @@ class ToolView:
 
     def rekeyed(self, key: Hashable) -> ToolView:
         """The same resolution under a new key, sharing everything already derived."""
-        view = ToolView(self._tools, self.names, key=key)
+        view = ToolView(self._tools, self.names, key=key, limiter=self._limiter)
         view._schemas, view._sdk = self._schemas, self._sdk
         return view
 
@@ -110,7 +113,7 @@ class ToolView:
                     schemas.insert(index, wire_schema(new))
             elif schemas is not None:
                 schemas[index] = wire_schema(new)
-        view = ToolView(tools, tuple(names), key=key)
+        view = ToolView(tools, tuple(names), key=key, limiter=self._limiter)
         view._schemas = None if schemas is None else tuple(schemas)
         return view
 
@@ -170,7 +173,9 @@ class ToolView:
 
         Raises ``ToolNotVisible`` (naming only ``name``), ``ToolArgumentsInvalid`` (with the JSON
         path of the first problem), ``ToolSpecError`` when the tool's own schema cannot be
-        applied, or ``ToolFailed`` wrapping a handler's non-Membrane error.
+        applied, ``RateLimited`` when the call exceeds the tool's window for the context's
+        session (checked after the arguments, before the handler), or ``ToolFailed`` wrapping
+        a handler's non-Membrane error.
         """
         # A name that is not a string (a model's malformed call) names no tool.
         tool = self._tools.get(name) if isinstance(name, str) else None
@@ -205,6 +210,9 @@ class ToolView:
                 path=error.json_path,
                 reason=reason,
             )
+        limiter = self._limiter
+        if limiter:
+            limiter.acquire(context.session or context.run_id or context.agent, name)
         try:
             return await tool.handler(values, context)
         except MembraneError:

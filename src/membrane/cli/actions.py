@@ -1,0 +1,123 @@
+"""``membrane actions list|run``: the caller's actions, runtime-backed or ``--headless``.
+
+Both modes go through ``cli.backend`` and print with the formatters below, so they give the
+same output for the same role.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from membrane.cli.app import app, safe_text
+from membrane.cli.backend import open_session
+from membrane.errors import InvalidRequest
+from membrane.json_types import JSONDict
+
+__all__ = ["format_actions", "format_result"]
+
+actions_app = typer.Typer(
+    name="actions",
+    help="List and run the actions (tools) your caller's view holds.",
+    no_args_is_help=True,
+)
+app.add_typer(actions_app)
+
+ProjectOption = Annotated[Path, typer.Option(help="The project folder.")]
+HeadlessOption = Annotated[
+    bool,
+    typer.Option(
+        "--headless", help="Bootstrap the project's services in this process for one command."
+    ),
+]
+RoleOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The role to ask for: restarts an idle runtime under it (headless: the role of "
+        "this command, default $MEMBRANE_ROLE, else none); ignored inside a run."
+    ),
+]
+SocketOption = Annotated[
+    Path | None, typer.Option("--socket", help="The runtime's socket (default: $MEMBRANE_SOCKET).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def format_actions(actions: list[JSONDict], *, as_json: bool) -> None:
+    """The one formatter of an action list (both modes)."""
+    if as_json:
+        sys.stdout.write(json.dumps({"actions": actions}, ensure_ascii=False) + "\n")
+        return
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column("action", no_wrap=True)
+    table.add_column("description")
+    for action in actions:
+        description = str(action.get("description") or "").strip().splitlines()
+        table.add_row(
+            Text(safe_text(str(action["name"]))),
+            Text(safe_text(description[0] if description else "")),
+        )
+    Console().print(table)
+
+
+def format_result(result: Any, *, as_json: bool) -> None:
+    """The one formatter of an action's result (both modes)."""
+    if as_json:
+        sys.stdout.write(json.dumps({"result": result}, ensure_ascii=False) + "\n")
+    elif isinstance(result, str):
+        sys.stdout.write(safe_text(result) + ("" if result.endswith("\n") else "\n"))
+    else:
+        sys.stdout.write(safe_text(json.dumps(result, ensure_ascii=False, indent=2)) + "\n")
+    sys.stdout.flush()
+
+
+@actions_app.command("list")
+def list_actions(
+    project: ProjectOption = Path("."),
+    headless: HeadlessOption = False,
+    role: RoleOption = None,
+    socket: SocketOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the actions this caller may run: name and description (--json: with schemas)."""
+
+    async def main() -> list[JSONDict]:
+        async with open_session(project, headless=headless, role=role, socket=socket) as session:
+            return await session.list_actions()
+
+    format_actions(anyio.run(main), as_json=as_json)
+
+
+@actions_app.command("run")
+def run_action(
+    name: Annotated[str, typer.Argument(help="The action to run.")],
+    args: Annotated[str, typer.Option("--args", help="Its arguments as a JSON object.")] = "{}",
+    project: ProjectOption = Path("."),
+    headless: HeadlessOption = False,
+    role: RoleOption = None,
+    socket: SocketOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run one action through this caller's view: the same checks as a tool call (visibility,
+    arguments, rate limits), then the tool."""
+    try:
+        arguments = json.loads(args)
+    except ValueError as exc:
+        raise InvalidRequest(f"--args is not JSON: {exc}", field="args") from None
+    if not isinstance(arguments, dict):
+        raise InvalidRequest("--args must be a JSON object", field="args")
+
+    async def main() -> Any:
+        async with open_session(project, headless=headless, role=role, socket=socket) as session:
+            return await session.call_action(name, arguments)
+
+    format_result(anyio.run(main), as_json=as_json)

@@ -1,0 +1,59 @@
+"""``membrane serve``: run the machine runtime on its socket until SIGTERM."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.text import Text
+
+from membrane.cli.app import app, err_console
+from membrane.cli.run import parse_model
+from membrane.server import Server, default_socket_path
+
+__all__ = ["serve"]
+
+
+@app.command("serve")
+def serve(
+    socket: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="The socket path (default: $MEMBRANE_SOCKET, else "
+            "~/.membrane/sock/membrane.sock).",
+        ),
+    ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            help="The default role of callers without a token (default: "
+            "$MEMBRANE_ROLE, else the settings' default_role)."
+        ),
+    ] = None,
+) -> None:
+    """Serve every project's actions and runs over JSON-RPC on a private Unix socket.
+
+    Runs until SIGTERM or SIGINT, which drain the calls in flight, stop the runs and remove
+    the socket. A second serve on a live socket fails with runtime-already-running.
+    """
+    path = socket.expanduser().absolute() if socket is not None else default_socket_path()
+    launch_role = role or os.environ.get("MEMBRANE_ROLE") or None
+    server = Server(socket_path=path, models=parse_model, default_role=launch_role)
+    server.bind()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            await group.start(server.serve)
+            # Launchers wait for this line: the socket answers from here on.
+            err_console.print(
+                Text(
+                    f"membrane serve: listening on {path} (pid {os.getpid()}, default role "
+                    f"{server.default_role})"
+                )
+            )
+
+    anyio.run(main)

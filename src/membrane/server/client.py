@@ -1,0 +1,178 @@
+"""``Client``: a JSON-RPC connection to ``membrane serve`` (what the CLI and hosts use).
+
+``async with Client.connect(path) as client:`` opens the socket, reads replies in the
+background and matches them to requests by id; notifications (``events/event``,
+``actions/list_changed``) arrive on ``client.notifications``. An error reply is raised as the
+``MembraneError`` subclass its ``data.code`` names (``ProtocolError`` for the JSON-RPC codes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import SocketStream, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from membrane import errors
+from membrane.errors import MembraneError, ProtocolError, RuntimeUnavailable
+from membrane.json_types import JSONDict
+from membrane.server.framing import MAX_FRAME_BYTES, Notification, Response, encode, parse_frame
+
+__all__ = ["IDENTITY_ENV", "Client", "identity_from_env", "remote_error"]
+
+#: ``initialize``'s ``identity`` fields and the environment variables they come from.
+IDENTITY_ENV: Final = {
+    "token": "MEMBRANE_TOKEN",
+    "role": "MEMBRANE_ROLE",
+    "sessionId": "MEMBRANE_SESSION_ID",
+    "runId": "MEMBRANE_RUN_ID",
+    "ownerId": "MEMBRANE_OWNER_ID",
+}
+
+
+def identity_from_env(env: Mapping[str, str] | None = None) -> JSONDict:
+    """The caller's identity as its environment gives it. Only ``token`` can grant anything;
+    the rest is metadata the server records."""
+    env = os.environ if env is None else env
+    return {key: env[var] for key, var in IDENTITY_ENV.items() if env.get(var)}
+
+
+def _error_classes() -> dict[str, type[MembraneError]]:
+    found: dict[str, type[MembraneError]] = {}
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        if isinstance(cls, type) and issubclass(cls, MembraneError):
+            found[cls.code] = cls
+    return found
+
+
+_CLASSES: Final = _error_classes()
+
+
+def remote_error(error: JSONDict) -> MembraneError:
+    """The ``MembraneError`` an error reply stands for."""
+    data = error.get("data")
+    message = str(error.get("message", "error"))
+    if isinstance(data, dict) and isinstance(data.get("code"), str):
+        fields = {k: v for k, v in data.items() if k not in ("code", "message")}
+        cls = _CLASSES.get(str(data["code"]), MembraneError)
+        exc = cls(str(data.get("message", message)), **fields)
+        if cls is MembraneError:
+            exc.code = str(data["code"])  # type: ignore[misc]
+        return exc
+    return ProtocolError(message, rpc_code=error.get("code"), rpc_data=data)
+
+
+class Client:
+    """One connection. Use ``Client.connect``; requests may run concurrently."""
+
+    def __init__(self, stream: SocketStream, group: TaskGroup) -> None:
+        self._stream = stream
+        self._group = group
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, MemoryObjectSendStream[Response]] = {}
+        self._lock = anyio.Lock()
+        self._closed = False
+        send, receive = anyio.create_memory_object_stream[Notification](math.inf)
+        self._notes_in: MemoryObjectSendStream[Notification] = send
+        self.notifications: MemoryObjectReceiveStream[Notification] = receive
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, path: Path) -> AsyncIterator[Client]:
+        """Connect to ``path``; ``RuntimeUnavailable`` when nothing answers there."""
+        try:
+            stream = await anyio.connect_unix(str(path))
+        except OSError as exc:
+            raise RuntimeUnavailable(
+                f"no runtime answers on {path}: {exc.strerror or exc}",
+                socket=str(path),
+                hint="start one with `membrane serve`, or pass --headless",
+            ) from None
+        failure: Exception | None = None
+        async with stream, anyio.create_task_group() as group:
+            client = cls(stream, group)
+            group.start_soon(client._read)
+            try:
+                yield client
+            except Exception as exc:
+                # Raised outside the reader's task group, so the caller gets the error itself
+                # and not an exception group around it.
+                failure = exc
+            finally:
+                client._closed = True
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Send one request and return its ``result``; raise its error."""
+        request_id = next(self._ids)
+        send, receive = anyio.create_memory_object_stream[Response](1)
+        self._waiting[request_id] = send
+        frame = encode(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params or {})}
+        )
+        try:
+            await self.send_raw(frame)
+            with receive:
+                try:
+                    response = await receive.receive()
+                except anyio.EndOfStream:
+                    raise ProtocolError(
+                        f"the runtime closed the connection before answering {method}"
+                    ) from None
+        finally:
+            self._waiting.pop(request_id, None)
+        if response.error is not None:
+            raise remote_error(response.error)
+        return response.result
+
+    async def send_raw(self, frame: bytes) -> None:
+        async with self._lock:
+            try:
+                await self._stream.send(frame)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise ProtocolError(f"the runtime connection is closed: {exc}") from None
+
+    async def _read(self) -> None:
+        reader = BufferedByteReceiveStream(self._stream)
+        try:
+            while True:
+                try:
+                    line = await reader.receive_until(b"\n", MAX_FRAME_BYTES * 16)
+                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound):
+                    return
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    return
+                try:
+                    message = parse_frame(line)
+                except Exception:
+                    continue
+                if isinstance(message, Notification):
+                    self._notes_in.send_nowait(message)
+                elif isinstance(message, Response):
+                    self._deliver(message)
+        finally:
+            for send in list(self._waiting.values()):
+                send.close()
+            self._waiting.clear()
+            self._notes_in.close()
+
+    def _deliver(self, response: Response) -> None:
+        if isinstance(response.id, int) and response.id in self._waiting:
+            self._waiting.pop(response.id).send_nowait(response)
+        elif response.id is None and response.error is not None:
+            # An error about the connection itself (refused peer, oversized frame): every
+            # waiting request gets it.
+            for send in list(self._waiting.values()):
+                send.send_nowait(response)
+            self._waiting.clear()

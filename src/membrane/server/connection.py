@@ -1,0 +1,187 @@
+"""One client connection: its reader loop, its serialised writer and its in-flight calls.
+
+The reader takes one frame at a time with a bounded buffer. A malformed line is answered with
+a parse (or invalid-request) error and the connection lives on; a line over 1 MiB is answered
+with an error and the connection is closed (the rest of that line cannot be framed). Each
+request runs in its own task, so a slow ``runs/wait`` never holds up the next call, and a
+client that stalls mid-line holds up nobody: every connection has its own reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.abc import ByteStream, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from membrane.errors import MembraneError
+from membrane.json_types import JSONDict, JSONValue
+from membrane.server.framing import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    MAX_FRAME_BYTES,
+    FrameError,
+    Request,
+    error_frame,
+    membrane_error_frame,
+    notification_frame,
+    parse_frame,
+    result_frame,
+)
+
+__all__ = ["Connection", "Dispatch", "InvalidParams", "UnknownMethod"]
+
+
+class InvalidParams(Exception):
+    """A request's params do not fit its method (JSON-RPC -32602)."""
+
+    def __init__(self, message: str, data: JSONDict | None = None) -> None:
+        super().__init__(message)
+        self.data = data
+
+
+class UnknownMethod(Exception):
+    """No such method (JSON-RPC -32601)."""
+
+
+#: Runs one request for a connection and returns its result.
+Dispatch = Callable[["Connection", Request], Awaitable[JSONValue]]
+
+
+class Connection:
+    """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches)."""
+
+    def __init__(self, stream: ByteStream, *, dispatch: Dispatch, peer_pid: int) -> None:
+        self.stream = stream
+        self.peer_pid = peer_pid
+        self.state: dict[str, object] = {}
+        self._dispatch = dispatch
+        self._send_lock = anyio.Lock()
+        self._group: TaskGroup | None = None
+        self._closed = False
+        #: Requests running now; the server's drain waits for them.
+        self.in_flight = 0
+        self.idle = anyio.Event()
+        self.idle.set()
+        self.accepting = True
+
+    @property
+    def group(self) -> TaskGroup:
+        """The connection's task group: subscriptions live and die with the connection."""
+        assert self._group is not None
+        return self._group
+
+    async def serve(self) -> None:
+        reader = BufferedByteReceiveStream(self.stream)
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                await self._read(reader)
+            finally:
+                group.cancel_scope.cancel()
+        await self.close()
+
+    async def _read(self, reader: BufferedByteReceiveStream) -> None:
+        while True:
+            try:
+                line = await reader.receive_until(b"\n", MAX_FRAME_BYTES + 1)
+            except anyio.DelimiterNotFound:
+                await self.send(
+                    error_frame(
+                        None,
+                        INVALID_REQUEST,
+                        f"frame over {MAX_FRAME_BYTES} bytes; the connection is closed",
+                        {"code": "protocol-error", "limit": MAX_FRAME_BYTES},
+                    )
+                )
+                return
+            except (
+                anyio.EndOfStream,
+                anyio.IncompleteRead,
+                anyio.ClosedResourceError,
+                anyio.BrokenResourceError,
+                OSError,
+            ):
+                return
+            if len(line) > MAX_FRAME_BYTES:
+                await self.send(
+                    error_frame(
+                        None,
+                        INVALID_REQUEST,
+                        f"frame over {MAX_FRAME_BYTES} bytes; the connection is closed",
+                        {"code": "protocol-error", "limit": MAX_FRAME_BYTES},
+                    )
+                )
+                return
+            if not line.strip():
+                continue
+            try:
+                message = parse_frame(line)
+            except FrameError as exc:
+                await self.send(error_frame(exc.id, exc.code, exc.message))
+                continue
+            if isinstance(message, Request):
+                if not self.accepting:
+                    await self.send(
+                        membrane_error_frame(
+                            message.id,
+                            MembraneError("the runtime is shutting down; no new call is taken"),
+                        )
+                    )
+                    continue
+                self._begin()
+                self.group.start_soon(self._handle, message)
+            # Notifications and responses from a client need no answer.
+
+    def _begin(self) -> None:
+        self.in_flight += 1
+        self.idle = anyio.Event() if self.idle.is_set() else self.idle
+
+    def _end(self) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.idle.set()
+
+    async def _handle(self, request: Request) -> None:
+        try:
+            try:
+                result = await self._dispatch(self, request)
+            except MembraneError as exc:
+                frame = membrane_error_frame(request.id, exc)
+            except InvalidParams as exc:
+                frame = error_frame(request.id, -32602, str(exc), exc.data)
+            except UnknownMethod as exc:
+                frame = error_frame(request.id, -32601, str(exc))
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:  # a bug: answered, never a dead connection
+                frame = error_frame(
+                    request.id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
+                )
+            else:
+                frame = result_frame(request.id, result)
+            await self.send(frame)
+        finally:
+            self._end()
+
+    async def send(self, frame: bytes) -> None:
+        """Write one frame; a peer that has gone away is not an error here."""
+        if self._closed:
+            return
+        async with self._send_lock:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await self.stream.send(frame)
+
+    async def notify(self, method: str, params: JSONDict) -> None:
+        await self.send(notification_frame(method, params))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._group is not None:
+            self._group.cancel_scope.cancel()
+        with contextlib.suppress(Exception):
+            await self.stream.aclose()

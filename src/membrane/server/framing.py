@@ -1,0 +1,153 @@
+"""JSON-RPC 2.0 framing: one JSON object per line (NDJSON), at most 1 MiB a frame.
+
+This module knows the wire and nothing about Membrane's methods: it turns one line into a
+``Request``/``Notification``/``Response`` (or a ``FrameError`` with the JSON-RPC code to answer
+with), and turns values and errors back into lines. Every ``MembraneError`` goes on the wire as
+the one server error code ``MEMBRANE_ERROR`` with ``data: {code, message, ...}``, the code being
+the error's stable kebab-case code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Final, cast
+
+from membrane.errors import MembraneError
+from membrane.json_types import JSONDict, JSONValue
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_FRAME_BYTES",
+    "MEMBRANE_ERROR",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "FrameError",
+    "Notification",
+    "Request",
+    "Response",
+    "encode",
+    "error_frame",
+    "membrane_error_frame",
+    "notification_frame",
+    "parse_frame",
+    "result_frame",
+]
+
+#: The largest frame either side accepts, newline excluded (1 MiB).
+MAX_FRAME_BYTES: Final = 1 << 20
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+#: Every ``MembraneError``; ``data.code`` says which.
+MEMBRANE_ERROR: Final = -32000
+
+RequestId = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: JSONDict
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: JSONDict
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A reply: ``error`` is ``{"code", "message", "data"?}`` when the call failed."""
+
+    id: RequestId | None
+    result: JSONValue = None
+    error: JSONDict | None = None
+
+
+class FrameError(Exception):
+    """A line that is not a usable JSON-RPC message; answer with ``code`` (and ``id``)."""
+
+    def __init__(self, code: int, message: str, *, id: RequestId | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.id = id
+
+
+def parse_frame(line: bytes) -> Request | Notification | Response:
+    """One frame (without its newline); ``FrameError`` when it is not JSON-RPC 2.0."""
+    try:
+        message = json.loads(line)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FrameError(PARSE_ERROR, f"parse error: {exc}") from None
+    if not isinstance(message, dict):
+        raise FrameError(INVALID_REQUEST, "a frame must be one JSON object (batches are not used)")
+    raw_id = message.get("id")
+    id_ok = raw_id is None or (isinstance(raw_id, str | int) and not isinstance(raw_id, bool))
+    msg_id: RequestId | None = raw_id if id_ok else None
+    if message.get("jsonrpc") != "2.0":
+        raise FrameError(INVALID_REQUEST, 'the frame lacks "jsonrpc": "2.0"', id=msg_id)
+    if not id_ok:
+        raise FrameError(INVALID_REQUEST, "id must be a string or an integer")
+    if "method" not in message:
+        if msg_id is None and "error" not in message:
+            raise FrameError(INVALID_REQUEST, "a frame needs a method, or an id with a result")
+        error = message.get("error")
+        return Response(
+            id=msg_id,
+            result=message.get("result"),
+            error=error if isinstance(error, dict) else None,
+        )
+    method = message["method"]
+    if not isinstance(method, str) or not method:
+        raise FrameError(INVALID_REQUEST, "method must be a non-empty string", id=msg_id)
+    params = message.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise FrameError(INVALID_PARAMS, "params must be a JSON object", id=msg_id)
+    if "id" not in message:
+        return Notification(method=method, params=params)
+    if msg_id is None:
+        raise FrameError(INVALID_REQUEST, "id must not be null")
+    return Request(id=msg_id, method=method, params=params)
+
+
+def encode(message: JSONDict) -> bytes:
+    """``message`` as one line. Values JSON cannot hold are written as strings."""
+    return (
+        json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
+    )
+
+
+def result_frame(id: RequestId, result: JSONValue) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": id, "result": result})
+
+
+def error_frame(
+    id: RequestId | None, code: int, message: str, data: JSONValue | None = None
+) -> bytes:
+    error: JSONDict = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return encode({"jsonrpc": "2.0", "id": id, "error": error})
+
+
+def membrane_error_frame(id: RequestId | None, exc: MembraneError) -> bytes:
+    """``exc`` as the server error: ``data`` is ``{code, message, ...its data}``."""
+    data: JSONDict = {"code": exc.code, "message": exc.message}
+    for key, value in exc.data.items():
+        data.setdefault(key, cast(JSONValue, value))
+    return error_frame(id, MEMBRANE_ERROR, exc.message, data)
+
+
+def notification_frame(method: str, params: JSONDict) -> bytes:
+    return encode({"jsonrpc": "2.0", "method": method, "params": params})

@@ -1,0 +1,259 @@
+"""``ProjectHost``: one project served by the machine runtime, and each caller's one view of it.
+
+A host owns one ``Workspace`` (catalog, settings, extensions, registry), its SQLite store and
+one ``SubagentRuntime``. Every caller reaches the project's tools through exactly one
+``ToolView`` and its ``call`` (the same path in-process children use), so validation, role
+access, rate limits and the handler run in one place:
+
+* a token caller's view *is* its run's view (``runtime.view(run_id)``): what its ``Bash`` can
+  do through the socket is exactly what the run could do as a tool call;
+* any other caller's view is a scope over the project's registry with the caller's role
+  installed as a restriction (``runtime.role_restriction``), and, for a standalone session
+  (a session id but no run), the spawn tools denied.
+
+Runs started here run in process; the model is the one the starting request names, carried to
+the provider (and to every child the run starts) in a context variable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskStatus
+
+from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
+from membrane.extensions.hooks import ExtensionHooks
+from membrane.json_types import JSONObject
+from membrane.models.base import Model
+from membrane.runtime import (
+    InProcessProvider,
+    ProviderChild,
+    RunInfo,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
+from membrane.runtime.provider import ChildSpec, SetupCallback
+from membrane.server.identity import Caller, TokenBook
+from membrane.store.location import project_id as project_id_of
+from membrane.tools.restriction import Restriction
+from membrane.tools.scope import Scope
+from membrane.tools.spec import ToolContext
+from membrane.tools.view import ToolView
+from membrane.vocabulary import DELEGATION_TOOLS, END_STATES
+from membrane.workspace import Workspace
+
+__all__ = ["ModelFactory", "ProjectHost", "project_id_of"]
+
+#: Builds the model a ``model`` spec names (``None``: the deployment's default, if any).
+ModelFactory = Callable[[str | None], Model]
+
+_MODEL: ContextVar[Model | None] = ContextVar("membrane_server_model", default=None)
+_ROLE: ContextVar[str | None] = ContextVar("membrane_server_role", default=None)
+
+
+class _ModelRouter:
+    """In process, with the model the start that led here named (a context variable)."""
+
+    name = "in-process:spawn"
+    capabilities = InProcessProvider.capabilities
+
+    def __init__(self, hooks: ExtensionHooks) -> None:
+        self._hooks = hooks
+
+    async def create(self, request: ChildSpec, setup: SetupCallback) -> ProviderChild:
+        model = _MODEL.get()
+        if model is None:
+            raise InvalidRequest("no model reached this run; runs/start names one in `model`")
+        return await InProcessProvider(model, hooks=self._hooks).create(request, setup)
+
+
+class ProjectHost:
+    """One project: its workspace, store and runtime, opened by ``run`` in the server's group."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        *,
+        tokens: TokenBook,
+        models: ModelFactory,
+        child_env: Mapping[str, str],
+    ) -> None:
+        self.workspace = workspace
+        self.project_id = project_id_of(workspace.project)
+        self._tokens = tokens
+        self._models = models
+        self._base_env = dict(child_env)
+        self._cwd: dict[str, Path | None] = {}
+        self._roles: dict[str, str | None] = {}
+        self._scopes: dict[tuple[str, bool], Scope] = {}
+        self._stop = anyio.Event()
+        self._done = anyio.Event()
+        self._changed = anyio.Event()
+        workspace.registry.subscribe(self._on_change)
+        self.store = workspace.open_store()
+        hooks = ExtensionHooks.from_extensions(workspace.extensions.values())
+        self.runtime = SubagentRuntime(
+            catalog=workspace.catalog,
+            registry=workspace.registry,
+            provider=_ModelRouter(hooks),
+            store=self.store,
+            settings=workspace.settings,
+            project=workspace.project,
+            deployment=workspace.deployment(),
+            memory=workspace.memory_for,
+            child_env=self._child_env,
+        )
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the runtime open until ``close``; closing stops every run of the project."""
+        try:
+            async with self.runtime:
+                task_status.started()
+                await self._stop.wait()
+        finally:
+            self.store.close()
+            self._done.set()
+
+    async def close(self) -> None:
+        self._stop.set()
+        await self._done.wait()
+
+    def _on_change(self, change: object) -> None:
+        event, self._changed = self._changed, anyio.Event()
+        event.set()
+
+    async def changed(self) -> None:
+        """Return at the next change of the project's registry (a caller's view may move)."""
+        await self._changed.wait()
+
+    def busy(self) -> bool:
+        """Whether any run of this project is live."""
+        return any(info.status not in END_STATES for info in self.runtime.list())
+
+    # -- identity -----------------------------------------------------------------------------
+
+    def _child_env(self, run_id: str, cwd: Path | None) -> Mapping[str, str]:
+        self._cwd[run_id] = cwd
+        self._roles.setdefault(run_id, _ROLE.get())
+        return {
+            **self._base_env,
+            "MEMBRANE_TOKEN": self._tokens.mint(self.project_id, run_id),
+            "MEMBRANE_RUN_ID": run_id,
+            "MEMBRANE_SESSION_ID": run_id,
+            "MEMBRANE_PROJECT": str(self.workspace.project),
+        }
+
+    def bind(self, run_id: str, claimed: JSONObject, *, default_role: str | None) -> Caller:
+        """The caller a token of ``run_id`` establishes; ``TokenInvalid`` once the run ended."""
+        try:
+            info = self.runtime.get(run_id)
+        except UnknownRun:
+            raise TokenInvalid("the run of this MEMBRANE_TOKEN is not live here") from None
+        if info.status in END_STATES:
+            raise TokenInvalid(f"the run of this MEMBRANE_TOKEN has ended ({info.status})")
+        role = self._roles.get(run_id) or default_role
+        return Caller(
+            role=role,
+            session_id=run_id,
+            run_id=run_id,
+            project_id=self.project_id,
+            claimed=dict(claimed),
+        )
+
+    def check_live(self, caller: Caller) -> None:
+        """Refuse a token caller whose run has ended since it connected."""
+        if caller.run_id is not None:
+            self.bind(caller.run_id, caller.claimed, default_role=caller.role)
+
+    # -- the one view -------------------------------------------------------------------------
+
+    def view(self, caller: Caller) -> ToolView:
+        """The caller's one view of this project's tools (see the module docstring)."""
+        if caller.run_id is not None:
+            self.check_live(caller)
+            return self.runtime.view(caller.run_id)
+        key = (caller.role or "", caller.standalone)
+        scope = self._scopes.get(key)
+        if scope is None:
+            scope = Scope(self.workspace.registry, name=f"caller:{caller.role}")
+            role = self.runtime.role_restriction(caller.role) if caller.role else None
+            if role is not None:
+                scope.restrict(role, validate=False)
+            if caller.standalone:
+                scope.restrict(
+                    Restriction(deny=DELEGATION_TOOLS, label="standalone session"),
+                    validate=False,
+                )
+            self._scopes[key] = scope
+        return scope.view()
+
+    def context(self, caller: Caller) -> ToolContext:
+        if caller.run_id is not None:
+            info = self.runtime.get(caller.run_id)
+            cwd = self._cwd.get(caller.run_id) or self.workspace.project
+            return ToolContext(
+                agent=info.agent,
+                run_id=caller.run_id,
+                cwd=cwd,
+                session=caller.run_id,
+                env=self._child_env(caller.run_id, cwd),
+            )
+        return ToolContext(
+            agent=f"caller:{caller.role}",
+            cwd=self.workspace.project,
+            session=caller.session_id or f"role:{caller.role}",
+        )
+
+    async def call(self, caller: Caller, name: str, arguments: JSONObject) -> object:
+        return await self.view(caller).call(name, arguments, self.context(caller))
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        caller: Caller,
+        request: SubagentStartRequest,
+        *,
+        model: str | None,
+    ) -> RunInfo:
+        """Start a run for ``caller``: the same path as its ``Task`` call.
+
+        A token caller starts a child of its own run through its view's ``Task`` (so its
+        ``allowed_subagents``, depth and role hold); any other caller starts a top-level run
+        with its role installed on the child's scope. A standalone session has no spawn tools
+        and may not start runs either.
+        """
+        if caller.run_id is not None:
+            arguments: dict[str, object] = {"agent": request.agent_type, "task": request.task}
+            if request.request_id is not None:
+                arguments["request_id"] = request.request_id
+            if request.background is not None:
+                arguments["background"] = request.background
+            result = await self.call(caller, "Task", arguments)  # type: ignore[arg-type]
+            run_id = result.get("run_id") if isinstance(result, dict) else None
+            return self.runtime.get(str(run_id), caller=caller.run_id)
+        if caller.standalone:
+            self.view(caller).get("Task")  # tool-not-visible, as the spawn tools are hidden
+        chosen = self._models(model)
+        token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
+        try:
+            return await self.runtime.start(request)
+        finally:
+            _MODEL.reset(token_model)
+            _ROLE.reset(token_role)
+
+    async def resume(
+        self, caller: Caller, run_id: str, message: str, *, model: str | None
+    ) -> RunInfo:
+        chosen = self._models(model)
+        token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
+        try:
+            return await self.runtime.resume(run_id, message, caller=caller.run_id)
+        finally:
+            _MODEL.reset(token_model)
+            _ROLE.reset(token_role)

@@ -1,0 +1,345 @@
+"""The methods of the machine runtime, by name (the names are the contract; see docs/server.md).
+
+Each handler takes the server, the connection and its validated params and returns a JSON
+value. Params are checked here, at the wire, with pydantic (extra keys refused, types strict)
+and turned into the runtime's own values right away; a mismatch is JSON-RPC ``invalid params``
+(-32602) with the field's path. Every ``MembraneError`` raised below reaches the client as the
+one server error (-32000) with its stable code in ``data.code``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from membrane.errors import InvalidRequest
+from membrane.json_types import JSONDict, JSONValue
+from membrane.resolve import CallParams
+from membrane.runtime import SubagentStartRequest
+from membrane.runtime.events import TERMINAL_KINDS
+from membrane.server.connection import Connection, InvalidParams, UnknownMethod
+from membrane.server.framing import Request
+from membrane.server.host import ProjectHost
+from membrane.server.identity import Caller
+from membrane.tools.view import wire_schema
+
+__all__ = ["METHODS", "Server", "dispatch", "plain"]
+
+
+class _Replies(Protocol):
+    async def once(self, key: Any, act: Callable[[], Awaitable[JSONValue]]) -> JSONValue: ...
+
+
+class Server(Protocol):
+    """What the methods need from the server that owns the connection."""
+
+    @property
+    def replies(self) -> _Replies: ...
+
+    def identify(self, identity: JSONDict, client: JSONDict) -> Caller: ...
+
+    def runtime_info(self) -> JSONDict: ...
+
+    async def add_project(self, root: Path, *, caller: Caller) -> ProjectHost: ...
+
+    async def remove_project(self, project_id: str, *, caller: Caller) -> None: ...
+
+    def project(self, project_id: str, caller: Caller) -> ProjectHost: ...
+
+    def projects(self, caller: Caller) -> list[ProjectHost]: ...
+
+    def watch_actions(
+        self, conn: Connection, host: ProjectHost, caller: Caller, names: tuple[str, ...]
+    ) -> None: ...
+
+    def stop_for_role(self, caller: Caller, requested: str) -> None: ...
+
+
+P = TypeVar("P", bound=BaseModel)
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Initialize(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    clientInfo: dict[str, Any] | None = None
+    identity: dict[str, Any] | None = None
+
+
+class _Root(_Params):
+    root: str = Field(min_length=1)
+
+
+class _Project(_Params):
+    projectId: str = Field(min_length=1)
+
+
+class _Call(_Project):
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    requestId: str | None = Field(default=None, min_length=1)
+
+
+class _Start(_Project):
+    agent: str = Field(min_length=1)
+    task: str = Field(min_length=1)
+    call: dict[str, Any] | None = None
+    background: bool | None = None
+    requestId: str | None = Field(default=None, min_length=1)
+    model: str | None = Field(default=None, min_length=1)
+
+
+class _Shutdown(_Params):
+    requestedRole: str = Field(min_length=1)
+
+
+class _Runs(_Project):
+    parentId: str | None = None
+
+
+class _Run(_Project):
+    runId: str = Field(min_length=1)
+
+
+class _Wait(_Run):
+    timeout: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class _Message(_Run):
+    message: str = Field(min_length=1)
+
+
+class _Resume(_Message):
+    model: str | None = Field(default=None, min_length=1)
+
+
+def _parse(model: type[P], params: JSONDict) -> P:
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "params"
+        raise InvalidParams(
+            f"invalid params: {where}: {error['msg']}", {"code": "invalid-params", "field": where}
+        ) from None
+
+
+def _caller(conn: Connection) -> Caller:
+    caller = conn.state.get("caller")
+    if not isinstance(caller, Caller):
+        raise InvalidRequest("call initialize first; it establishes who is calling")
+    return caller
+
+
+async def _initialize(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    p = _parse(_Initialize, params)
+    caller = server.identify(p.identity or {}, p.clientInfo or {})
+    conn.state["caller"] = caller
+    return {
+        "runtimeInfo": server.runtime_info(),
+        "capabilities": {"actions": {"listChanged": True}},
+        "caller": caller.to_dict(),
+    }
+
+
+async def _projects_add(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    root = Path(_parse(_Root, params).root)
+    host = await server.add_project(root, caller=caller)
+    return {"projectId": host.project_id, "root": str(host.workspace.project)}
+
+
+async def _projects_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    _parse(_Params, params)
+    return {
+        "projects": [
+            {"projectId": host.project_id, "root": str(host.workspace.project)}
+            for host in server.projects(caller)
+        ]
+    }
+
+
+async def _projects_remove(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    await server.remove_project(_parse(_Project, params).projectId, caller=caller)
+    return {"removed": True}
+
+
+async def _actions_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    host = server.project(_parse(_Project, params).projectId, caller)
+    view = host.view(caller)
+    server.watch_actions(conn, host, caller, view.names)
+    actions: list[JSONValue] = []
+    for tool in view.tools():
+        wire = wire_schema(tool)
+        actions.append(
+            {
+                "name": wire["name"],
+                "description": wire["description"],
+                "inputSchema": wire["input_schema"],
+            }
+        )
+    return {"actions": actions}
+
+
+async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Call, params)
+    host = server.project(p.projectId, caller)
+
+    async def act() -> JSONValue:
+        result = await host.call(caller, p.name, p.arguments)
+        return {"result": plain(result)}
+
+    if p.requestId is None:
+        return await act()
+    return await server.replies.once((host.project_id, caller.session_id, p.requestId), act)
+
+
+async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Start, params)
+    host = server.project(p.projectId, caller)
+    request = SubagentStartRequest(
+        agent_type=p.agent,
+        task=p.task,
+        call=CallParams.from_mapping(p.call or {}, where="runs/start call"),
+        background=p.background,
+        request_id=p.requestId,
+        role=caller.role,
+    )
+    info = await host.start(caller, request, model=p.model)
+    return {"run": info.to_dict()}
+
+
+async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Resume, params)
+    host = server.project(p.projectId, caller)
+    info = await host.resume(caller, p.runId, p.message, model=p.model)
+    return {"run": info.to_dict()}
+
+
+async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Runs, params)
+    host = server.project(p.projectId, caller)
+    parent = caller.run_id if caller.run_id is not None else p.parentId
+    return {"runs": [info.to_dict() for info in host.runtime.list(parent_id=parent)]}
+
+
+async def _runs_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Run, params)
+    host = server.project(p.projectId, caller)
+    return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
+
+
+async def _runs_wait(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Wait, params)
+    host = server.project(p.projectId, caller)
+    (info,) = await host.runtime.wait_all([p.runId], timeout=p.timeout, caller=caller.run_id)
+    return {"run": info.to_dict()}
+
+
+async def _runs_message(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Message, params)
+    host = server.project(p.projectId, caller)
+    host.runtime.steer(p.runId, p.message, caller=caller.run_id)
+    return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
+
+
+async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    caller = _caller(conn)
+    p = _parse(_Run, params)
+    host = server.project(p.projectId, caller)
+    return {"run": (await host.runtime.stop(p.runId, caller=caller.run_id)).to_dict()}
+
+
+async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    """Stream the project's lifecycle events to this connection as ``events/event``.
+
+    A token caller hears only its own run's subtree."""
+    caller = _caller(conn)
+    host = server.project(_parse(_Project, params).projectId, caller)
+    stream = host.runtime.events()
+    mine: set[str] | None = None if caller.run_id is None else {caller.run_id}
+    started = anyio.Event()
+
+    async def forward() -> None:
+        async with stream:
+            started.set()
+            async for event in stream:
+                if mine is not None:
+                    if event.kind == "published" and event.parent_id in mine:
+                        mine.add(event.run_id)
+                    if event.run_id not in mine:
+                        continue
+                await conn.notify(
+                    "events/event", {"projectId": host.project_id, "event": event.to_dict()}
+                )
+                if event.run_id == caller.run_id and event.kind in TERMINAL_KINDS:
+                    return
+
+    conn.group.start_soon(forward)
+    await started.wait()
+    return {"subscribed": True}
+
+
+async def _runtime_shutdown(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    """Stop an idle runtime so that a launcher can start one under ``requestedRole``."""
+    caller = _caller(conn)
+    server.stop_for_role(caller, _parse(_Shutdown, params).requestedRole)
+    return {"stopping": True}
+
+
+def plain(value: object) -> JSONValue:
+    """A handler's return value as JSON (strings, numbers, lists, objects; others as text)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return plain(to_dict())
+    return str(value)
+
+
+Handler = Callable[[Server, Connection, JSONDict], Awaitable[JSONValue]]
+
+METHODS: dict[str, Handler] = {
+    "initialize": _initialize,
+    "projects/add": _projects_add,
+    "projects/list": _projects_list,
+    "projects/remove": _projects_remove,
+    "actions/list": _actions_list,
+    "actions/call": _actions_call,
+    "runs/start": _runs_start,
+    "runs/resume": _runs_resume,
+    "runs/list": _runs_list,
+    "runs/get": _runs_get,
+    "runs/wait": _runs_wait,
+    "runs/message": _runs_message,
+    "runs/stop": _runs_stop,
+    "events/subscribe": _events_subscribe,
+    "runtime/shutdown": _runtime_shutdown,
+}
+
+
+async def dispatch(server: Server, conn: Connection, request: Request) -> JSONValue:
+    handler = METHODS.get(request.method)
+    if handler is None:
+        raise UnknownMethod(f"unknown method {request.method[:100]!r}")
+    return await handler(server, conn, request.params)

@@ -1,0 +1,345 @@
+"""``Server``: the machine runtime behind ``membrane serve``.
+
+One server per machine user serves many projects over one socket. Its life:
+
+1. bind: the private socket and its lock (``transport.bind_socket``);
+2. serve: accept connections (peer uid checked), start the background services;
+3. on SIGTERM/SIGINT (or ``shutdown()``): stop accepting, let in-flight calls finish (at most
+   ``drain_seconds``), close every connection, close every project (which stops its runs),
+   remove the socket and release the lock.
+
+Background services are started in one place, ``Server.services``: each is an async callable
+that gets the server and runs until the server cancels it at shutdown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute, SocketListener, TaskGroup, TaskStatus
+
+import membrane
+from membrane.config.load import load_settings
+from membrane.errors import CallerRefused, RuntimeRoleMismatch, TokenInvalid, UnknownProject
+from membrane.json_types import JSONDict, JSONValue
+from membrane.server.connection import Connection
+from membrane.server.framing import Request, membrane_error_frame
+from membrane.server.host import ModelFactory, ProjectHost, project_id_of
+from membrane.server.identity import Caller, TokenBook
+from membrane.server.methods import dispatch
+from membrane.server.transport import (
+    SocketLock,
+    bind_socket,
+    peer_credentials,
+    unlink_own_socket,
+)
+from membrane.tools.view import ToolView
+from membrane.workspace import Workspace, require_folder
+
+__all__ = ["Server", "Service", "build_hash"]
+
+#: A background service: runs until the server cancels it.
+Service = Callable[["Server"], Coroutine[Any, Any, None]]
+#: Replies kept for ``actions/call`` request ids (most recent first out when full).
+_REPLIES: Final = 1024
+#: How long a refused peer's input is drained before its connection is closed.
+_REFUSAL_LINGER: Final = 2.0
+
+
+def build_hash() -> str:
+    """SHA-256 over this installation's Membrane sources: two runtimes with the same hash run
+    the same code."""
+    root = Path(membrane.__file__).parent
+    digest = hashlib.sha256()
+    for file in sorted(root.rglob("*.py")):
+        digest.update(str(file.relative_to(root)).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+class Replies:
+    """Results of finished ``actions/call``s by request id, so a retry gets the same answer."""
+
+    def __init__(self, size: int = _REPLIES) -> None:
+        self._size = size
+        self._done: OrderedDict[Hashable, JSONValue] = OrderedDict()
+        self._pending: dict[Hashable, anyio.Event] = {}
+
+    async def once(self, key: Hashable, act: Callable[[], Awaitable[JSONValue]]) -> JSONValue:
+        while key in self._pending:
+            await self._pending[key].wait()
+        if key in self._done:
+            return self._done[key]
+        event = self._pending[key] = anyio.Event()
+        try:
+            result = await act()
+            self._done[key] = result
+            while len(self._done) > self._size:
+                self._done.popitem(last=False)
+            return result
+        finally:
+            del self._pending[key]
+            event.set()
+
+
+class Server:
+    """The machine runtime. ``default_role`` is the launch role (``--role`` or the launch
+    environment's ``MEMBRANE_ROLE``); ``None`` takes the settings' ``default_role``."""
+
+    def __init__(
+        self,
+        *,
+        socket_path: Path,
+        models: ModelFactory,
+        default_role: str | None = None,
+        services: Sequence[Service] = (),
+        drain_seconds: float = 30.0,
+        handle_signals: bool = True,
+    ) -> None:
+        self.socket_path = socket_path
+        self.default_role = default_role or load_settings(project=None).default_role
+        self.tokens = TokenBook()
+        self.replies = Replies()
+        self._models = models
+        self._extra_services = tuple(services)
+        self._drain_seconds = drain_seconds
+        self._handle_signals = handle_signals
+        self._hosts: dict[str, ProjectHost] = {}
+        self._adding = anyio.Lock()
+        self._connections: set[Connection] = set()
+        self._stop = anyio.Event()
+        self._hash = build_hash()
+        self._hosts_group: TaskGroup | None = None
+        self._bound: tuple[socket.socket, SocketLock, int] | None = None
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def services(self) -> tuple[Service, ...]:
+        """The background services ``serve`` starts: the one place to add one."""
+        return self._extra_services
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Bind, serve until asked to stop, then drain and clean up (see the module docstring).
+
+        Raises ``RuntimeAlreadyRunning`` when another server owns the socket."""
+        if self._bound is None:
+            self.bind()
+        assert self._bound is not None
+        sock, lock, inode = self._bound
+        try:
+            listener = await SocketListener.from_socket(sock)
+            async with anyio.create_task_group() as hosts:
+                self._hosts_group = hosts
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._accept, listener, group)
+                    if self._handle_signals:
+                        group.start_soon(self._signals)
+                    for service in self.services():
+                        group.start_soon(service, self)
+                    task_status.started()
+                    await self._stop.wait()
+                    await self._drain(listener)
+                    group.cancel_scope.cancel()
+                for host in list(self._hosts.values()):
+                    await host.close()
+                self._hosts.clear()
+        finally:
+            self._bound = None
+            unlink_own_socket(self.socket_path, inode)
+            sock.close()
+            lock.release()
+
+    def bind(self) -> None:
+        """Take the socket now (``serve`` does it when not done yet): raises
+        ``RuntimeAlreadyRunning`` when another server owns it, outside any task group."""
+        lock = SocketLock(self.socket_path)
+        sock = bind_socket(self.socket_path, lock)
+        self._bound = (sock, lock, self.socket_path.lstat().st_ino)
+
+    def shutdown(self) -> None:
+        """Ask the server to drain and stop (what SIGTERM does)."""
+        self._stop.set()
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                self.shutdown()
+                return
+
+    async def _drain(self, listener: SocketListener) -> None:
+        await listener.aclose()
+        for conn in self._connections:
+            conn.accepting = False
+        with anyio.move_on_after(self._drain_seconds):
+            for conn in list(self._connections):
+                await conn.idle.wait()
+        for conn in list(self._connections):
+            await conn.close()
+
+    async def _accept(self, listener: SocketListener, group: TaskGroup) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            group.start_soon(self._connection, stream)
+
+    async def _connection(self, stream: ByteStream) -> None:
+        raw = stream.extra(SocketAttribute.raw_socket)
+        peer = peer_credentials(raw)
+        if peer.uid != os.getuid():
+            refused = CallerRefused(
+                "this runtime serves only its own user; the connection is closed",
+                uid=peer.uid,
+            )
+            try:
+                await stream.send(membrane_error_frame(None, refused))
+                await stream.send_eof()
+                # What the peer already sent is read and dropped, so that closing does not
+                # reset the connection before the refusal is read.
+                with anyio.move_on_after(_REFUSAL_LINGER):
+                    while len(await stream.receive()) > 0:
+                        pass
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                pass
+            finally:
+                await stream.aclose()
+            return
+        conn = Connection(stream, dispatch=partial(_dispatch, self), peer_pid=peer.pid)
+        self._connections.add(conn)
+        try:
+            await conn.serve()
+        finally:
+            self._connections.discard(conn)
+
+    # -- identity -----------------------------------------------------------------------------
+
+    def runtime_info(self) -> JSONDict:
+        return {
+            "version": membrane.__version__,
+            "buildHash": self._hash,
+            "defaultRole": self.default_role,
+            "pid": os.getpid(),
+            "socketPath": str(self.socket_path),
+        }
+
+    def identify(self, identity: JSONDict, client: JSONDict) -> Caller:
+        """The caller an ``initialize`` establishes (``identity.module``: ``server.identity``)."""
+        claimed: JSONDict = {"identity": identity, "clientInfo": client}
+        token = identity.get("token")
+        if token is not None:
+            project_id, run_id = self.tokens.open(token)
+            host = self._hosts.get(project_id)
+            if host is None:
+                raise TokenInvalid("the project of this MEMBRANE_TOKEN is not served here")
+            return host.bind(run_id, claimed, default_role=self.default_role)
+        session = identity.get("sessionId")
+        return Caller(
+            role=self.default_role,
+            session_id=session if isinstance(session, str) and session else None,
+            claimed=claimed,
+        )
+
+    def busy(self) -> bool:
+        """Whether any run is live in any project."""
+        return any(host.busy() for host in self._hosts.values())
+
+    def stop_for_role(self, caller: Caller, requested: str) -> None:
+        """Shut down so that a launcher can start a runtime under ``requested``; refused to a
+        run's token and while runs are in flight (``runtime-role-mismatch``)."""
+        if caller.run_id is not None:
+            raise CallerRefused("a run's token cannot stop the runtime")
+        if self.busy():
+            raise RuntimeRoleMismatch(
+                f"the runtime's default role is {self.default_role!r}, not {requested!r}, and "
+                "runs are in flight, so it is not restarted; wait for them or stop it first",
+                running=self.default_role,
+                requested=requested,
+            )
+        self.shutdown()
+
+    # -- projects -----------------------------------------------------------------------------
+
+    async def add_project(self, root: Path, *, caller: Caller) -> ProjectHost:
+        folder = require_folder("root", root)
+        project_id = project_id_of(folder)
+        if caller.project_id is not None and caller.project_id != project_id:
+            raise UnknownProject(
+                "a run's token reaches only its own project", project_id=project_id
+            )
+        async with self._adding:
+            host = self._hosts.get(project_id)
+            if host is not None:
+                return host
+            workspace = await anyio.to_thread.run_sync(Workspace.open, folder)
+            host = ProjectHost(
+                workspace,
+                tokens=self.tokens,
+                models=self._models,
+                child_env={"MEMBRANE_SOCKET": str(self.socket_path)},
+            )
+            assert self._hosts_group is not None
+            await self._hosts_group.start(host.run)
+            self._hosts[project_id] = host
+            return host
+
+    async def remove_project(self, project_id: str, *, caller: Caller) -> None:
+        if caller.run_id is not None:
+            raise UnknownProject("a run's token cannot remove projects", project_id=project_id)
+        host = self.project(project_id, caller)
+        del self._hosts[project_id]
+        await host.close()
+
+    def project(self, project_id: str, caller: Caller) -> ProjectHost:
+        host = self._hosts.get(project_id)
+        if host is None or (caller.project_id is not None and caller.project_id != project_id):
+            raise UnknownProject(
+                f"no project {project_id[:80]!r} is served here; add it with projects/add",
+                project_id=project_id[:80],
+            )
+        return host
+
+    def projects(self, caller: Caller) -> list[ProjectHost]:
+        return [
+            host
+            for host in self._hosts.values()
+            if caller.project_id is None or caller.project_id == host.project_id
+        ]
+
+    def watch_actions(
+        self, conn: Connection, host: ProjectHost, caller: Caller, names: tuple[str, ...]
+    ) -> None:
+        """Send ``actions/list_changed`` to ``conn`` whenever its view of ``host`` changes."""
+        watched = conn.state.setdefault("watched", set())
+        assert isinstance(watched, set)
+        if host.project_id in watched:
+            return
+        watched.add(host.project_id)
+        conn.group.start_soon(_watch, conn, host, caller, names)
+
+
+async def _watch(
+    conn: Connection, host: ProjectHost, caller: Caller, names: tuple[str, ...]
+) -> None:
+    while True:
+        await host.changed()
+        try:
+            view: ToolView = host.view(caller)
+        except Exception:
+            return  # the caller's run ended: nothing more to watch
+        if view.names != names:
+            names = view.names
+            await conn.notify("actions/list_changed", {"projectId": host.project_id})
+
+
+async def _dispatch(server: Server, conn: Connection, request: Request) -> JSONValue:
+    return await dispatch(server, conn, request)

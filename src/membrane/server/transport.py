@@ -1,0 +1,182 @@
+"""The socket: where it lives, who may bind it, who may connect, and how frames are read.
+
+* The path is ``$MEMBRANE_SOCKET``, else ``<membrane home>/sock/membrane.sock``. Its folder is
+  created with mode 0700 and must be private (a folder others can enter is refused); the
+  socket itself is mode 0600.
+* A lock file beside the socket (``membrane.sock.lock``, ``flock``) holds the pid of the one
+  server that owns it. A second server finds the lock taken and fails with
+  ``runtime-already-running`` naming that pid. A socket file left by a crash (the lock is free
+  and a connect is refused) is removed before binding; a socket that answers is never removed.
+* Each connection's peer uid is read from the kernel (``SO_PEERCRED``); a peer that is not the
+  server's own user is refused before a byte is read.
+* Frames are read with a bounded buffer: a line longer than ``MAX_FRAME_BYTES`` ends the
+  connection after an error frame, and a peer that stalls mid-line holds only its own task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import stat
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from membrane.config.load import membrane_home
+from membrane.errors import RuntimeAlreadyRunning, ServerError
+
+__all__ = [
+    "PeerCredentials",
+    "SocketLock",
+    "bind_socket",
+    "default_socket_path",
+    "peer_credentials",
+    "probe_socket",
+    "unlink_own_socket",
+]
+
+SOCKET_ENV: Final = "MEMBRANE_SOCKET"
+_BACKLOG: Final = 512
+_CRED = struct.Struct("3i")
+
+
+def default_socket_path() -> Path:
+    """``$MEMBRANE_SOCKET`` when set, else ``<membrane home>/sock/membrane.sock``."""
+    value = os.environ.get(SOCKET_ENV, "").strip()
+    if value:
+        return Path(value).expanduser().absolute()
+    return (membrane_home() / "sock" / "membrane.sock").absolute()
+
+
+@dataclass(frozen=True, slots=True)
+class PeerCredentials:
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_credentials(sock: socket.socket) -> PeerCredentials:
+    """The connected peer's pid, uid and gid as the kernel recorded them at ``connect``."""
+    pid, uid, gid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+    return PeerCredentials(pid=pid, uid=uid, gid=gid)
+
+
+def probe_socket(path: Path) -> bool:
+    """Whether something accepts connections on ``path`` now."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(2.0)
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+class SocketLock:
+    """The lock beside a socket: held by exactly one server process, recording its pid."""
+
+    def __init__(self, socket_path: Path) -> None:
+        self.path = socket_path.with_name(socket_path.name + ".lock")
+        self._fd: int | None = None
+
+    def acquire(self, *, socket_path: Path) -> None:
+        """Take the lock, or raise ``RuntimeAlreadyRunning`` naming its holder's pid."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise ServerError(f"cannot lock {self.path}: {exc}", path=str(self.path)) from exc
+            pid = self.holder()
+            who = f"pid {pid}" if pid is not None else "another process"
+            raise RuntimeAlreadyRunning(
+                f"a runtime ({who}) already serves {socket_path}; use it, or stop it first",
+                pid=pid,
+                socket=str(socket_path),
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def holder(self) -> int | None:
+        """The pid written in the lock file, if any (the winner writes it right after locking)."""
+        try:
+            text = self.path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.isdigit() else None
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _private_folder(folder: Path) -> None:
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700, parents=True)
+    info = folder.stat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise ServerError(f"{folder} is not a folder; the socket needs one", path=str(folder))
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise ServerError(
+            f"the socket folder {folder} is mode {stat.S_IMODE(info.st_mode):04o} owned by uid "
+            f"{info.st_uid}; it must be yours with mode 0700, so nobody else can reach the socket",
+            path=str(folder),
+            hint=f"chmod 700 {folder}, or point MEMBRANE_SOCKET into a private folder",
+        )
+
+
+def bind_socket(path: Path, lock: SocketLock) -> socket.socket:
+    """The listening socket at ``path`` (0600, in a private 0700 folder), with ``lock`` held.
+
+    Raises ``RuntimeAlreadyRunning`` when another server holds the lock or the socket answers,
+    ``ServerError`` when the folder is not private or something else occupies the path.
+    """
+    _private_folder(path.parent)
+    lock.acquire(socket_path=path)
+    try:
+        if path.exists() or path.is_symlink():
+            if not stat.S_ISSOCK(path.lstat().st_mode):
+                raise ServerError(
+                    f"{path} exists and is not a socket; it is left alone", path=str(path)
+                )
+            if probe_socket(path):
+                # A live socket whose server holds no lock: never removed.
+                raise RuntimeAlreadyRunning(
+                    f"a runtime already answers on {path}; use it, or stop it first",
+                    pid=None,
+                    socket=str(path),
+                )
+            path.unlink()  # left by a crash: the lock is ours and nobody answers
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            old = os.umask(0o177)
+            try:
+                sock.bind(str(path))
+            finally:
+                os.umask(old)
+            os.chmod(path, 0o600)
+            sock.listen(_BACKLOG)
+        except BaseException:
+            sock.close()
+            raise
+    except BaseException:
+        lock.release()
+        raise
+    return sock
+
+
+def unlink_own_socket(path: Path, inode: int) -> None:
+    """Remove ``path`` if it is still the socket file this server bound (inode ``inode``)."""
+    with contextlib.suppress(OSError):
+        info = path.lstat()
+        if stat.S_ISSOCK(info.st_mode) and info.st_ino == inode:
+            path.unlink()

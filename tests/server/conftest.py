@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from server_support import Running, make_project, serve, stop
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """One real ``membrane serve`` (default role: ``external``) for a module's tests."""
+    base = tmp_path_factory.mktemp("serve")
+    home = base / "home"
+    home.mkdir()
+    project = make_project(base / "project")
+    socket = base / "sock" / "m.sock"
+    proc = serve(socket, home)
+    try:
+        yield Running(socket=socket, home=home, project=project, pid=proc.pid)
+    finally:
+        stop(proc)

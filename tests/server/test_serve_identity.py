@@ -1,0 +1,209 @@
+"""Roles and tokens against real ``membrane serve`` processes (DESIGN rule 11)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from server_support import START_BOUND, Running, clean_env, make_project, serve, stop
+
+from membrane.errors import MembraneError, RuntimeUnavailable
+from membrane.server import Client
+from membrane.store.location import locate_state
+from membrane.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.anyio
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Path]]:
+    """A runtime launched with ``--role ops``: (socket, home, project)."""
+    base = tmp_path_factory.mktemp("ops")
+    home = base / "home"
+    home.mkdir()
+    project = make_project(base / "project")
+    socket = base / "sock" / "m.sock"
+    proc = serve(socket, home, "--role", "ops")
+    try:
+        yield socket, home, project
+    finally:
+        stop(proc)
+
+
+async def _list(socket: Path, project: Path, identity: dict[str, str]) -> tuple[dict, list[str]]:  # type: ignore[type-arg]
+    async with Client.connect(socket) as client:
+        info = await client.request("initialize", {"identity": identity})
+        ids = {
+            "projectId": (await client.request("projects/add", {"root": str(project)}))["projectId"]
+        }
+        listed = await client.request("actions/list", {"projectId": ids["projectId"]})
+    return info["caller"], [action["name"] for action in listed["actions"]]
+
+
+async def test_two_roles_see_and_run_what_their_role_allows(
+    runtime: Running, ops: tuple[Path, Path, Path]
+) -> None:
+    with anyio.fail_after(START_BOUND):
+        external, external_names = await _list(runtime.socket, runtime.project, {})
+        elevated, ops_names = await _list(ops[0], ops[2], {})
+    assert external["role"] == "external" and external_names == ["Glob", "Grep", "Read"]
+    assert elevated["role"] == "ops" and ops_names == ["Bash", "Glob", "Grep", "Read", "Write"]
+    with anyio.fail_after(START_BOUND):
+        for socket, project, allowed in (
+            (runtime.socket, runtime.project, False),
+            (ops[0], ops[2], True),
+        ):
+            async with Client.connect(socket) as client:
+                await client.request("initialize", {})
+                ids = {
+                    "projectId": (await client.request("projects/add", {"root": str(project)}))[
+                        "projectId"
+                    ]
+                }
+                call = {
+                    **ids,
+                    "name": "Write",
+                    "arguments": {"file_path": "w.txt", "content": "hi"},
+                }
+                if allowed:
+                    await client.request("actions/call", call)
+                    assert (project / "w.txt").read_text() == "hi"
+                else:
+                    with pytest.raises(MembraneError) as caught:
+                        await client.request("actions/call", call)
+                    assert caught.value.code == "tool-not-visible"
+                    assert not (project / "w.txt").exists()
+
+
+async def test_a_role_claimed_in_initialize_changes_nothing(runtime: Running) -> None:
+    with anyio.fail_after(START_BOUND):
+        caller, names = await _list(
+            runtime.socket, runtime.project, {"role": "ops", "runId": "r-1"}
+        )
+    assert caller == {"role": "external", "sessionId": None, "runId": None}
+    assert names == ["Glob", "Grep", "Read"]
+
+
+def test_a_forged_role_in_the_cli_environment_gets_the_default_role(runtime: Running) -> None:
+    env = clean_env(runtime.home, MEMBRANE_SOCKET=str(runtime.socket), MEMBRANE_ROLE="ops")
+    done = subprocess.run(
+        [PY, "-m", "membrane", "actions", "list", "--json", "--project", str(runtime.project)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_BOUND,
+    )
+    assert done.returncode == 0, done.stderr
+    names = [action["name"] for action in json.loads(done.stdout)["actions"]]
+    assert names == ["Glob", "Grep", "Read"]
+    forged = clean_env(
+        runtime.home, MEMBRANE_SOCKET=str(runtime.socket), MEMBRANE_TOKEN="mt1.e30.00"
+    )
+    done = subprocess.run(
+        [PY, "-m", "membrane", "actions", "list", "--project", str(runtime.project)],
+        env=forged,
+        capture_output=True,
+        text=True,
+        timeout=START_BOUND,
+    )
+    assert done.returncode == 3 and "token-invalid" in done.stderr
+
+
+def _bash_script(tmp: Path) -> Path:
+    """The reader's one turn: show its token, list its actions and try Write, all through the
+    CLI from its own Bash (a read-only child: its sandbox lets it write no file), then finish."""
+    cli = f"{PY} -m membrane actions"
+    command = (
+        'echo "TOKEN=$MEMBRANE_TOKEN"; '
+        f'echo "LIST=$({cli} list --json 2>&1)"; '
+        f'{cli} run Write --args \'{{"file_path": "hacked.txt", "content": "x"}}\' 2>&1; '
+        'echo "WRITE_RC=$?"; '
+        f'{cli} run Read --args \'{{"file_path": "notes.txt"}}\' 2>&1'
+    )
+    script = tmp / "reader.yaml"
+    script.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "reader": [
+                        {"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]},
+                        {"text": "done"},
+                    ]
+                }
+            }
+        )
+    )
+    return script
+
+
+def _bash_output(home: Path, project: Path, run_id: str) -> str:
+    """What the run's Bash printed, from the run's stored transcript."""
+    store = SQLiteStore(locate_state(project, home=home).path)
+    try:
+        messages = store.transcript(run_id)
+    finally:
+        store.close()
+    (tool,) = [m for m in messages if m.get("role") == "tool"]
+    result = json.loads(str(tool["content"]))
+    return str(result["stdout"])
+
+
+async def test_a_childs_bash_is_bound_by_the_childs_view_and_its_token_dies_with_the_run(
+    ops: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    socket, home, project = ops
+    script = _bash_script(tmp_path)
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(socket) as client:
+            await client.request("initialize", {})
+            reply = await client.request("projects/add", {"root": str(project)})
+            ids = {"projectId": reply["projectId"]}
+            started = await client.request(
+                "runs/start",
+                {**ids, "agent": "reader", "task": "look around", "model": f"scripted:{script}"},
+            )
+            run_id = started["run"]["run_id"]
+            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+    assert done["status"] == "completed", done
+    out = _bash_output(home, project, run_id)
+    lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line[:9])
+    assert lines.get("LIST", "").startswith("{"), out
+    listed = json.loads(lines["LIST"])
+    # The child's own view (its definition's Read and Bash, within the ops role): not Write.
+    assert [action["name"] for action in listed["actions"]] == ["Bash", "Read"]
+    assert lines["WRITE_RC"] == "3"
+    assert "tool-not-visible" in out
+    assert not (project / "hacked.txt").exists()
+    assert "alpha" in out  # Read through the socket, in the child's view, worked
+    token = lines["TOKEN"]
+    assert token.startswith("mt1.")
+    # Replayed after its run ended: refused.
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(socket) as client:
+            with pytest.raises(MembraneError) as caught:
+                await client.request("initialize", {"identity": {"token": token}})
+    assert caught.value.code == "token-invalid"
+
+
+async def test_a_cli_inside_a_run_never_starts_a_runtime(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    project = make_project(tmp_path / "project")
+    socket = tmp_path / "sock" / "m.sock"
+    env = clean_env(home, MEMBRANE_SOCKET=str(socket), MEMBRANE_TOKEN="mt1.e30.00")
+    done = subprocess.run(
+        [PY, "-m", "membrane", "actions", "list", "--project", str(project)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_BOUND,
+    )
+    assert done.returncode == 3 and RuntimeUnavailable.code in done.stderr
+    assert not socket.exists()
