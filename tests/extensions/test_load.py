@@ -243,12 +243,6 @@ def test_function_tool_derives_the_schema_and_passes_the_context() -> None:
 
 
 def test_function_tool_refuses_what_it_cannot_describe() -> None:
-    def sync(query: str) -> str:
-        return query
-
-    with pytest.raises(ToolSpecError, match="async def"):
-        function_tool()(sync)  # type: ignore[arg-type]
-
     async def variadic(*queries: str) -> None:
         return None
 

@@ -13,6 +13,7 @@ effects, which is why the resolver selects extensions before anything is loaded.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
 import sys
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
+import anyio
 import pydantic
 
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
@@ -45,6 +47,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "membrane.extensions"
 Hook = Callable[..., object]
 AsyncFunction = Callable[..., Awaitable[object]]
+#: What ``function_tool`` decorates: an ``async def``, or a plain ``def`` (run in a thread).
+ToolFunction = Callable[..., object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +181,7 @@ class LoadedExtension:
 
 
 @overload
-def function_tool(name: AsyncFunction, /) -> Tool: ...
+def function_tool(name: ToolFunction, /) -> Tool: ...
 
 
 @overload
@@ -187,17 +191,18 @@ def function_tool(
     description: str | None = None,
     schema: JSONObject | None = None,
     mutating: bool = False,
-) -> Callable[[AsyncFunction], Tool]: ...
+) -> Callable[[ToolFunction], Tool]: ...
 
 
 def function_tool(
-    name: str | AsyncFunction | None = None,
+    name: str | ToolFunction | None = None,
     *,
     description: str | None = None,
     schema: JSONObject | None = None,
     mutating: bool = False,
-) -> Tool | Callable[[AsyncFunction], Tool]:
-    """Decorator: a ``Tool`` from an ``async def`` taking its arguments as keyword parameters.
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Decorator: a ``Tool`` (origin ``host``) from a function taking its arguments as keyword
+    parameters: an ``async def``, or a plain ``def``, which runs in a worker thread.
 
     Use it bare (``@function_tool``) or called (``@function_tool("name", mutating=True)``).
     The name defaults to the function's, the description to its docstring, and the schema is
@@ -213,21 +218,28 @@ def function_tool(
             name=str(name),
         )
 
-    def build(function: AsyncFunction) -> Tool:
+    def build(function: ToolFunction) -> Tool:
         label = name or str(getattr(function, "__name__", ""))
-        if not inspect.iscoroutinefunction(function):
-            raise ToolSpecError(f"tool {label!r}: the function must be 'async def'", name=label)
+        if not callable(function):
+            raise ToolSpecError(f"tool {label!r}: decorate a function", name=label)
         parameters = inspect.signature(function).parameters
         wants_context = "context" in parameters
         input_schema = schema if schema is not None else _derived_schema(label, parameters)
+        is_async = inspect.iscoroutinefunction(function)
 
         async def handler(arguments: JSONObject, context: ToolContext) -> object:
+            values: dict[str, object] = dict(arguments)
             if wants_context:
-                return await function(**arguments, context=context)
-            return await function(**arguments)
+                values["context"] = context
+            if is_async:
+                return await cast(AsyncFunction, function)(**values)
+            # A plain ``def`` runs in a worker thread, so it never blocks the event loop.
+            return await anyio.to_thread.run_sync(functools.partial(function, **values))
 
         text = (inspect.getdoc(function) or "") if description is None else description
-        return check_tool(Tool(label, text, input_schema, handler, mutating=mutating))
+        # A host's own tool; an extension's live map retags it ``extension:NAME``.
+        tool = Tool(label, text, input_schema, handler, origin="host", mutating=mutating)
+        return check_tool(tool)
 
     return build
 

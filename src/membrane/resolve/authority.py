@@ -466,7 +466,8 @@ def resolve(
     if allowed:
         for name in DELEGATION_TOOLS:
             known.setdefault(name, _placeholder_tool(name))
-    warnings += _token_warnings(plan.named, known, field=plan.field)
+    host_named = {n for n in plan.named if n in known and known[n].origin == "host"}
+    warnings += _token_warnings(plan.named - host_named, known, field=plan.field)
     callable_tools, left_out = _classify(
         known,
         restriction,

@@ -334,6 +334,8 @@ class DefinitionRestriction:
             return plan.delegation
         if plan.isolated:
             return "isolated"
+        if tool.origin == "host" and name in plan.named:
+            return None  # a host's own tool, granted by its exact name in `tools`
         if plan.inherit:
             if name in INHERIT_DENY_TOOLS:
                 return "inherit deny list"
