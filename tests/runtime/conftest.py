@@ -3,7 +3,8 @@ registry of simple tools, and a factory for runtimes on it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ from membrane.store.base import Store
 from membrane.testing import ScriptedModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+
+
+def after_leases_expire() -> Callable[[], float]:
+    """A store clock an hour ahead: a process opening the store with it sees every lease a
+    killed process left as expired (as it would be once ``lease_seconds`` had passed)."""
+    return lambda: time.time() + 3600
 
 
 def echo_tool(name: str, *, origin: str = "builtin", mutating: bool = False) -> Tool:

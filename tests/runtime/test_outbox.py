@@ -26,7 +26,7 @@ from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
-from .conftest import Project
+from .conftest import Project, after_leases_expire
 
 pytestmark = pytest.mark.anyio
 
@@ -355,7 +355,7 @@ async def test_a_notice_pending_when_the_parents_process_is_killed_reaches_its_r
     db = tmp_path / "state.db"
     with anyio.fail_after(60):
         ids = await anyio.to_thread.run_sync(lambda: _kill_lead_with_its_notice_pending(agents, db))
-    store = SQLiteStore(db)
+    store = SQLiteStore(db, clock=after_leases_expire())
     item = only_item(store, ids["lead"])
     assert (item.payload["run_id"], item.payload["text"]) == (ids["worker"], REPORT)
     assert notices(store.transcript(ids["lead"])) == []

@@ -32,7 +32,7 @@ from membrane.store import SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.workspace import Workspace
 
-from .conftest import Project
+from .conftest import Project, after_leases_expire
 
 pytestmark = pytest.mark.anyio
 
@@ -94,7 +94,7 @@ async def test_a_killed_childs_resume_keeps_its_depth_and_conversation_and_its_c
     with anyio.fail_after(60):
         worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
 
-    store = SQLiteStore(db)
+    store = SQLiteStore(db, clock=after_leases_expire())
     crashed = store.get_header(worker)
     assert crashed is not None and crashed.status == "running"
     assert crashed.delegation_depth == 1
@@ -322,7 +322,7 @@ async def test_a_parent_killed_during_its_first_turn_resumes_from_its_task(
     with anyio.fail_after(60):
         worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
 
-    store = SQLiteStore(db)
+    store = SQLiteStore(db, clock=after_leases_expire())
     lead = store.get_header(worker).parent_id  # type: ignore[union-attr]
     assert lead is not None
     crashed = store.get_header(lead)
@@ -560,7 +560,7 @@ async def test_a_resumed_parent_repeating_a_task_call_learns_its_child_was_inter
     db = tmp_path / "state.db"
     with anyio.fail_after(60):
         worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
-    store = SQLiteStore(db)
+    store = SQLiteStore(db, clock=after_leases_expire())
     lead = store.get_header(worker).parent_id  # type: ignore[union-attr]
     assert lead is not None
 

@@ -17,7 +17,7 @@ from membrane.runtime import InProcessProvider
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 
-from .conftest import Project
+from .conftest import Project, after_leases_expire
 
 SCRIPT = Path(__file__).parent / "scripts" / "background_crash.py"
 
@@ -51,7 +51,7 @@ async def test_a_background_child_resumed_after_kill_9_still_owes_its_parent_a_n
     db = tmp_path / "state.db"
     with anyio.fail_after(60):
         ids = await anyio.to_thread.run_sync(lambda: _run_then_kill(project, db, point))
-    store = SQLiteStore(db)
+    store = SQLiteStore(db, clock=after_leases_expire())
     header = store.get_header(ids["worker"])
     assert header is not None and header.status == "running" and header.meta["background"]
 

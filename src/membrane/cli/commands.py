@@ -7,6 +7,7 @@ from membrane.cli import (
     agents,  # noqa: F401
     explain,  # noqa: F401
     init,  # noqa: F401
+    lineage,  # noqa: F401
     mcp,  # noqa: F401
     outbox,  # noqa: F401
     run,  # noqa: F401

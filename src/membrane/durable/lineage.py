@@ -17,7 +17,7 @@ from membrane.errors import StoreError
 from membrane.json_types import JSONValue
 from membrane.store.base import Store, brief_digest
 
-__all__ = ["complete_edge", "has_running_edge", "record_edge"]
+__all__ = ["complete_edge", "has_running_edge", "record_edge", "reopen_interrupted_edge"]
 
 #: The longest result summary an edge keeps.
 SUMMARY_LIMIT = 500
@@ -55,6 +55,20 @@ def complete_edge(store: Store, result: RunResult) -> None:
             status="completed" if result.ok else "failed",
             result_summary=str(summary)[:SUMMARY_LIMIT],
         )
+
+
+def reopen_interrupted_edge(store: Store, *, parent_id: str | None, child_id: str) -> bool:
+    """Reopen the edge of a resumed run that the sweeper marked ``interrupted``; whether it
+    did (the resumed run's end then completes it)."""
+    if parent_id is None:
+        return False
+    edges = store.edges(parent_id=parent_id)
+    if not any(e.child_id == child_id and e.status == "interrupted" for e in edges):
+        return False
+    with contextlib.suppress(StoreError), store.transaction():
+        store.reopen_edge(child_id)
+        return True
+    return False
 
 
 def has_running_edge(store: Store, *, parent_id: str, child_id: str) -> bool:

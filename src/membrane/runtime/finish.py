@@ -29,6 +29,7 @@ import anyio
 
 from membrane.durable.lineage import complete_edge
 from membrane.durable.outbox import OutboxDrainer
+from membrane.durable.sweeper import Leases
 from membrane.durable.transcripts import save_transcript
 from membrane.errors import MembraneError, RunError, StoreError
 from membrane.runtime.events import EventHub
@@ -58,6 +59,7 @@ class Finisher:
         live: Callable[[str], RunRecord | None],
         stop: Callable[[RunRecord], None],
         release: Callable[[str], None],
+        leases: Leases | None = None,
     ) -> None:
         self._store = store
         self._hub = hub
@@ -66,6 +68,7 @@ class Finisher:
         self._live = live
         self._stop = stop
         self._release = release
+        self._leases = leases
 
     async def drive(self, record: RunRecord) -> None:
         """Run ``record``'s child to its end (unless it was stopped first), then finish it."""
@@ -108,6 +111,8 @@ class Finisher:
             if record.has_edge:
                 complete_edge(store, result)
             item_id = None if owed is None else self._outbox.enqueue(owed)
+            if self._leases is not None:
+                self._leases.release(record.run_id)
             return store.append_event(record.run_id, kind, data), item_id
 
         try:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from membrane.config.values import Settings
-from membrane.durable.lineage import record_edge
+from membrane.durable.lineage import record_edge, reopen_interrupted_edge
+from membrane.durable.sweeper import Leases
 from membrane.errors import InvalidRequest
 from membrane.resolve.authority import EffectiveAuthority
 from membrane.runtime.events import EventHub
@@ -60,6 +61,7 @@ class Publisher:
         settings: Settings,
         gate: Callable[[str | None], None],
         must_queue: Callable[[RunRecord], bool],
+        leases: Leases | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -67,6 +69,7 @@ class Publisher:
         self._runs = runs
         self._gate = gate
         self._must_queue = must_queue
+        self._leases = leases
 
     def publish(
         self,
@@ -127,6 +130,8 @@ class Publisher:
 
         def write() -> int:
             store.create_session(header)
+            if self._leases is not None:
+                self._leases.claim(record.run_id)  # driven here from its first statement on
             if record.parent_id is not None:
                 record.has_edge = record_edge(
                     store,
@@ -170,6 +175,8 @@ class Publisher:
 
         def write() -> int:
             store.set_status(record.run_id, record.status)
+            if reopen_interrupted_edge(store, parent_id=record.parent_id, child_id=record.run_id):
+                record.has_edge = True
             return store.append_event(record.run_id, "published", data)
 
         self._runs.register(record, seq=self._hub.commit(write), data=data)

@@ -49,6 +49,7 @@ from membrane.durable.messages import Delivery, Messenger
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.receipts import SpawnReceipts
 from membrane.durable.runs import RunInfo, RunResult
+from membrane.durable.sweeper import RunsTable, Sweeper
 from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
@@ -159,6 +160,16 @@ class SubagentRuntime:
             max_attempts=settings.outbox_max_attempts,
             stop=self._stop_run,
         )
+        self._sweeper = Sweeper.from_settings(
+            self.store,
+            self.settings,
+            runs=RunsTable(
+                leased=lambda: [r.run_id for r in self._runs.records() if not r.finished],
+                lost=self._stop_run,
+            ),
+            outbox=self._outbox,
+            commit=self._hub.commit,
+        )
         self._messenger = Messenger(
             self.store,
             commit=self._hub.commit,
@@ -173,6 +184,7 @@ class SubagentRuntime:
             live=self._runs.live,
             stop=self._request_stop,
             release=self._slots.release,
+            leases=self._sweeper.leases,
         )
         self._receipts = SpawnReceipts(self.store, hub=self._hub, live=self._live_info)
         self._closing = False
@@ -197,6 +209,7 @@ class SubagentRuntime:
             settings=self.settings,
             gate=self._check_publishable,
             must_queue=self._slots.must_queue,
+            leases=self._sweeper.leases,
         )
         self._starts = StartPath(
             store=self.store,
@@ -228,6 +241,7 @@ class SubagentRuntime:
         await writers.__aenter__()
         writers.start_soon(self._hub.writer)
         writers.start_soon(self._outbox.run)
+        writers.start_soon(self._sweeper.run)
         group = anyio.create_task_group()
         await group.__aenter__()
         self._writers, self._group = writers, group
@@ -255,6 +269,7 @@ class SubagentRuntime:
             return None
         finally:
             self._group = None
+            self._sweeper.stop()
             self._outbox.close()
             self._hub.close()
             # The writer returns at once now that the hub is closed.
@@ -410,6 +425,11 @@ class SubagentRuntime:
         return self._info(record)
 
     @property
+    def sweeper(self) -> Sweeper:
+        """Leases, receipt reaping and the reconcile of interrupted runs (``durable.sweeper``)."""
+        return self._sweeper
+
+    @property
     def outbox(self) -> OutboxDrainer:
         """The completion notices owed to parents (``outbox.pending(run_id)``) and their drainer."""
         return self._outbox
@@ -557,7 +577,10 @@ class SubagentRuntime:
         ``WorktreeUnavailable`` or ``StoreError``; nothing is published then.
         """
         self._require_open()
-        record = await self._starts.resumed(run_id, message, caller=caller)
+        live = self._runs.live(run_id) if isinstance(run_id, str) else None
+        held = not isinstance(run_id, str) or (live is not None and not live.finished)
+        with self._sweeper.leases.claimed(run_id, held=held):  # RunLeased: driven elsewhere
+            record = await self._starts.resumed(run_id, message, caller=caller)
         info = self._launch(record)
         self._outbox.resumed(record)
         return info

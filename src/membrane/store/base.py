@@ -325,6 +325,14 @@ class Store(Protocol):
 
     def get_lease(self, run_id: str) -> Lease | None: ...
 
+    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
+        """Extend every lease ``owner`` holds (one statement); return their run ids, sorted."""
+        ...
+
+    def release_owner_leases(self, owner: str) -> None:
+        """Drop every lease ``owner`` holds (a runtime that closes)."""
+        ...
+
     def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
         """Leases whose ``expires_at`` is before ``now``, oldest expiry first."""
         ...

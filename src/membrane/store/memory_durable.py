@@ -153,6 +153,20 @@ class MemoryDurable:
             found: Lease | None = state.durable.leases.get(run_id)
             return found
 
+    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
+        with self._open("renew_owner_leases") as state:
+            until = self._clock() + ttl
+            held = [lease for lease in state.durable.leases.values() if lease.owner == owner]
+            for lease in held:
+                self._put(state.durable.leases, lease.run_id, replace(lease, expires_at=until))
+            return sorted(lease.run_id for lease in held)
+
+    def release_owner_leases(self, owner: str) -> None:
+        with self._open("release_owner_leases") as state:
+            leases = state.durable.leases
+            for run_id in [r for r, lease in leases.items() if lease.owner == owner]:
+                self._drop(leases, run_id)
+
     def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
         with self._open("expired_leases") as state:
             moment = self._clock() if now is None else now

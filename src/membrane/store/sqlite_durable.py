@@ -126,19 +126,23 @@ class SQLiteDurable:
     def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
         now = self._clock()
         with self._write("claim_lease") as conn:
-            conn.execute(
+            # One statement when the lease is taken (a fresh run's always is); a look at the
+            # holder only when another owner's live lease refused it.
+            rows = conn.execute(
                 f"INSERT INTO run_leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
                 "expires_at = excluded.expires_at, acquired_at = CASE WHEN "
                 "run_leases.owner = excluded.owner THEN run_leases.acquired_at "
                 "ELSE excluded.acquired_at END "
-                "WHERE run_leases.owner = excluded.owner OR run_leases.expires_at <= ?",
+                "WHERE run_leases.owner = excluded.owner OR run_leases.expires_at <= ? "
+                f"RETURNING {_LEASE_COLUMNS}",
                 (run_id, owner, now + ttl, now, now),
-            )
-            row = conn.execute(
-                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return Lease(*row)
+            ).fetchall()
+            if not rows:
+                rows = conn.execute(
+                    f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
+                ).fetchall()
+        return Lease(*rows[0])
 
     def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
         now = self._clock()
@@ -164,6 +168,18 @@ class SQLiteDurable:
                 f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
             ).fetchone()
         return None if row is None else Lease(*row)
+
+    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
+        with self._write("renew_owner_leases") as conn:
+            rows = conn.execute(
+                "UPDATE run_leases SET expires_at = ? WHERE owner = ? RETURNING run_id",
+                (self._clock() + ttl, owner),
+            ).fetchall()
+        return sorted(row[0] for row in rows)
+
+    def release_owner_leases(self, owner: str) -> None:
+        with self._write("release_owner_leases") as conn:
+            conn.execute("DELETE FROM run_leases WHERE owner = ?", (owner,))
 
     def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
         moment = self._clock() if now is None else now

@@ -1,0 +1,289 @@
+"""Run leases and the sweeper: which process drives a run, and the clean-up no one else does.
+
+**Leases.** A run being driven holds a lease in the store (``run_leases``: ``owner``,
+``expires_at``). The runtime claims it when it publishes a run (in the publication's
+transaction) or before it resumes one; ``Leases.claim`` refuses a run whose lease another
+owner holds and has not let expire (``RunLeased``, naming the owner), and takes over an
+expired one. The sweeper renews every lease its owner holds, in one statement, every third of
+``lease_seconds``; a run whose lease this owner no longer holds (it stalled past the expiry and
+another process took the run over) is stopped, so two processes never drive one run. A run's
+end releases its lease; a closing runtime releases the rest.
+
+**The sweep** runs once when the sweeper starts and then every ``sweep_interval_seconds``:
+
+1. it reaps pending receipts older than ``receipt_ttl_seconds`` (15 minutes): their action
+   never completed (the process died mid-way), so a retry of the ``request_id`` acts again;
+   before that, a retry is ``request-pending``;
+2. it reconciles interrupted runs: for each expired lease it takes the lease over (so two
+   sweepers never reconcile one run) and, when the run's stored status is still ``queued`` or
+   ``running``, in one transaction marks it ``interrupted`` (a ``resume`` continues it), fails
+   its lineage edge as ``interrupted`` with a summary, writes an ``interrupted`` event and a
+   ``status`` delivery for its parent (the outbox brings it to the parent, now or when it is
+   resumed), then drops the lease.
+
+``Sweeper.run()`` lives in a task group until ``stop()``; the runtime runs one, and so can
+``membrane serve`` for a store no runtime has open (``LeasedRuns`` is then empty).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import anyio
+
+from membrane.config.values import Settings
+from membrane.durable.outbox import OutboxDrainer
+from membrane.errors import RunLeased, StoreError
+from membrane.store.base import Lease, Store
+
+__all__ = ["LeasedRuns", "Leases", "RunsTable", "SweepReport", "Sweeper", "new_owner"]
+
+#: Stored statuses of a run some process is (or was) driving: anything else has ended.
+_DRIVEN: Final = frozenset({"queued", "running"})
+_SUMMARY: Final = 500
+
+
+def new_owner() -> str:
+    """A lease owner id for this process: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Leases:
+    """The leases one owner (one runtime) takes on runs in ``store``."""
+
+    def __init__(self, store: Store, *, owner: str, ttl: float) -> None:
+        self.store = store
+        self.owner = owner
+        self.ttl = ttl
+
+    def claim(self, run_id: str) -> Lease:
+        """Hold ``run_id``'s lease, or raise ``RunLeased`` when another owner's is live."""
+        lease = self.store.claim_lease(run_id, owner=self.owner, ttl=self.ttl)
+        if lease.owner != self.owner:
+            raise RunLeased(
+                f"run {run_id!r} is being driven by {lease.owner} (its lease runs until "
+                f"{time.strftime('%H:%M:%S', time.localtime(lease.expires_at))}); wait for it "
+                "to end, or for its lease to expire if that process died",
+                run_id=run_id,
+                owner=lease.owner,
+                expires_at=lease.expires_at,
+            )
+        return lease
+
+    def release(self, run_id: str) -> None:
+        self.store.release_lease(run_id, owner=self.owner)
+
+    @contextlib.contextmanager
+    def claimed(self, run_id: str, *, held: bool = False) -> Iterator[None]:
+        """Hold ``run_id``'s lease for the block (``held``: it is this owner's already); a
+        block that raises releases a lease it claimed."""
+        if held:
+            yield
+            return
+        self.claim(run_id)
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                self.release(run_id)
+            raise
+
+
+class LeasedRuns(Protocol):
+    """What the sweeper needs of the runtime whose leases it renews (its runs table)."""
+
+    def leased(self) -> Collection[str]:
+        """The runs this owner is driving now (their leases must stay held)."""
+        ...
+
+    def lost(self, run_id: str) -> None:
+        """``run_id``'s lease is held by another owner now: stop driving it."""
+        ...
+
+
+class _NoRuns:
+    def leased(self) -> Collection[str]:
+        return ()
+
+    def lost(self, run_id: str) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RunsTable:
+    """A ``LeasedRuns`` made of two callables (``leased()``, ``lost(run_id)``)."""
+
+    leased: Callable[[], Collection[str]]
+    lost: Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    """What one sweep did: the request ids reaped and the runs marked ``interrupted``."""
+
+    reaped: tuple[str, ...]
+    interrupted: tuple[str, ...]
+
+
+class Sweeper:
+    """Renews one owner's leases, reaps stale receipts and reconciles interrupted runs.
+
+    ``deliver(recipient, payload)`` writes an outbox item inside the reconcile's transaction
+    and ``offer(item_id, recipient, payload)`` hands it over afterwards (the runtime's outbox;
+    without them the item is only written). ``commit(work)`` runs ``work`` in one transaction
+    (default: ``store.transaction()``).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        owner: str | None = None,
+        receipt_ttl: float = 900.0,
+        lease_seconds: float = 30.0,
+        interval: float = 60.0,
+        runs: LeasedRuns | None = None,
+        deliver: Callable[[str, Mapping[str, Any]], int] | None = None,
+        offer: Callable[[int, str, Mapping[str, Any]], None] | None = None,
+        commit: Callable[[Callable[[], list[int]]], list[int]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.leases = Leases(store, owner=owner or new_owner(), ttl=lease_seconds)
+        self._store = store
+        self._receipt_ttl = receipt_ttl
+        self._interval = interval
+        self._runs: LeasedRuns = runs if runs is not None else _NoRuns()
+        self._deliver = deliver
+        self._offer = offer
+        self._commit = commit
+        self._clock = clock
+        self._stopped = anyio.Event()
+        #: Store failures met while sweeping (the next pass tries again).
+        self.errors: list[StoreError] = []
+
+    @classmethod
+    def from_settings(
+        cls,
+        store: Store,
+        settings: Settings,
+        *,
+        runs: LeasedRuns,
+        outbox: OutboxDrainer,
+        commit: Callable[[Callable[[], list[int]]], list[int]],
+    ) -> Sweeper:
+        """The sweeper of a runtime: its settings' TTLs, its runs, its outbox."""
+        return cls(
+            store,
+            receipt_ttl=settings.receipt_ttl_seconds,
+            lease_seconds=settings.lease_seconds,
+            interval=settings.sweep_interval_seconds,
+            runs=runs,
+            deliver=outbox.deliver,
+            offer=outbox.offer_item,
+            commit=commit,
+        )
+
+    @property
+    def owner(self) -> str:
+        return self.leases.owner
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    def renew(self) -> None:
+        """Extend this owner's leases; stop driving any run whose lease was taken over."""
+        held = set(self._store.renew_owner_leases(self.owner, ttl=self.leases.ttl))
+        for run_id in list(self._runs.leased()):
+            if run_id not in held:
+                self._runs.lost(run_id)
+
+    def sweep(self, *, now: float | None = None) -> SweepReport:
+        """Reap stale receipts and reconcile runs whose lease expired, as of ``now``."""
+        now = self._clock() if now is None else now
+        reaped = self._store.reap_pending_receipts(older_than=now - self._receipt_ttl)
+        interrupted = []
+        for lease in self._store.expired_leases(now=now):
+            if self._reconcile(lease):
+                interrupted.append(lease.run_id)
+        return SweepReport(tuple(reaped), tuple(interrupted))
+
+    def _reconcile(self, lease: Lease) -> bool:
+        store = self._store
+        taken = store.claim_lease(lease.run_id, owner=self.owner, ttl=self.leases.ttl)
+        if taken.owner != self.owner:
+            return False  # renewed, or another sweeper took it first
+        header = store.get_header(lease.run_id)
+        if header is None or header.status not in _DRIVEN:
+            store.release_lease(lease.run_id, owner=self.owner)
+            return False
+        summary = (
+            f"interrupted: the process driving it ({lease.owner}) stopped renewing its lease; "
+            "resume the run to continue it"
+        )[:_SUMMARY]
+        payload = {
+            "kind": "status",
+            "run_id": header.session_id,
+            "agent": header.agent,
+            "status": "interrupted",
+            "summary": summary,
+        }
+
+        def work() -> list[int]:
+            store.set_status(header.session_id, "interrupted")
+            edges = store.edges(parent_id=header.parent_id) if header.parent_id else []
+            edge = next((e for e in edges if e.child_id == header.session_id), None)
+            if edge is not None and edge.status == "running":
+                store.complete_edge(header.session_id, status="interrupted", result_summary=summary)
+            store.append_event(
+                header.session_id, "interrupted", {"owner": lease.owner, "summary": summary}
+            )
+            items = []
+            if header.parent_id is not None:
+                deliver = self._deliver or (lambda to, p: store.enqueue_outbox(to, dict(p)))
+                items.append(deliver(header.parent_id, payload))
+            store.release_lease(header.session_id, owner=self.owner)
+            return items
+
+        items = self._transaction(work)
+        if self._offer is not None and header.parent_id is not None:
+            for item_id in items:
+                self._offer(item_id, header.parent_id, payload)
+        return True
+
+    def _transaction(self, work: Callable[[], list[int]]) -> list[int]:
+        if self._commit is not None:
+            return self._commit(work)
+        with self._store.transaction():
+            return work()
+
+    # -- the task -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Sweep now and every ``interval`` seconds, renewing leases every third of their
+        lifetime, until ``stop()``. Store failures are kept in ``errors``; the loop goes on."""
+        tick = min(self._interval, self.leases.ttl / 3)
+        next_sweep = self._clock()
+        while not self._stopped.is_set():
+            try:
+                self.renew()
+                if self._clock() >= next_sweep:
+                    self.sweep()
+                    next_sweep = self._clock() + self._interval
+            except StoreError as exc:
+                self.errors.append(exc)
+            with anyio.move_on_after(tick):
+                await self._stopped.wait()
+
+    def stop(self) -> None:
+        """End ``run()`` and drop every lease this owner still holds."""
+        self._stopped.set()
+        try:
+            self._store.release_owner_leases(self.owner)
+        except StoreError as exc:
+            self.errors.append(exc)
