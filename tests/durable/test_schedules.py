@@ -144,7 +144,7 @@ async def test_due_schedules_fire_with_a_derived_request_id_and_missed_ones_foll
     daily = pages.add("lead", "daily", cron="0 13 * * *")
     started: list[tuple[str, str, str]] = []
 
-    async def start(agent: str, task: str, request_id: str) -> str:
+    async def start(agent: str, task: str, request_id: str, role: str | None) -> str:
         started.append((agent, task, request_id))
         return f"run-{len(started)}"
 
@@ -203,7 +203,7 @@ async def test_a_restart_exactly_at_a_due_time_fires_once(
             )
             async with runtime:
 
-                async def start(agent: str, task: str, request_id: str) -> str:
+                async def start(agent: str, task: str, request_id: str, role: str | None) -> str:
                     request = SubagentStartRequest(agent, task, request_id=request_id)
                     info = await runtime.start(request)
                     if crash_before_advance:

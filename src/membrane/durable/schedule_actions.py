@@ -8,7 +8,7 @@ with the schedule as ``Schedule.describe()`` gives it plus its text form.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from membrane.durable.schedules import ScheduleBook, format_schedule
@@ -43,8 +43,11 @@ _ADD_SCHEMA: dict[str, Any] = {
 }
 
 
-def schedule_tools(book: ScheduleBook) -> tuple[Tool, ...]:
-    """The three scheduling actions over ``book``."""
+def schedule_tools(
+    book: ScheduleBook, *, role_of: Callable[[ToolContext], str | None] | None = None
+) -> tuple[Tool, ...]:
+    """The three scheduling actions over ``book``. ``role_of`` gives the calling agent's role
+    (from a trusted source), recorded on the schedule: its runs start with that role."""
 
     async def add(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
         schedule = book.add(
@@ -55,6 +58,7 @@ def schedule_tools(book: ScheduleBook) -> tuple[Tool, ...]:
             cron=arguments.get("cron"),
             tz=arguments.get("tz"),
             catch_up=arguments.get("catch_up", "once"),
+            role=role_of(context) if role_of is not None else None,
         )
         described = schedule.describe()
         return {**described, "text": format_schedule(described)}

@@ -74,6 +74,9 @@ class Schedule:
     cron: str | None = None
     catch_up: CatchUp = "once"
     last: JSONObject | None = None
+    #: The role of the caller that made it (``None``: the host's own CLI); its runs start with
+    #: that role, so a schedule never widens what its maker could start.
+    role: str | None = None
 
     def to_record(self) -> JSONDict:
         return {
@@ -87,6 +90,7 @@ class Schedule:
             "cron": self.cron,
             "catch_up": self.catch_up,
             "last": None if self.last is None else dict(self.last),
+            "role": self.role,
         }
 
     @classmethod
@@ -94,6 +98,7 @@ class Schedule:
         next_due = record.get("next_due")
         last = record.get("last")
         cron = record.get("cron")
+        role = record.get("role")
         return cls(
             schedule_id=str(record["schedule_id"]),
             agent=str(record["agent"]),
@@ -105,6 +110,7 @@ class Schedule:
             cron=cron if isinstance(cron, str) else None,
             catch_up="skip" if record.get("catch_up") == "skip" else "once",
             last=dict(last) if isinstance(last, Mapping) else None,
+            role=role if isinstance(role, str) else None,
         )
 
     def describe(self) -> JSONDict:
@@ -238,10 +244,13 @@ class ScheduleBook:
         *,
         clock: Callable[[], float] = time.time,
         env: Mapping[str, str] | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._env = env
+        #: Called after a schedule is added or removed (a firing loop wakes up for it).
+        self._on_change = on_change
 
     def add(
         self,
@@ -253,6 +262,7 @@ class ScheduleBook:
         cron: str | None = None,
         tz: str | None = None,
         catch_up: str = "once",
+        role: str | None = None,
     ) -> Schedule:
         """Validate and store a new schedule. Exactly one of the three forms."""
         forms = (("delay_seconds", delay_seconds), ("run_at", run_at), ("cron", cron))
@@ -292,8 +302,11 @@ class ScheduleBook:
             created_at=now,
             cron=cron,
             catch_up=cast(CatchUp, catch_up),
+            role=role,
         )
         self._store.put_schedule(schedule.schedule_id, schedule.to_record())
+        if self._on_change is not None:
+            self._on_change()
         return schedule
 
     def schedules(self) -> list[Schedule]:
@@ -308,6 +321,8 @@ class ScheduleBook:
     def remove(self, schedule_id: str) -> None:
         if not self._store.delete_schedule(schedule_id):
             raise UnknownSchedule(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+        if self._on_change is not None:
+            self._on_change()
 
     def sync_definitions(self, definitions: Mapping[str, AgentDefinition]) -> list[Schedule]:
         """Schedules for the definitions that carry ``schedule:`` (id ``agent:NAME``): added when
@@ -368,8 +383,9 @@ def _delay(value: float | str) -> float:
     return float(value)
 
 
-#: Starts ``agent`` on ``task`` with ``request_id``; returns the run id. Idempotent by id.
-StartFn = Callable[[str, str, str], Awaitable[str]]
+#: Starts ``agent`` on ``task`` with ``request_id`` (idempotent by id) as ``role``; returns the
+#: run id.
+StartFn = Callable[[str, str, str, str | None], Awaitable[str]]
 
 
 class ScheduleRunner:
@@ -405,7 +421,9 @@ class ScheduleRunner:
                 last["status"] = "skipped"
             else:
                 try:
-                    last["run_id"] = await self._start(schedule.agent, schedule.task, request_id)
+                    last["run_id"] = await self._start(
+                        schedule.agent, schedule.task, request_id, schedule.role
+                    )
                     last["status"] = "fired"
                 except Exception as exc:
                     code = getattr(exc, "code", type(exc).__name__)

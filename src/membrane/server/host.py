@@ -17,6 +17,7 @@ the provider (and to every child the run starts) in a context variable.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -24,6 +25,8 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskStatus
 
+from membrane.durable.schedule_actions import schedule_tools
+from membrane.durable.schedules import ScheduleBook, ScheduleRunner
 from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.json_types import JSONObject
@@ -49,6 +52,9 @@ __all__ = ["ModelFactory", "ProjectHost", "project_id_of"]
 
 #: Builds the model a ``model`` spec names (``None``: the deployment's default, if any).
 ModelFactory = Callable[[str | None], Model]
+
+#: How often, at least, a host looks for due schedules (seconds).
+SCHEDULE_POLL = 30.0
 
 _MODEL: ContextVar[Model | None] = ContextVar("membrane_server_model", default=None)
 _ROLE: ContextVar[str | None] = ContextVar("membrane_server_role", default=None)
@@ -94,6 +100,10 @@ class ProjectHost:
         self._changed = anyio.Event()
         workspace.registry.subscribe(self._on_change)
         self.store = workspace.open_store()
+        self._schedules_changed = anyio.Event()
+        self.schedules = ScheduleBook(self.store, on_change=self._wake_schedules)
+        for tool in schedule_tools(self.schedules, role_of=self._role_of):
+            workspace.registry.register(tool, replace=True)
         hooks = ExtensionHooks.from_extensions(workspace.extensions.values())
         self.runtime = SubagentRuntime(
             catalog=workspace.catalog,
@@ -112,9 +122,11 @@ class ProjectHost:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runtime open until ``close``; closing stops every run of the project."""
         try:
-            async with self.runtime:
+            async with self.runtime, anyio.create_task_group() as group:
+                group.start_soon(self._fire_schedules)
                 task_status.started()
                 await self._stop.wait()
+                group.cancel_scope.cancel()
         finally:
             self.store.close()
             self._done.set()
@@ -122,6 +134,41 @@ class ProjectHost:
     async def close(self) -> None:
         self._stop.set()
         await self._done.wait()
+
+    async def _fire_schedules(self) -> None:
+        """Fire this project's due schedules (the definitions' own ``schedule:`` fields
+        included) until the host closes: at start, then at each next due time, at least every
+        ``SCHEDULE_POLL`` seconds (a schedule another process added is seen then)."""
+        self.schedules.sync_definitions(self.workspace.catalog.definitions())
+        runner = ScheduleRunner(self.schedules, self._start_scheduled)
+        while True:
+            await runner.tick()
+            wake = runner.next_wake()
+            delay = SCHEDULE_POLL if wake is None else min(SCHEDULE_POLL, wake - time.time())
+            with anyio.move_on_after(max(delay, 0.05)):
+                await self._schedules_changed.wait()
+            self._schedules_changed = anyio.Event()
+
+    def _wake_schedules(self) -> None:
+        self._schedules_changed.set()
+
+    async def _start_scheduled(
+        self, agent: str, task: str, request_id: str, role: str | None
+    ) -> str:
+        chosen = self._models(None)
+        token_model, token_role = _MODEL.set(chosen), _ROLE.set(role)
+        try:
+            request = SubagentStartRequest(agent, task, request_id=request_id, role=role)
+            return (await self.runtime.start(request)).run_id
+        finally:
+            _MODEL.reset(token_model)
+            _ROLE.reset(token_role)
+
+    def _role_of(self, context: ToolContext) -> str | None:
+        if context.run_id is not None:
+            return self._roles.get(context.run_id)
+        role = context.extra.get("role")
+        return role if isinstance(role, str) else None
 
     def _on_change(self, change: object) -> None:
         event, self._changed = self._changed, anyio.Event()
@@ -207,6 +254,7 @@ class ProjectHost:
             agent=f"caller:{caller.role}",
             cwd=self.workspace.project,
             session=caller.session_id or f"role:{caller.role}",
+            extra={"role": caller.role},
         )
 
     async def call(self, caller: Caller, name: str, arguments: JSONObject) -> object:
