@@ -27,7 +27,12 @@ import anyio
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -84,8 +89,7 @@ async def membrane_start_overhead(root: Path) -> list[float]:
         registry=registry,
         provider=InProcessProvider(FunctionModel(answer)),
         store=SQLiteStore(root / "state.db"),
-        settings=settings,
-        project=root,
+        options=RuntimeOptions(settings=settings, project=root),
     )
     samples: list[float] = []
     async with runtime:
@@ -119,8 +123,7 @@ async def membrane_memory(root: Path) -> float:
         registry=registry,
         provider=InProcessProvider(FunctionModel(answer)),
         store=SQLiteStore(root / "state.db"),
-        settings=settings,
-        project=root,
+        options=RuntimeOptions(settings=settings, project=root),
     )
     async with runtime:
         await runtime.run(SubagentStartRequest("worker", "warm up"))

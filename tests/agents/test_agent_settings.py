@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from membrane import Settings, load_settings, membrane_home
+from membrane import Settings, load_settings
 from membrane.errors import SettingsError
+from membrane.lowlevel import membrane_home
 
 
 def write(path: Path, text: str) -> None:

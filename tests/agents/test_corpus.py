@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from membrane import Catalog, update_definition_text
+from membrane import Catalog
 from membrane.agents import read_definition
 from membrane.errors import DefinitionError
+from membrane.lowlevel import update_definition_text
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "agents"
 

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from membrane import UNSET, parse_definition, update_definition_text, write_definition
+from membrane import UNSET, parse_definition
 from membrane.agents import render_definition
 from membrane.errors import DefinitionError
+from membrane.lowlevel import update_definition_text, write_definition
 
 SOURCE = """---
 # The reviewer our CI calls.

@@ -9,19 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from membrane import (
-    ExtensionSource,
-    Restriction,
-    Scope,
-    Tool,
-    ToolContext,
-    ToolRegistry,
-    ToolView,
-    discover_extensions,
-    function_tool,
-    load_extension,
-)
+from membrane import Restriction, Scope, Tool, ToolContext, ToolRegistry, ToolView
 from membrane.errors import ExtensionError, ToolSpecError
+from membrane.extensions import ExtensionSource, discover_extensions, function_tool, load_extension
 
 PRELUDE = """
 from membrane import Tool

@@ -14,7 +14,7 @@ import pytest
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp import McpServers
 from membrane.models.base import Message, ModelRequest, ModelResponse
-from membrane.runtime import InProcessProvider, SubagentRuntime
+from membrane.runtime import InProcessProvider, RuntimeOptions, SubagentRuntime
 from membrane.testing import FunctionModel, MemoryStore
 from membrane.workspace import Workspace
 
@@ -76,9 +76,9 @@ class McpProject:
                 registry=ws.registry,
                 provider=provider,
                 store=MemoryStore(),
-                settings=ws.settings,
-                project=ws.project,
-                deployment=ws.deployment(),
+                options=RuntimeOptions(
+                    settings=ws.settings, project=ws.project, deployment=ws.deployment()
+                ),
             )
             async with runtime:
                 yield runtime, servers

@@ -13,7 +13,7 @@ import pytest
 
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
-from membrane.runtime import InProcessProvider, Provider, SubagentRuntime
+from membrane.runtime import InProcessProvider, Provider, RuntimeOptions, SubagentRuntime
 from membrane.store.base import Store
 from membrane.testing import ScriptedModel
 from membrane.tools.registry import ToolRegistry
@@ -81,9 +81,7 @@ class Project:
             registry=self.registry,
             provider=provider,  # type: ignore[arg-type]
             store=store,
-            settings=options.pop("settings", self.settings),
-            project=options.pop("project", self.root),
-            **options,
+            options=RuntimeOptions(**{"settings": self.settings, "project": self.root, **options}),
         )
 
 

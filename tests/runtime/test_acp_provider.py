@@ -12,7 +12,7 @@ from membrane.agents.catalog import Catalog
 from membrane.builtin_tools import register_builtin_tools
 from membrane.config.values import Settings
 from membrane.errors import UnsupportedCapability
-from membrane.runtime import LifecycleEvent, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import LifecycleEvent, RuntimeOptions, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.providers.acp import AcpProvider
 from membrane.testing import MemoryStore
 from membrane.tools.registry import ToolRegistry
@@ -45,8 +45,7 @@ def runtime_for(root: Path, home: Path, marker: Path) -> SubagentRuntime:
         registry=registry,
         provider=provider,
         store=MemoryStore(),
-        settings=SETTINGS,
-        project=root,
+        options=RuntimeOptions(settings=SETTINGS, project=root),
     )
 
 
@@ -70,7 +69,7 @@ async def test_a_control_the_agent_cannot_enforce_is_refused_before_any_process(
     async with runtime_for(root, isolated_home, marker) as runtime:
         with pytest.raises(UnsupportedCapability) as caught:
             await runtime.start(SubagentStartRequest("echo", "hello", **control))  # type: ignore[arg-type]
-        assert runtime.list() == []
+        assert runtime.runs() == []
     assert caught.value.code == "unsupported-capability"
     assert not marker.exists()  # no agent process was started
 

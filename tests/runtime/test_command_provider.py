@@ -134,7 +134,7 @@ async def test_a_response_schema_is_refused_before_any_run_event_row_or_listing(
         assert "structured_output" in caught.value.message
         assert runtime.store.events() == [], "no lifecycle event"
         assert runtime.store.list_sessions() == [], "no store row"
-        assert runtime.list() == [], "no listing"
+        assert runtime.runs() == [], "no listing"
         accepted = await runtime.start(SubagentStartRequest("external", "t"))
         with anyio.fail_after(20):
             first = await stream.__anext__()

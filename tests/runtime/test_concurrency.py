@@ -50,7 +50,7 @@ async def test_a_background_parent_waiting_on_its_queued_child_lends_its_only_sl
         lead = await runtime.start(SubagentStartRequest("lead", "go", background=True))
         with anyio.fail_after(10):
             result = await runtime.wait(lead.run_id)
-        runs = runtime.list()
+        runs = runtime.runs()
     assert result.status == "completed" and "worker done" in result.text
     assert [(r.agent, r.status) for r in runs] == [("lead", "completed"), ("worker", "completed")]
 
@@ -69,7 +69,7 @@ async def test_nested_background_waits_complete_under_a_cap_of_two(project: Proj
         ]
         with anyio.fail_after(10):
             results = [await runtime.wait(lead.run_id) for lead in leads]
-        statuses = {r.status for r in runtime.list()}
+        statuses = {r.status for r in runtime.runs()}
     assert [r.status for r in results] == ["completed", "completed"]
     assert all("mid done" in r.text for r in results)
     assert statuses == {"completed"}

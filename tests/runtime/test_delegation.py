@@ -49,7 +49,7 @@ async def test_a_foreground_task_returns_the_childs_result_inline(project: Proje
     )
     async with project.runtime(model) as runtime:
         result = await runtime.run(SubagentStartRequest("lead", "lead"))
-        runs = runtime.list()
+        runs = runtime.runs()
     [answer] = _tool_results(model, "lead")
     data = json.loads(answer.content)
     assert (data["status"], data["text"]) == ("completed", "7 TODOs")
@@ -177,7 +177,7 @@ async def test_at_the_cap_the_tool_stays_visible_and_a_start_is_an_errored_resul
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "top"))
-        runs = runtime.list()
+        runs = runtime.runs()
         sessions = runtime.store.list_sessions()
     assert [r.depth for r in runs] == [0, 1]
     assert len(sessions) == 2
@@ -198,7 +198,7 @@ async def test_a_subagent_outside_allowed_subagents_is_refused(project: Project)
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "lead"))
-        assert len(runtime.list()) == 1
+        assert len(runtime.runs()) == 1
     [refused] = _tool_results(model, "lead")
     assert _error_code(refused) == "unknown-subagent"
 
@@ -220,7 +220,7 @@ async def test_task_arguments_are_checked_against_its_schema(project: Project) -
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "lead"))
-        assert len(runtime.list()) == 1
+        assert len(runtime.runs()) == 1
     codes = [_error_code(m) for m in _tool_results(model, "lead")]
     assert codes == ["tool-arguments-invalid", "tool-arguments-invalid"]
 

@@ -54,7 +54,7 @@ async def test_a_task_that_would_fall_back_to_an_agent_not_allowed_is_refused(
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "go"))
-        agents = [info.agent for info in runtime.list()]
+        agents = [info.agent for info in runtime.runs()]
     assert agents == ["lead"]
     error = _error(_tool_results(model, "lead")[0])
     assert error["code"] == "unknown-subagent"
@@ -122,7 +122,7 @@ async def test_a_filter_error_shown_to_the_model_suggests_no_hidden_tool(
         # Valid at mount; the registry changes before the model's call.
         project.registry.remove("AdminSecret1")
         await runtime.run(SubagentStartRequest("lead", "go"))
-        agents = [info.agent for info in runtime.list()]
+        agents = [info.agent for info in runtime.runs()]
     assert agents == ["lead"]
     error = _error(_tool_results(model, "lead")[0])
     assert error["code"] == "unknown-tool-in-filter"

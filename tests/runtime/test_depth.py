@@ -107,7 +107,7 @@ async def test_a_start_beyond_the_cap_is_rejected_before_the_child_exists(projec
         assert caught.value.data["depth"] == 3
         assert caught.value.data["max_depth"] == 2
         assert runtime.store.list_sessions() == before
-        assert len(runtime.list()) == 3
+        assert len(runtime.runs()) == 3
 
 
 @pytest.mark.anyio
@@ -188,7 +188,7 @@ async def test_a_malformed_stored_parent_depth_is_rejected(
     async with project.runtime(_waiting_model(), store=_FixedDepthStore(stored)) as runtime:
         with pytest.raises(InvalidDepth):
             await runtime.start(SubagentStartRequest("waiter", "wait", parent_id="resumed"))
-        assert runtime.list() == []
+        assert runtime.runs() == []
 
 
 @pytest.mark.anyio

@@ -10,7 +10,12 @@ import anyio
 import pytest
 
 from membrane.extensions.hooks import ExtensionHooks
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace
 
@@ -66,9 +71,9 @@ async def _heard(
         catalog=ws.catalog,
         registry=ws.registry,
         provider=InProcessProvider(model, hooks=hooks),
-        settings=ws.settings,
-        project=ws.project,
-        deployment=ws.deployment(),
+        options=RuntimeOptions(
+            settings=ws.settings, project=ws.project, deployment=ws.deployment()
+        ),
     )
     log = root / "hooks.log"
     log.unlink(missing_ok=True)

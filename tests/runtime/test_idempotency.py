@@ -70,7 +70,7 @@ async def test_a_replay_after_a_restart_returns_the_stored_run_without_starting(
     async with project.runtime(fresh, store=store) as runtime:
         replayed = await runtime.start(request)
         rerun = await runtime.run(request)
-        listed = runtime.list()
+        listed = runtime.runs()
     assert replayed.run_id == first.run_id and replayed.status == "completed"
     assert replayed.result is not None and replayed.result.text == "answer"
     assert rerun == replayed.result
@@ -92,7 +92,7 @@ async def test_a_failed_start_replays_its_failure_and_a_new_request_id_acts(
             await runtime.start(SubagentStartRequest("late", "t", request_id="r1"))
         assert replay.value.data["replayed"] is True
         assert "new request_id" in replay.value.message
-        assert runtime.list() == []
+        assert runtime.runs() == []
         info = await runtime.start(SubagentStartRequest("late", "t", request_id="r2"))
         await runtime.wait(info.run_id)
     receipt = runtime.store.get_receipt("r1")
@@ -160,7 +160,7 @@ async def test_an_identical_task_call_is_deduplicated_and_a_new_request_id_start
     )
     async with project.runtime(model) as runtime:
         lead = await runtime.run(SubagentStartRequest("lead", "go"))
-        workers = runtime.list(parent_id=lead.run_id)
+        workers = runtime.runs(parent_id=lead.run_id)
     last = [r for r in model.requests if r.agent == "lead"][-1]
     started = [json.loads(m.content)["run_id"] for m in last.messages if m.role == "tool"]
     assert started[0] == started[1] != started[2]
@@ -178,7 +178,7 @@ async def test_identical_task_calls_of_two_parents_start_two_children(project: P
     async with project.runtime(model) as runtime:
         for _ in range(2):
             await runtime.run(SubagentStartRequest("lead", "go"))
-        workers = [info for info in runtime.list() if info.agent == "worker"]
+        workers = [info for info in runtime.runs() if info.agent == "worker"]
     assert len(workers) == 2 and workers[0].parent_id != workers[1].parent_id
 
 
@@ -228,7 +228,7 @@ async def test_a_setup_failure_caused_by_a_config_error_is_replayed(project: Pro
             await runtime.start(request)
         with pytest.raises(SetupFailed) as replay:
             await runtime.start(request)
-        assert runtime.list() == []
+        assert runtime.runs() == []
     assert replay.value.data["replayed"] is True
     assert replay.value.data["cause"] == "unsupported-capability"
     assert provider.builds == 1
@@ -271,7 +271,7 @@ async def test_a_cancelled_start_releases_its_receipt_so_a_retry_acts(project: P
                 assert runtime.store.get_receipt("req-1") is not None
                 group.cancel_scope.cancel()
         assert runtime.store.get_receipt("req-1") is None
-        assert runtime.list() == []
+        assert runtime.runs() == []
         provider.gate.set()
         info = await runtime.start(request)
         await runtime.wait(info.run_id)
@@ -351,7 +351,7 @@ async def test_replaying_a_foreground_start_whose_run_was_interrupted_is_child_f
             await runtime.start(request)
         with pytest.raises(ChildFailed, match="resume the run"):
             await runtime.run(request)
-        assert runtime.list() == []
+        assert runtime.runs() == []
     data = started.value.data
     assert (data["run_id"], data["status"], data["interrupted"]) == ("w-1", "running", True)
     assert model.requests == []

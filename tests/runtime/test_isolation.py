@@ -83,7 +83,7 @@ async def test_a_worktree_outside_a_git_repository_is_unavailable_and_nothing_st
         with pytest.raises(WorktreeUnavailable) as caught:
             await runtime.start(SubagentStartRequest("isolated", "look"))
         assert caught.value.code == "worktree-unavailable"
-        assert runtime.list() == []
+        assert runtime.runs() == []
         assert runtime.store.list_sessions() == []
     assert model.requests == []
 
@@ -107,7 +107,7 @@ async def test_a_setup_failure_removes_the_worktree_it_made(repo: Project) -> No
     async with repo.runtime(_reader(), on_setup_step=fail) as runtime:
         with pytest.raises(SetupFailed):
             await runtime.start(SubagentStartRequest("isolated", "look"))
-        assert runtime.list() == []
+        assert runtime.runs() == []
     worktrees = repo.root / ".membrane" / "worktrees"
     assert [p for p in worktrees.iterdir() if not p.name.startswith(".")] == []
     assert "worktree" not in _git(repo.root, "worktree", "list").split("\n", 1)[-1]

@@ -96,7 +96,7 @@ async def test_an_append_mode_childs_builtin_tools_cannot_write_into_the_main_ch
     with anyio.fail_after(60):
         async with repo.runtime(model) as runtime:
             lead = await runtime.run(SubagentStartRequest("lead", "delegate"))
-            (info,) = runtime.list(parent_id=lead.run_id)
+            (info,) = runtime.runs(parent_id=lead.run_id)
             worker_events = list(runtime.store.events(session_id=info.run_id))
     assert lead.status == "completed"
     assert info.result is not None

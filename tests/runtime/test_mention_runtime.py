@@ -44,7 +44,7 @@ async def test_a_mention_task_delegates_through_the_clone_before_the_parent_answ
     )
     async with project.runtime(InProcessProvider(model)) as runtime:
         result = await runtime.run(SubagentStartRequest("lead", "@reviewer check the auth change"))
-        runs = runtime.list()
+        runs = runtime.runs()
     assert (result.status, result.text) == ("completed", "the reviewer approved it")
     clone, child, lead = model.requests
     assert clone.agent == "mention" and [t["name"] for t in clone.tools] == ["Task"]
@@ -76,7 +76,7 @@ async def test_the_clone_cannot_start_an_agent_other_than_the_mentioned_one(
     )
     async with project.runtime(InProcessProvider(model)) as runtime:
         result = await runtime.run(SubagentStartRequest("lead", "@reviewer check it"))
-        runs = runtime.list()
+        runs = runtime.runs()
     assert [run.agent for run in runs] == ["lead"], "no child was started"
     assert result.status == "completed"
     lead = model.requests[-1]
@@ -98,7 +98,7 @@ async def test_a_mention_of_an_agent_the_parent_may_not_start_is_ordinary_text(
     )
     async with project.runtime(InProcessProvider(model)) as runtime:
         result = await runtime.run(SubagentStartRequest("lead", "@stranger said hi"))
-        runs = runtime.list()
+        runs = runtime.runs()
     assert [run.agent for run in runs] == ["lead"]
     assert result.text == "hello"
     assert [(m.role, m.content) for m in model.requests[-1].messages] == [

@@ -157,8 +157,8 @@ async def test_a_background_childs_completion_reaches_a_live_parent_through_the_
                 group.start_soon(watch)
                 result = await runtime.run(SubagentStartRequest("lead", "delegate"))
         stream.close()
-        lead = next(i for i in runtime.list() if i.agent == "lead")
-        worker = next(i for i in runtime.list() if i.agent == "worker")
+        lead = next(i for i in runtime.runs() if i.agent == "lead")
+        worker = next(i for i in runtime.runs() if i.agent == "worker")
     assert (result.status, result.text) == ("completed", "lead done")
     sent = [r for r in model.requests if r.agent == "lead"][1].messages
     [notice] = notices(sent)
@@ -214,7 +214,7 @@ async def test_the_outbox_item_is_written_in_the_same_transaction_as_the_childs_
                 group.start_soon(watch)
                 result = await runtime.run(SubagentStartRequest("lead", "delegate"))
         stream.close()
-        worker = next(i for i in runtime.list() if i.agent == "worker")
+        worker = next(i for i in runtime.runs() if i.agent == "worker")
     assert result.status == "completed"
     header = store.get_header(worker.run_id)
     assert header is not None and (header.status, header.result) == ("running", None)
@@ -269,7 +269,7 @@ async def test_a_parent_that_ended_first_keeps_the_notice_with_bounded_backoff_t
         with anyio.fail_after(20):
             lead = await runtime.start(SubagentStartRequest("lead", "delegate"))
             await runtime.wait(lead.run_id)
-            [worker] = runtime.list(parent_id=lead.run_id)
+            [worker] = runtime.runs(parent_id=lead.run_id)
             # The lead's end stopped its worker, whose end is owed to the ended lead.
             assert (await runtime.wait(worker.run_id)).status == "stopped"
         item = only_item(store, lead.run_id)

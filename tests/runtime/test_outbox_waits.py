@@ -130,7 +130,7 @@ async def test_a_provider_whose_notify_fails_leaves_the_notice_pending_not_the_r
             worker = None
             while worker is None or worker.status != "completed":
                 await anyio.sleep(0.01)
-                children = runtime.list(parent_id=lead.run_id)
+                children = runtime.runs(parent_id=lead.run_id)
                 worker = children[0] if children else None
             hold.set()
             result = await runtime.wait(lead.run_id)

@@ -86,7 +86,7 @@ async def test_an_unsupported_control_leaves_no_run_event_row_or_listing(
         assert provider.created == 0, "no run"
         assert runtime.store.events() == [], "no lifecycle event"
         assert runtime.store.list_sessions() == [], "no store row"
-        assert runtime.list() == [], "no listing"
+        assert runtime.runs() == [], "no listing"
         # The stream's first event is the next, accepted start's: nothing came before it.
         accepted = await runtime.start(SubagentStartRequest("worker", "task"))
         with anyio.fail_after(5):

@@ -91,7 +91,7 @@ async def test_a_child_built_while_its_parent_ended_is_rolled_back_not_published
                 await provider.building.wait()
                 assert (await runtime.wait(lead.run_id)).status == "completed"
                 provider.gate.set()
-            agents = [info.agent for info in runtime.list()]
+            agents = [info.agent for info in runtime.runs()]
             stored = [header.agent for header in runtime.store.list_sessions()]
     assert [type(exc) for exc in failures] == [InvalidRequest]
     assert "ended" in str(failures[0])
@@ -124,5 +124,5 @@ async def test_a_start_racing_the_runtimes_close_is_refused_and_rolled_back(
             provider.gate.set()
     assert [type(exc) for exc in failures] == [InvalidRequest]
     assert "closing" in str(failures[0])
-    assert runtime.list() == [] and runtime.store.list_sessions() == []
+    assert runtime.runs() == [] and runtime.store.list_sessions() == []
     assert len(provider.discarded) == 1

@@ -97,7 +97,7 @@ async def test_a_filter_with_neither_allow_nor_deny_is_rejected_at_start(project
         with pytest.raises(EmptyToolFilter) as caught:
             await runtime.start(request)
         assert caught.value.code == "empty-tool-filter"
-        assert runtime.list() == []
+        assert runtime.runs() == []
 
 
 @pytest.mark.anyio

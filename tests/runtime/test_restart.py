@@ -61,7 +61,7 @@ async def test_a_restarted_runtime_rejects_a_start_beyond_the_cap_from_stored_de
     model = ScriptedModel({"default": [{"text": "ok"}]})
     store = SQLiteStore(db)
     async with project.runtime(model, store=store) as runtime:
-        assert runtime.list() == []
+        assert runtime.runs() == []
         depths = [store.get_header(run_id).delegation_depth for run_id in ids]  # type: ignore[union-attr]
         assert depths == [0, 1, 2, 3]
         with pytest.raises(DepthLimitExceeded) as caught:

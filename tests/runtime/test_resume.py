@@ -26,7 +26,12 @@ from membrane.errors import (
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.resolve import CallParams
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel, ScriptedModel
@@ -175,9 +180,9 @@ def _runtime(ws: Workspace, model: FunctionModel, store: SQLiteStore) -> Subagen
         registry=ws.registry,
         provider=InProcessProvider(model, hooks=hooks),
         store=store,
-        settings=ws.settings,
-        project=ws.project,
-        deployment=ws.deployment(),
+        options=RuntimeOptions(
+            settings=ws.settings, project=ws.project, deployment=ws.deployment()
+        ),
     )
 
 
@@ -234,7 +239,7 @@ async def test_resuming_an_unknown_run_is_unknown_run(project: Project, tmp_path
             await runtime.resume("nope", "continue")
         with pytest.raises(UnknownRun, match="among your subagents"):
             await runtime.resume(run_id, "continue", caller="someone-else")
-        assert runtime.list() == []
+        assert runtime.runs() == []
     store.close()
 
 
@@ -250,7 +255,7 @@ async def test_resuming_a_run_whose_stored_depth_is_corrupt_is_invalid_depth(
     async with project.runtime(InProcessProvider(turns()), store=store) as runtime:
         with pytest.raises(InvalidDepth):
             await runtime.resume(run_id, "continue")
-        assert runtime.list() == []
+        assert runtime.runs() == []
     store.close()
 
 
@@ -295,7 +300,7 @@ async def test_a_header_without_start_controls_cannot_be_resumed(project: Projec
         )
         with pytest.raises(InvalidRequest, match="nothing to resume"):
             await runtime.resume("early", "continue")
-        assert runtime.list() == []
+        assert runtime.runs() == []
 
 
 async def test_a_header_with_controls_but_no_task_or_conversation_cannot_be_resumed(
@@ -309,7 +314,7 @@ async def test_a_header_with_controls_but_no_task_or_conversation_cannot_be_resu
         )
         with pytest.raises(InvalidRequest, match="no conversation and no task"):
             await runtime.resume("early", "continue")
-        assert runtime.list() == []
+        assert runtime.runs() == []
 
 
 async def test_a_parent_killed_during_its_first_turn_resumes_from_its_task(
@@ -502,7 +507,7 @@ async def test_a_malformed_stored_message_fails_the_resume_with_a_store_error(
         runtime.store.append_messages("bad", [{"role": "system", "content": "x"}], start=0)
         with pytest.raises(StoreError, match="message 0 of run 'bad' is malformed"):
             await runtime.resume("bad", "go on")
-        assert runtime.list() == []
+        assert runtime.runs() == []
 
 
 async def test_two_concurrent_resumes_of_one_run_publish_it_once(project: Project) -> None:

@@ -195,8 +195,8 @@ async def test_a_caller_sees_only_its_own_children(project: Project) -> None:
         one = await runtime.start(SubagentStartRequest("sleeper", "one"))
         two = await runtime.start(SubagentStartRequest("sleeper", "two"))
         child = await runtime.start(SubagentStartRequest("sleeper", "c", parent_id=one.run_id))
-        assert [i.run_id for i in runtime.list(parent_id=one.run_id)] == [child.run_id]
-        assert runtime.list(parent_id=two.run_id) == []
+        assert [i.run_id for i in runtime.runs(parent_id=one.run_id)] == [child.run_id]
+        assert runtime.runs(parent_id=two.run_id) == []
         with pytest.raises(UnknownRun):
             await runtime.wait(child.run_id, caller=two.run_id)
         with pytest.raises(UnknownRun):

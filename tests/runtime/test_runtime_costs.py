@@ -145,7 +145,7 @@ async def test_queue_positions_follow_admission_and_stops(project: Project) -> N
         ]
 
         def places() -> list[int | None]:
-            listed = {info.run_id: info.queue_position for info in runtime.list()}
+            listed = {info.run_id: info.queue_position for info in runtime.runs()}
             assert all(listed[i] == runtime.get(i).queue_position for i in ids)
             return [listed[i] for i in ids]
 

@@ -9,7 +9,12 @@ import anyio
 import pytest
 
 from membrane.extensions.hooks import ExtensionHooks
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store import SQLiteStore
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace
@@ -57,9 +62,9 @@ def _runtime(root: Path, home: Path, model: ScriptedModel, store: SQLiteStore) -
         registry=ws.registry,
         provider=InProcessProvider(model, mode="fork", hooks=hooks),
         store=store,
-        settings=ws.settings,
-        project=ws.project,
-        deployment=ws.deployment(),
+        options=RuntimeOptions(
+            settings=ws.settings, project=ws.project, deployment=ws.deployment()
+        ),
     )
 
 
@@ -79,7 +84,7 @@ async def test_a_forked_child_is_a_fresh_start_and_only_a_resume_is_resumed(
     with anyio.fail_after(30):
         async with _runtime(root, isolated_home, model, store) as runtime:
             assert (await runtime.run(SubagentStartRequest("lead", "go"))).status == "completed"
-            [worker] = [info for info in runtime.list() if info.agent == "worker"]
+            [worker] = [info for info in runtime.runs() if info.agent == "worker"]
         # The forked worker did start from a copy of the lead's conversation.
         first = next(r for r in model.requests if r.agent == "worker")
         assert [m.content for m in first.messages if m.role == "user"] == ["go", "work"]

@@ -142,7 +142,7 @@ async def test_a_failure_at_any_setup_step_publishes_nothing(
         assert caught.value.code == "setup-failed"
         assert caught.value.data["step"] == failing
         assert isinstance(caught.value.__cause__, RuntimeError)
-        assert runtime.list() == []
+        assert runtime.runs() == []
         assert runtime.store.list_sessions() == []
         assert runtime.store.events() == []
         stream.close()
@@ -160,7 +160,7 @@ async def test_a_role_restriction_naming_an_unknown_tool_fails_setup_chained(
             await runtime.start(SubagentStartRequest("worker", "task", role="agent"))
         assert isinstance(caught.value.__cause__, UnknownToolInFilter)
         assert caught.value.data["cause"] == "unknown-tool-in-filter"
-        assert runtime.list() == []
+        assert runtime.runs() == []
 
 
 @pytest.mark.anyio

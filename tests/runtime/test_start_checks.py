@@ -50,7 +50,7 @@ async def test_a_dangling_ref_is_refused_at_start_and_nothing_is_published(
             forged = dataclasses.replace(request)
             object.__setattr__(forged, "response_schema", bad)
             await runtime.start(forged)
-        assert runtime.list() == [] and runtime.store.list_sessions() == []
+        assert runtime.runs() == [] and runtime.store.list_sessions() == []
 
 
 @pytest.mark.parametrize("cap", [True, False, math.nan, math.inf, "3", -1, 1.5, -0.0])

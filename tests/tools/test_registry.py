@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from jsonschema.validators import validator_for
 
-from membrane import RegistryChange, Tool, ToolRegistry
+from membrane import Tool, ToolRegistry
 from membrane.errors import ToolSpecError
+from membrane.lowlevel import RegistryChange
 from membrane.tools import schemas
 
 

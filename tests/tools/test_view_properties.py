@@ -11,8 +11,9 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from membrane import Restriction, Scope, Tool, ToolContext, ToolPredicate, ToolRegistry, ToolView
+from membrane import Restriction, Scope, Tool, ToolContext, ToolRegistry, ToolView
 from membrane.errors import ToolNotVisible, ToolSpecError
+from membrane.lowlevel import ToolPredicate
 
 POOL = ["Read", "Glob", "Grep", "Bash", "Edit", "search", "fetch", "web-search", "a.b", "Task"]
 RESERVED_POOL = ["run_code", "run_sql"]

@@ -32,6 +32,7 @@ from membrane.runtime import (
     LifecycleEvent,
     RunInfo,
     RunResult,
+    RuntimeOptions,
     SubagentRuntime,
     SubagentStartRequest,
 )
@@ -230,10 +231,12 @@ async def drive_run(
         registry=ws.registry,
         provider=provider,
         store=store,
-        settings=ws.settings,
-        project=ws.project,
-        deployment=ws.deployment(),
-        memory=ws.memory_for,
+        options=RuntimeOptions(
+            settings=ws.settings,
+            project=ws.project,
+            deployment=ws.deployment(),
+            memory=ws.memory_for,
+        ),
     )
     interrupted = False
     try:

@@ -1,7 +1,23 @@
-"""Extensions: discovery and loading (project files and entry points), selection for a child, and
-the lifecycle hooks bound to the extensions a child loaded."""
+"""The tier for extension authors, and the extensions room: discovery and loading (project files
+and entry points), selection for a child, and the lifecycle hooks bound to the extensions a
+child loaded.
 
-from membrane.extensions.hooks import ExtensionHooks
+An extension's ``setup(ext)`` receives an ``ExtensionAPI``: it registers tools
+(``ext.tool``/``function_tool``, kept live in its ``ExtensionTools``), prompt sections, and hook
+handlers (``ext.on(event, handler)``), which are called with the event objects below.
+"""
+
+from membrane.extensions.hooks import (
+    BeforeAgentStart,
+    BeforeToolCall,
+    CallBlock,
+    CallLike,
+    ExtensionHooks,
+    MessageLike,
+    SessionShutdown,
+    SessionStart,
+    TurnEnd,
+)
 from membrane.extensions.load import (
     ExtensionAPI,
     ExtensionSource,
@@ -10,17 +26,23 @@ from membrane.extensions.load import (
     function_tool,
     load_extension,
 )
-from membrane.extensions.select import ExtensionSelection, extension_of, select_extensions
+from membrane.tools.registry import ExtensionTools
 
 __all__ = [
+    "BeforeAgentStart",
+    "BeforeToolCall",
+    "CallBlock",
+    "CallLike",
     "ExtensionAPI",
     "ExtensionHooks",
-    "ExtensionSelection",
     "ExtensionSource",
+    "ExtensionTools",
     "LoadedExtension",
+    "MessageLike",
+    "SessionShutdown",
+    "SessionStart",
+    "TurnEnd",
     "discover_extensions",
-    "extension_of",
     "function_tool",
     "load_extension",
-    "select_extensions",
 ]

@@ -6,6 +6,7 @@ from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.runs import RunInfo, RunResult
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventStream, LifecycleEvent
+from membrane.runtime.options import RuntimeOptions
 from membrane.runtime.provider import (
     ChildComposition,
     ChildOutcome,
@@ -32,6 +33,7 @@ __all__ = [
     "ProviderChild",
     "RunInfo",
     "RunResult",
+    "RuntimeOptions",
     "SubagentCapabilities",
     "SubagentRuntime",
     "SubagentStartRequest",

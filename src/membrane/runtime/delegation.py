@@ -142,7 +142,7 @@ class DelegationHost(Protocol):
         self, run_ids: Sequence[str], *, timeout: float | None, caller: str | None = None
     ) -> builtins.list[RunInfo]: ...
 
-    def list(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]: ...
+    def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]: ...
 
     async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo: ...
 
@@ -215,7 +215,7 @@ def delegation_tools(
         return {"runs": [info.to_dict() for info in infos]}
 
     async def task_list(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        return {"runs": [info.to_dict() for info in host.list(parent_id=parent_id)]}
+        return {"runs": [info.to_dict() for info in host.runs(parent_id=parent_id)]}
 
     async def task_stop(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         info = await host.stop(str(arguments["id"]), caller=parent_id)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -57,24 +57,28 @@ from membrane.errors import (
     UnknownRun,
     UnsupportedCapability,
 )
+from membrane.extensions.hooks import ExtensionHooks
 from membrane.limits import check_seconds
 from membrane.loop.calls import Emit
+from membrane.models.base import Model
 from membrane.resolve.authority import Deployment
 from membrane.runtime.build import ChildBuilder
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.finish import Finisher
+from membrane.runtime.options import RuntimeOptions
 from membrane.runtime.persona import check_persona
 from membrane.runtime.provider import (
     Provider,
     check_capabilities,
 )
+from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import Publisher
 from membrane.runtime.request import SubagentStartRequest, validate_request
 from membrane.runtime.runs import LiveRuns, RunRecord
-from membrane.runtime.setup import SetupStep
 from membrane.runtime.slots import Slots
 from membrane.runtime.start import CatalogLike, StartPath
+from membrane.runtime.workspace import Workspace
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.store.base import Store
 from membrane.store.memory import MemoryStore
@@ -90,16 +94,59 @@ T = TypeVar("T")
 class SubagentRuntime:
     """Children of one deployment, on one provider, with durable headers in ``store``.
 
-    ``settings`` default to the catalog's. ``project`` enables worktrees (and their orphan
-    pruning when the runtime opens). ``delegation`` is what the delegation tools copy into each
-    request (default: ``settings.max_depth``); it is checked against the provider here, at
-    mount, so a numeric cap on a provider without ``depth_limit`` fails now, not at a start.
-    ``on_setup_step`` observes each step of every child's unpublished setup. ``memory`` reads
-    an agent's ``MEMORY.md`` text by memory scope (``Workspace.memory_for`` does) so that it
-    reaches the child's prompt. ``child_env`` gives the environment variables of one run from
-    its id and checkout (``membrane serve`` passes the run's ``MEMBRANE_TOKEN``); a subprocess
-    child gets them, and so does every process the child's tools start (its ``Bash``).
+    ``SubagentRuntime.open(project, model=...)`` builds one for a project folder in one call.
+    Built by hand, it takes the catalog, the live registry, the provider, a store (default: in
+    memory) and ``options`` (``RuntimeOptions``: settings, project, deployment, worktrees,
+    delegation, the setup observer, memory). The delegation config is checked against the
+    provider here, at mount, so a numeric cap on a provider without ``depth_limit`` fails now,
+    not at a start.
     """
+
+    @classmethod
+    def open(
+        cls,
+        project: Path,
+        *,
+        model: Model | None = None,
+        provider: Provider | None = None,
+        state: Path | None = None,
+        workspace: Path | None = None,
+        home: Path | None = None,
+    ) -> SubagentRuntime:
+        """A runtime for the project folder ``project``, as ``membrane run`` builds it: its
+        settings, catalog, built-in tools, extensions (their hooks bound to the children that
+        load them), skills, memory, and its durable store (``state`` overrides where it lives;
+        the runtime closes the store it opened when it closes). Children run on ``provider``,
+        or in this process on ``model``; give one of them. Use it as
+        ``async with SubagentRuntime.open(project, model=model) as runtime:``. It mounts no MCP
+        servers (``membrane run`` does).
+        """
+        if (model is None) == (provider is None):
+            raise InvalidRequest(
+                "SubagentRuntime.open needs a model or a provider (exactly one of them)",
+                field="model",
+            )
+        ws = Workspace.open(Path(project), workspace=workspace, home=home)
+        if provider is None:
+            assert model is not None
+            hooks = ExtensionHooks.from_extensions(ws.extensions.values())
+            provider = InProcessProvider(model, hooks=hooks)
+        options = RuntimeOptions(
+            settings=ws.settings,
+            project=ws.project,
+            deployment=ws.deployment(),
+            memory=ws.memory_for,
+        )
+        store = ws.open_store(state)
+        runtime = cls(
+            catalog=ws.catalog,
+            registry=ws.registry,
+            provider=provider,
+            store=store,
+            options=options,
+        )
+        runtime._owned_store = store
+        return runtime
 
     def __init__(
         self,
@@ -108,15 +155,15 @@ class SubagentRuntime:
         registry: ToolRegistry,
         provider: Provider,
         store: Store | None = None,
-        settings: Settings | None = None,
-        project: Path | None = None,
-        deployment: Deployment | None = None,
-        worktrees: WorktreeManager | None = None,
-        delegation: DelegationConfig | None = None,
-        on_setup_step: SetupStep | None = None,
-        memory: Callable[[AgentDefinition], Mapping[str, str]] | None = None,
-        child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
+        options: RuntimeOptions | None = None,
     ) -> None:
+        options = options if options is not None else RuntimeOptions()
+        if not isinstance(options, RuntimeOptions):
+            raise InvalidRequest("options must be a RuntimeOptions", field="options")
+        settings, project, deployment = options.settings, options.project, options.deployment
+        worktrees, delegation = options.worktrees, options.delegation
+        on_setup_step, memory = options.on_setup_step, options.memory
+        child_env = options.child_env
         if not isinstance(registry, ToolRegistry):
             raise InvalidRequest("registry must be a ToolRegistry", field="registry")
         for attr in ("name", "capabilities", "create"):
@@ -188,6 +235,8 @@ class SubagentRuntime:
         )
         self._receipts = SpawnReceipts(self.store, hub=self._hub, live=self._live_info)
         self._closing = False
+        #: The store ``open()`` opened, closed with the runtime.
+        self._owned_store: Store | None = None
         self._group: TaskGroup | None = None
         self._writers: TaskGroup | None = None
         builder = ChildBuilder(
@@ -276,6 +325,8 @@ class SubagentRuntime:
             writers, self._writers = self._writers, None
             if writers is not None:
                 await writers.__aexit__(None, None, None)
+            if self._owned_store is not None:
+                self._owned_store.close()
 
     # -- the public API -----------------------------------------------------------------------
 
@@ -363,7 +414,7 @@ class SubagentRuntime:
                     self._outbox.settled_by_wait(record)
         return [self._info(record) for record in records]
 
-    def list(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
+    def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
         """Every published run, or only ``parent_id``'s children, in start order."""
         return [
             self._info(record)

@@ -15,7 +15,12 @@ import anyio
 
 from membrane.agents.catalog import Catalog
 from membrane.models.base import ModelRequest, ModelResponse
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -33,7 +38,7 @@ async def main(db: str, project: str, home: str, length: int, cap: int) -> None:
         registry=ToolRegistry(),
         provider=InProcessProvider(FunctionModel(never)),
         store=SQLiteStore(db),
-        project=root,
+        options=RuntimeOptions(project=root),
     )
     async with runtime:
         ids: list[str] = []

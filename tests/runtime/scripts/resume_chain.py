@@ -20,7 +20,12 @@ import anyio
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -62,8 +67,7 @@ async def main(db: str, project: str, home: str) -> None:
         registry=registry,
         provider=InProcessProvider(FunctionModel(answer)),
         store=SQLiteStore(db),
-        settings=settings,
-        project=root,
+        options=RuntimeOptions(settings=settings, project=root),
     )
     async with runtime:
         await runtime.start(SubagentStartRequest("lead", "delegate the survey"))

@@ -10,7 +10,12 @@ import pytest
 
 from membrane.builtin_tools import builtin_tools
 from membrane.errors import InvalidRequest, SettingsError
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store.location import project_id
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace, memory_file
@@ -158,10 +163,12 @@ async def _first_system_prompt(ws: Workspace, agent: str) -> str:
         catalog=ws.catalog,
         registry=ws.registry,
         provider=InProcessProvider(model),
-        settings=ws.settings,
-        project=ws.project,
-        deployment=ws.deployment(),
-        memory=ws.memory_for,
+        options=RuntimeOptions(
+            settings=ws.settings,
+            project=ws.project,
+            deployment=ws.deployment(),
+            memory=ws.memory_for,
+        ),
     )
     with anyio.fail_after(30):
         async with runtime:
@@ -183,3 +190,40 @@ async def test_an_agents_memory_reaches_its_system_prompt_when_it_runs(
 
     assert MEMORY in await _first_system_prompt(ws, "keeper")
     assert MEMORY not in await _first_system_prompt(ws, "other")
+
+
+@pytest.mark.anyio
+async def test_open_builds_a_running_runtime_for_a_project_in_one_call(
+    project: Path, isolated_home: Path
+) -> None:
+    _agent(project, "keeper", "memory: project")
+    _write(memory_file("project", "keeper", project=project, home=isolated_home), MEMORY)
+    model = ScriptedModel({"agents": {"keeper": [{"text": "noted"}]}})
+    runtime = SubagentRuntime.open(project, model=model, home=isolated_home)
+    with anyio.fail_after(30):
+        async with runtime:
+            result = await runtime.run(SubagentStartRequest("keeper", "What do you remember?"))
+            assert [info.run_id for info in runtime.runs()] == [result.run_id]
+    assert result.status == "completed"
+    assert MEMORY in model.requests[0].system
+    # The durable store of the project, outside the checkout, closed with the runtime.
+    state = Workspace.open(project, home=isolated_home).state_path
+    assert state.is_file() and not state.is_relative_to(project)
+    reopened = Workspace.open(project, home=isolated_home).open_store()
+    try:
+        header = reopened.get_header(result.run_id)
+        assert header is not None and header.status == "completed"
+    finally:
+        reopened.close()
+
+
+def test_open_needs_exactly_one_of_a_model_and_a_provider(
+    project: Path, isolated_home: Path
+) -> None:
+    model = ScriptedModel({"default": [{"text": "ok"}]})
+    with pytest.raises(InvalidRequest):
+        SubagentRuntime.open(project, home=isolated_home)
+    with pytest.raises(InvalidRequest):
+        SubagentRuntime.open(
+            project, model=model, provider=InProcessProvider(model), home=isolated_home
+        )

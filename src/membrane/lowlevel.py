@@ -1,0 +1,104 @@
+"""The tier for implementers: providers, stores, catalogs and the resolver's parts.
+
+A host that delegates work needs only ``membrane``. Code that *implements* a part of Membrane
+reads this tier: a provider (``Provider``, ``ProviderChild``, ``ChildSpec``, the setup callback
+and what it returns, ``ChildOutcome``), a store (``Store`` and its rows, ``Migration``), a
+catalog (``CatalogLike``, ``DispatchLike``), the resolver's pieces that ``EffectiveAuthority``
+exposes, worktrees, and the definition writer. Extension authors have ``membrane.extensions``;
+tests have ``membrane.testing``.
+"""
+
+from __future__ import annotations
+
+from membrane.agents import Dispatch, update_definition_text, write_definition
+from membrane.agents.definition import DefinitionWarning, Unset
+from membrane.agents.skills import Skill, SkillCatalog
+from membrane.agents.translation import Dialect
+from membrane.builtin_tools import ToolSink
+from membrane.config import McpServerSpec, RateLimit, RoleSpec, membrane_home
+from membrane.durable.messages import Delivery
+from membrane.json_types import JSONDict
+from membrane.loop.outcome import ChildOutcome
+from membrane.resolve import (
+    Checkout,
+    DefinitionRestriction,
+    PromptSection,
+    Sourced,
+    ToolAdmission,
+    TranscriptEntry,
+)
+from membrane.runtime.provider import (
+    ChildComposition,
+    ChildSpec,
+    Provider,
+    ProviderChild,
+    SetupCallback,
+)
+from membrane.runtime.start import CatalogLike, DispatchLike
+from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
+from membrane.sandbox.runner import SandboxPolicy
+from membrane.store import (
+    DeadLetter,
+    Lease,
+    LineageEdge,
+    OutboxItem,
+    Receipt,
+    SessionHeader,
+    Store,
+    StoredEvent,
+    WorkflowRecord,
+)
+from membrane.store.migrations import Migration
+from membrane.tools.registry import RegistryChange
+from membrane.tools.restriction import ToolPredicate
+from membrane.tools.spec import Attachment, ToolOutput
+
+__all__ = [
+    "Attachment",
+    "CatalogLike",
+    "Checkout",
+    "ChildComposition",
+    "ChildOutcome",
+    "ChildSpec",
+    "DeadLetter",
+    "DefinitionRestriction",
+    "DefinitionWarning",
+    "Delivery",
+    "Dialect",
+    "Dispatch",
+    "DispatchLike",
+    "JSONDict",
+    "Lease",
+    "LineageEdge",
+    "McpServerSpec",
+    "Migration",
+    "OutboxItem",
+    "PromptSection",
+    "Provider",
+    "ProviderChild",
+    "RateLimit",
+    "Receipt",
+    "RegistryChange",
+    "RoleSpec",
+    "SandboxPolicy",
+    "SessionHeader",
+    "SetupCallback",
+    "Skill",
+    "SkillCatalog",
+    "Sourced",
+    "Store",
+    "StoredEvent",
+    "ToolAdmission",
+    "ToolOutput",
+    "ToolPredicate",
+    "ToolSink",
+    "TranscriptEntry",
+    "Unset",
+    "WorkflowRecord",
+    "Worktree",
+    "WorktreeManager",
+    "WorktreeOutcome",
+    "membrane_home",
+    "update_definition_text",
+    "write_definition",
+]

@@ -1,0 +1,52 @@
+"""``RuntimeOptions``: the knobs of a ``SubagentRuntime``, in one value.
+
+Every field is optional; what a field leaves out has the documented default. A runtime takes
+its catalog, registry and provider (and a store) as arguments, and everything else here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from membrane.agents.definition import AgentDefinition
+from membrane.config.values import Settings
+from membrane.resolve.authority import Deployment
+from membrane.runtime.delegation import DelegationConfig
+from membrane.runtime.setup import SetupStep
+from membrane.runtime.worktree import WorktreeManager
+
+__all__ = ["RuntimeOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeOptions:
+    """How a runtime runs its children.
+
+    * ``settings``: the deployment settings (default: the catalog's, else ``Settings()``);
+    * ``project``: the project folder; it enables worktrees (and their orphan pruning when the
+      runtime opens);
+    * ``deployment``: what the deployment contributes to resolution (extensions, their prompt
+      sections, skills, the environment text); the live registry and the catalog's definitions
+      are filled in at each start;
+    * ``worktrees``: the worktree manager (default: one for ``project`` when worktrees are
+      enabled in the settings);
+    * ``delegation``: what the delegation tools copy into each request (default: the
+      settings' ``max_depth``); checked against the provider when the runtime is built;
+    * ``on_setup_step``: observes each step of every child's unpublished setup;
+    * ``memory``: reads an agent's ``MEMORY.md`` text by memory scope (``Workspace.memory_for``
+      does) so that it reaches the child's prompt;
+    * ``child_env``: the environment variables of one run from its id and checkout
+      (``membrane serve`` passes the run's ``MEMBRANE_TOKEN``); a subprocess child gets them,
+      and so does every process the child's tools start (its ``Bash``).
+    """
+
+    settings: Settings | None = None
+    project: Path | None = None
+    deployment: Deployment | None = None
+    worktrees: WorktreeManager | None = None
+    delegation: DelegationConfig | None = None
+    on_setup_step: SetupStep | None = None
+    memory: Callable[[AgentDefinition], Mapping[str, str]] | None = None
+    child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None

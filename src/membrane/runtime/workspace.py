@@ -1,0 +1,174 @@
+"""A project as Membrane finds it on disk: settings, definitions, tools, extensions and memory.
+
+``Workspace.open(project)`` is the one place that reads a project for ``membrane explain`` and
+``membrane run`` (and for hosts that want the same defaults), so that what ``explain`` shows and
+what a run gets are built from the same files the same way.
+
+Opening a workspace imports every discovered extension and runs its ``setup()``: that is how
+their tools are learned. Open only projects you trust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from membrane.agents.cache import CACHE_FILE
+from membrane.agents.catalog import Catalog
+from membrane.agents.definition import AgentDefinition
+from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
+from membrane.builtin_tools import builtin_tools, register_builtin_tools
+from membrane.builtin_tools.skill import skill_tool
+from membrane.config.load import load_settings, membrane_home
+from membrane.config.values import Settings
+from membrane.errors import ExtensionError, InvalidRequest
+from membrane.extensions.load import LoadedExtension, discover_extensions, load_extension
+from membrane.resolve import Deployment
+from membrane.sandbox.runner import SandboxPolicy
+from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
+from membrane.store.sqlite import SQLiteStore
+from membrane.tools.registry import ToolRegistry
+
+__all__ = ["Workspace", "memory_file", "require_folder"]
+
+_MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
+
+
+def memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
+    """Where ``memory: project|local|user`` keeps an agent's ``MEMORY.md``."""
+    if scope == "user":
+        return home / "memory" / agent / "MEMORY.md"
+    return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
+
+
+def require_folder(option: str, path: Path) -> Path:
+    """``path`` resolved, or ``InvalidRequest`` naming ``option`` when it is not a folder."""
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise InvalidRequest(f"{option}: {path} {what}; name an existing folder", field=option)
+    return path.resolve()
+
+
+@dataclass
+class Workspace:
+    """Everything read from one project. ``warnings`` collects what was skipped and why."""
+
+    project: Path
+    home: Path
+    settings: Settings
+    catalog: Catalog
+    registry: ToolRegistry
+    extensions: Mapping[str, LoadedExtension]
+    workspace: Path | None = None
+    warnings: list[str] = field(default_factory=list)
+    skills: SkillCatalog = field(default_factory=SkillCatalog)
+
+    @classmethod
+    def open(
+        cls, project: Path, *, workspace: Path | None = None, home: Path | None = None
+    ) -> Workspace:
+        """Read ``project``: settings, the catalog, built-in tools and every extension.
+
+        A missing folder is ``InvalidRequest``; bad settings are ``SettingsError``. An extension
+        that fails to load is skipped with a warning and offers no tools.
+        """
+        require_folder("--project", project)
+        if workspace is not None:
+            require_folder("--workspace", workspace)
+        project = project.resolve()
+        home = home if home is not None else membrane_home()
+        settings = load_settings(project=project, home=home)
+        catalog = Catalog(
+            project=project,
+            workspace=workspace,
+            home=home,
+            settings=settings,
+            cache=locate_state(project, home=home).path.parent / CACHE_FILE,
+        )
+        registry = ToolRegistry()
+        registry.rate_limits.configure(settings.rate_limits)
+        register_builtin_tools(
+            registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))
+        )
+        loaded: dict[str, LoadedExtension] = {}
+        warnings: list[str] = []
+        for name, source in discover_extensions(project).items():
+            try:
+                loaded[name] = load_extension(source, registry)
+            except ExtensionError as exc:
+                warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
+        skills = discover_skills(skill_roots(project=project, home=home))
+        warnings += [f"skill: {problem}" for problem in skills.problems]
+        if skills.skills:
+            # The host's own Skill, over every discovered skill: what a top-level agent (and a
+            # `tools: inherit` child of the host) can load. Each child gets its own, bound to
+            # the skills it selects.
+            registry.register(skill_tool(skills.skills))
+        return cls(
+            project=project,
+            home=home,
+            settings=settings,
+            catalog=catalog,
+            registry=registry,
+            extensions=loaded,
+            workspace=workspace,
+            warnings=warnings,
+            skills=skills,
+        )
+
+    @property
+    def state(self) -> StateLocation:
+        """Where the project's durable state lives: ``$MEMBRANE_HOME/projects/<id>/state.db``
+        (DESIGN rule 9), outside every checkout."""
+        return locate_state(self.project, home=self.home)
+
+    @property
+    def state_path(self) -> Path:
+        return self.state.path
+
+    def open_store(self, state: Path | None = None) -> SQLiteStore:
+        """The project's store (``state`` overrides where it lives). Opening the default one
+        first moves a legacy ``<project>/.membrane/state.db`` there, once."""
+        synchronous = self.settings.state_synchronous
+        if state is not None:
+            return SQLiteStore(state, synchronous=synchronous)
+        location = self.state
+        migrate_legacy_state(location)
+        return SQLiteStore(location.path, synchronous=synchronous)
+
+    def deployment(self) -> Deployment:
+        """The deployment as the resolver sees it now (tool names of each extension included)."""
+        prompts: dict[str, str] = {}
+        for name, extension in self.extensions.items():
+            sections = [text for text in extension.prompt_sections.values() if text.strip()]
+            if sections:
+                prompts[name] = "\n\n".join(sections)
+        return Deployment(
+            settings=self.settings,
+            registry_tools=dict(self.registry.tools()),
+            extensions={name: ext.tools.names() for name, ext in self.extensions.items()},
+            extension_prompts=prompts,
+            project=str(self.project),
+            home=str(self.home),
+            subagents=self.catalog.definitions(),
+            skills=self.skills.descriptions(),
+            skill_files=self.skills.skills,
+            skill_roots=tuple(str(root) for root in self.skills.roots),
+        )
+
+    def memory_for(self, definition: AgentDefinition) -> dict[str, str]:
+        """The agent's ``MEMORY.md`` text under its memory scope (empty when it has none yet).
+
+        A file that exists but cannot be read is a warning, never a silent empty memory.
+        """
+        if not isinstance(definition.memory, str):
+            return {}
+        file = memory_file(definition.memory, definition.name, project=self.project, home=self.home)
+        try:
+            return {definition.memory: file.read_text(encoding="utf-8")}
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            self.warnings.append(f"memory file {file} cannot be read: {exc}")
+            return {}
