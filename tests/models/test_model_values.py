@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import membrane
+import membrane.lowlevel
 from membrane.errors import ModelError
 from membrane.models import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.testing import FunctionModel, ScriptedModel
@@ -43,7 +44,7 @@ def test_the_doubles_satisfy_the_model_protocol() -> None:
 def test_the_package_exports_the_model_and_store_names() -> None:
     for name in ("Model", "ModelRequest", "ModelResponse", "Message", "ToolCall", "Usage"):
         assert getattr(membrane, name) is getattr(membrane.models, name)
-    assert membrane.Store is membrane.store.Store
+    assert membrane.lowlevel.Store is membrane.store.Store
     assert membrane.SQLiteStore is membrane.store.SQLiteStore
 
 
