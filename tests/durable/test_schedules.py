@@ -13,7 +13,7 @@ import pytest
 
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner, parse_duration
 from membrane.errors import InvalidSchedule, UnknownSchedule
-from membrane.runtime import SubagentStartRequest
+from membrane.runtime import RuntimeOptions, SubagentStartRequest
 from membrane.store.memory import MemoryStore
 from membrane.store.sqlite import SQLiteStore
 from membrane.testing import ScriptedModel
@@ -199,7 +199,7 @@ async def test_a_restart_exactly_at_a_due_time_fires_once(
                 registry=ToolRegistry(),
                 provider=InProcessProvider(ScriptedModel("default:\n  - text: done\n")),
                 store=store,
-                project=project,
+                options=RuntimeOptions(project=project),
             )
             async with runtime:
 
