@@ -20,7 +20,12 @@ from membrane.agents.catalog import Catalog
 from membrane.builtin_tools import register_builtin_tools
 from membrane.config.values import Settings
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 
@@ -94,13 +99,12 @@ async def drive(project: Path, agent: str, calls: list[Any]) -> tuple[list[Messa
         catalog=Catalog(project=project, home=project.parent / "home", settings=settings),
         registry=registry,
         provider=InProcessProvider(model),
-        settings=settings,
-        project=project,
+        options=RuntimeOptions(settings=settings, project=project),
     )
     with anyio.fail_after(60):
         async with runtime:
             result = await runtime.run(SubagentStartRequest(agent, "attack"))
-            statuses = [run.status for run in runtime.list()]
+            statuses = [run.status for run in runtime.runs()]
     assert result.status == "completed", result
     return results, statuses
 

@@ -67,7 +67,7 @@ async def test_a_malformed_call_becomes_an_error_result_and_the_run_goes_on(
     with anyio.fail_after(30):
         async with project.runtime(FunctionModel(answer)) as runtime:
             result = await runtime.run(SubagentStartRequest("worker", "go"))
-            runs = runtime.list()
+            runs = runtime.runs()
     assert result.status == "completed" and result.text == "recovered"
     if kind == "id-none":
         # Only the id was missing: the call got one and ran.
@@ -103,7 +103,7 @@ async def test_a_malformed_response_ends_only_its_own_run_and_a_sibling_complete
             broken = await runtime.start(SubagentStartRequest("bad", "go", background=True))
             bad_result = await runtime.wait(broken.run_id)
             good_result = await runtime.wait(good.run_id)
-            statuses = {r.agent: r.status for r in runtime.list()}
+            statuses = {r.agent: r.status for r in runtime.runs()}
     assert bad_result.status == "error"
     assert bad_result.error is not None and bad_result.error["code"] == "model-error"
     assert good_result.status == "completed" and good_result.text == "good done"

@@ -22,7 +22,12 @@ import anyio
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
-from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -64,8 +69,7 @@ async def main(db: str, project: str, home: str, point: str) -> None:
         registry=registry,
         provider=InProcessProvider(FunctionModel(answer)),
         store=SQLiteStore(db),
-        settings=settings,
-        project=root,
+        options=RuntimeOptions(settings=settings, project=root),
     )
     async with runtime, runtime.events() as stream:
         lead = await runtime.start(SubagentStartRequest("lead", "delegate the survey"))
