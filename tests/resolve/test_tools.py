@@ -361,3 +361,21 @@ def test_filters_layer_their_own_reasons(tools: list[str]) -> None:
     for name in set(authority.callable) - {"Read", "Glob"}:
         assert narrowed.left_out[name] == "role"
     assert_complete(narrowed, deployment().registry_tools)
+
+
+def test_an_inheriting_child_never_gets_an_extension_tool_its_parent_lacks() -> None:
+    # DESIGN rule 3: the parent excluded `github`, so its catalog lacks `gh_pr`; the child that
+    # inherits gets the parent's catalog, not every loaded extension's tools.
+    github = extension_tools("github", ["gh_pr"])
+    deploy = deployment(extensions={"github": github})
+    parent = ParentContext(tools=builtins())
+    authority = run(agent(tools=["inherit"]), parent=parent, deploy=deploy)
+    assert "gh_pr" not in authority.callable
+    assert authority.left_out["gh_pr"] == "not selected"
+    assert set(authority.callable) <= set(parent.tools)
+    # A parent that holds the tool passes it on.
+    holding = ParentContext(tools={**builtins(), **github})
+    assert "gh_pr" in run(agent(tools=["inherit"]), parent=holding, deploy=deploy).callable
+    # An explicit selector still asks for it, as a declared extra.
+    asked = run(agent(tools=["inherit", "ext:github"]), parent=parent, deploy=deploy)
+    assert "gh_pr" in asked.callable

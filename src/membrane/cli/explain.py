@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +16,7 @@ from rich.table import Table
 
 from membrane.cli.app import app
 from membrane.config.load import load_settings
-from membrane.errors import InvalidDepth, InvalidRequest
+from membrane.errors import InvalidDepth, InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
 from membrane.limits import depth_problem
 from membrane.mcp.mount import McpServers, servers_named
@@ -30,6 +28,7 @@ from membrane.resolve import (
     resolve,
 )
 from membrane.resolve.authority import mcp_server_of
+from membrane.runtime.worktree import WorktreeManager
 from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
@@ -167,24 +166,12 @@ def _parent(
 def _project_subfolder(project: Path) -> tuple[str, str | None]:
     """The project's place in its Git repository, as the worktree manager computes it; or a
     warning saying why a worktree cannot be made there."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     try:
-        done = subprocess.run(
-            ["git", "-C", str(project), "rev-parse", "--show-prefix"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = str(exc)
-    else:
-        if done.returncode == 0:
-            return done.stdout.strip(), None
-        detail = done.stderr.strip() or f"git exited with {done.returncode}"
+        return WorktreeManager(project).prefix(), None
+    except WorktreeUnavailable as exc:
+        detail = str(exc.data.get("reason", "")).removeprefix("it is not inside a git work tree ")
     return "", (
-        f"isolation: worktree, but {project} is not inside a Git work tree ({detail}): "
+        f"isolation: worktree, but {project} is not inside a Git work tree {detail}: "
         "the start will fail with worktree-unavailable"
     )
 

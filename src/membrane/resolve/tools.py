@@ -355,8 +355,12 @@ class DefinitionRestriction:
             return "extension not loaded"
         if inherited:
             return "inherit deny list" if tool.name in INHERIT_DENY_TOOLS else None
-        if not plan.selectors or any(s.matches(tool, extension) for s in plan.selectors):
+        if any(s.matches(tool, extension) for s in plan.selectors):
             return None
+        if not plan.selectors and not plan.inherit:
+            return None
+        # DESIGN rule 3: an inheriting child gets the parent's live catalog plus what it
+        # declares, never a loaded extension's tool that the parent lacks.
         return "not selected"
 
 

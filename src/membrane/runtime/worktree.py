@@ -133,6 +133,15 @@ class WorktreeManager:
         """``<project>/.membrane/worktrees``."""
         return self._root
 
+    def prefix(self) -> str:
+        """The project's place in its Git repository (``git rev-parse --show-prefix``, empty
+        at the top), computed as ``create`` computes it; ``WorktreeUnavailable`` when the
+        project is not inside a Git work tree."""
+        try:
+            return self._git(self._project, "rev-parse", "--show-prefix")
+        except _GitFailed as exc:
+            raise self._unavailable("-", f"it is not inside a git work tree ({exc})") from exc
+
     def create(self, run_id: str) -> Worktree:
         """A detached worktree from HEAD for ``run_id``; else :class:`WorktreeUnavailable`."""
         if not self._project.is_dir():

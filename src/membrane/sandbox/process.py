@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProcessOutcome", "run_process"]
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProcessOutcome", "run_process", "signal_group"]
 
 #: Bytes kept per stream; the middle of a longer stream is dropped with a note.
 DEFAULT_MAX_OUTPUT_BYTES = 30_000
@@ -96,17 +96,18 @@ class ProcessOutcome:
     """Control files the command created, which the sandbox removed when it ended."""
 
 
-def _signal_group(process: Process, signum: int) -> None:
+def signal_group(pid: int, signum: int) -> None:
+    """Send ``signum`` to the process group ``pid`` leads; a group already gone is no error."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signum)
+        os.killpg(pid, signum)
 
 
 async def _stop(process: Process) -> None:
     """Terminate the group, escalating to SIGKILL when the grace period runs out."""
-    _signal_group(process, signal.SIGTERM)
+    signal_group(process.pid, signal.SIGTERM)
     with anyio.move_on_after(TERMINATE_GRACE_SECONDS):
         await process.wait()
-    _signal_group(process, signal.SIGKILL)
+    signal_group(process.pid, signal.SIGKILL)
 
 
 async def run_process(
@@ -142,14 +143,14 @@ async def run_process(
                 timed_out = True
                 await _stop(process)
             else:
-                _signal_group(process, signal.SIGKILL)
+                signal_group(process.pid, signal.SIGKILL)
             with anyio.move_on_after(DRAIN_SECONDS):
                 await out.done.wait()
                 await err.done.wait()
             group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            _signal_group(process, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
             await process.aclose()
     return ProcessOutcome(
         exit_code=None if timed_out else process.returncode,

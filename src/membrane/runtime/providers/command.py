@@ -31,7 +31,6 @@ and runtime notices are not supported (``steer()`` and ``notify()`` return ``Fal
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -53,7 +52,7 @@ from membrane.runtime.provider import (
     SetupCallback,
     SubagentCapabilities,
 )
-from membrane.sandbox.process import OutputCapture, pump
+from membrane.sandbox.process import OutputCapture, pump, signal_group
 from membrane.sandbox.runner import Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
 
@@ -190,7 +189,7 @@ class _CommandChild:
         self.stop()
         process = self._process
         if process is not None and process.returncode is None:
-            _signal_group(process.pid, signal.SIGKILL)
+            signal_group(process.pid, signal.SIGKILL)
 
     async def run(self) -> ChildOutcome:
         if self._stop_requested:
@@ -219,7 +218,7 @@ class _CommandChild:
                     return ended
                 # Nothing the command started outlives it, and a descendant that escaped the
                 # group and holds a pipe open delays the result by DRAIN_SECONDS at most.
-                _signal_group(process.pid, signal.SIGKILL)
+                signal_group(process.pid, signal.SIGKILL)
                 with anyio.move_on_after(DRAIN_SECONDS):
                     await out.done.wait()
                     await err.done.wait()
@@ -271,18 +270,13 @@ def _error(
 async def _end_group(process: Process, *, grace: float) -> None:
     """End the process and everything it started (its process group)."""
     if process.returncode is None:
-        _signal_group(process.pid, signal.SIGTERM)
+        signal_group(process.pid, signal.SIGTERM)
         with anyio.move_on_after(grace):
             await process.wait()
-    _signal_group(process.pid, signal.SIGKILL)
+    signal_group(process.pid, signal.SIGKILL)
     if process.returncode is None:
         await process.wait()
     await process.aclose()
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def _check_template(command: object) -> tuple[str, ...]:
