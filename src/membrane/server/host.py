@@ -35,6 +35,7 @@ from membrane.runtime import (
     InProcessProvider,
     ProviderChild,
     RunInfo,
+    RuntimeOptions,
     SubagentRuntime,
     SubagentStartRequest,
 )
@@ -110,11 +111,13 @@ class ProjectHost:
             registry=workspace.registry,
             provider=_ModelRouter(hooks),
             store=self.store,
-            settings=workspace.settings,
-            project=workspace.project,
-            deployment=workspace.deployment(),
-            memory=workspace.memory_for,
-            child_env=self._child_env,
+            options=RuntimeOptions(
+                settings=workspace.settings,
+                project=workspace.project,
+                deployment=workspace.deployment(),
+                memory=workspace.memory_for,
+                child_env=self._child_env,
+            ),
         )
 
     # -- lifetime -----------------------------------------------------------------------------
@@ -180,7 +183,7 @@ class ProjectHost:
 
     def busy(self) -> bool:
         """Whether any run of this project is live."""
-        return any(info.status not in END_STATES for info in self.runtime.list())
+        return any(info.status not in END_STATES for info in self.runtime.runs())
 
     # -- identity -----------------------------------------------------------------------------
 

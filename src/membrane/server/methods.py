@@ -233,7 +233,7 @@ async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSON
     p = _parse(_Runs, params)
     host = server.project(p.projectId, caller)
     parent = caller.run_id if caller.run_id is not None else p.parentId
-    return {"runs": [info.to_dict() for info in host.runtime.list(parent_id=parent)]}
+    return {"runs": [info.to_dict() for info in host.runtime.runs(parent_id=parent)]}
 
 
 async def _runs_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
