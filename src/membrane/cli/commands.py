@@ -5,6 +5,7 @@ from __future__ import annotations
 from membrane.cli import (
     actions,  # noqa: F401
     agents,  # noqa: F401
+    doctor,  # noqa: F401
     explain,  # noqa: F401
     init,  # noqa: F401
     lineage,  # noqa: F401

@@ -1,0 +1,175 @@
+"""``membrane doctor``: what this machine and project offer, and what to do about what is missing.
+
+Sections: the runtime (the resolved socket, and whether a runtime answers there with its
+``runtimeInfo``), the caller (its role, from trusted sources only), the project (its id and state
+file), the sandbox (what the machine offers and what the settings choose), MCP servers
+configured, external agent CLIs detected, and the skill roots. It exits 1 when something a
+command needs is missing (a sandbox the settings name that this machine lacks, broken settings),
+and says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from membrane.cli.app import app, safe_text
+
+_JSON = typer.Option("--json", help="Print one JSON document.")
+_PROJECT = typer.Option("--project", help="The project directory (default: the current directory).")
+
+
+async def _runtime_info(path: Path) -> dict[str, Any] | None:
+    from membrane.server.client import Client
+    from membrane.server.transport import probe_socket
+
+    if not path.exists() or not probe_socket(path):
+        return None
+    try:
+        with anyio.fail_after(5):
+            async with Client.connect(path) as client:
+                reply = await client.request(
+                    "initialize", {"clientInfo": {"name": "membrane-doctor"}}
+                )
+    except Exception:
+        return None
+    return dict(reply.get("runtimeInfo", {})) if isinstance(reply, dict) else None
+
+
+def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The doctor's document and the problems (each ``{problem, fix}``)."""
+    from membrane.agents.skills import discover_skills, skill_roots
+    from membrane.config.load import load_settings, membrane_home
+    from membrane.errors import MembraneError
+    from membrane.runtime.providers.clis import detect_clis
+    from membrane.sandbox.machine import choose_backend, machine_support
+    from membrane.server.transport import default_socket_path
+    from membrane.store.location import locate_state, project_id
+
+    problems: list[dict[str, str]] = []
+    home = membrane_home()
+    socket_path = default_socket_path()
+    info = anyio.run(_runtime_info, socket_path)
+    doc: dict[str, Any] = {
+        "runtime": {
+            "socket": str(socket_path),
+            "answers": info is not None,
+            "runtimeInfo": info,
+            "note": None
+            if info is not None
+            else "no runtime answers; runtime-backed commands start `membrane serve` themselves",
+        }
+    }
+    try:
+        settings = load_settings(project=project, home=home)
+    except MembraneError as exc:
+        problems.append({"problem": f"{exc.code}: {exc.message}", "fix": "fix the settings file"})
+        settings = None
+    token = os.environ.get("MEMBRANE_TOKEN")
+    doc["caller"] = {
+        "role": (
+            "the role of the run that minted MEMBRANE_TOKEN (checked by the runtime)"
+            if token
+            else (settings.default_role if settings is not None else None)
+        ),
+        "source": "token" if token else "settings default_role (unauthenticated caller)",
+        "claimed_role": os.environ.get("MEMBRANE_ROLE"),
+    }
+    state = locate_state(project, home=home)
+    doc["project"] = {
+        "root": str(project),
+        "id": project_id(project),
+        "state": str(state.path),
+        "state_exists": state.exists,
+    }
+    support = machine_support()
+    sandbox: dict[str, Any] = {"machine": support.to_json()}
+    if settings is not None:
+        sandbox["setting"] = settings.sandbox
+        try:
+            sandbox["in_force"] = choose_backend(settings.sandbox, support)
+        except MembraneError as exc:
+            sandbox["in_force"] = None
+            problems.append(
+                {
+                    "problem": f"{exc.code}: {exc.message}",
+                    "fix": "install bubblewrap (apt-get install bubblewrap) or set "
+                    'sandbox = "auto" in config.toml',
+                }
+            )
+        if sandbox.get("in_force") == "guard":
+            sandbox["advice"] = "no OS sandbox here: install bubblewrap for the strongest boundary"
+    doc["sandbox"] = sandbox
+    servers = settings.mcp_servers if settings is not None else {}
+    doc["mcp_servers"] = {
+        name: {"command": getattr(spec, "command", None), "url": getattr(spec, "url", None)}
+        for name, spec in sorted(servers.items())
+    }
+    doc["external_clis"] = [cli.to_dict() for cli in detect_clis()]
+    catalog = discover_skills(skill_roots(project=project, home=home))
+    doc["skills"] = {
+        "roots": [str(root) for root in catalog.roots],
+        "skills": sorted(catalog.skills),
+        "warnings": [str(p) for p in catalog.problems],
+    }
+    doc["problems"] = problems
+    return doc, problems
+
+
+@app.command("doctor")
+def doctor(
+    as_json: Annotated[bool, _JSON] = False,
+    project: Annotated[Path | None, _PROJECT] = None,
+) -> None:
+    """What this machine and project offer, and what to do about anything missing."""
+    from membrane.workspace import require_folder
+
+    folder = require_folder("--project", project or Path.cwd())
+    doc, problems = report(folder)
+    if as_json:
+        typer.echo(safe_text(json.dumps(doc, indent=2)))
+    else:
+        runtime = doc["runtime"]
+        lines = [
+            f"socket:      {runtime['socket']}",
+            "runtime:     "
+            + (
+                f"answers (pid {runtime['runtimeInfo'].get('pid')}, "
+                f"version {runtime['runtimeInfo'].get('version')})"
+                if runtime["answers"]
+                else runtime["note"]
+            ),
+            f"caller role: {doc['caller']['role']} ({doc['caller']['source']})",
+            f"project:     {doc['project']['root']}",
+            f"state:       {doc['project']['state']}"
+            + ("" if doc["project"]["state_exists"] else " (not created yet)"),
+            f"sandbox:     {doc['sandbox'].get('in_force')} "
+            f"(setting {doc['sandbox'].get('setting')}; machine offers "
+            f"{doc['sandbox']['machine']['strongest']})",
+            "mcp servers: " + (", ".join(doc["mcp_servers"]) or "none configured"),
+            "agent CLIs:  "
+            + (
+                ", ".join(
+                    f"{c['id']} {c['version'] or ''}".strip()
+                    for c in doc["external_clis"]
+                    if c["status"] == "installed"
+                )
+                or "none found on PATH"
+            ),
+        ]
+        lines += [
+            f"             {c['id']}: {c['status']} ({c['detail']})"
+            for c in doc["external_clis"]
+            if c["status"] in ("failed", "timeout")
+        ]
+        lines.append("skill roots: " + (", ".join(doc["skills"]["roots"]) or "none"))
+        for problem in problems:
+            lines.append(f"problem:     {problem['problem']}\n  fix:       {problem['fix']}")
+        typer.echo(safe_text("\n".join(lines)))
+    if problems:
+        raise typer.Exit(1)
