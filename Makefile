@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test check lint types bench clean
+.PHONY: demo test check lint types bench clean test-local-model
 
 $(STAMP): requirements/build.lock requirements/dev.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ check: lint types test
 
 bench: $(BENCH_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Opt-in, not part of `make test`: the example workspace on SmolLM2-135M behind llama.cpp's
+# OpenAI-compatible server on 127.0.0.1. The first run builds llama-cpp-python (compiles
+# llama.cpp) into $(MEMBRANE_LOCAL_MODEL_HOME) (default ~/.cache/membrane/local-model).
+test-local-model: $(STAMP)
+	$(BIN)/python examples/local_model.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -63,6 +63,7 @@ __all__ = [
     "MembraneError",
     "Message",
     "Model",
+    "ModelEntry",
     "ModelRequest",
     "ModelResponse",
     "ParentContext",

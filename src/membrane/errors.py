@@ -71,7 +71,6 @@ from typing import ClassVar, cast
 from membrane.json_types import JSONDict
 
 __all__ = [
-    "BudgetExceeded",
     "CallerRefused",
     "ChildFailed",
     "ConfigError",
@@ -413,16 +412,6 @@ class UnknownModel(ConfigError):
     """
 
     code = "unknown-model"
-
-
-class BudgetExceeded(RunError):
-    """A run crossed the budget in force (its own, or what remains of an ancestor's).
-
-    Carries ``field`` (``tokens``, ``turns``, ``tool_calls``, ``children`` or ``seconds``),
-    ``limit``, ``used`` and ``owner`` (the run whose budget was crossed).
-    """
-
-    code = "budget-exceeded"
 
 
 class StructuredOutputInvalid(RunError):

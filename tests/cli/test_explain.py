@@ -105,7 +105,7 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
     out = json.loads(done.stdout)
     assert list(out) == [
         "definition", "invocation", "prompt", "extensions", "tools", "checkout", "warnings",
-        "sandbox",
+        "sandbox", "model",
     ]  # fmt: skip
     sandbox = out["sandbox"]
     assert sandbox["requested"] == "auto"
@@ -163,7 +163,12 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
         "servers": {"mcp__docs__find": "docs"},
     }
     assert out["checkout"] == {"kind": "main", "path": str(project)}
-    assert out["warnings"] == []
+    # `acme/file-model` names no provider, alias or [models] entry: a start would refuse it.
+    assert out["model"]["spec"] == "acme/file-model"
+    assert out["model"]["source"] == "frontmatter"
+    assert out["model"]["error"]["code"] == "unknown-model"
+    assert len(out["warnings"]) == 1
+    assert out["warnings"][0].endswith("the start will fail with unknown-model")
 
 
 def test_explain_prints_a_readable_table(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

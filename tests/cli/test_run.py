@@ -102,8 +102,9 @@ def _error_code(err: str) -> str:
     ("model", "code"),
     [
         (None, "invalid-request"),
-        ("nonsense:x", "invalid-request"),
-        ("scripted:", "invalid-request"),
+        ("nonsense:x", "unknown-model"),
+        ("scripted:", "unknown-model"),
+        ("sonnet", "unknown-model"),
         ("scripted:missing.yaml", "model-script-invalid"),
     ],
 )

@@ -54,7 +54,20 @@ class ReplayServer:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._quick_ack()
+
+            def _quick_ack(self) -> None:
+                # Acknowledge at once: a client that sends headers and body in two writes
+                # would otherwise wait out the delayed ACK on every request.
+                quick = getattr(socket, "TCP_QUICKACK", None)
+                if quick is not None:
+                    self.connection.setsockopt(socket.IPPROTO_TCP, quick, 1)
+
             def do_POST(self) -> None:
+                self._quick_ack()
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
@@ -111,8 +124,7 @@ class ReplayServer:
         for key, value in headers.items():
             handler.send_header(key, str(value))
         handler.end_headers()
-        for event in answer["sse"]:
-            handler.wfile.write(_chunk(_event(event)))
+        handler.wfile.write(b"".join(_chunk(_event(event)) for event in answer["sse"]))
         handler.wfile.flush()
         self.streamed.set()
         if answer.get("hold"):

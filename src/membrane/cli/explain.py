@@ -21,6 +21,7 @@ from membrane.json_types import JSONDict
 from membrane.limits import depth_problem
 from membrane.mcp.mount import McpServers, servers_named
 from membrane.models.base import Message
+from membrane.models.specs import model_view
 from membrane.resolve import (
     CallParams,
     EffectiveAuthority,
@@ -233,7 +234,28 @@ def build_authority(
         authority = anyio.run(with_servers)
     else:
         authority = compute()
+    problem = model_view(*_model_field(authority), ws.settings).get("error")
+    if isinstance(problem, dict):
+        warnings.append(f"{problem['message']}: the start will fail with unknown-model")
     return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
+
+
+def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:
+    field = authority.invocation["model"]
+    return field.value, field.source
+
+
+def _model_line(view: dict[str, object]) -> str:
+    if view.get("provider") is None and "error" not in view:
+        return f"{view.get('note')} (source {view['source']})"
+    if "error" in view:
+        return f"{view['spec']}: unknown (source {view['source']})"
+    where = f" at {view['base_url']}" if view.get("base_url") else ""
+    note = f"; {view['note']}" if view.get("note") else ""
+    return (
+        f"{view['provider']} {view['model']}{where} (spec {view['spec']}, via {view['via']}, "
+        f"source {view['source']}{note})"
+    )
 
 
 def sandbox_view(authority: EffectiveAuthority, *, project: Path, home: Path | None) -> JSONDict:
@@ -273,7 +295,7 @@ def _print_sandbox(summary: JSONDict) -> None:
     console.print(table, highlight=False)
 
 
-def _print_table(authority: EffectiveAuthority) -> None:
+def _print_table(authority: EffectiveAuthority, model: dict[str, object]) -> None:
     console = Console()
     definition = authority.definition
     console.print(f"[bold]{definition.name}[/]  {definition.root}: {definition.path}")
@@ -308,6 +330,7 @@ def _print_table(authority: EffectiveAuthority) -> None:
     facts.add_row("prompt mode", authority.prompt_mode)
     facts.add_row("checkout", f"{authority.checkout.kind} ({authority.checkout.path or '-'})")
     facts.add_row("depth", str(authority.depth))
+    facts.add_row("model", _model_line(model))
     facts.add_row("may delegate", "yes" if authority.may_delegate else "no")
     console.print(facts)
 
@@ -375,8 +398,10 @@ def explain(
         top_level=top_level,
     )
     sandbox = sandbox_view(authority, project=root, home=None)
+    model = model_view(*_model_field(authority), load_settings(project=root))
     if as_json:
-        typer.echo(json.dumps({**authority.to_json(), "sandbox": sandbox}, indent=2))
+        payload = {**authority.to_json(), "sandbox": sandbox, "model": model}
+        typer.echo(json.dumps(payload, indent=2))
     else:
-        _print_table(authority)
+        _print_table(authority, model)
         _print_sandbox(sandbox)

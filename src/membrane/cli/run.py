@@ -22,11 +22,12 @@ from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import EXIT_RUN, app, err_console
+from membrane.config.values import Settings
 from membrane.errors import InvalidRequest, RunError
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
-from membrane.models.scripted import ScriptedModel
+from membrane.models.specs import ModelRouter
 from membrane.runtime import (
     InProcessProvider,
     LifecycleEvent,
@@ -39,7 +40,20 @@ from membrane.runtime import (
 from membrane.runtime.events import TERMINAL_KINDS
 from membrane.workspace import Workspace
 
-__all__ = ["STATE_OPTION", "RunState", "Starter", "drive_run", "parse_model", "run"]
+__all__ = [
+    "MODEL_HELP",
+    "STATE_OPTION",
+    "RunState",
+    "Starter",
+    "drive_run",
+    "parse_model",
+    "run",
+]
+
+MODEL_HELP = (
+    "scripted:PATH, openai:MODEL, anthropic:MODEL, or a [models]/[model_aliases] name "
+    "(default: the default_model setting)."
+)
 
 #: ``--state PATH``: the store file to use instead of the project's default one.
 STATE_OPTION = typer.Option(
@@ -58,19 +72,20 @@ _STATUS_STYLE = {
 }
 
 
-def parse_model(spec: str | None) -> Model:
-    """The model named by ``--model``: ``scripted:PATH`` replays a YAML script."""
-    if spec is None:
+def parse_model(spec: str | None, settings: Settings | None = None) -> ModelRouter:
+    """The model ``--model`` names (else the settings' ``default_model``), as a router that
+    also answers the specs definitions and calls name (see docs/models.md).
+
+    ``unknown-model``, ``model-auth-failed`` (a missing key) and ``extra-not-installed`` are
+    raised here, before any run."""
+    settings = settings or Settings()
+    if spec is None and settings.default_model is None:
         raise InvalidRequest(
-            "no model: pass --model scripted:PATH (a YAML script, see docs/models.md)",
+            "no model: pass --model (scripted:PATH, openai:MODEL, anthropic:MODEL or a "
+            "[models] name) or set default_model in the settings (see docs/models.md)",
             field="model",
         )
-    scheme, _, rest = spec.partition(":")
-    if scheme == "scripted" and rest:
-        return ScriptedModel(Path(rest))
-    raise InvalidRequest(
-        f"--model {spec!r}: unknown model; the form is scripted:PATH", field="model", spec=spec
-    )
+    return ModelRouter.from_settings(settings, default=spec)
 
 
 @dataclass
@@ -89,6 +104,9 @@ class _Node:
     error: str = ""
     #: How the agent type was dispatched when it was not an exact match (e.g. a fallback).
     note: str = ""
+    #: Token counts from the run's ``usage`` events, then from its result (own and subtree).
+    usage: dict[str, int] = field(default_factory=dict)
+    usage_total: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,7 +138,13 @@ class RunState:
             node.vetoed.append(f"{data.get('name')} ({data.get('code')})")
         elif event.kind == "tool_result" and data.get("is_error") and data.get("name") == "Task":
             node.rejected.append(str(data.get("code")))
+        elif event.kind == "usage":
+            for key in ("input_tokens", "output_tokens"):
+                node.usage[key] = node.usage.get(key, 0) + int(data.get(key, 0))
         elif event.kind in TERMINAL_KINDS:
+            for name in ("usage", "usage_total"):
+                if isinstance(data.get(name), dict):
+                    setattr(node, name, dict(data[name]))
             node.status = str(data.get("status", event.kind))
             node.text = str(data.get("text", ""))
             error = data.get("error")
@@ -152,6 +176,15 @@ class RunState:
             what = "failed child" if code == "child-failed" else "rejected start"
             label.append(f"\n  {what}: {code}", style="red")
         return label
+
+
+def _usage_line(node: _Node) -> str:
+    own, total = node.usage, node.usage_total or node.usage
+    line = f"usage: {own.get('input_tokens', 0)} in, {own.get('output_tokens', 0)} out"
+    if total != own:
+        line += f"; with its children {total.get('input_tokens', 0)} in, "
+        line += f"{total.get('output_tokens', 0)} out"
+    return line
 
 
 def _print_json(payload: dict[str, Any]) -> None:
@@ -258,6 +291,9 @@ async def drive_run(
                 result = await runtime.wait(info.run_id)
     finally:
         store.close()
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
     if interrupted:
         stopped = ", ".join(f"{n.agent} ({n.run_id})" for n in state.nodes.values()) or info.run_id
         err_console.print(
@@ -288,6 +324,8 @@ async def drive_run(
         if node.note:
             console.print(Text(f"note: {node.note}", style="yellow"))
         console.print(Text(node.text or "(no text)"))
+        if node.usage or node.usage_total:
+            console.print(Text(_usage_line(node), style="dim"))
         if node.error:
             console.print(Text(node.error, style="red"))
         console.print()
@@ -299,7 +337,7 @@ async def drive_run(
 def run(
     agent: Annotated[str, typer.Argument(help="The agent type, as the catalog dispatches it.")],
     task: Annotated[str, typer.Argument(help="The task for the agent.")],
-    model: Annotated[str | None, typer.Option(help="scripted:PATH (a YAML script).")] = None,
+    model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
     background: Annotated[
@@ -320,10 +358,11 @@ def run(
     ws = Workspace.open(project, workspace=workspace)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     ws.catalog.require(agent)
-    chosen = parse_model(model)
+    chosen = parse_model(model, ws.settings)
     if background and announce_fd is None:
         argv = ["run", agent, task, "--project", str(ws.project), "--background"]
-        argv += ["--model", str(model)]
+        if model is not None:  # else the detached run reads default_model too
+            argv += ["--model", str(model)]
         if workspace is not None:
             argv += ["--workspace", str(workspace.resolve())]
         if state is not None:

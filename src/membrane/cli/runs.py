@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -25,10 +25,11 @@ from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
-from membrane.cli.run import STATE_OPTION, drive_run, parse_model
+from membrane.cli.run import MODEL_HELP, STATE_OPTION, drive_run, parse_model
 from membrane.config.load import membrane_home
 from membrane.errors import UnknownRun
-from membrane.runtime import RunInfo, SubagentRuntime
+from membrane.models.base import Usage
+from membrane.runtime import RunInfo, RunResult, SubagentRuntime
 from membrane.store.base import SessionHeader
 from membrane.store.location import locate_state, migrate_legacy_state
 from membrane.store.sqlite import SQLiteStore
@@ -57,6 +58,9 @@ class RunRow:
     status: str
     created_at: float
     pending_notices: int
+    #: The run's own usage, and its own plus every descendant's (DESIGN rule 12).
+    usage: Usage = field(default_factory=Usage)
+    usage_total: Usage = field(default_factory=Usage)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +71,8 @@ class RunRow:
             "status": self.status,
             "created_at": self.created_at,
             "pending_notices": self.pending_notices,
+            "usage": self.usage.to_dict(),
+            "usage_total": self.usage_total.to_dict(),
         }
 
 
@@ -80,12 +86,34 @@ def list_runs(state: Path) -> list[RunRow]:
     try:
         sessions = store.list_sessions()
         owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
+        own = {header.session_id: _own_usage(store, header) for header in sessions}
     finally:
         store.close()
-    return [_row(header, owed[header.session_id]) for header in sessions]
+    totals = dict(own)
+    by_id = {header.session_id: header for header in sessions}
+    for header in sorted(sessions, key=lambda h: -h.delegation_depth):  # leaves first
+        parent = header.parent_id
+        if parent in totals and parent != header.session_id:
+            totals[parent] = totals[parent] + totals[header.session_id]
+    return [_row(by_id[sid], owed[sid], usage=own[sid], total=totals[sid]) for sid in by_id]
 
 
-def _row(header: SessionHeader, pending: int) -> RunRow:
+def _own_usage(store: SQLiteStore, header: SessionHeader) -> Usage:
+    """The stored result's usage; for a run without one (running, interrupted) the sum of its
+    per-turn ``usage`` events."""
+    stored = RunResult.from_dict(header.result) if header.result is not None else None
+    if stored is not None and "usage" in (header.result or {}):
+        return stored.usage
+    total = Usage()
+    for event in store.events(session_id=header.session_id):
+        if event.kind == "usage":
+            counts = [event.data.get(key, 0) for key in Usage.__dataclass_fields__]
+            if all(type(count) is int and count >= 0 for count in counts):
+                total = total + Usage(*counts)  # type: ignore[arg-type]
+    return total
+
+
+def _row(header: SessionHeader, pending: int, *, usage: Usage, total: Usage) -> RunRow:
     return RunRow(
         run_id=header.session_id,
         agent=header.agent,
@@ -94,6 +122,8 @@ def _row(header: SessionHeader, pending: int) -> RunRow:
         status=header.status,
         created_at=header.created_at,
         pending_notices=pending,
+        usage=usage,
+        usage_total=total,
     )
 
 
@@ -127,6 +157,8 @@ def _table(rows: list[RunRow], state: Path) -> Table:
     table.add_column("status")
     table.add_column("created", no_wrap=True)
     table.add_column("pending", justify="right")
+    table.add_column("tokens in/out", justify="right", no_wrap=True)
+    table.add_column("subtree in/out", justify="right", no_wrap=True)
     for row in rows:
         table.add_row(
             _cell(row.run_id),
@@ -136,6 +168,8 @@ def _table(rows: list[RunRow], state: Path) -> Table:
             _cell(row.status),
             _when(row.created_at),
             str(row.pending_notices),
+            f"{row.usage.input_tokens}/{row.usage.output_tokens}",
+            f"{row.usage_total.input_tokens}/{row.usage_total.output_tokens}",
         )
     return table
 
@@ -195,7 +229,7 @@ def runs(
 def resume(
     run_id: Annotated[str, typer.Argument(help="The stored run to continue (see membrane runs).")],
     message: Annotated[str, typer.Argument(help="The next user message of its conversation.")],
-    model: Annotated[str | None, typer.Option(help="scripted:PATH (a YAML script).")] = None,
+    model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
@@ -207,8 +241,8 @@ def resume(
     The run keeps its stored conversation and durable depth, and takes the completion notices
     still owed to it. Every project extension is imported, so resume only trusted projects.
     """
-    chosen = parse_model(model)
     ws = Workspace.open(project, workspace=workspace)
+    chosen = parse_model(model, ws.settings)
     path = existing_state(ws.project, state, home=ws.home)
     if not path.exists():
         raise UnknownRun(

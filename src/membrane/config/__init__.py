@@ -7,11 +7,19 @@ from membrane.config.load import (
     membrane_home,
     project_config_path,
 )
-from membrane.config.values import DEFAULT_TOOLS, McpServerSpec, RateLimit, RoleSpec, Settings
+from membrane.config.values import (
+    DEFAULT_TOOLS,
+    McpServerSpec,
+    ModelEntry,
+    RateLimit,
+    RoleSpec,
+    Settings,
+)
 
 __all__ = [
     "DEFAULT_TOOLS",
     "McpServerSpec",
+    "ModelEntry",
     "RateLimit",
     "RoleSpec",
     "Settings",

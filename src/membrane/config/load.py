@@ -22,6 +22,7 @@ from membrane.config.values import (
     BUILTIN_ROLES,
     DEFAULT_ROLE,
     McpServerSpec,
+    ModelEntry,
     OmittedTools,
     RateLimit,
     RoleSpec,
@@ -142,6 +143,22 @@ def mcp_server_spec(name: str, raw: object, *, path: str, key: str) -> McpServer
     )
 
 
+class _Model(_Strict):
+    provider: Literal["openai", "anthropic", "scripted"]
+    model: str = Field(min_length=1)
+    base_url: str | None = Field(default=None, min_length=1)
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    stream: bool = True
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
+    reasoning: bool | None = None
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _int_timeout(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class _File(_Strict):
     """One config file. ``None`` means the file leaves the key to the lower file or the default."""
 
@@ -170,6 +187,8 @@ class _File(_Strict):
     opencode_omitted_tools: OmittedTools | None = None
     pi_omitted_tools: OmittedTools | None = None
     model_aliases: dict[str, str] | None = None
+    models: dict[str, _Model] | None = None
+    default_model: str | None = Field(default=None, min_length=1)
     receipt_ttl_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     outbox_max_attempts: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     lease_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -285,7 +304,13 @@ def _read(path: Path) -> _File | None:
     except ValidationError as exc:
         error = exc.errors()[0]
         key = _key_path(raw, error["loc"])
-        if error["type"] == "extra_forbidden":
+        if error["type"] == "extra_forbidden" and error["loc"][-1] == "api_key":
+            hint = "never write the key in a file: name its variable in `api_key_env`"
+            message = f"{path}: unknown setting `{key}`"
+        elif error["type"] == "extra_forbidden" and error["loc"][0] == "models":
+            hint = f"a model entry takes {', '.join(_Model.model_fields)}"
+            message = f"{path}: unknown setting `{key}`"
+        elif error["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(error["loc"][-1]), CONFIG_KEYS, n=1)
             hint = (
                 f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
@@ -338,15 +363,17 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     roles: dict[str, RoleSpec] = dict(BUILTIN_ROLES)
     limits: dict[str, RateLimit] = {}
     servers: dict[str, McpServerSpec] = {}
+    models: dict[str, ModelEntry] = {}
     aliases: dict[str, str] = {}
     for path in paths:
         parsed = _read(path)
         if parsed is None:
             continue
+        for name, entry in (parsed.models or {}).items():
+            models[name] = ModelEntry(**entry.model_dump())
         aliases.update(parsed.model_aliases or {})
-        for key, value in parsed.model_dump(
-            exclude_none=True, exclude={"roles", "rate_limits", "mcp_servers", "model_aliases"}
-        ).items():
+        own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases"}
+        for key, value in parsed.model_dump(exclude_none=True, exclude=own).items():
             merged[key] = tuple(value) if key == "default_tools" else value
         for name, role in (parsed.roles or {}).items():
             roles[name] = _role(name, role, path)
@@ -367,5 +394,6 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         roles=MappingProxyType(roles),
         rate_limits=MappingProxyType(limits),
         mcp_servers=MappingProxyType(servers),
+        models=MappingProxyType(models),
         model_aliases=MappingProxyType(aliases),
     )

@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_TOOLS",
     "SANDBOX_CHOICES",
     "McpServerSpec",
+    "ModelEntry",
     "OmittedTools",
     "RateLimit",
     "RoleSpec",
@@ -83,6 +84,25 @@ class McpServerSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """A ``[models.NAME]`` entry: a named model a spec can point at.
+
+    ``provider`` is ``openai`` (OpenAI or any OpenAI-compatible server), ``anthropic`` or
+    ``scripted`` (then ``model`` is the script's path). ``api_key_env`` names the variable that
+    holds the key; the key itself never sits in a settings file.
+    """
+
+    provider: Literal["openai", "anthropic", "scripted"]
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    stream: bool = True
+    timeout: float | None = None
+    max_tokens: int | None = None
+    reasoning: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Resolved deployment settings. Every field has the documented default.
 
@@ -110,6 +130,10 @@ class Settings:
     #: The role of socket callers that bring no trusted role (no token, no launch role).
     default_role: str = DEFAULT_ROLE
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    #: ``[models.NAME]`` entries: named models a spec (``--model local``) can point at.
+    models: Mapping[str, ModelEntry] = field(default_factory=dict)
+    #: The spec a run uses when neither the host, the definition nor the call names one.
+    default_model: str | None = None
     #: SQLite's ``synchronous`` for the state file: ``full`` syncs every commit (it survives
     #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but
     #: a power cut may lose the last commits). See docs/performance.md.

@@ -103,6 +103,8 @@ class RunResult:
     agent: str
     outcome: ChildOutcome
     worktree: JSONObject | None = None
+    #: The run's own usage plus that of every descendant that ended before it (DESIGN rule 12).
+    usage_total: Usage | None = None
 
     @property
     def status(self) -> EndStatus:
@@ -119,6 +121,11 @@ class RunResult:
     @property
     def usage(self) -> Usage:
         return self.outcome.usage
+
+    @property
+    def subtree_usage(self) -> Usage:
+        """``usage_total`` when known, else the run's own usage."""
+        return self.usage_total if self.usage_total is not None else self.usage
 
     @property
     def error(self) -> JSONObject | None:
@@ -139,6 +146,8 @@ class RunResult:
             "status": self.status,
             "text": self.text,
             "turns": self.turns,
+            "usage": self.usage.to_dict(),
+            "usage_total": self.subtree_usage.to_dict(),
         }
         if self.error is not None:
             data["error"] = dict(self.error)
@@ -159,13 +168,25 @@ class RunResult:
             turns=turns if type(turns) is int else 0,
             error=dict(error) if isinstance(error, Mapping) else None,
             structured=data.get("structured"),
+            usage=_usage(data.get("usage")) or Usage(),
         )
         return cls(
             run_id=str(data.get("run_id", "")),
             agent=str(data.get("agent", "")),
             outcome=outcome,
             worktree=dict(worktree) if isinstance(worktree, Mapping) else None,
+            usage_total=_usage(data.get("usage_total")),
         )
+
+
+def _usage(value: object) -> Usage | None:
+    """A stored ``Usage.to_dict()``; ``None`` for a result written before usage was stored."""
+    if not isinstance(value, Mapping):
+        return None
+    counts = [value.get(key) for key in Usage.__dataclass_fields__]
+    if not all(type(count) is int and count >= 0 for count in counts):
+        return None
+    return Usage(*counts)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

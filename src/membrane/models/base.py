@@ -86,7 +86,7 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
-        """What a ``tokens`` budget counts: input plus output."""
+        """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:

@@ -21,6 +21,7 @@ with a ``base_url`` (or ``OPENAI_BASE_URL``) a key is optional, as local servers
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -146,9 +147,7 @@ class OpenAIModel:
         attempt = self._streamed if self.stream else self._whole
         response = await with_retries(lambda: attempt(body), self._classify, self.retry)
         if notes:
-            return ModelResponse(
-                response.text, response.tool_calls, response.stop_reason, response.usage, notes
-            )
+            return dataclasses.replace(response, notes=(*notes, *response.notes))
         return response
 
     async def _whole(self, body: dict[str, Any]) -> ModelResponse:
@@ -166,7 +165,14 @@ class OpenAIModel:
         finally:
             with anyio.CancelScope(shield=True):
                 await stream.close()
-        return assembler.response()
+        response = assembler.response()
+        if not assembler.has_usage:
+            note = (
+                f"{self.name} reported no usage for a streamed reply; set stream = false on "
+                "its model entry to have its tokens counted"
+            )
+            return dataclasses.replace(response, notes=(*response.notes, note))
+        return response
 
     def _classify(self, exc: Exception) -> Failure | None:
         sdk = self._sdk

@@ -76,6 +76,12 @@ class OpenAIStream:
     def finished(self) -> bool:
         return self._finish is not None
 
+    @property
+    def has_usage(self) -> bool:
+        """Whether the server reported usage (some OpenAI-compatible servers never do when
+        streaming)."""
+        return self._usage is not None
+
     def body(self) -> dict[str, Any]:
         """The non-streamed body this stream adds up to."""
         if self._finish is None:

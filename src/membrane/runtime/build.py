@@ -17,7 +17,14 @@ from pathlib import Path
 from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.builtin_tools.skill import bind_skill_tool
 from membrane.config.values import Settings
-from membrane.errors import InvalidRequest, MembraneError, SetupFailed
+from membrane.errors import (
+    ExtraNotInstalled,
+    InvalidRequest,
+    MembraneError,
+    ModelAuthFailed,
+    SetupFailed,
+    UnknownModel,
+)
 from membrane.loop.calls import Emit
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
@@ -185,8 +192,8 @@ class ChildBuilder:
         provider = self._provider
         try:
             return await provider.create(spec, install)  # type: ignore[arg-type]
-        except SetupFailed:
-            raise
+        except (SetupFailed, UnknownModel, ModelAuthFailed, ExtraNotInstalled):
+            raise  # the model the child names cannot be had: say so as it is
         except (MembraneError, Exception) as exc:
             detail = (
                 exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"

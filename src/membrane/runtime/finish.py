@@ -32,6 +32,7 @@ from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.sweeper import Leases
 from membrane.durable.transcripts import save_transcript
 from membrane.errors import MembraneError, RunError, StoreError
+from membrane.models.base import Usage
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ChildOutcome
 from membrane.runtime.runs import RunRecord, event_kind
@@ -97,7 +98,12 @@ class Finisher:
                 partial(self._worktrees.finish, record.worktree, success=ok)
             )
             worktree = dict(finished.to_dict())
-        result = record.result_of(outcome, worktree=worktree)
+        descendants = Usage()
+        for child_id in record.children:
+            child = self._live(child_id)
+            if child is not None and child.result is not None:
+                descendants = descendants + child.result.subtree_usage
+        result = record.result_of(outcome, worktree=worktree, descendants=descendants)
         record.status = result.status
         record.result = result
         kind = event_kind(result.status)

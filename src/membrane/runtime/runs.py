@@ -18,6 +18,7 @@ import anyio
 
 from membrane.durable.runs import RunInfo, RunResult
 from membrane.loop.outcome import ChildOutcome
+from membrane.models.base import Usage
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ProviderChild
 from membrane.runtime.worktree import Worktree
@@ -85,8 +86,22 @@ class RunRecord:
             result=self.result,
         )
 
-    def result_of(self, outcome: ChildOutcome, *, worktree: Mapping[str, Any] | None) -> RunResult:
-        return RunResult(run_id=self.run_id, agent=self.agent, outcome=outcome, worktree=worktree)
+    def result_of(
+        self,
+        outcome: ChildOutcome,
+        *,
+        worktree: Mapping[str, Any] | None,
+        descendants: Usage | None = None,
+    ) -> RunResult:
+        """The result of this run; ``usage_total`` adds ``descendants`` to its own usage."""
+        total = outcome.usage + (descendants or Usage())
+        return RunResult(
+            run_id=self.run_id,
+            agent=self.agent,
+            outcome=outcome,
+            worktree=worktree,
+            usage_total=total,
+        )
 
 
 class LiveRuns:

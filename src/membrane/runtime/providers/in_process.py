@@ -79,13 +79,17 @@ class InProcessProvider:
         self.name = name or f"in-process:{mode}"
 
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _InProcessChild:
+        # A router (``membrane.models.specs.ModelRouter``) builds the model the child's spec
+        # names now, so an unknown name or a missing key fails the start, before any run.
+        bind = getattr(self.model, "bind", None)
+        model: Model = bind(request.model) if callable(bind) else self.model
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         composition = setup(scope)
         # A resumed child continues its own stored conversation, whatever the mode.
         forks = self.mode == "fork" or request.resumed
         history = fork_transcript(request.transcript) if forks else ()
         loop = AgentLoop(
-            model=self.model,
+            model=model,
             scope=scope,
             agent=request.agent,
             run_id=request.run_id,

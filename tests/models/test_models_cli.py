@@ -1,0 +1,134 @@
+"""Model specs through the CLI: ``--model``, ``default_model``, a definition's ``model:`` through
+the aliases, explain's provider and source, and refusals before any request or run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from replay import ReplayServer, load
+
+from membrane.cli.app import main
+
+LEAD = (
+    "---\nname: lead\ndescription: Leads.\ntools: Read\nallowed_subagents: [helper]\n---\nLead.\n"
+)
+HELPER = "---\nname: helper\ndescription: Helps.\ntools: Read\nmodel: {model}\n---\nHelp.\n"
+SCRIPT = """\
+agents:
+  lead:
+    - tool_calls: [{name: Task, arguments: {agent: helper, task: say done}}]
+    - text: lead is done
+"""
+
+
+def make_project(tmp_path: Path, config: str, helper_model: str = "fast") -> Path:
+    project = tmp_path / "project"
+    agents = project / ".membrane" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "lead.md").write_text(LEAD)
+    (agents / "helper.md").write_text(HELPER.format(model=helper_model))
+    (project / ".membrane" / "config.toml").write_text(config)
+    (tmp_path / "script.yaml").write_text(SCRIPT)
+    return project
+
+
+def entry(url: str) -> str:
+    return (
+        f'[models.local]\nprovider = "openai"\nbase_url = "{url}/v1"\nmodel = "smollm2"\n'
+        'api_key_env = "LOCAL_KEY"\n\n[model_aliases]\nfast = "local"\n'
+    )
+
+
+def json_lines(text: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_run_on_a_models_entry_and_default_model(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ReplayServer(load("openai", "text_stream")) as server:
+        config = 'default_model = "local"\n' + entry(server.url)
+        project = make_project(tmp_path, config)
+        assert main(["run", "helper", "go", "--project", str(project), "--json"]) == 0
+    lines = json_lines(capsys.readouterr().out)
+    result = lines[-1]
+    assert (result["kind"], result["status"], result["text"]) == (
+        "result",
+        "completed",
+        "All done.",
+    )
+    usage = [line["data"] for line in lines if line["kind"] == "usage"]
+    assert usage[0]["input_tokens"] == 42 and usage[0]["output_tokens"] == 3
+    assert server.requests[0]["body"]["model"] == "smollm2"
+    assert "authorization" in server.requests[0]["headers"]  # a placeholder: no key was set
+
+
+def test_a_definitions_model_alias_answers_the_child(
+    tmp_path: Path,
+    isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("LOCAL_KEY", "sk-local-1234567")
+    with ReplayServer(load("openai", "text_stream")) as server:
+        project = make_project(tmp_path, entry(server.url))
+        args = ["run", "lead", "go", "--project", str(project), "--json"]
+        assert main([*args, "--model", f"scripted:{tmp_path / 'script.yaml'}"]) == 0
+    lines = json_lines(capsys.readouterr().out)
+    texts = {
+        line["agent"]: line["data"].get("text") for line in lines if line["kind"] == "completed"
+    }
+    assert texts == {"lead": "lead is done", "helper": "All done."}
+    assert len(server.requests) == 1  # only the helper asked the server
+    assert server.requests[0]["headers"]["authorization"] == "Bearer sk-local-1234567"
+    out = capsys.readouterr()
+    assert "sk-local-1234567" not in out.out + out.err
+
+
+def test_a_missing_key_fails_before_any_request_and_any_run(
+    tmp_path: Path,
+    isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    project = make_project(tmp_path, "")
+    code = main(["run", "helper", "go", "--project", str(project), "--model", "openai:gpt-4o"])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert err.startswith("model-auth-failed:") and "OPENAI_API_KEY" in err
+    assert main(["runs", "--project", str(project), "--json"]) == 0
+    assert capsys.readouterr().out.strip() == ""  # no run was stored
+
+
+def test_an_unknown_alias_in_a_definition_refuses_the_start(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path, "", helper_model="sonnet")
+    script = f"scripted:{tmp_path / 'script.yaml'}"
+    assert main(["run", "lead", "go", "--project", str(project), "--json", "--model", script]) == 0
+    lines = json_lines(capsys.readouterr().out)
+    results = [line["data"] for line in lines if line["kind"] == "tool_result"]
+    assert results[0]["is_error"] and results[0]["code"] == "unknown-model"
+    assert not [line for line in lines if line["kind"] == "published" and line["agent"] == "helper"]
+
+
+def test_explain_shows_provider_model_and_source(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path, entry("http://127.0.0.1:9"))
+    assert main(["explain", "helper", "--project", str(project), "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert model == {
+        "spec": "fast",
+        "provider": "openai",
+        "model": "smollm2",
+        "via": "alias:fast",
+        "base_url": "http://127.0.0.1:9/v1",
+        "source": "frontmatter",
+    }
+    assert main(["explain", "helper", "--project", str(project)]) == 0
+    assert "openai smollm2" in capsys.readouterr().out
