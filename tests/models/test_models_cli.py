@@ -122,11 +122,12 @@ def test_explain_shows_provider_model_and_source(
     project = make_project(tmp_path, entry("http://127.0.0.1:9"))
     assert main(["explain", "helper", "--project", str(project), "--json"]) == 0
     model = json.loads(capsys.readouterr().out)["model"]
+    # The catalog reads `model: fast` through [model_aliases] as it loads the definition.
     assert model == {
-        "spec": "fast",
+        "spec": "local",
         "provider": "openai",
         "model": "smollm2",
-        "via": "alias:fast",
+        "via": "entry:local",
         "base_url": "http://127.0.0.1:9/v1",
         "source": "frontmatter",
     }
