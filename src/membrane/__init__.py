@@ -63,7 +63,6 @@ __all__ = [
     "MembraneError",
     "Message",
     "Model",
-    "ModelEntry",
     "ModelRequest",
     "ModelResponse",
     "ParentContext",

@@ -15,7 +15,7 @@ from membrane.agents.definition import DefinitionWarning, Unset
 from membrane.agents.skills import Skill, SkillCatalog
 from membrane.agents.translation import Dialect
 from membrane.builtin_tools import ToolSink
-from membrane.config import McpServerSpec, RateLimit, RoleSpec, membrane_home
+from membrane.config import McpServerSpec, ModelEntry, RateLimit, RoleSpec, membrane_home
 from membrane.durable.messages import Delivery
 from membrane.json_types import JSONDict
 from membrane.loop.outcome import ChildOutcome
@@ -72,6 +72,7 @@ __all__ = [
     "LineageEdge",
     "McpServerSpec",
     "Migration",
+    "ModelEntry",
     "OutboxItem",
     "PromptSection",
     "Provider",
