@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from membrane import function_tool, parse_definition
+from membrane import parse_definition
+from membrane.extensions import function_tool
 from membrane.resolve import CallParams, Deployment, ParentContext, resolve
 from membrane.tools.spec import ToolContext
 from membrane.tools.view import ToolView
