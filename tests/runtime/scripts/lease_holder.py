@@ -19,7 +19,7 @@ from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
 from membrane.errors import RunLeased
 from membrane.models.base import ModelRequest, ModelResponse
-from membrane.runtime import InProcessProvider, SubagentRuntime
+from membrane.runtime import InProcessProvider, RuntimeOptions, SubagentRuntime
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -38,8 +38,7 @@ async def main(db: str, project: str, home: str, run_id: str) -> None:
         registry=ToolRegistry(),
         provider=InProcessProvider(FunctionModel(block)),
         store=SQLiteStore(db),
-        settings=settings,
-        project=root,
+        options=RuntimeOptions(settings=settings, project=root),
     )
     async with runtime:
         try:
