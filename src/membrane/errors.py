@@ -30,6 +30,7 @@ Two families, as a user meets them:
     │   ├── InvalidSchedule ............ invalid-schedule
     │   ├── UnknownSchedule ............ unknown-schedule
     │   ├── ExtraNotInstalled .......... extra-not-installed
+    │   ├── UnknownModel ............... unknown-model
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolNotVisible ............. tool-not-visible
@@ -44,6 +45,11 @@ Two families, as a user meets them:
         ├── WorktreeUnavailable ........ worktree-unavailable
         ├── SandboxUnavailable ......... sandbox-unavailable
         ├── ModelError ................. model-error
+        │   ├── ModelAuthFailed ........ model-auth-failed
+        │   ├── ModelRateLimited ....... model-rate-limited
+        │   ├── ModelContextExceeded ... model-context-exceeded
+        │   ├── ModelUnavailable ....... model-unavailable
+        │   └── ModelTimeout ........... model-timeout
         ├── StructuredOutputInvalid .... structured-output-invalid
         ├── ExtensionHookFailed ........ extension-hook-failed
         ├── UnknownRun ................. unknown-run
