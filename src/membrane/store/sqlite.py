@@ -42,7 +42,7 @@ from membrane.store.base import (
     missing,
 )
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
-from membrane.store.sqlite_durable import SQLiteDurable
+from membrane.store.sqlite_durable import SQLiteDurable, edge_row
 from membrane.store.sqlite_schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
@@ -577,14 +577,14 @@ class SQLiteStore(SQLiteSchedules, SQLiteDurable, Store):
             query, params = query + " WHERE parent_id = ?", (parent_id,)
         with self._guard("edges") as conn:
             rows = conn.execute(query + " ORDER BY created_at, rowid", params).fetchall()
-        return loadable_edges(rows, _edge_row)
+        return loadable_edges(rows, edge_row)
 
     @staticmethod
     def _edge(conn: sqlite3.Connection, child_id: str) -> LineageEdge | None:
         row = conn.execute(
             f"SELECT {_EDGE_COLUMNS} FROM lineage_edges WHERE child_id = ?", (child_id,)
         ).fetchone()
-        return None if row is None else _edge_row(row)
+        return None if row is None else edge_row(row)
 
 
 def _header(row: tuple[Any, ...]) -> SessionHeader:
@@ -615,19 +615,4 @@ def _outbox(row: tuple[Any, ...]) -> OutboxItem:
         next_attempt_at=next_at,
         created_at=created_at,
         delivered_at=delivered_at,
-    )
-
-
-def _edge_row(row: tuple[Any, ...]) -> LineageEdge:
-    parent_id, child_id, role, digest, fingerprint, status, created_at, summary, completed_at = row
-    return LineageEdge(
-        parent_id=parent_id,
-        child_id=child_id,
-        child_role=role,
-        brief_digest=digest,
-        spawn_fingerprint=load_json(fingerprint, what=f"lineage edge of {child_id!r}"),
-        status=status,
-        created_at=created_at,
-        result_summary=summary,
-        completed_at=completed_at,
     )

@@ -28,7 +28,7 @@ from membrane.store.base import (
     missing,
 )
 
-__all__ = ["SQLiteDurable"]
+__all__ = ["SQLiteDurable", "edge_row"]
 
 _DEAD_COLUMNS = "id, recipient, payload, attempts, created_at, last_error, dead_at"
 _LEASE_COLUMNS = "run_id, owner, expires_at, acquired_at"
@@ -251,17 +251,7 @@ class SQLiteDurable:
                 "WHERE child_id = ?",
                 (child_id,),
             ).fetchone()
-        return LineageEdge(
-            parent_id=row[0],
-            child_id=row[1],
-            child_role=row[2],
-            brief_digest=row[3],
-            spawn_fingerprint=load_json(row[4], what=f"lineage edge of {child_id!r}"),
-            status=row[5],
-            created_at=row[6],
-            result_summary=row[7],
-            completed_at=row[8],
-        )
+        return edge_row(row)
 
 
 def _dead(row: tuple[Any, ...]) -> DeadLetter:
@@ -285,4 +275,20 @@ def _workflow(row: tuple[Any, ...]) -> WorkflowRecord:
         load_json(state, what=f"workflow state of {run_id!r}"),
         version,
         updated_at,
+    )
+
+
+def edge_row(row: tuple[Any, ...]) -> LineageEdge:
+    """A ``lineage_edges`` row (in the column order the stores select) as a ``LineageEdge``."""
+    parent_id, child_id, role, digest, fingerprint, status, created_at, summary, completed_at = row
+    return LineageEdge(
+        parent_id=parent_id,
+        child_id=child_id,
+        child_role=role,
+        brief_digest=digest,
+        spawn_fingerprint=load_json(fingerprint, what=f"lineage edge of {child_id!r}"),
+        status=status,
+        created_at=created_at,
+        result_summary=summary,
+        completed_at=completed_at,
     )
