@@ -3,6 +3,7 @@ effort (a store that refuses the edge never fails a spawn), shown by ``membrane 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,7 @@ async def test_edges_record_who_spawned_whom_and_how_each_ended(
     assert edge["brief_digest"] == brief_digest("survey the api")
     assert edge["summary"] == "found it for survey the api"
     assert {"provider", "model", "thinking"} <= set(edge["spawn_fingerprint"])
+    assert edge["spawn_fingerprint"]["routing_key"] == "default"  # the host's own model
     assert bad["edge"]["status"] == "failed" and bad["edge"]["summary"]
 
     assert main(["lineage", good["run_id"], "--json", "--state", str(db)]) == 0
@@ -104,4 +106,34 @@ async def test_a_store_that_refuses_the_edge_never_fails_the_spawn(
     assert [h.agent for h in store.list_sessions()] == ["lead", "worker"]
     assert all(h.status == "completed" for h in store.list_sessions())
     assert store.edges() == []
+    store.close()
+
+
+async def test_the_spawn_fingerprint_carries_the_routing_key_of_the_model_spec(
+    project: Project, tmp_path: Path
+) -> None:
+    project.settings = dataclasses.replace(
+        project.settings, model_aliases={"fast": "openai:gpt-4o-mini"}
+    )
+    project.agent("lead", allowed_subagents="[worker, pinned]")
+    project.agent("worker", model="fast")
+    project.agent("pinned", model="anthropic:claude-haiku-4-5")
+    store = SQLiteStore(tmp_path / "state.db")
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if request.agent != "lead":
+            return ModelResponse(text="done")
+        n = sum(1 for m in request.messages if m.role == "assistant")
+        if n < 2:
+            call = ToolCall(f"t{n}", "Task", {"agent": ("worker", "pinned")[n], "task": "go"})
+            return ModelResponse(tool_calls=(call,), stop_reason="tool_calls")
+        return ModelResponse(text="lead done")
+
+    async with project.runtime(InProcessProvider(FunctionModel(answer)), store=store) as rt:
+        with anyio.fail_after(20):
+            await rt.run(SubagentStartRequest("lead", "lead"))
+    keys = {e.child_role: e.spawn_fingerprint for e in store.edges()}
+    assert keys["worker"]["model"] == "openai:gpt-4o-mini"  # the alias, read
+    assert keys["worker"]["routing_key"] == "alias:fast -> openai:gpt-4o-mini"
+    assert keys["pinned"]["routing_key"] == "spec -> anthropic:claude-haiku-4-5"
     store.close()

@@ -25,7 +25,8 @@ from typing import Any, Final
 from membrane.config.values import Settings
 from membrane.durable.lineage import record_edge, reopen_interrupted_edge
 from membrane.durable.sweeper import Leases
-from membrane.errors import InvalidRequest
+from membrane.errors import InvalidRequest, UnknownModel
+from membrane.models.specs import resolve_spec
 from membrane.resolve.authority import EffectiveAuthority
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
@@ -35,7 +36,14 @@ from membrane.store.base import SessionHeader, Store
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
 
-__all__ = ["CONTROLS_KEY", "TASK_KEY", "Publisher", "start_controls", "start_meta"]
+__all__ = [
+    "CONTROLS_KEY",
+    "TASK_KEY",
+    "Publisher",
+    "routing_key",
+    "start_controls",
+    "start_meta",
+]
 
 #: The header ``meta`` key holding the start controls a resume installs again.
 CONTROLS_KEY: Final = "controls"
@@ -126,6 +134,9 @@ class Publisher:
             "provider": record.provider,
             "model": record.model,
             "thinking": authority.invocation["thinking"].value,
+            "routing_key": routing_key(
+                _written_model(authority, request) or record.model, self._settings
+            ),
         }
 
         def write() -> int:
@@ -180,6 +191,29 @@ class Publisher:
             return store.append_event(record.run_id, "published", data)
 
         self._runs.register(record, seq=self._hub.commit(write), data=data)
+
+
+def routing_key(spec: str | None, settings: Settings) -> str:
+    """How a child's model spec was routed, for its spawn fingerprint: ``default`` (the host's
+    model), else ``VIA -> PROVIDER:MODEL`` where VIA is ``spec``, ``entry:NAME`` or
+    ``alias:NAME`` (``unrouted`` for a spec the settings do not resolve, e.g. one a custom
+    provider reads itself)."""
+    if spec is None:
+        return "default"
+    try:
+        choice = resolve_spec(spec, models=settings.models, aliases=settings.model_aliases)
+    except UnknownModel:
+        return "unrouted"
+    return f"{choice.via} -> {choice.provider}:{choice.model}"
+
+
+def _written_model(authority: EffectiveAuthority, request: SubagentStartRequest) -> str | None:
+    """The model spec as the definition or the call wrote it, before any alias was read."""
+    source = authority.invocation["model"].source
+    written = request.call.model if source == "call" else authority.definition.model
+    if source in ("default", "parent") or not isinstance(written, str):
+        return None
+    return written
 
 
 def start_meta(record: RunRecord, request: SubagentStartRequest, *, task: str) -> dict[str, Any]:
