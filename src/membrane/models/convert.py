@@ -8,16 +8,28 @@ what a real adapter sends and reads: no network and no SDK import here.
   ``tools``, ...).
 * ``from_openai_response`` / ``from_anthropic_response``: a response body back to
   ``ModelResponse``. An unparseable body is a ``ModelError``.
+
+A tool result's attachments take each provider's own form (``membrane.models.attachments``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from membrane.errors import ModelError
+from membrane.models.attachments import (
+    anthropic_result_content,
+    attachments_from_anthropic,
+    attachments_from_openai,
+    is_openai_attachments,
+    openai_attachment_message,
+    tool_runs,
+)
 from membrane.models.base import Message, ModelRequest, ModelResponse, StopReason, ToolCall, Usage
+from membrane.tools.spec import Attachment
 
 __all__ = [
     "from_anthropic_messages",
@@ -53,8 +65,17 @@ def to_openai_messages(request: ModelRequest) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    for message in request.messages:
+    results: list[Message] = []
+    for message, ends_results in tool_runs(request.messages):
         messages.append(_openai_message(message))
+        if message.role == "tool":
+            results.append(message)
+        if ends_results:
+            # A tool message holds text only: the run's attachments follow it as user parts.
+            attached = openai_attachment_message(results)
+            if attached is not None:
+                messages.append(attached)
+            results = []
     body: dict[str, Any] = {"messages": messages}
     if request.model is not None:
         body["model"] = request.model
@@ -140,7 +161,7 @@ def _anthropic_blocks(message: Message) -> list[dict[str, Any]]:
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": message.tool_call_id,
-            "content": message.content,
+            "content": anthropic_result_content(message),
         }
         if message.is_error:
             block["is_error"] = True
@@ -173,6 +194,9 @@ def from_openai_messages(body: Mapping[str, Any]) -> tuple[str, tuple[Message, .
                 messages.append(
                     Message("tool", content, tool_call_id=call_id, name=names.get(call_id))
                 )
+            elif is_openai_attachments(item):
+                for call_id, attachments in attachments_from_openai(item).items():
+                    _attach(messages, call_id, attachments)
             elif role in ("user", "assistant"):
                 calls = tuple(
                     ToolCall(
@@ -213,13 +237,15 @@ def from_anthropic_messages(body: Mapping[str, Any]) -> tuple[str, tuple[Message
             for block in turn["content"]:
                 if block["type"] == "tool_result":
                     call_id = block["tool_use_id"]
+                    text, attachments = attachments_from_anthropic(block.get("content"))
                     messages.append(
                         Message(
                             "tool",
-                            _text(block.get("content")),
+                            text,
                             tool_call_id=call_id,
                             name=names.get(call_id),
                             is_error=block.get("is_error") is True,
+                            attachments=attachments,
                         )
                     )
                 else:
@@ -278,6 +304,16 @@ def from_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
         raise ModelError(
             f"unexpected Anthropic response shape: {exc!r}", provider="anthropic"
         ) from exc
+
+
+def _attach(messages: list[Message], call_id: str, attachments: tuple[Attachment, ...]) -> None:
+    """Put ``attachments`` back on the tool message that answered ``call_id``."""
+    for index in range(len(messages) - 1, -1, -1):
+        found = messages[index]
+        if found.role == "tool" and found.tool_call_id == call_id:
+            messages[index] = replace(found, attachments=found.attachments + attachments)
+            return
+    raise ValueError(f"attachments for {call_id!r}, which no tool message answers")
 
 
 def _arguments(text: str) -> dict[str, Any]:
