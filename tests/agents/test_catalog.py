@@ -216,3 +216,31 @@ def test_anything_parsing_raises_becomes_an_error_for_that_file_only(
     write_agent(project_agents, "other.md", "name: other")
     assert catalog.reload() is True
     assert catalog.get("other") is not None
+
+
+def test_a_symlink_loop_is_reported_and_hides_no_other_definition(
+    project: Path, project_agents: Path
+) -> None:
+    write_agent(project_agents, "good.md", "name: good")
+    write_agent(project_agents, "deep/other.md", "name: other")
+    loop = project_agents / "loop.md"
+    loop.symlink_to(loop)
+    (project_agents / "deep" / "ring.md").symlink_to(project_agents / "deep" / "ring.md")
+    catalog = Catalog(project=project)
+    assert catalog.get("good") is not None and catalog.get("other") is not None
+    paths = sorted(str(error.data["path"]) for error in catalog.errors)
+    assert paths == sorted([str(loop), str(project_agents / "deep" / "ring.md")])
+    assert all("symbolic link" in error.message for error in catalog.errors)
+
+
+def test_a_symlink_loop_made_later_is_reported_on_reload(
+    project: Path, project_agents: Path
+) -> None:
+    write_agent(project_agents, "good.md", "name: good")
+    catalog = Catalog(project=project)
+    loop = project_agents / "later.md"
+    loop.symlink_to(loop)
+    catalog.reload()
+    assert catalog.get("good") is not None
+    [error] = catalog.errors
+    assert error.data["path"] == str(loop)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,3 +187,30 @@ def test_a_hint_already_in_the_message_is_not_repeated() -> None:
 
     error = DefinitionError("bad", path="a.md", line=2, hint="fix [it]")
     assert error_text(error).plain == "definition-invalid: a.md:2: bad (fix [it])"
+
+
+def test_validate_of_a_fifo_or_a_symlink_loop_reports_it_and_never_hangs(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = project / "odd"
+    odd.mkdir()
+    fifo = odd / "pipe.md"
+    os.mkfifo(fifo)
+    loop = odd / "loop.md"
+    loop.symlink_to(loop)
+    (odd / "good.md").write_text("---\nname: good\n---\nx\n")
+    for target in (fifo, loop):
+        # A separate process, so that a reader blocked on the FIFO fails the test, not hangs it.
+        done = subprocess.run(
+            [sys.executable, "-m", "membrane", "agents", "validate", str(target)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 1, done.stderr
+        assert done.stdout.startswith(f"{target}: definition-invalid: cannot read the file: ")
+    code, out, err = run(capsys, "agents", "validate", str(odd))
+    assert code == 1
+    assert "not a regular file" in out and "symbolic links" in out
+    assert "3 file(s): 1 usable, 2 unusable" in err

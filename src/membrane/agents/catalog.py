@@ -36,7 +36,7 @@ from typing import Literal
 
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
-from membrane.agents.frontmatter import MAX_BYTES, decode_definition, parse_definition
+from membrane.agents.frontmatter import decode_definition, parse_definition, read_file_bytes
 from membrane.agents.opencode_config import OPENCODE_CONFIG_NAMES, read_opencode_config
 from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.agents.values import REPAIRED_NAME
@@ -179,9 +179,9 @@ class _RootScan:
                 if path in self.racy and _listing(path) != names:
                     return False
             for path, entry in self.files.items():
-                if _signature(os.stat(path)) != entry.signature:
+                if _file_signature(path) != entry.signature:
                     return False
-                if path in self.racy and _digest(_read(path)) != entry.digest:
+                if path in self.racy and _digest(read_file_bytes(path)) != entry.digest:
                     return False
         except OSError:
             return False
@@ -239,7 +239,7 @@ class _RootScan:
                 continue
             if not name.endswith(".md"):
                 continue
-            entry = self._entry(path) if os.path.isfile(path) else None
+            entry = None if os.path.isdir(path) else self._entry(path)
             old = self.files.get(path)
             if entry is None:
                 if old is not None:
@@ -286,9 +286,9 @@ class _RootScan:
             old = self.files.get(path)
             if old is not None and old.signature == signature and path not in self.racy:
                 return old
-            data = _read(path)
-        except OSError:
-            return None  # gone between the listing and the read; the next reload settles it
+            data = read_file_bytes(path)
+        except OSError as exc:
+            return _unreadable(path, exc)
         digest = _digest(data)
         if old is not None and old.digest == digest:
             return _Entry(signature, digest, old.result)
@@ -339,7 +339,7 @@ class _ConfigScan:
             return False
         if self._racy and signature is not None:
             try:
-                if _digest(_read(path)) != self._digest:
+                if _digest(read_file_bytes(path)) != self._digest:
                     return False
             except OSError:
                 return False
@@ -351,7 +351,7 @@ class _ConfigScan:
         old = self.files
         try:
             signature = _signature(os.stat(path))
-            data = _read(path)
+            data = read_file_bytes(path)
         except OSError:
             self._signature, self._digest, self.files = None, None, {}
             return set(old)
@@ -415,19 +415,47 @@ def _path_order(path: str) -> tuple[str, ...]:
 
 
 def _relevant(item: os.DirEntry[str]) -> bool:
-    """``*.md`` files and the directories below (hidden ones, such as ``.git``, are skipped)."""
+    """``*.md`` entries that are not directories and the directories below (hidden ones, such
+    as ``.git``, are skipped). A ``*.md`` symlink loop, dangling link or FIFO is relevant: it is
+    reported as an unusable file, and never hides its neighbours."""
     if item.is_dir(follow_symlinks=False):
         return not item.name.startswith(".")
-    return item.name.endswith(".md") and item.is_file()
+    if not item.name.endswith(".md"):
+        return False
+    try:
+        return not item.is_dir()
+    except OSError:
+        return True
+
+
+def _file_signature(path: str) -> Signature:
+    """The signature of what ``path`` names, or of the link itself when it leads nowhere."""
+    try:
+        return _signature(os.stat(path))
+    except OSError:
+        return _signature(os.lstat(path))
+
+
+def _unreadable(path: str, exc: OSError) -> _Entry | None:
+    """The entry of a ``*.md`` that cannot be read: ``None`` when nothing is there any more
+    (gone between the listing and the read; the next reload settles it), else an error that
+    names why (a symlink loop, a dangling link, a FIFO, no permission)."""
+    try:
+        signature = _signature(os.lstat(path))
+    except OSError:
+        return None
+    error = DefinitionError(
+        f"cannot be read: {exc.strerror or exc}",
+        path=path,
+        line=1,
+        hint="make it a readable regular file (or a link to one), or remove it; "
+        "the other definitions are unaffected",
+    )
+    return _Entry(signature, b"", error)
 
 
 def _listing(path: str) -> frozenset[str]:
     return frozenset(item.name for item in os.scandir(path) if _relevant(item))
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(MAX_BYTES + 1)
 
 
 def _digest(data: bytes) -> bytes:

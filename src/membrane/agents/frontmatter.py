@@ -7,6 +7,8 @@ error is reported as a ``DefinitionError`` with the file line, the field and a h
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ __all__ = [
     "load_yaml",
     "parse_definition",
     "read_definition",
+    "read_file_bytes",
     "split_frontmatter",
 ]
 
@@ -186,8 +189,7 @@ def read_definition(file: Path, *, root: str, dialect: Dialect = MEMBRANE) -> Ag
     """Read, decode and parse one file. Every failure is a ``DefinitionError`` naming the file."""
     path = str(file)
     try:
-        with open(file, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = read_file_bytes(path)
     except OSError as exc:
         raise DefinitionError(
             f"cannot read the file: {exc.strerror or exc}",
@@ -195,6 +197,23 @@ def read_definition(file: Path, *, root: str, dialect: Dialect = MEMBRANE) -> Ag
             hint="check that the file exists and is readable",
         ) from exc
     return decode_definition(data, path=path, root=root, dialect=dialect)
+
+
+def read_file_bytes(path: str) -> bytes:
+    """At most ``MAX_BYTES + 1`` bytes of the regular file ``path``, without ever blocking.
+
+    The file is opened non-blocking, so a FIFO or a device named ``*.md`` cannot hang the
+    reader, and anything but a regular file (a FIFO, a socket, a device) is refused with an
+    ``OSError`` that says so; a symlink loop is the kernel's ``ELOOP`` error.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file (a FIFO, socket or device is never read)", path)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def decode_definition(

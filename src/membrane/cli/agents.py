@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from itertools import chain
 from pathlib import Path
@@ -178,10 +179,11 @@ def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition
 def dialect_of(file: Path, settings: Settings) -> Dialect:
     """The dialect of the root a file lies in (``.claude/agents``, ``.opencode/agent(s)``,
     ``.pi/agents``), with the deployment's options; Membrane's own elsewhere."""
-    for folder in file.resolve().parents:
+    where = Path(os.path.realpath(file))  # never raises, not even on a symlink loop
+    for folder in where.parents:
         for root in dialect_roots(settings, project=folder, claude_home=folder / ".claude"):
             if root.kind == "dir" and (
-                root.directory == file.parent or root.directory in file.resolve().parents
+                root.directory == file.parent or root.directory in where.parents
             ):
                 return root.dialect
     return MEMBRANE
@@ -211,7 +213,8 @@ def _files(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*.md") if p.is_file()))
+            # Every *.md that is not a folder: a FIFO, a dangling link or a loop is reported.
+            found.extend(sorted(p for p in path.rglob("*.md") if not p.is_dir()))
         else:
             found.append(path)
     return found
