@@ -267,3 +267,20 @@ def test_extension_cannot_remove_a_tool_it_does_not_own(make_tool: Callable[...,
     with pytest.raises(ToolSpecError, match="'Read'"):
         registry.extension("alpha").remove_tool("Read")
     assert "Read" in registry
+
+
+def test_a_prefilled_memo_skips_no_check_at_registration(make_tool: Callable[..., Tool]) -> None:
+    registry = ToolRegistry()
+    good = make_tool("Good")
+    registry.register(good)
+    forged = [
+        make_tool("bad name"),
+        make_tool("Bad", schema={"type": "object", "properties": 3}),
+        make_tool("Ref", schema={"type": "object", "$ref": "#/$defs/none"}),
+    ]
+    for tool in forged:
+        tool.memo.update(good.memo)  # another tool's proof covers nothing here
+        tool.memo["schema"] = {"type": "object"}
+        with pytest.raises(ToolSpecError):
+            registry.register(tool)
+    assert set(registry.tools()) == {"Good"}

@@ -54,34 +54,45 @@ class RegistryChange:
     previous: Tool | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """What ``check_tool`` proved about one tool, kept in its ``memo``. Only ``check_tool``
+    makes one, and it holds the very objects it checked, so a ``memo`` filled by hand (or a
+    field changed afterwards) is never taken for a check: the tool is checked again."""
+
+    fields: tuple[object, ...]
+    schema: dict[str, Any]
+
+    def covers(self, tool: Tool) -> bool:
+        return len(self.fields) == len(_fields(tool)) and all(
+            mine is theirs for mine, theirs in zip(self.fields, _fields(tool), strict=True)
+        )
+
+
+def _fields(tool: Tool) -> tuple[object, ...]:
+    return (tool.name, tool.description, tool.handler, tool.origin, tool.input_schema)
+
+
 def check_tool(tool: object) -> Tool:
     """Return ``tool`` when it is a well-formed ``Tool``; raise ``ToolSpecError`` saying why not.
 
     The input schema is checked against its JSON Schema meta-schema, and every ``$ref`` in it
     is resolved, here (memoised on the tool object, and cached per distinct schema text), so
     that a bad schema fails at registration and never at a model's call. The JSON-shaped copy
-    of the schema made for the check is kept for the wire.
+    of the schema made for the check is kept for the wire. Only a proof this function left in
+    the tool's ``memo`` skips the checks: pre-filling ``memo`` skips nothing.
     """
-    if isinstance(tool, Tool) and "schema" in tool.memo:
-        return tool
+    if isinstance(tool, Tool):
+        mark = tool.memo.get("checked")
+        if type(mark) is _Checked and mark.covers(tool):
+            return tool
     if not isinstance(tool, Tool):
         raise ToolSpecError(
             f"expected a Tool, got {type(tool).__name__}; build one with membrane.Tool(...)",
             name=None,
         )
-    name = tool.name
-    if not isinstance(name, str) or TOOL_NAME.fullmatch(name) is None:
-        raise ToolSpecError(
-            f"tool name {name!r} is invalid: use 1-128 letters, digits, '_', '-' or '.'",
-            name=str(name),
-        )
-    if not isinstance(tool.description, str):
-        raise ToolSpecError(f"tool {name!r}: description must be a string", name=name)
-    if not callable(tool.handler):
-        raise ToolSpecError(f"tool {name!r}: handler must be an async callable", name=name)
-    if not isinstance(tool.origin, str) or not tool.origin:
-        raise ToolSpecError(f"tool {name!r}: origin must be a non-empty string", name=name)
-    schema = tool.input_schema
+    _check_fields(tool)
+    name, schema = tool.name, tool.input_schema
     if not isinstance(schema, Mapping) or schema.get("type") != "object":
         raise ToolSpecError(
             f'tool {name!r}: input_schema must be a JSON Schema object with "type": "object"',
@@ -96,21 +107,40 @@ def check_tool(tool: object) -> Tool:
             name=name,
             path=problem.where,
         )
-    tool.memo["schema"] = plain
+    tool.memo["checked"] = _Checked(_fields(tool), plain)
     return tool
+
+
+def _check_fields(tool: Tool) -> None:
+    name = tool.name
+    if not isinstance(name, str) or TOOL_NAME.fullmatch(name) is None:
+        raise ToolSpecError(
+            f"tool name {name!r} is invalid: use 1-128 letters, digits, '_', '-' or '.'",
+            name=str(name),
+        )
+    if not isinstance(tool.description, str):
+        raise ToolSpecError(f"tool {name!r}: description must be a string", name=name)
+    if not callable(tool.handler):
+        raise ToolSpecError(f"tool {name!r}: handler must be an async callable", name=name)
+    if not isinstance(tool.origin, str) or not tool.origin:
+        raise ToolSpecError(f"tool {name!r}: origin must be a non-empty string", name=name)
 
 
 def retag(tool: Tool, **changes: Any) -> Tool:
     """``dataclasses.replace(tool, **changes)``, keeping the checked schema if it is unchanged."""
-    changed = dataclasses.replace(check_tool(tool), **changes)
+    mark = check_tool(tool).memo["checked"]
+    changed = dataclasses.replace(tool, **changes)
     if changed.input_schema is tool.input_schema:
-        changed.memo["schema"] = tool.memo["schema"]
-    return changed
+        _check_fields(changed)
+        changed.memo["checked"] = _Checked(_fields(changed), mark.schema)
+        return changed
+    return check_tool(changed)
 
 
 def json_schema(tool: Tool) -> dict[str, Any]:
     """The tool's input schema as plain JSON data (checked and memoised on the tool)."""
-    return check_tool(tool).memo["schema"]  # type: ignore[no-any-return]
+    mark: _Checked = check_tool(tool).memo["checked"]
+    return mark.schema
 
 
 def plain_json(value: Any) -> Any:

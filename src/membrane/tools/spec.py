@@ -59,7 +59,8 @@ class Tool:
 
     ``memo`` holds values derived from this exact object (wire schemas, the compiled argument
     validator, the loaded tool). It is not part of equality, and ``dataclasses.replace`` starts
-    a fresh one, so a changed schema never reuses a stale derivation.
+    a fresh one, so a changed schema never reuses a stale derivation. Filling it by hand
+    skips no check: registration trusts only the proof its own check left there.
     """
 
     name: str
