@@ -7,27 +7,15 @@ ended (none left ``running``), and the runtime went on.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
-from membrane.agents.catalog import Catalog
-from membrane.builtin_tools import register_builtin_tools
-from membrane.config.values import Settings
-from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
-from membrane.runtime import (
-    InProcessProvider,
-    RuntimeOptions,
-    SubagentRuntime,
-    SubagentStartRequest,
-)
-from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
+from membrane.models.base import ToolCall
+
+from .support import codes, drive, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -37,86 +25,6 @@ FORGED = [
     "write", "Edit", "Task", "run_code", "mcp__x__Bash", "ext:Bash", "../Bash", "",
     "Bash" * 40,
 ]  # fmt: skip
-
-
-@pytest.fixture
-def outside(outside_home: Path) -> Path:
-    return outside_home
-
-
-@pytest.fixture
-def project(tmp_path: Path, isolated_home: Path) -> Path:
-    root = (tmp_path / "project").resolve()
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    agents = root / ".membrane" / "agents"
-    agents.mkdir(parents=True)
-    (agents / "scout.md").write_text(
-        "---\nname: scout\ndescription: Reads.\ntools: Read, Grep\n---\nx\n"
-    )
-    (agents / "coder.md").write_text(
-        "---\nname: coder\ndescription: Writes.\ntools: Read, Write, Edit, Bash\n---\nx\n"
-    )
-    (agents / "shell.md").write_text(
-        "---\nname: shell\ndescription: Reads, with Bash.\ntools: Read, Bash\n---\nx\n"
-    )
-    (root / "notes.txt").write_text("notes\n")
-    (root / "src").mkdir()
-    return root
-
-
-def snapshot(*folders: Path) -> dict[str, str]:
-    seen: dict[str, str] = {}
-    for folder in folders:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-            else:
-                seen[str(path)] = "other"
-    return seen
-
-
-def hostile(calls: list[Any]) -> tuple[FunctionModel, list[Message]]:
-    """A model that sends ``calls`` in its first reply, then answers; it keeps the results."""
-    results: list[Message] = []
-
-    async def answer(request: ModelRequest) -> ModelResponse:
-        answered = [m for m in request.messages if m.role == "tool"]
-        if not answered:
-            return ModelResponse(tool_calls=tuple(calls), stop_reason="tool_calls")
-        results.extend(answered)
-        return ModelResponse(text="done")
-
-    return FunctionModel(answer), results
-
-
-async def drive(project: Path, agent: str, calls: list[Any]) -> tuple[list[Message], list[str]]:
-    registry = ToolRegistry()
-    register_builtin_tools(registry)
-    settings = Settings()
-    model, results = hostile(calls)
-    runtime = SubagentRuntime(
-        catalog=Catalog(project=project, home=project.parent / "home", settings=settings),
-        registry=registry,
-        provider=InProcessProvider(model),
-        options=RuntimeOptions(settings=settings, project=project),
-    )
-    with anyio.fail_after(60):
-        async with runtime:
-            result = await runtime.run(SubagentStartRequest(agent, "attack"))
-            statuses = [run.status for run in runtime.runs()]
-    assert result.status == "completed", result
-    return results, statuses
-
-
-def codes(results: list[Message]) -> list[str | None]:
-    out: list[str | None] = []
-    for message in results:
-        try:
-            out.append(json.loads(message.content)["error"]["code"] if message.is_error else None)
-        except (ValueError, KeyError, TypeError):
-            out.append(None)
-    return out
 
 
 async def test_forged_names_never_run_a_hidden_tool(project: Path) -> None:

@@ -130,8 +130,11 @@ def bash_tool(
         )
         escape = None
         if sandbox.backend == "guard":
+            # A child without Write/Edit is told its memory is read-only: the guard does not
+            # exempt its memory folders then (the OS backends let it write nothing at all).
+            guarded = None if context.read_only else agent
             escape = await to_thread.run_sync(
-                lambda: find_shell_escape(command, root=root, agent=agent)
+                lambda: find_shell_escape(command, root=root, agent=guarded)
             )
         if escape is not None:
             error = PathProtected if escape.reason == "protected" else PathOutsideCheckout

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from membrane.errors import MembraneError, SetupFailed
+from membrane.errors import MembraneError, SetupFailed, ToolFilterError
 from membrane.resolve.prompt import PromptSection
 from membrane.runtime.persona import PERSONA_SECTION, render_persona
 from membrane.runtime.provider import ChildComposition
@@ -118,6 +118,15 @@ class _Step:
     def _failed(self, exc: Exception) -> SetupFailed:
         code = exc.code if isinstance(exc, MembraneError) else None
         detail = exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, ToolFilterError) and self._name.startswith("restrict:"):
+            # A filter that matched the registry when it was checked no longer does: the
+            # registry changed since. The message reaches models and socket callers, who must
+            # not learn a hidden tool's name from it; the chained cause keeps the detail.
+            detail = (
+                f"the {self._name.removeprefix('restrict:')} filter names a tool that is not "
+                "registered now; this is a deployment configuration problem, not something "
+                "a different call can fix"
+            )
         return SetupFailed(
             f"setting up child {self._setup.run_id!r} failed at step {self._name!r}: {detail}; "
             "nothing was published",
