@@ -1,7 +1,11 @@
-"""The ``membrane`` command. Only this package prints."""
+"""The ``membrane`` command. Only this package prints.
+
+The typer application is ``membrane.cli.app.app``, built on first use, so that
+``membrane --version`` and a command's start import only what they need.
+"""
 
 from __future__ import annotations
 
-from membrane.cli.app import app, main
+from membrane.cli.app import main
 
-__all__ = ["app", "main"]
+__all__ = ["main"]

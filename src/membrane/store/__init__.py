@@ -3,22 +3,27 @@
 
 from __future__ import annotations
 
-from membrane.store.base import (
-    DeadLetter,
-    EdgeStatus,
-    Lease,
-    LineageEdge,
-    OutboxItem,
-    Receipt,
-    ReceiptStatus,
-    SessionHeader,
-    Store,
-    StoredEvent,
-    WorkflowRecord,
-    brief_digest,
-)
-from membrane.store.memory import MemoryStore
-from membrane.store.sqlite import SQLiteStore
+import typing
+
+from membrane._lazy import lazy_exports
+
+if typing.TYPE_CHECKING:
+    from membrane.store.base import (
+        DeadLetter,
+        EdgeStatus,
+        Lease,
+        LineageEdge,
+        OutboxItem,
+        Receipt,
+        ReceiptStatus,
+        SessionHeader,
+        Store,
+        StoredEvent,
+        WorkflowRecord,
+        brief_digest,
+    )
+    from membrane.store.memory import MemoryStore
+    from membrane.store.sqlite import SQLiteStore
 
 __all__ = [
     "DeadLetter",
@@ -36,3 +41,26 @@ __all__ = [
     "WorkflowRecord",
     "brief_digest",
 ]
+
+# Nothing is imported until a name is first used, so importing the package (and the CLI's
+# start) pays only for what is touched.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DeadLetter": "membrane.store.base",
+        "EdgeStatus": "membrane.store.base",
+        "Lease": "membrane.store.base",
+        "LineageEdge": "membrane.store.base",
+        "OutboxItem": "membrane.store.base",
+        "Receipt": "membrane.store.base",
+        "ReceiptStatus": "membrane.store.base",
+        "SessionHeader": "membrane.store.base",
+        "Store": "membrane.store.base",
+        "StoredEvent": "membrane.store.base",
+        "WorkflowRecord": "membrane.store.base",
+        "brief_digest": "membrane.store.base",
+        "MemoryStore": "membrane.store.memory",
+        "SQLiteStore": "membrane.store.sqlite",
+    },
+    globals(),
+)

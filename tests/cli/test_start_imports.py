@@ -1,0 +1,102 @@
+"""What starting the CLI imports, counted in a fresh interpreter: a command pays only for the
+modules it uses (never timed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from membrane.cli.app import main
+
+PROBE = """
+import json, sys
+from membrane.cli.app import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+LIBRARIES = {"typer", "click", "rich", "pydantic", "jsonschema", "ruamel", "anyio", "typing"}
+
+
+def imported(*args: str, cwd: Path | None = None) -> tuple[int, set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["code"], set(report["modules"])
+
+
+def libraries(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules} & LIBRARIES
+
+
+def test_version_imports_no_library_and_almost_nothing_of_membrane() -> None:
+    code, modules = imported("--version")
+    assert code == 0
+    assert libraries(modules) == set()
+    assert {m for m in modules if m.startswith("membrane")} == {
+        "membrane",
+        "membrane._lazy",
+        "membrane._version",
+        "membrane.cli",
+        "membrane.cli.app",
+    }
+
+
+def test_import_membrane_loads_only_the_package() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, membrane, sys; print(json.dumps(list(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    loaded = set(json.loads(done.stdout))
+    assert {m for m in loaded if m.startswith("membrane")} == {
+        "membrane",
+        "membrane._lazy",
+        "membrane._version",
+    }
+    assert libraries(loaded) - {"typing"} == set()
+
+
+def test_agents_list_imports_only_its_own_command(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".membrane" / "agents").mkdir(parents=True)
+    (project / ".membrane" / "agents" / "a.md").write_text(
+        "---\nname: a\ndescription: An agent.\n---\nBody.\n"
+    )
+    code, modules = imported("agents", "list", "--project", str(project))
+    assert code == 0
+    commands = {m for m in modules if m.startswith("membrane.cli.")}
+    assert commands == {"membrane.cli.app", "membrane.cli.commands", "membrane.cli.agents"}
+    assert not any(m.startswith(("membrane.runtime", "membrane.loop")) for m in modules)
+
+
+def test_every_command_word_names_the_module_that_registers_it() -> None:
+    import typer
+    from typer.core import TyperGroup
+
+    from membrane.cli.app import app
+    from membrane.cli.commands import COMMANDS, register
+
+    register(None)
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    assert set(group.commands) == set(COMMANDS)
+
+
+def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for word in ("actions", "agents", "doctor", "explain", "run", "runs", "serve", "skills"):
+        assert word in out
