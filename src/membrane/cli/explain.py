@@ -223,10 +223,11 @@ def build_authority(
 
     warnings.extend(ws.warnings)
     if servers_named(definition):
-        # The servers the definition asks for are started, as a run would, to list their tools.
+        # The servers the definition asks for are started, as a run would, to list their tools,
+        # unless their last listing is cached.
         async def with_servers() -> EffectiveAuthority:
             async with McpServers.of(ws) as servers:
-                wanted = servers.prepare(definition)
+                wanted = [n for n in servers.prepare(definition) if not servers.servers[n].cached]
                 for _name, problem in sorted((await servers.ensure(wanted)).items()):
                     warnings.append(f"{problem}; its tools are not listed")
                 return compute()

@@ -43,7 +43,7 @@ def list_servers(
     """Show the configured MCP servers, their state and their tools.
 
     Each server is started (as a child that needs it would start it) to list its tools, then
-    stopped; --no-start only shows the settings.
+    stopped; --no-start starts none and shows the tools each one listed last time (cached).
     """
     ws = Workspace.open(project)
 
@@ -64,6 +64,8 @@ def list_servers(
     table.title_justify = "left"
     for row in rows:
         state = str(row["state"])
+        if row.get("cached"):
+            state += " (tools cached)"
         if row["reason"]:
             state += f": {row['reason']}"
         tools = row["tools"]

@@ -24,7 +24,6 @@ import contextlib
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -32,8 +31,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from membrane.config.values import McpServerSpec
-from membrane.errors import McpServerUnavailable, McpToolError, ToolSpecError
+from membrane.errors import McpServerUnavailable, McpToolError, ToolNotVisible, ToolSpecError
 from membrane.json_types import JSONObject
+from membrane.mcp.cache import CachedTool, ToolListCache
 from membrane.mcp.results import map_result
 from membrane.mcp.sdk import require
 from membrane.tools.registry import ToolRegistry, check_tool
@@ -54,20 +54,13 @@ def mcp_tool_name(server: str, tool: str) -> str:
     return f"mcp__{server}__{tool}"
 
 
-@dataclass(frozen=True, slots=True)
-class _Listed:
-    """What a tool looked like in the last ``tools/list`` (to skip unchanged re-registration)."""
-
-    description: str
-    schema: Mapping[str, Any]
-    mutating: bool
-
-
 class McpServer:
     """One server of ``[mcp_servers.NAME]``, mounted on ``registry``.
 
     ``group`` owns the supervisor task (the hub's task group); ``backoff`` is the first delay
-    before a restart, in seconds (doubling up to ``max_backoff``).
+    before a restart, in seconds (doubling up to ``max_backoff``). ``cache`` keeps the server's
+    last ``tools/list`` (see ``membrane.mcp.cache``): ``load_cached()`` registers those tools
+    before the server first starts.
     """
 
     def __init__(
@@ -79,6 +72,7 @@ class McpServer:
         log_path: Path | None = None,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        cache: ToolListCache | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
@@ -96,7 +90,10 @@ class McpServer:
         self._changed = anyio.Event()
         self._session: Any = None
         self._connection: anyio.CancelScope | None = None
-        self._listed: dict[str, _Listed] = {}
+        self._cache = cache
+        #: The registered tools come from the cache, not yet from the server's own listing.
+        self.cached = False
+        self._listed: dict[str, CachedTool] = {}
         #: ``tools/list_changed`` notices counted, and the count the registry reflects.
         self._notices = 0
         self._applied = -1
@@ -276,6 +273,18 @@ class McpServer:
 
     # -- tools --------------------------------------------------------------------------------
 
+    def load_cached(self) -> bool:
+        """Register the tools the cache has for this server, before it first starts; whether
+        there were any. The server's own listing at its start replaces them."""
+        if self._cache is None or self.state != "idle" or self.tool_names():
+            return False
+        listed = self._cache.read(self.spec)
+        if not listed:
+            return False
+        self._apply(list(listed), record=False)
+        self.cached = bool(self.tool_names())
+        return self.cached
+
     async def _refresh_quietly(self) -> None:
         with contextlib.suppress(Exception):
             await self._refresh()
@@ -288,14 +297,14 @@ class McpServer:
             if session is None or (not force and self._applied >= self._notices):
                 return
             seen = self._notices
-            listed: list[Any] = []
+            listed: list[CachedTool] = []
             cursor: str | None = None
             while True:
                 params = None
                 if cursor is not None:
                     params = require("mcp.types").PaginatedRequestParams(cursor=cursor)
                 page = await session.list_tools(params=params)
-                listed.extend(page.tools)
+                listed.extend(_entry(tool) for tool in page.tools)
                 cursor = getattr(page, "next_cursor", None)
                 if not cursor:
                     break
@@ -303,17 +312,18 @@ class McpServer:
                 self._apply(listed)
                 self._applied = max(self._applied, seen)
 
-    def _apply(self, listed: list[Any]) -> None:
-        wanted: dict[str, Tool] = {}
+    def _apply(self, listed: list[CachedTool], *, record: bool = True) -> None:
+        """Bring the registry in line with ``listed``; ``record``: it is the server's own
+        listing, which the cache then keeps."""
+        wanted: dict[str, tuple[Tool, CachedTool]] = {}
         for entry in listed:
             tool = self._tool(entry)
             if tool is not None:
-                wanted[tool.name] = tool
+                wanted[tool.name] = (tool, entry)
         for name in sorted(self.tool_names() - wanted.keys()):
             self.registry.remove(name)
             self._listed.pop(name, None)
-        for name, tool in sorted(wanted.items()):
-            shape = _Listed(tool.description, tool.input_schema, tool.mutating)
+        for name, (tool, shape) in sorted(wanted.items()):
             if name in self.tool_names() and self._listed.get(name) == shape:
                 continue
             existing = self.registry.get(name)
@@ -322,26 +332,27 @@ class McpServer:
                 continue
             self.registry.register(tool, replace=existing is not None)
             self._listed[name] = shape
+        if record:
+            self.cached = False
+            if self._cache is not None:
+                self._cache.write(self.spec, [entry for _, entry in wanted.values()])
         for listener in list(self._on_change):
             listener()
 
-    def _tool(self, entry: Any) -> Tool | None:
-        remote = str(entry.name)
+    def _tool(self, entry: CachedTool) -> Tool | None:
+        remote = entry.name
         name = mcp_tool_name(self.name, remote)
-        annotations = getattr(entry, "annotations", None)
-        read_only = getattr(annotations, "read_only_hint", None) is True
-        schema = dict(entry.input_schema or {"type": "object"})
 
         async def handler(arguments: JSONObject, context: ToolContext) -> ToolOutput:
             return await self.call(remote, arguments)
 
         tool = Tool(
             name=name,
-            description=str(entry.description or getattr(entry, "title", None) or ""),
-            input_schema=schema,
+            description=entry.description,
+            input_schema=dict(entry.input_schema),
             handler=handler,
             origin=self.origin,
-            mutating=not read_only,
+            mutating=not entry.read_only,
             deferred=True,
         )
         try:
@@ -351,6 +362,7 @@ class McpServer:
             return None
 
     def _drop_tools(self) -> None:
+        self.cached = False
         names = self.tool_names()
         for name in sorted(names):
             self.registry.remove(name)
@@ -376,6 +388,10 @@ class McpServer:
         session = self._session
         if session is None:
             raise self._unavailable(self.reason or "it is not connected")
+        name = mcp_tool_name(self.name, tool)
+        if name not in self.tool_names():
+            # A cached name the server no longer lists once it started.
+            raise ToolNotVisible(f"no tool named {name!r} is visible to this agent", name=name)
         timeout = self.spec.timeout
         try:
             with anyio.fail_after(timeout + 1 if math.isfinite(timeout) else None):
@@ -425,6 +441,17 @@ class McpServer:
 
     def __repr__(self) -> str:
         return f"McpServer({self.name!r}, state={self.state!r}, tools={len(self.tool_names())})"
+
+
+def _entry(listed: Any) -> CachedTool:
+    """One entry of the SDK's ``tools/list`` answer."""
+    annotations = getattr(listed, "annotations", None)
+    return CachedTool(
+        name=str(listed.name),
+        description=str(listed.description or getattr(listed, "title", None) or ""),
+        input_schema=dict(listed.input_schema or {"type": "object"}),
+        read_only=getattr(annotations, "read_only_hint", None) is True,
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -27,6 +27,7 @@ from membrane.agents.definition import AgentDefinition
 from membrane.config.values import McpServerSpec
 from membrane.errors import InvalidRequest, McpServerUnavailable
 from membrane.extensions.hooks import ExtensionHooks, SessionStart
+from membrane.mcp.cache import ToolListCache
 from membrane.mcp.client import McpServer
 from membrane.resolve.tools import Selector
 from membrane.tools.registry import ToolRegistry
@@ -57,7 +58,9 @@ def servers_named(definition: AgentDefinition) -> frozenset[str]:
 
 
 class McpServers:
-    """The mounted servers, by name. ``log_dir`` receives one ``NAME.log`` (stderr) each."""
+    """The mounted servers, by name. ``log_dir`` receives one ``NAME.log`` (stderr) each;
+    ``cache_dir`` keeps each server's last tool list, registered at mount so that the names
+    are known before a server first starts (``membrane.mcp.cache``)."""
 
     def __init__(
         self,
@@ -66,6 +69,7 @@ class McpServers:
         *,
         log_dir: Path | None = None,
         backoff: float = 0.5,
+        cache_dir: Path | None = None,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise InvalidRequest("registry must be a ToolRegistry", field="registry")
@@ -73,17 +77,19 @@ class McpServers:
         self.log_dir = log_dir
         self._specs = dict(specs)
         self._backoff = backoff
+        self._cache = None if cache_dir is None else ToolListCache(cache_dir)
         self._servers: dict[str, McpServer] = {}
         self._group: TaskGroup | None = None
 
     @classmethod
     def of(cls, workspace: Workspace) -> McpServers:
         """The servers of ``workspace``'s settings on its registry; stderr logs go to
-        ``<home>/logs/mcp/NAME.log``."""
+        ``<home>/logs/mcp/NAME.log``, tool lists to ``<home>/cache/mcp/``."""
         return cls(
             workspace.settings.mcp_servers,
             workspace.registry,
             log_dir=workspace.home / "logs" / "mcp",
+            cache_dir=workspace.home / "cache" / "mcp",
         )
 
     async def __aenter__(self) -> McpServers:
@@ -116,8 +122,11 @@ class McpServers:
     def _mount(self, spec: McpServerSpec) -> McpServer:
         assert self._group is not None
         log = None if self.log_dir is None else self.log_dir / f"{spec.name}.log"
-        server = McpServer(spec, self.registry, self._group, log_path=log, backoff=self._backoff)
+        server = McpServer(
+            spec, self.registry, self._group, log_path=log, backoff=self._backoff, cache=self._cache
+        )
         self._servers[spec.name] = server
+        server.load_cached()
         return server
 
     def add(self, spec: McpServerSpec) -> McpServer:
@@ -207,7 +216,8 @@ class McpServers:
         return start
 
     def describe(self) -> list[dict[str, object]]:
-        """One row per server: name, transport, state, reason, tools (for ``membrane mcp list``)."""
+        """One row per server: name, transport, state, reason, tools, and whether the tools come
+        from the cache (for ``membrane mcp list``)."""
         rows: list[dict[str, object]] = []
         for name in self.names():
             server = self._servers.get(name)
@@ -220,6 +230,7 @@ class McpServers:
                     "state": server.state if server is not None else "idle",
                     "reason": None if server is None else server.reason,
                     "tools": sorted(server.tool_names()) if server is not None else [],
+                    "cached": server is not None and server.cached,
                 }
             )
         return rows
