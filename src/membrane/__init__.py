@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from membrane.agents import Catalog, parse_definition
     from membrane.agents.definition import UNSET, AgentDefinition
     from membrane.builtin_tools import register_builtin_tools
-    from membrane.config import Settings, load_settings
+    from membrane.config import Budget, Settings, load_settings
     from membrane.durable.runs import RunInfo, RunResult
     from membrane.errors import MembraneError
     from membrane.json_types import JSONObject, JSONValue
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UNSET",
     "AgentDefinition",
+    "Budget",
     "CallParams",
     "Catalog",
     "CommandProvider",
@@ -108,6 +109,7 @@ __getattr__, __dir__ = _lazy_exports(
         "UNSET": "membrane.agents.definition",
         "AgentDefinition": "membrane.agents.definition",
         "register_builtin_tools": "membrane.builtin_tools",
+        "Budget": "membrane.config",
         "Settings": "membrane.config",
         "load_settings": "membrane.config",
         "RunInfo": "membrane.durable.runs",

@@ -40,6 +40,7 @@ Two families, as a user meets them:
         ├── PathOutsideCheckout ........ path-outside-checkout
         │   └── PathProtected .......... path-protected
         ├── DepthLimitExceeded ......... depth-limit-exceeded
+        ├── BudgetExceeded ............. budget-exceeded
         ├── SetupFailed ................ setup-failed
         ├── ChildFailed ................ child-failed
         ├── WorktreeUnavailable ........ worktree-unavailable
@@ -77,6 +78,7 @@ from typing import ClassVar, cast
 from membrane.json_types import JSONDict
 
 __all__ = [
+    "BudgetExceeded",
     "CallerRefused",
     "ChildFailed",
     "ConfigError",
@@ -339,6 +341,17 @@ class DepthLimitExceeded(RunError):
     """A start would create a child deeper than the cap. Carries ``depth`` and ``max_depth``."""
 
     code = "depth-limit-exceeded"
+
+
+class BudgetExceeded(RunError):
+    """A run would spend past a budget it draws on (its own or an ancestor's, DESIGN rule 12).
+
+    Carries ``kind`` (``tokens``, ``turns``, ``tool_calls``, ``children`` or ``seconds``),
+    ``limit``, ``used``, ``owner`` (the run whose budget it is) and ``run_id`` (the run that
+    crossed it). The run that crossed it ends with this error; a refused start publishes nothing.
+    """
+
+    code = "budget-exceeded"
 
 
 class SetupFailed(RunError):

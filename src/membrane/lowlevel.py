@@ -19,6 +19,7 @@ from membrane.config import McpServerSpec, ModelEntry, RateLimit, RoleSpec, memb
 from membrane.durable.messages import Delivery
 from membrane.json_types import JSONDict
 from membrane.loop.outcome import ChildOutcome
+from membrane.loop.spending import Spending
 from membrane.resolve import (
     Checkout,
     DefinitionRestriction,
@@ -87,6 +88,7 @@ __all__ = [
     "Skill",
     "SkillCatalog",
     "Sourced",
+    "Spending",
     "Store",
     "StoredEvent",
     "ToolAdmission",

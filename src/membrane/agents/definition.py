@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
 
+from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
 
 __all__ = [
@@ -83,6 +84,8 @@ class AgentDefinition:
     model: str | Unset = UNSET
     thinking: str | Unset = UNSET
     max_turns: int | Unset = UNSET
+    #: What a run of this agent and its subtree may spend (``membrane.config.budget``).
+    budget: Budget | Unset = UNSET
     tools: tuple[str, ...] | Unset = UNSET
     disallowed_tools: tuple[str, ...] | Unset = UNSET
     extensions: bool | tuple[str, ...] | Unset = UNSET
@@ -159,6 +162,8 @@ class AgentDefinition:
                 out[f.name] = {
                     name: None if spec is None else _spec_json(spec) for name, spec in value.items()
                 }
+            elif isinstance(value, Budget):
+                out[f.name] = value.to_dict()
             elif value is not UNSET:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         out["body"] = self.body

@@ -17,9 +17,10 @@ from types import MappingProxyType
 from typing import Any, NoReturn
 
 from membrane.agents.definition import UNSET, DefinitionWarning, Unset
+from membrane.config.budget import Budget
 from membrane.config.load import mcp_server_spec
 from membrane.config.values import McpServerSpec
-from membrane.errors import DefinitionError, SettingsError
+from membrane.errors import DefinitionError, InvalidRequest, SettingsError
 from membrane.vocabulary import DELEGATION_TOOLS, canonical_builtin_name
 
 __all__ = [
@@ -51,6 +52,7 @@ AUTHORITY_FIELDS = frozenset(
         "enabled",
         "inherit_context",
         "mode",
+        "budget",
     }
 )
 #: An example value for each name-list field, used in hints.
@@ -158,6 +160,18 @@ class ValueReader:
             f"must be a whole number of at least 1, not {_show(value)}",
             "write for example `max_turns: 20`",
         )
+
+    def budget(self, key: str, value: Any) -> Budget:
+        """A mapping of limits or ``kind=N,...`` text; a malformed one fails the file, since
+        reading it any other way would let a run spend what its author did not allow."""
+        try:
+            return Budget.parse(value, where=f"`{key}`")
+        except InvalidRequest as exc:
+            self.fail(
+                key,
+                exc.message.removeprefix(f"`{key}`").lstrip(": "),
+                "write for example `budget: {tokens: 200000, children: 20}`",
+            )
 
     def tokens(self, key: str, field: str, value: Any, *, flags: bool) -> Any:
         """A comma string or a YAML list; ``none`` and ``[]`` are the empty tuple."""

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rich.console import Console
 from rich.table import Table
 
+from membrane.agents.definition import UNSET
 from membrane.cli.app import app
+from membrane.config.budget import budget_view
 from membrane.config.load import load_settings
 from membrane.errors import InvalidDepth, InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
@@ -296,7 +298,7 @@ def _print_sandbox(summary: JSONDict) -> None:
     console.print(table, highlight=False)
 
 
-def _print_table(authority: EffectiveAuthority, model: dict[str, object]) -> None:
+def _print_table(authority: EffectiveAuthority, model: dict[str, object], budget: JSONDict) -> None:
     console = Console()
     definition = authority.definition
     console.print(f"[bold]{definition.name}[/]  {definition.root}: {definition.path}")
@@ -332,6 +334,13 @@ def _print_table(authority: EffectiveAuthority, model: dict[str, object]) -> Non
     facts.add_row("checkout", f"{authority.checkout.kind} ({authority.checkout.path or '-'})")
     facts.add_row("depth", str(authority.depth))
     facts.add_row("model", _model_line(model))
+    limits = [
+        f"{kind}={entry['limit']} ({entry['source']})"
+        for kind, entry in budget.items()
+        if isinstance(entry, dict)
+    ]
+    # A child also draws on what remains of its ancestors' budgets when it starts.
+    facts.add_row("budget", ", ".join(limits) or "none of its own")
     facts.add_row("may delegate", "yes" if authority.may_delegate else "no")
     console.print(facts)
 
@@ -399,10 +408,18 @@ def explain(
         top_level=top_level,
     )
     sandbox = sandbox_view(authority, project=root, home=None)
-    model = model_view(*_model_field(authority), load_settings(project=root))
+    settings = load_settings(project=root)
+    model = model_view(*_model_field(authority), settings)
+    own = authority.definition.budget
+    budget = budget_view(
+        {
+            "definition": None if own is UNSET else own,
+            "settings": settings.budget if top_level else None,
+        }
+    )
     if as_json:
-        payload = {**authority.to_json(), "sandbox": sandbox, "model": model}
+        payload = {**authority.to_json(), "sandbox": sandbox, "model": model, "budget": budget}
         typer.echo(json.dumps(payload, indent=2))
     else:
-        _print_table(authority, model)
+        _print_table(authority, model, budget)
         _print_sandbox(sandbox)

@@ -22,6 +22,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import EXIT_RUN, app, err_console
+from membrane.config.budget import Budget
 from membrane.config.values import Settings
 from membrane.errors import InvalidRequest, RunError
 from membrane.extensions.hooks import ExtensionHooks
@@ -56,6 +57,10 @@ MODEL_HELP = (
 )
 
 #: ``--state PATH``: the store file to use instead of the project's default one.
+BUDGET_HELP = (
+    "What the run and its whole subtree may spend, e.g. tokens=200000,children=20,seconds=900 "
+    "(kinds: tokens, turns, tool_calls, children, seconds); within the settings' [budget]."
+)
 STATE_OPTION = typer.Option(
     "--state",
     help="The state file (default: $MEMBRANE_HOME/projects/<project-id>/state.db).",
@@ -107,6 +112,8 @@ class _Node:
     #: Token counts from the run's ``usage`` events, then from its result (own and subtree).
     usage: dict[str, int] = field(default_factory=dict)
     usage_total: dict[str, int] = field(default_factory=dict)
+    #: What the run could spend when it started: the budget in force (DESIGN rule 12).
+    budget: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -125,6 +132,7 @@ class RunState:
                 depth=int(data.get("depth", 0)),
                 tools=tuple(data.get("tools", ())),
                 note=str(data.get("note") or ""),
+                budget=dict(data.get("budget") or {}),
             )
             return
         node = self.nodes.get(event.run_id)
@@ -326,6 +334,9 @@ async def drive_run(
         console.print(Text(node.text or "(no text)"))
         if node.usage or node.usage_total:
             console.print(Text(_usage_line(node), style="dim"))
+        if node.budget:
+            left = ", ".join(f"{kind}={value}" for kind, value in node.budget.items())
+            console.print(Text(f"budget in force at its start: {left}", style="dim"))
         if node.error:
             console.print(Text(node.error, style="red"))
         console.print()
@@ -345,6 +356,7 @@ def run(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
+    budget: Annotated[str | None, typer.Option(help=BUDGET_HELP)] = None,
     announce_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
@@ -359,6 +371,7 @@ def run(
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     ws.catalog.require(agent)
     chosen = parse_model(model, ws.settings)
+    limits = None if budget is None else Budget.parse(budget, where="--budget")
     if background and announce_fd is None:
         argv = ["run", agent, task, "--project", str(ws.project), "--background"]
         if model is not None:  # else the detached run reads default_model too
@@ -367,11 +380,15 @@ def run(
             argv += ["--workspace", str(workspace.resolve())]
         if state is not None:
             argv += ["--state", str(state.resolve())]
+        if budget is not None:
+            argv += ["--budget", budget]
         _detach(ws, argv, as_json=as_json, state=state)
         return
 
     async def start(runtime: SubagentRuntime) -> RunInfo:
-        request = SubagentStartRequest(agent_type=agent, task=task, background=background)
+        request = SubagentStartRequest(
+            agent_type=agent, task=task, background=background, budget=limits
+        )
         return await runtime.start(request)
 
     def announce(info: RunInfo) -> str | None:

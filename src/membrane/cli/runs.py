@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from membrane.config.load import membrane_home
 from membrane.errors import UnknownRun
 from membrane.models.base import Usage
 from membrane.runtime import RunInfo, RunResult, SubagentRuntime
+from membrane.runtime.budget import stored_ledger
 from membrane.store.base import SessionHeader
 from membrane.store.location import locate_state, migrate_legacy_state
 from membrane.store.sqlite import SQLiteStore
@@ -61,8 +63,11 @@ class RunRow:
     #: The run's own usage, and its own plus every descendant's (DESIGN rule 12).
     usage: Usage = field(default_factory=Usage)
     usage_total: Usage = field(default_factory=Usage)
+    #: The run's own budget ledger (``{"limit", "used"}``), when it has one (DESIGN rule 12).
+    budget: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {} if self.budget is None else {"budget": dict(self.budget)}
         return {
             "run_id": self.run_id,
             "agent": self.agent,
@@ -73,6 +78,7 @@ class RunRow:
             "pending_notices": self.pending_notices,
             "usage": self.usage.to_dict(),
             "usage_total": self.usage_total.to_dict(),
+            **extra,
         }
 
 
@@ -124,7 +130,13 @@ def _row(header: SessionHeader, pending: int, *, usage: Usage, total: Usage) -> 
         pending_notices=pending,
         usage=usage,
         usage_total=total,
+        budget=_ledger(header),
     )
+
+
+def _ledger(header: SessionHeader) -> Mapping[str, Any] | None:
+    ledger = stored_ledger(header)
+    return None if ledger is None else ledger.to_meta()
 
 
 def _when(seconds: float) -> str:

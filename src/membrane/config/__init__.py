@@ -8,6 +8,7 @@ import typing
 from membrane._lazy import lazy_exports
 
 if typing.TYPE_CHECKING:
+    from membrane.config.budget import Budget
     from membrane.config.load import (
         global_config_path,
         load_settings,
@@ -25,6 +26,7 @@ if typing.TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TOOLS",
+    "Budget",
     "McpServerSpec",
     "ModelEntry",
     "RateLimit",
@@ -41,6 +43,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "Budget": "membrane.config.budget",
         "global_config_path": "membrane.config.load",
         "load_settings": "membrane.config.load",
         "membrane_home": "membrane.config.load",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from membrane.config.budget import Budget
 from membrane.config.values import (
     BUILTIN_ROLES,
     DEFAULT_ROLE,
@@ -28,7 +29,7 @@ from membrane.config.values import (
     RoleSpec,
     Settings,
 )
-from membrane.errors import SettingsError
+from membrane.errors import InvalidRequest, SettingsError
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
 from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
 
@@ -189,6 +190,8 @@ class _File(_Strict):
     model_aliases: dict[str, str] | None = None
     models: dict[str, _Model] | None = None
     default_model: str | None = Field(default=None, min_length=1)
+    # Checked by ``Budget.parse`` so that an error names the kind.
+    budget: dict[str, Any] | None = None
     receipt_ttl_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     outbox_max_attempts: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     lease_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -365,6 +368,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     servers: dict[str, McpServerSpec] = {}
     models: dict[str, ModelEntry] = {}
     aliases: dict[str, str] = {}
+    budget: dict[str, Any] = {}
     for path in paths:
         parsed = _read(path)
         if parsed is None:
@@ -372,7 +376,8 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         for name, entry in (parsed.models or {}).items():
             models[name] = ModelEntry(**entry.model_dump())
         aliases.update(parsed.model_aliases or {})
-        own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases"}
+        budget.update(_budget(parsed.budget, path))
+        own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases", "budget"}
         for key, value in parsed.model_dump(exclude_none=True, exclude=own).items():
             merged[key] = tuple(value) if key == "default_tools" else value
         for name, role in (parsed.roles or {}).items():
@@ -396,4 +401,20 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         mcp_servers=MappingProxyType(servers),
         models=MappingProxyType(models),
         model_aliases=MappingProxyType(aliases),
+        budget=Budget(**budget) if budget else None,
     )
+
+
+def _budget(raw: dict[str, Any] | None, path: Path) -> dict[str, Any]:
+    """A file's ``[budget]`` table, checked; a project file's kinds replace the global's."""
+    if raw is None:
+        return {}
+    try:
+        return Budget.parse(raw, where="[budget]").to_dict()
+    except InvalidRequest as exc:
+        raise SettingsError(
+            f"{path}: {exc.message}",
+            path=str(path),
+            key=str(exc.data.get("field") or "budget"),
+            hint="write for example: [budget] tokens = 200000, children = 20, seconds = 900",
+        ) from None

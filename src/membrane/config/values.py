@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from membrane.config.budget import Budget
 from membrane.limits import check_count, check_depth_cap
 from membrane.vocabulary import READ_ONLY_TOOLS
 
@@ -134,6 +135,8 @@ class Settings:
     models: Mapping[str, ModelEntry] = field(default_factory=dict)
     #: The spec a run uses when neither the host, the definition nor the call names one.
     default_model: str | None = None
+    #: ``[budget]``: what every top-level run and its subtree may spend (DESIGN rule 12).
+    budget: Budget | None = None
     #: SQLite's ``synchronous`` for the state file: ``full`` syncs every commit (it survives
     #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but
     #: a power cut may lose the last commits). See docs/performance.md.

@@ -77,7 +77,13 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from membrane.errors import InvalidRequest, MembraneError, ModelError, StructuredOutputInvalid
+from membrane.errors import (
+    BudgetExceeded,
+    InvalidRequest,
+    MembraneError,
+    ModelError,
+    StructuredOutputInvalid,
+)
 from membrane.extensions.hooks import (
     BeforeAgentStart,
     ExtensionHooks,
@@ -90,6 +96,7 @@ from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_t
 from membrane.loop.mention import delegate_mention
 from membrane.loop.outcome import ChildOutcome
 from membrane.loop.replies import checked_response
+from membrane.loop.spending import Spending
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
@@ -142,6 +149,7 @@ class AgentLoop:
         hooks: ExtensionHooks | None = None,
         emit: Emit = _ignore,
         max_output_retries: int = 3,
+        spending: Spending | None = None,
     ) -> None:
         check_count(max_turns, what="max_turns", minimum=1, optional=True)
         check_count(grace_turns, what="grace_turns", minimum=0)
@@ -165,6 +173,7 @@ class AgentLoop:
         self._hooks = hooks
         self._emit = emit
         self._max_output_retries = max_output_retries
+        self._spending = spending
         self._steering: deque[str] = deque()
         self._notices: deque[tuple[str, Callable[[], None] | None]] = deque()
         #: Why each malformed call of the last reply cannot run, by its stand-in's id.
@@ -286,6 +295,8 @@ class AgentLoop:
                 self._messages.append(Message(role="user", content=notice))
                 if delivered is not None:
                     delivered()
+            if self._spending is not None:
+                self._spending.before_turn()
             self._turns += 1
             turn = self._turns
             self._emit("turn", {"turn": turn})
@@ -355,6 +366,8 @@ class AgentLoop:
         self._emit("usage", {"turn": self._turns, **response.usage.to_dict()})
         for note in response.notes:
             self._emit("model_note", {"turn": self._turns, "note": note})
+        if self._spending is not None:
+            self._spending.after_response(response.usage)
         if response.stop_reason == "error":
             raise ModelError(
                 f"the model {name!r} stopped with an error", model=name, stop_reason="error"
@@ -366,6 +379,7 @@ class AgentLoop:
     ) -> tuple[Message, ...]:
         results: list[Message] = []
         skip = _NOT_RUN if not run else None
+        refused: BudgetExceeded | None = None
         for call in calls:
             self._emit("tool_call", {"name": call.name, "id": call.id, "turn": turn})
             problem = self._malformed.pop(call.id, None)
@@ -375,6 +389,8 @@ class AgentLoop:
                 )
             elif skip is not None:
                 result = error_result(call, SKIPPED, skip)
+            elif (refused := self._refused_call()) is not None:
+                result = error_result(call, refused.code, f"The call was not run: {refused}")
             else:
                 result = await run_tool_call(
                     self._scope,
@@ -391,7 +407,19 @@ class AgentLoop:
             self._messages.append(result)
             results.append(result)
             self._emit("tool_result", result_event(call, result))
+            if refused is not None:
+                raise refused
         return tuple(results)
+
+    def _refused_call(self) -> BudgetExceeded | None:
+        """Why the next call may not run (a budget it would cross), or ``None``."""
+        if self._spending is None:
+            return None
+        try:
+            self._spending.before_tool_call()
+        except BudgetExceeded as exc:
+            return exc
+        return None
 
     async def _add_user_message(self, text: str) -> None:
         delegation = await delegate_mention(
@@ -413,6 +441,8 @@ class AgentLoop:
         usage = delegation.usage.to_dict()
         self._emit("usage", {"turn": self._turns + 1, "mention": True, **usage})
         self._messages.extend(delegation.messages)
+        if self._spending is not None:
+            self._spending.after_response(delegation.usage)
 
     def _parse_final(self, text: str) -> tuple[Any, tuple[str, str] | None]:
         if self._validator is None:
@@ -452,7 +482,7 @@ class AgentLoop:
     def _result(
         self, status: EndStatus, *, error: MembraneError | None = None, structured: Any = None
     ) -> ChildOutcome:
-        if status == "stopped":
+        if status == "stopped" or (error is not None and error.code == BudgetExceeded.code):
             self._answer_pending_calls()
         return ChildOutcome(
             status=status,

@@ -27,6 +27,7 @@ from membrane.errors import (
 )
 from membrane.loop.calls import Emit
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
+from membrane.runtime.budget import RunSpending
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
 from membrane.runtime.environment import child_environment
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
@@ -91,6 +92,7 @@ class ChildBuilder:
         worktree: Worktree | None,
         built: list[ProviderChild] | None = None,
         resumed: bool = False,
+        spending: RunSpending | None = None,
     ) -> RunRecord:
         """The child of ``request``, built by the provider with its setup (prompt, restrictions,
         scope-local and delegation tools), not yet published. It is appended to ``built`` as
@@ -155,6 +157,7 @@ class ChildBuilder:
             transcript=tuple(context.transcript),  # type: ignore[arg-type]
             extensions=tuple(authority.extensions_loaded),
             resumed=resumed,
+            spending=spending,
             env={
                 **child_environment(skill_roots=self._deployment().skill_roots),
                 **(self._child_env(run_id, cwd) if self._child_env is not None else {}),
@@ -186,6 +189,7 @@ class ChildBuilder:
             cwd=None if cwd is None else str(cwd),
             worktree=worktree,
             skills=authority.skills,
+            spending=spending,
         )
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from membrane.agents.definition import UNSET, Unset
+from membrane.config.budget import BUDGET_KINDS
 from membrane.config.values import Settings
 from membrane.errors import (
     ChildFailed,
@@ -187,6 +188,7 @@ def delegation_tools(
             request_id=task_request_id(parent_id, arguments),
             background=arguments.get("background"),
             role=role,
+            budget=arguments.get("budget"),
         )
         try:
             info = await host.start(request, allowed_agents=allowed)
@@ -299,6 +301,18 @@ _TASK_SCHEMA: Final[Mapping[str, Any]] = {
         "inherit_context": {"type": "boolean"},
         "isolated": {"type": "boolean"},
         "isolation": {"type": "string", "enum": ["off", "worktree"]},
+        "budget": {
+            "type": "object",
+            "description": (
+                "What the subagent and everything it starts may spend, within what remains of "
+                "yours: tokens, turns, tool_calls, children (whole numbers), seconds."
+            ),
+            "properties": {
+                **{kind: {"type": "integer", "minimum": 0} for kind in BUDGET_KINDS[:4]},
+                "seconds": {"type": "number", "exclusiveMinimum": 0},
+            },
+            "additionalProperties": False,
+        },
         "request_id": {
             "type": "string",
             "minLength": 1,

@@ -21,6 +21,8 @@ Finishing, in order:
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -76,7 +78,7 @@ class Finisher:
         outcome = ChildOutcome(status="stopped")
         try:
             if not record.stop_requested:
-                outcome = await record.child.run()
+                outcome = await self._run(record)
         except MembraneError as exc:
             outcome = ChildOutcome(status="error", error=exc.to_dict())
         except Exception as exc:
@@ -90,7 +92,32 @@ class Finisher:
             with anyio.CancelScope(shield=True):
                 await self._finish(record, outcome)
 
+    async def _run(self, record: RunRecord) -> ChildOutcome:
+        """The child's run, ended at its wall-time deadline when a budget sets one."""
+        spending = record.spending
+        deadline = None if spending is None else spending.deadline()
+        if spending is None or deadline is None:
+            return await record.child.run()
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                await anyio.sleep(max(0.0, deadline - time.monotonic()))
+                if not record.finished and record.ended_by is None:
+                    record.ended_by = spending.expired()
+                    self._stop(record)
+
+            group.start_soon(watch)
+            outcome = await record.child.run()
+            group.cancel_scope.cancel()
+        return outcome
+
     async def _finish(self, record: RunRecord, outcome: ChildOutcome) -> None:
+        if record.ended_by is not None and outcome.status == "stopped":
+            # A budget ended it (``stop()`` was how): it ends as that error, usage kept.
+            error = record.ended_by.to_dict()
+            outcome = dataclasses.replace(outcome, status="error", error=error)
+        if record.spending is not None:
+            record.spending.close()
         worktree: dict[str, Any] | None = None
         if record.worktree is not None and self._worktrees is not None:
             ok = outcome.ok

@@ -28,6 +28,7 @@ from membrane.errors import UnsupportedCapability
 from membrane.json_types import JSONObject
 from membrane.loop.calls import Emit
 from membrane.loop.outcome import ChildOutcome
+from membrane.loop.spending import Spending
 from membrane.models.base import Message
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
@@ -119,6 +120,9 @@ class ChildSpec:
     extensions: tuple[str, ...] = ()
     #: The child continues a stored run (``SubagentRuntime.resume``), not a fresh start.
     resumed: bool = False
+    #: The budgets the child draws on (DESIGN rule 12); a provider that runs the agent loop
+    #: hands it over, and the runtime enforces ``children`` and ``seconds`` for every provider.
+    spending: Spending | None = None
 
 
 class ProviderChild(Protocol):

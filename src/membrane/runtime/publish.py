@@ -28,6 +28,7 @@ from membrane.durable.sweeper import Leases
 from membrane.errors import InvalidRequest, UnknownModel
 from membrane.models.specs import resolve_spec
 from membrane.resolve.authority import EffectiveAuthority
+from membrane.runtime.budget import BUDGET_KEY
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import LiveRuns, RunRecord
@@ -108,6 +109,7 @@ class Publisher:
                 "cwd": record.cwd,
                 "model": record.model,
                 **start_meta(record, request, task=authority.task_prefix + request.task),
+                **own_budget(record),
             },
         )
         tools = record.child.scope.view().names
@@ -128,6 +130,8 @@ class Publisher:
         }
         if note:
             data["note"] = note
+        if record.spending is not None:
+            data["budget"] = record.spending.in_force()
         if record.worktree is not None:
             data["worktree"] = str(record.worktree.cwd)
         fingerprint: dict[str, Any] = {
@@ -183,6 +187,8 @@ class Publisher:
             "resumed": True,
             "messages": messages,
         }
+        if record.spending is not None:
+            data["budget"] = record.spending.in_force()
 
         def write() -> int:
             store.set_status(record.run_id, record.status)
@@ -214,6 +220,14 @@ def _written_model(authority: EffectiveAuthority, request: SubagentStartRequest)
     if source in ("default", "parent") or not isinstance(written, str):
         return None
     return written
+
+
+def own_budget(record: RunRecord) -> dict[str, Any]:
+    """The header ``meta`` entry of the run's own budget ledger, when it has one."""
+    ledgers = () if record.spending is None else record.spending.ledgers
+    if ledgers and ledgers[-1].owner == record.run_id:
+        return {BUDGET_KEY: ledgers[-1].to_meta()}
+    return {}
 
 
 def start_meta(record: RunRecord, request: SubagentStartRequest, *, task: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from membrane.agents.definition import UNSET, Unset
+from membrane.config.budget import Budget
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONObject
 from membrane.limits import check_depth
@@ -43,6 +44,8 @@ class SubagentStartRequest:
     ``background`` fills ``call.run_in_background`` when the call leaves it out (frontmatter
     still wins). ``response_schema`` is a JSON Schema the child's final answer must match.
     ``role`` is the caller's trusted role; its ``settings.roles`` entry becomes a restriction.
+    ``budget`` (a ``Budget``, or a mapping such as ``{"tokens": 200000, "children": 20}``) is
+    what the child and its subtree may spend, within what remains of its ancestors' budgets.
     """
 
     agent_type: str
@@ -56,9 +59,12 @@ class SubagentStartRequest:
     background: bool | None = None
     response_schema: JSONObject | None = None
     role: str | None = None
+    budget: Budget | JSONObject | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if isinstance(self.budget, Mapping):
+            object.__setattr__(self, "budget", Budget.parse(self.budget))
         if isinstance(self.tool_filter, Mapping):
             restriction = Restriction.from_mapping(self.tool_filter, label="toolFilter")
             object.__setattr__(self, "tool_filter", restriction)
@@ -111,6 +117,8 @@ def check_fields(request: SubagentStartRequest) -> None:
             )
     if request.response_schema is not None:
         check_response_schema(request.response_schema)
+    if request.budget is not None:
+        Budget.parse(request.budget)
 
 
 def validate_request(request: object, *, registry: ToolRegistry) -> SubagentStartRequest:

@@ -17,8 +17,10 @@ from typing import Any
 import anyio
 
 from membrane.durable.runs import RunInfo, RunResult
+from membrane.errors import MembraneError
 from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Usage
+from membrane.runtime.budget import RunSpending
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ProviderChild
 from membrane.runtime.worktree import Worktree
@@ -65,6 +67,9 @@ class RunRecord:
     #: The outbox item of this run's completion notice, until delivered or settled by a wait.
     outbox_item: int | None = None
     children: list[str] = field(default_factory=list)
+    #: The budgets the run draws on (``None``: none), and the error a budget ended it with.
+    spending: RunSpending | None = None
+    ended_by: MembraneError | None = None
     result: RunResult | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
 

@@ -36,6 +36,7 @@ import builtins
 import contextlib
 import dataclasses
 from collections.abc import Collection, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
@@ -53,6 +54,7 @@ from membrane.durable.sweeper import RunsTable, Sweeper
 from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
+    MembraneError,
     StoreError,
     UnknownRun,
     UnsupportedCapability,
@@ -62,6 +64,7 @@ from membrane.limits import check_seconds
 from membrane.loop.calls import Emit
 from membrane.models.base import Model
 from membrane.resolve.authority import Deployment
+from membrane.runtime.budget import Budgets
 from membrane.runtime.build import ChildBuilder
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
@@ -234,6 +237,7 @@ class SubagentRuntime:
             leases=self._sweeper.leases,
         )
         self._receipts = SpawnReceipts(self.store, hub=self._hub, live=self._live_info)
+        self._budgets = Budgets(self.store, commit=self._hub.commit, errors=self._hub.errors)
         self._closing = False
         #: The store ``open()`` opened, closed with the runtime.
         self._owned_store: Store | None = None
@@ -274,6 +278,7 @@ class SubagentRuntime:
             deployment=self._deployment_now,
             roles=self.role_restriction,
             gate=self._check_publishable,
+            budgets=self._budgets,
         )
 
     # -- lifetime -----------------------------------------------------------------------------
@@ -568,6 +573,8 @@ class SubagentRuntime:
         ``check_publishable`` that preceded publication, so the task group is still open."""
         group = self._group
         assert group is not None and not self._closing
+        if record.spending is not None:
+            record.spending.bind(partial(self._end_over_budget, record))
         if self._slots.place(record):
             group.start_soon(self._finisher.drive, record)
         return self._info(record)
@@ -580,6 +587,13 @@ class SubagentRuntime:
         self._set_status(record.run_id, "running")
         self._group.start_soon(self._finisher.drive, record)
         return True
+
+    def _end_over_budget(self, record: RunRecord, error: MembraneError) -> None:
+        """End ``record`` with ``error``: another run spent what it needed (DESIGN rule 12)."""
+        if record.finished or record.ended_by is not None:
+            return
+        record.ended_by = error
+        self._request_stop(record)
 
     def _stop_run(self, run_id: str) -> None:
         record = self._runs.live(run_id)

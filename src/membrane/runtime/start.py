@@ -31,6 +31,7 @@ from typing import Protocol
 import anyio
 
 from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.config.budget import Budget, tighter
 from membrane.config.values import Settings
 from membrane.durable.lineage import has_running_edge
 from membrane.errors import (
@@ -44,6 +45,7 @@ from membrane.limits import check_depth, child_depth
 from membrane.models.base import Message
 from membrane.resolve import CallParams
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext, resolve
+from membrane.runtime.budget import Budgets, Ledger, RunSpending
 from membrane.runtime.build import ChildBuilder, discard_child
 from membrane.runtime.delegation import agent_allowed, not_allowed
 from membrane.runtime.depth import check_cap, effective_parent_depth
@@ -126,6 +128,7 @@ class StartPath:
         deployment: Callable[[AgentDefinition | None], Deployment],
         roles: Callable[[str | None], Restriction | None],
         gate: Callable[[str | None], None],
+        budgets: Budgets,
     ) -> None:
         self._store = store
         self._registry = registry
@@ -140,6 +143,7 @@ class StartPath:
         self._deployment = deployment
         self._roles = roles
         self._gate = gate
+        self._budgets = budgets
 
     # -- the two entries ------------------------------------------------------------------------
 
@@ -240,13 +244,14 @@ class StartPath:
             role=entry.role,
             depth=entry.depth,
         )
+        ancestors, spending = self._spending(entry, dispatch.definition)
         worktree: Worktree | None = None
-        if entry.history is None:
-            worktree = await self._worktree(run_id, authority)
-        else:
-            authority, context = _continuing(authority, context, entry)
         built: list[ProviderChild] = []
         try:
+            if entry.history is None:
+                worktree = await self._worktree(run_id, authority)
+            else:
+                authority, context = _continuing(authority, context, entry)
             record = await self._builder.build(
                 run_id,
                 request,
@@ -257,6 +262,7 @@ class StartPath:
                 worktree=worktree,
                 built=built,
                 resumed=entry.history is not None,
+                spending=spending,
             )
             if entry.history is None:
                 self._publisher.publish(
@@ -267,6 +273,10 @@ class StartPath:
                 self._publisher.republish(record, parent=entry.parent, messages=len(entry.history))
         except BaseException:
             with anyio.CancelScope(shield=True):
+                if spending is not None:
+                    spending.close()
+                if entry.history is None and request.parent_id is not None:
+                    self._budgets.refund_child(ancestors)
                 for child in built:
                     await discard_child(child)
                 if worktree is not None and self._worktrees is not None:
@@ -275,6 +285,36 @@ class StartPath:
                     )
             raise
         return record
+
+    def _spending(
+        self, entry: _Entry, definition: AgentDefinition
+    ) -> tuple[tuple[Ledger, ...], RunSpending | None]:
+        """The ledgers a child draws on (DESIGN rule 12): its ancestors' and, when it has a
+        budget, its own. A fresh child counts as a start on its ancestors' ledgers (refused
+        with ``BudgetExceeded`` past ``children``); a resumed one reads its own stored ledger,
+        never a new one, so nothing is reset."""
+        request, budgets = entry.request, self._budgets
+        parent = entry.parent
+        if parent is not None and parent.spending is not None:
+            ancestors = parent.spending.ledgers
+        elif parent is not None:
+            ancestors = ()
+        else:
+            ancestors = budgets.ancestors(request.parent_id)
+        own: Ledger | None
+        if entry.history is not None:
+            own = budgets.ledger(entry.run_id)
+        else:
+            limit = tighter(
+                Budget.parse(request.budget) if request.budget is not None else None,
+                None if definition.budget is UNSET else definition.budget,
+                self._settings.budget if request.parent_id is None else None,
+            )
+            own = None if limit is None else Ledger(entry.run_id, limit)
+            if request.parent_id is not None:
+                budgets.reserve_child(ancestors, entry.run_id)
+        ledgers = (*ancestors, own) if own is not None else ancestors
+        return ancestors, budgets.spending(entry.run_id, ledgers) if ledgers else None
 
     def _dispatch(
         self, agent_type: str, allowed: tuple[str, ...] | None, *, child: bool

@@ -111,6 +111,7 @@ class InProcessProvider:
             response_schema=composition.response_schema,
             hooks=self.hooks.only(request.extensions) if self.hooks is not None else None,
             emit=request.emit,
+            spending=request.spending,
         )
         return _InProcessChild(scope, loop)
 
