@@ -9,7 +9,9 @@ drained with bounded backoff. The rule, step by step:
    "agent", "status", "text", "error"}``. Both are written or neither is. No item is owed when
    the result reaches the parent inline: a foreground child's, and a background child's that
    the parent's own wait (``TaskWait``, ``wait``/``wait_all`` with the parent as ``caller``) is
-   collecting when it ends: the call's result carries it.
+   collecting when it ends: the call's result carries it. Such an item is marked delivered by
+   the parent's first transcript write that holds the wait's result, in that write's
+   transaction (``settled_by_wait``), never before: a kill in between leaves it pending.
 2. **Offer.** In the same synchronous step, right after the commit, a parent live in this
    runtime that takes notices gets the ``task_notification`` (with ``delivery="ID"``) queued
    for its next turn boundary, with an acknowledgement callback. The item is then written due
@@ -175,15 +177,24 @@ class OutboxDrainer:
             self.wake()
 
     def settled_by_wait(self, record: LiveRun) -> None:
-        """The parent's own wait returned ``record``'s result: its item is delivered.
+        """The parent's own wait returned ``record``'s result: its item is delivered as soon
+        as the parent's stored transcript holds that wait's result.
 
-        Only a wait that returned settles it; a cancelled or timed-out wait leaves the item
-        pending, so a stopped or resumed parent still gets the notice.
+        Until then the item stays pending but held for the parent (the drainer offers it to
+        no one), and the parent's next transcript write marks it delivered in the same
+        transaction (``append_transcript``): a process killed in between leaves it pending,
+        so the resumed parent gets the notice instead of losing it. Only a wait that returned
+        settles it; a cancelled or timed-out wait leaves the item pending, so a stopped or
+        resumed parent still gets the notice.
         """
         item_id = record.outbox_item
         if item_id is None:
             return
         record.outbox_item = None
+        parent = None if record.parent_id is None else self._runs.live(record.parent_id)
+        if parent is not None and not parent.finished:
+            parent.settled.append((item_id, len(parent.child.messages())))
+            return
         self._in_flight.pop(item_id, None)
         try:
             self._store.mark_delivered(item_id)
@@ -275,6 +286,10 @@ class OutboxDrainer:
             self._postpone(item, now)
             return
         record = self._runs.live(item.recipient)
+        if record is not None and any(settled == item.id for settled, _ in record.settled):
+            # The recipient's wait returned it; its next transcript write marks it delivered.
+            self._postpone(item, now)
+            return
         waiting = self._in_flight.get(item.id)
         if waiting is not None and (waiting is not record or record.finished):
             del self._in_flight[item.id]

@@ -7,9 +7,9 @@ through which it reads the runtime's live runs.
 
 ``RunsTable`` is the runtime's one owner of live runs, as durable/ sees it: ``live(run_id)``
 gives a ``LiveRun``, the few fields the receipts, the outbox and the transcripts read (and the
-two they write: ``outbox_item`` and ``stored_messages``). ``EventLog`` is the runtime's event
-hub, as durable/ uses it: events written behind, and store work committed with them. durable/
-never imports the runtime; the runtime hands these in.
+few they write: ``outbox_item``, ``stored_messages`` and ``settled``). ``EventLog`` is the
+runtime's event hub, as durable/ uses it: events written behind, and store work committed with
+them. durable/ never imports the runtime; the runtime hands these in.
 """
 
 from __future__ import annotations
@@ -67,6 +67,9 @@ class LiveRun(Protocol):
     outbox_item: int | None
     #: How many transcript messages the store holds, as far as this process wrote them.
     stored_messages: int
+    #: Outbox items this run's own waits returned, each with its conversation's length then;
+    #: each is marked delivered with the first transcript write that holds more than that.
+    settled: list[tuple[int, int]]
 
 
 class RunsTable(Protocol):

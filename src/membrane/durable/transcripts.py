@@ -89,7 +89,12 @@ def save_transcript(store: Store, record: LiveRun) -> None:
 
 
 def append_transcript(store: Store, record: LiveRun) -> None:
-    """``save_transcript`` that raises: a ``StoreError`` means nothing was appended."""
+    """``save_transcript`` that raises: a ``StoreError`` means nothing was appended.
+
+    The outbox items ``record``'s own waits returned (``record.settled``) are marked delivered
+    in the same write once the stored transcript goes past where the wait returned, that is
+    once it holds the tool result that carried them: a kill between the two never loses one.
+    """
     messages = record.child.messages()
     stored = record.stored_messages
     if len(messages) <= stored:
@@ -97,14 +102,17 @@ def append_transcript(store: Store, record: LiveRun) -> None:
     try:
         tail = [message_record(message) for message in messages[stored:]]
         record.stored_messages = store.append_messages(record.run_id, tail, start=stored)
-        return
     except StoreError:
         # The remembered length is stale (a resumed run, or a write that a failed outer
         # transaction undid): read it once and append from there.
         stored = store.transcript_length(record.run_id)
-    if len(messages) > stored:
-        tail = [message_record(message) for message in messages[stored:]]
-        record.stored_messages = store.append_messages(record.run_id, tail, start=stored)
+        if len(messages) > stored:
+            tail = [message_record(message) for message in messages[stored:]]
+            record.stored_messages = store.append_messages(record.run_id, tail, start=stored)
+    held = [item for item in record.settled if item[1] < record.stored_messages]
+    for item_id, _ in held:
+        store.mark_delivered(item_id)
+    record.settled[:] = [item for item in record.settled if item not in held]
 
 
 def message_record(message: Message) -> dict[str, Any]:

@@ -66,6 +66,9 @@ class RunRecord:
     parent_waits: int = 0
     #: The outbox item of this run's completion notice, until delivered or settled by a wait.
     outbox_item: int | None = None
+    #: Items this run's own waits returned, each with the length its conversation had then:
+    #: delivered once the store holds more of its transcript than that (``append_transcript``).
+    settled: list[tuple[int, int]] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
     #: The budgets the run draws on (``None``: none), and the error a budget ended it with.
     spending: RunSpending | None = None
