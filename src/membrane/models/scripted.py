@@ -61,6 +61,7 @@ from membrane.models.base import (
     ToolCall,
     Usage,
 )
+from membrane.models.request_log import RequestLog
 
 __all__ = ["ScriptedModel"]
 
@@ -97,12 +98,13 @@ class ScriptedModel(Model):
     A ``Path`` is always a file. A ``str`` is YAML text when it spans several lines or parses
     to a mapping, and a file path otherwise (a script is always a mapping, so a one-line
     ``"examples/demo.yaml"`` is a path).
-    ``requests`` records every request received, in order.
+    ``requests`` records every request received, in order (a ``RequestLog``, which keeps a
+    run's conversation once, not once per turn).
     """
 
     def __init__(self, script: JSONObject | str | Path, *, name: str = "scripted") -> None:
         self.name = name
-        self.requests: list[ModelRequest] = []
+        self.requests = RequestLog()
         self._cursor: dict[str, int] = {}
         data, self.source = _load(script)
         self._agents, self._default = _parse(data, source=self.source)
