@@ -205,3 +205,31 @@ def test_a_value_json_cannot_carry_keeps_its_file_uncached(
     second = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
     assert counts["parse"] == 1  # only that file
     assert second.definitions()["a0"] == first.definitions()["a0"]
+
+
+def test_a_cold_load_from_the_cache_needs_no_yaml_parser(agents: Path, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    project = agents.parent.parent
+    probe = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from membrane.agents.catalog import Catalog\n"
+        "from membrane.config.values import Settings\n"
+        f"c = Catalog(project=Path({str(project)!r}), home=Path({str(tmp_path / 'home')!r}),"
+        f" settings=Settings(), cache=Path({str(tmp_path / 'state' / 'definitions.json')!r}))\n"
+        "print(json.dumps([len(c.definitions()), 'ruamel' in sys.modules]))\n"
+    )
+
+    def cold() -> list[object]:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+        )
+        found: list[object] = json.loads(done.stdout)
+        return found
+
+    builtins = len(catalog_module.builtin_definitions())
+    assert cold() == [FILES + builtins, True]  # the first process parses, and fills the cache
+    assert cold() == [FILES + builtins, False]  # the next one parses nothing, builtins included

@@ -123,6 +123,16 @@ class DefinitionCache:
         self.misses += 1
         return None
 
+    def holds(self, path: str, *, root: str, digest: bytes) -> bool:
+        """Whether an entry for ``path``'s content ``digest`` under ``root`` is kept (nothing is
+        decoded); always true without a cache file, where there is nothing to keep."""
+        if self.path is None:
+            return True
+        entry = self._load().get(path)
+        return (
+            entry is not None and entry.get("digest") == digest.hex() and entry.get("root") == root
+        )
+
     def put(self, path: str, *, root: str, digest: bytes, definition: AgentDefinition) -> None:
         """Keep ``definition`` for ``path``'s content ``digest``, when JSON carries it exactly."""
         if self.path is None:

@@ -29,19 +29,23 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+from membrane.agents.builtins import (
+    BUILTIN_DIR,
+    builtin_definitions,
+    builtin_entries,
+    decode_definition,
+)
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
-from membrane.agents.frontmatter import decode_definition, parse_definition, read_file_bytes
+from membrane.agents.files import read_file_bytes
 from membrane.agents.opencode_config import OPENCODE_CONFIG_NAMES, read_opencode_config
 from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.agents.values import REPAIRED_NAME
 from membrane.agents.watch import Change, DirectoryWatcher
-from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownAgent, UnknownSubagent
 
@@ -55,7 +59,6 @@ __all__ = [
     "dialect_roots",
 ]
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "builtin_agents"
 DEFAULT_FALLBACK = "general-purpose"
 #: A timestamp this close to "now" may share a clock tick with a later write.
 _RACY_NS = 100_000_000
@@ -126,16 +129,6 @@ class Dispatch:
     note: str | None = None
     #: True when the fallback policy chose ``definition``.
     fallback: bool = False
-
-
-@cache
-def builtin_definitions() -> tuple[AgentDefinition, ...]:
-    """The packaged builtins, parsed once per process."""
-    found = []
-    for file in sorted(BUILTIN_DIR.glob("*.md")):
-        text = file.read_text(encoding="utf-8")
-        found.append(parse_definition(text, path=f"<builtin>/{file.name}", root="builtin"))
-    return tuple(found)
 
 
 Signature = tuple[int, int, int, int]
@@ -378,6 +371,10 @@ def _refused_repairs(
     """Files of one name whose ``name`` was repaired to a slug, when another file (of any root,
     builtins aside) has that name too: which agent the name means would be a guess, so each
     repaired file is refused, naming the other path. A file replaces a builtin on purpose."""
+    if len(found) < 2 or not any(
+        w.code == REPAIRED_NAME for _, definition in found.values() for w in definition.warnings
+    ):
+        return {}
     files = sorted((path for path, (rank, _) in found.items() if rank > 0), key=_path_order)
     refused: dict[str, tuple[int, DefinitionError]] = {}
     if len(files) < 2:
@@ -480,12 +477,17 @@ class Catalog:
         cache: Path | None = None,
         claude_home: Path | None = None,
     ) -> None:
-        home = home if home is not None else membrane_home()
+        if home is None:
+            from membrane.config.load import membrane_home
+
+            home = membrane_home()
         workspace = workspace if workspace is not None else project
         self.project = project
-        self.settings = (
-            settings if settings is not None else load_settings(project=project, home=home)
-        )
+        if settings is None:
+            from membrane.config.load import load_settings
+
+            settings = load_settings(project=project, home=home)
+        self.settings = settings
         candidates = [
             *dialect_roots(
                 self.settings, project=project, claude_home=claude_home or claude_config_home()
@@ -523,8 +525,8 @@ class Catalog:
         self._duplicates = {}
         #: ``None`` until the second reload arms it; ``False`` where no watcher can be had.
         self._watcher: DirectoryWatcher | bool | None = None
-        for definition in builtin_definitions():
-            self._index(definition.path, 0, definition)
+        for path, _, definition in builtin_entries(self._cache):
+            self._index(path, 0, definition)
         self._loaded = False
         self.reload()
 
@@ -534,7 +536,8 @@ class Catalog:
         if not self._loaded:
             self._loaded = True
             self._update({path for scan in self._scans for path in scan.rescan()}, force=True)
-            self._cache.retain({path for scan in self._scans for path in scan.files})
+            kept = {path for path, _, _ in builtin_entries(self._cache)}
+            self._cache.retain(kept.union(*(scan.files for scan in self._scans)))
             self._cache.save()
             return True
         watcher = self._watcher
@@ -625,7 +628,8 @@ class Catalog:
             return
         winners, shadowed = dict(self._winners), dict(self.shadowed)
         resort = force
-        for name in names:
+        # A forced update ranks every name once (and the names of files that went away).
+        for name in names | self._candidates.keys() if force else names:
             ordered = self._ranked(name)
             if not ordered:
                 winners.pop(name, None)
@@ -639,13 +643,6 @@ class Catalog:
                 shadowed[name] = ordered[1:]
             else:
                 shadowed.pop(name, None)
-        if force:
-            for name in self._candidates:
-                ordered = self._ranked(name)
-                if ordered:
-                    winners[name] = ordered[0]
-                    if len(ordered) > 1:
-                        shadowed[name] = ordered[1:]
         # A new or removed name re-sorts the winners (one C-level sort); a changed one keeps
         # its place.
         self._winners = MappingProxyType(dict(sorted(winners.items())) if resort else winners)
@@ -683,6 +680,8 @@ class Catalog:
         if refused:
             self._refused[name] = refused
             found = {path: entry for path, entry in found.items() if path not in refused}
+        if len(found) == 1:  # the common case: one file defines the name
+            return [definition for _, definition in found.values()]
         by_rank: dict[int, list[tuple[tuple[str, ...], AgentDefinition]]] = {}
         for path, (rank, definition) in found.items():
             by_rank.setdefault(rank, []).append((Path(path).parts, definition))

@@ -7,8 +7,6 @@ error is reported as a ``DefinitionError`` with the file line, the field and a h
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from membrane.agents.definition import AgentDefinition
+from membrane.agents.files import MAX_BYTES, read_file_bytes
 from membrane.agents.repair import KEY_RE, LOADER, Frontmatter, repair_values, split_frontmatter
 from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.errors import DefinitionError
@@ -32,8 +31,6 @@ __all__ = [
     "read_file_bytes",
     "split_frontmatter",
 ]
-
-MAX_BYTES = 1 << 20
 
 
 def load_yaml(fm: Frontmatter, *, known_keys: frozenset[str]) -> tuple[CommentedMap, Frontmatter]:
@@ -197,23 +194,6 @@ def read_definition(file: Path, *, root: str, dialect: Dialect = MEMBRANE) -> Ag
             hint="check that the file exists and is readable",
         ) from exc
     return decode_definition(data, path=path, root=root, dialect=dialect)
-
-
-def read_file_bytes(path: str) -> bytes:
-    """At most ``MAX_BYTES + 1`` bytes of the regular file ``path``, without ever blocking.
-
-    The file is opened non-blocking, so a FIFO or a device named ``*.md`` cannot hang the
-    reader, and anything but a regular file (a FIFO, a socket, a device) is refused with an
-    ``OSError`` that says so; a symlink loop is the kernel's ``ELOOP`` error.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(0, "not a regular file (a FIFO, socket or device is never read)", path)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_BYTES + 1)
-    finally:
-        os.close(fd)
 
 
 def decode_definition(

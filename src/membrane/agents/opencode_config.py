@@ -16,7 +16,7 @@ from pathlib import Path
 
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.fields import build_definition
-from membrane.agents.frontmatter import MAX_BYTES
+from membrane.agents.files import MAX_BYTES
 from membrane.agents.translation import Dialect
 from membrane.errors import DefinitionError
 

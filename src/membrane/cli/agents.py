@@ -7,23 +7,22 @@ import os
 import sys
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog, dialect_roots
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
-from membrane.agents.frontmatter import read_definition
 from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.cli.app import app, safe_text, table_console, warning_json
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
-from membrane.resolve.authority import mcp_server_of
 from membrane.store.location import locate_state
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 agents_app = typer.Typer(
     name="agents", help="List, show and validate agent definitions.", no_args_is_help=True
@@ -53,6 +52,8 @@ def _echo(text: str, *, err: bool = False) -> None:
 
 def _cell(text: str) -> Text:
     """A table cell or title that Rich shows as written (``[red]`` in a name stays ``[red]``)."""
+    from rich.text import Text
+
     return Text(safe_text(text))
 
 
@@ -105,6 +106,8 @@ def list_agents(
         _echo(json.dumps(payload, indent=2))
         return
     console = table_console()
+    from rich.table import Table
+
     table = Table(title="Agent definitions", show_lines=False)
     for column in ("name", "root", "dialect", "path", "shadows", "warnings"):
         table.add_column(column, overflow="fold")
@@ -151,6 +154,8 @@ def show_agent(
 
 def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition]) -> None:
     console = table_console()
+    from rich.table import Table
+
     table = Table(title=_cell(f"{definition.name} ({definition.root}: {definition.path})"))
     for column in ("field", "value", "line"):
         table.add_column(column, overflow="fold")
@@ -191,6 +196,8 @@ def dialect_of(file: Path, settings: Settings) -> Dialect:
 
 def unknown_servers(definition: AgentDefinition, settings: Settings) -> list[DefinitionWarning]:
     """An ``mcp__SERVER__...`` selector naming no server of ``[mcp_servers]`` selects nothing."""
+    from membrane.resolve.authority import mcp_server_of
+
     found: list[DefinitionWarning] = []
     for field in ("tools", "disallowed_tools"):
         tokens = getattr(definition, field)
@@ -240,6 +247,8 @@ def validate_agents(
     settings = load_settings(project=(project or Path.cwd()).resolve(), home=membrane_home())
     read: list[AgentDefinition] = []
     if paths:
+        from membrane.agents.frontmatter import read_definition
+
         for file in _files(paths):
             count += 1
             try:

@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import os
 import re
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +105,8 @@ def migrate_legacy_state(location: StateLocation) -> bool:
 
 
 def _backup(source: Path, destination: Path) -> None:
+    import sqlite3  # only a move needs it; finding the state folder does not
+
     with contextlib.suppress(FileNotFoundError):
         destination.unlink()
     try:

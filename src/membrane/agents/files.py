@@ -1,0 +1,33 @@
+"""Reading a definition file's bytes: the size limit and the reader that never blocks.
+
+Apart from the parser, so that a catalog whose files are all in the definition cache reads and
+hashes them without importing the YAML parser.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Final
+
+__all__ = ["MAX_BYTES", "read_file_bytes"]
+
+#: The largest definition file read, in bytes.
+MAX_BYTES: Final = 1 << 20
+
+
+def read_file_bytes(path: str) -> bytes:
+    """At most ``MAX_BYTES + 1`` bytes of the regular file ``path``, without ever blocking.
+
+    The file is opened non-blocking, so a FIFO or a device named ``*.md`` cannot hang the
+    reader, and anything but a regular file (a FIFO, a socket, a device) is refused with an
+    ``OSError`` that says so; a symlink loop is the kernel's ``ELOOP`` error.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file (a FIFO, socket or device is never read)", path)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
