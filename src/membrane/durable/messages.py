@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from membrane.durable.crashpoints import crash_point
 from membrane.durable.deliveries import MESSAGE_KINDS
 from membrane.errors import InvalidRequest, RequestPending, StoreError
 from membrane.json_types import JSONDict
@@ -107,6 +108,7 @@ class Messenger:
             receipt = self._store.begin_receipt(request_id, kind=receipt_kind)
             if receipt is not None:
                 return _replay(receipt, request_id)
+            crash_point("message.pending")
         store = self._store
 
         def write() -> int:
@@ -114,6 +116,7 @@ class Messenger:
             if request_id is not None:
                 stored: JSONDict = {"id": item_id, "run_id": run_id, "kind": kind}
                 store.complete_receipt(request_id, {_KEY: stored})
+            crash_point("message.write")
             return item_id
 
         try:
@@ -123,6 +126,7 @@ class Messenger:
                 with contextlib.suppress(StoreError):
                     store.release_receipt(request_id)
             raise
+        crash_point("message.written")
         self._offer(item_id, run_id, payload)
         return Delivery(item_id, run_id, kind, request_id)
 

@@ -52,6 +52,7 @@ from typing import Any, Final, TypeVar
 
 import anyio
 
+from membrane.durable.crashpoints import crash_point
 from membrane.durable.deliveries import holds, render, task_notification
 from membrane.durable.runs import LiveRun, RunResult, RunsTable
 from membrane.durable.transcripts import append_transcript
@@ -370,12 +371,15 @@ class OutboxDrainer:
         def work() -> None:
             append_transcript(store, record)
             store.mark_delivered(item_id)
+            crash_point("delivery.ack")
 
+        crash_point("delivery.joined")
         try:
             self._commit(work)
         except StoreError as exc:
             self.errors.append(exc)
             return False
+        crash_point("delivery.acked")
         return True
 
 

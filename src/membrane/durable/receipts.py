@@ -36,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from membrane.durable.crashpoints import crash_point
 from membrane.durable.runs import EventLog, RunInfo, RunResult
 from membrane.errors import (
     ChildFailed,
@@ -83,6 +84,7 @@ class SpawnReceipts:
         while True:
             receipt = self._store.begin_receipt(request_id, kind="spawn")
             if receipt is None:
+                crash_point("spawn.pending")
                 return await self._act(request_id, act)
             if receipt.status == "completed":
                 return self._replay(receipt)

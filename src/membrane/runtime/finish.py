@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from membrane.durable.crashpoints import crash_point
 from membrane.durable.lineage import complete_edge
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.sweeper import Leases
@@ -146,10 +147,13 @@ class Finisher:
             item_id = None if owed is None else self._outbox.enqueue(owed)
             if self._leases is not None:
                 self._leases.release(record.run_id)
-            return store.append_event(record.run_id, kind, data), item_id
+            seq = store.append_event(record.run_id, kind, data)
+            crash_point("end.write")
+            return seq, item_id
 
         try:
             seq, item_id = self._hub.commit(write)
+            crash_point("end.written")
         except StoreError as exc:
             self._hub.errors.append(exc)
             seq, item_id = 0, None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from membrane.config.values import Settings
+from membrane.durable.crashpoints import crash_point
 from membrane.durable.lineage import record_edge, reopen_interrupted_edge
 from membrane.durable.sweeper import Leases
 from membrane.errors import InvalidRequest, UnknownModel
@@ -160,9 +161,12 @@ class Publisher:
             if request.request_id is not None:
                 # The spawn receipt completes with the publication, or not at all.
                 store.complete_receipt(request.request_id, {"run": record.info().to_stored()})
+            crash_point("spawn.publish")
             return seq
 
-        self._runs.register(record, seq=self._hub.commit(write), data=data)
+        seq = self._hub.commit(write)
+        crash_point("spawn.published")
+        self._runs.register(record, seq=seq, data=data)
 
     def republish(self, record: RunRecord, *, parent: RunRecord | None, messages: int) -> None:
         """Publish a resumed child again: status and a ``published`` event (marked
