@@ -28,6 +28,7 @@ from membrane.resolve import (
     ToolAdmission,
     TranscriptEntry,
 )
+from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.provider import (
     ChildComposition,
     ChildSpec,
@@ -81,6 +82,7 @@ __all__ = [
     "RateLimit",
     "Receipt",
     "RegistryChange",
+    "RoleRestriction",
     "RoleSpec",
     "SandboxPolicy",
     "SessionHeader",

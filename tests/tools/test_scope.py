@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
 
 import pytest
@@ -21,7 +22,7 @@ def registry(make_tool: Callable[..., Tool]) -> ToolRegistry:
 def test_several_restrictions_intersect(registry: ToolRegistry) -> None:
     scope = Scope(registry, name="child")
     scope.restrict(Restriction(allow=["Read", "Glob", "Bash"]))
-    scope.restrict(Restriction(deny=["Bash"]))
+    scope.restrict(Restriction(deny=["Bash"]), validate=False)
     scope.restrict(Restriction(allow=["Glob", "Read", "Edit"], label="role:reviewer"))
     assert scope.view().names == ("Glob", "Read")
 
@@ -81,7 +82,7 @@ def test_deny_only_filter_admits_later_tools(
     registry: ToolRegistry, make_tool: Callable[..., Tool]
 ) -> None:
     scope = Scope(registry, name="child")
-    scope.restrict(Restriction(deny=["Bash"]))
+    scope.restrict(Restriction(deny=["Bash"]), validate=False)
     scope.view()
     registry.register(make_tool("web_search"))
     registry.register(make_tool("Bash", description="v2"), replace=True)
@@ -200,3 +201,31 @@ def test_removing_local_tools(registry: ToolRegistry, make_tool: Callable[..., T
         scope.remove_local("report")
     with pytest.raises(ToolSpecError, match="'run_code'"):
         scope.remove_reserved("run_code")
+
+
+def test_a_tool_whose_requirement_is_absent_is_in_no_view_until_it_is_provided(
+    make_tool: Callable[..., Tool],
+) -> None:
+    registry = ToolRegistry()
+    registry.register(make_tool("Read"))
+    shot = dataclasses.replace(make_tool("screenshot"), requires=frozenset({"computer-use"}))
+    registry.register(shot)
+    heard: list[str] = []
+    registry.requirements.subscribe(heard.append)
+    scope = Scope(registry, name="child")
+    scope.restrict(Restriction(deny=["Bash"]), validate=False)
+    assert scope.view().names == ("Read",)
+    registry.requirements.provide("computer-use")
+    assert scope.view().names == ("Read", "screenshot")
+    registry.requirements.withdraw("computer-use")
+    assert scope.view().names == ("Read",)
+    assert heard == ["computer-use", "computer-use"]
+    # A later registration is checked the same way (the layer is brought forward).
+    registry.register(dataclasses.replace(make_tool("click"), requires=frozenset({"computer-use"})))
+    assert scope.view().names == ("Read",)
+
+
+def test_requires_must_be_a_frozenset_of_names(make_tool: Callable[..., Tool]) -> None:
+    bad = dataclasses.replace(make_tool("x"), requires=("computer-use",))  # type: ignore[arg-type]
+    with pytest.raises(ToolSpecError):
+        ToolRegistry().register(bad)

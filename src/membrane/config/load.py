@@ -14,7 +14,7 @@ import re
 import tomllib
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -67,6 +67,7 @@ class _Strict(BaseModel):
 class _Role(_Strict):
     allow: list[str] | None = None
     deny: list[str] | None = None
+    permissions: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 class _RateLimit(_Strict):
@@ -344,9 +345,9 @@ def _key_path(raw: object, loc: tuple[int | str, ...]) -> str:
 
 
 def _role(name: str, role: _Role, path: Path) -> RoleSpec:
-    if role.allow is None and role.deny is None:
+    if role.allow is None and role.deny is None and role.permissions is None:
         raise SettingsError(
-            f"{path}: role `{name}` gives neither `allow` nor `deny`",
+            f"{path}: role `{name}` gives none of `allow`, `deny` and `permissions`",
             path=str(path),
             key=f"roles.{name}",
             hint="list the tools the role may use in `allow`, or deny some in `deny`",
@@ -354,6 +355,7 @@ def _role(name: str, role: _Role, path: Path) -> RoleSpec:
     return RoleSpec(
         allow=None if role.allow is None else tuple(role.allow),
         deny=None if role.deny is None else tuple(role.deny),
+        permissions=tuple(role.permissions or ()),
     )
 
 

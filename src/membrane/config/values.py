@@ -46,10 +46,14 @@ class RateLimit:
 
 @dataclass(frozen=True, slots=True)
 class RoleSpec:
-    """What callers in one trusted role may see: a restriction over global tools/actions."""
+    """What callers in one trusted role may see: a restriction over global tools/actions.
+
+    ``allow``/``deny`` hold tool names and ``ext:``/``mcp__`` selectors; ``permissions`` the
+    requirements (``Tool.requires``) its callers may use."""
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] | None = None
+    permissions: tuple[str, ...] = ()
 
 
 #: The role of a caller with no trusted role (DESIGN rule 11): the least privileged one.

@@ -4,7 +4,9 @@ child loaded.
 
 An extension's ``setup(ext)`` receives an ``ExtensionAPI``: it registers tools
 (``ext.tool``/``function_tool``, kept live in its ``ExtensionTools``), prompt sections, and hook
-handlers (``ext.on(event, handler)``), which are called with the event objects below.
+handlers (``ext.on(event, handler)``), which are called with the event objects below; a tool
+that needs a backend declares it in ``Tool.requires`` and the extension that brings the backend
+up says so with ``ext.provide(NAME)`` (``Requirements``).
 """
 
 from membrane.extensions.hooks import (
@@ -27,6 +29,7 @@ from membrane.extensions.load import (
     load_extension,
 )
 from membrane.tools.registry import ExtensionTools
+from membrane.tools.requirements import Requirements
 
 __all__ = [
     "BeforeAgentStart",
@@ -39,6 +42,7 @@ __all__ = [
     "ExtensionTools",
     "LoadedExtension",
     "MessageLike",
+    "Requirements",
     "SessionShutdown",
     "SessionStart",
     "TurnEnd",

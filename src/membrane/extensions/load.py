@@ -32,6 +32,7 @@ from membrane.errors import ExtensionError, MembraneError, ToolSpecError
 from membrane.extensions.hooks import hook_problem
 from membrane.json_types import JSONObject
 from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
+from membrane.tools.requirements import Requirements
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = [
@@ -88,10 +89,18 @@ def discover_extensions(
 class ExtensionAPI:
     """The handle an extension's ``setup(ext)`` receives; it stays valid after setup."""
 
-    def __init__(self, name: str, tools: ExtensionTools, *, location: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        tools: ExtensionTools,
+        *,
+        location: str | None = None,
+        requirements: Requirements | None = None,
+    ) -> None:
         self.name = name
         self.tools = tools
         self.location = location
+        self._requirements = requirements if requirements is not None else Requirements()
         self._hooks: dict[str, list[Hook]] = {}
         self._sections: dict[str, str] = {}
 
@@ -101,6 +110,15 @@ class ExtensionAPI:
 
     def remove_tool(self, name: str) -> None:
         self.tools.remove_tool(name)
+
+    def provide(self, requirement: str) -> None:
+        """Say that ``requirement`` (a backend tools name in ``Tool.requires``) is present
+        now: the tools that need it appear in the views of callers permitted to use it."""
+        self._requirements.provide(requirement)
+
+    def withdraw(self, requirement: str) -> None:
+        """Say that ``requirement`` went away: the tools that need it are hidden again."""
+        self._requirements.withdraw(requirement)
 
     @overload
     def tool(self, name: AsyncFunction, /) -> Tool: ...
@@ -291,7 +309,9 @@ def load_extension(source: ExtensionSource, registry: ToolRegistry) -> LoadedExt
     setup = _setup_of(source)
     tools = registry.extension(source.name)
     before = tools.names()
-    api = ExtensionAPI(source.name, tools, location=source.location)
+    api = ExtensionAPI(
+        source.name, tools, location=source.location, requirements=registry.requirements
+    )
     try:
         result = setup(api)
         if inspect.isawaitable(result):

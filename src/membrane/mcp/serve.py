@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from membrane.agents.definition import AgentDefinition
+from membrane.config.values import RoleSpec
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONObject
 from membrane.loop.calls import run_tool_call
@@ -30,8 +31,9 @@ from membrane.mcp.sdk import require
 from membrane.models.base import Message, ToolCall
 from membrane.resolve import CallParams
 from membrane.resolve.authority import Deployment, ParentContext, resolve
+from membrane.resolve.roles import RoleRestriction
 from membrane.tools.registry import ToolRegistry
-from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.restriction import ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -42,7 +44,7 @@ def view_scope(
     registry: ToolRegistry,
     *,
     role: str | None,
-    roles: Mapping[str, object],
+    roles: Mapping[str, RoleSpec],
     restriction: ToolPredicate | None = None,
     name: str = "mcp-serve",
 ) -> Scope:
@@ -56,9 +58,7 @@ def view_scope(
             raise InvalidRequest(
                 f"unknown role {role!r}; roles in settings: {known}", field="role", role=role
             )
-        allow = getattr(spec, "allow", None)
-        deny = getattr(spec, "deny", None)
-        scope.restrict(Restriction(allow=allow, deny=deny, label=f"role:{role}"), validate=False)
+        scope.restrict(RoleRestriction(role, spec), validate=False)
     if restriction is not None:
         scope.restrict(restriction)
     return scope

@@ -36,7 +36,7 @@ from membrane.runtime.runs import RunRecord
 from membrane.runtime.setup import ChildSetup, SetupStep
 from membrane.runtime.worktree import Worktree
 from membrane.tools.registry import ToolRegistry
-from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.restriction import ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool
 
@@ -88,7 +88,7 @@ class ChildBuilder:
         context: ParentContext,
         *,
         depth: int,
-        role: Restriction | None,
+        role: ToolPredicate | None,
         worktree: Worktree | None,
         built: list[ProviderChild] | None = None,
         resumed: bool = False,

@@ -64,6 +64,7 @@ from membrane.limits import check_seconds
 from membrane.loop.calls import Emit
 from membrane.models.base import Model
 from membrane.resolve.authority import Deployment
+from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.budget import Budgets
 from membrane.runtime.build import ChildBuilder
 from membrane.runtime.delegation import DelegationConfig
@@ -86,7 +87,6 @@ from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.store.base import Store
 from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
-from membrane.tools.restriction import Restriction
 from membrane.tools.view import ToolView
 
 __all__ = ["CatalogLike", "SubagentRuntime"]
@@ -498,7 +498,7 @@ class SubagentRuntime:
         """The tool view a run resolves right now: exactly what it may see and call."""
         return self._lookup(run_id, None).child.scope.view()
 
-    def role_restriction(self, role: str | None) -> Restriction | None:
+    def role_restriction(self, role: str | None) -> RoleRestriction | None:
         """The restriction of a trusted role from ``settings.roles`` (``None``: no role)."""
         if role is None:
             return None
@@ -508,9 +508,7 @@ class SubagentRuntime:
             raise InvalidRequest(
                 f"unknown role {role!r}; roles in settings: {known}", field="role", role=role
             )
-        if spec.allow is None and spec.deny is None:
-            return None
-        return Restriction(allow=spec.allow, deny=spec.deny, label=f"role:{role}")
+        return RoleRestriction(role, spec)
 
     @property
     def delegation(self) -> DelegationConfig:

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from membrane.errors import MembraneError, SetupFailed, ToolFilterError
 from membrane.resolve.prompt import PromptSection
+from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.persona import PERSONA_SECTION, render_persona
 from membrane.runtime.provider import ChildComposition
 from membrane.tools.restriction import Restriction, ToolPredicate
@@ -63,6 +64,8 @@ class ChildSetup:
             sections = [self._rendered(section) for section in sections]
         for predicate in self.restrictions:
             with self._step(f"restrict:{predicate.label}"):
+                if isinstance(predicate, RoleRestriction):
+                    predicate.validate(scope.registry, local=[*scope.locals(), *scope.reserved()])
                 scope.restrict(predicate, validate=isinstance(predicate, Restriction))
         with self._step("local-tools"):
             for tool in self.local_tools:

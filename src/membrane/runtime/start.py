@@ -57,7 +57,7 @@ from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.worktree import Worktree, WorktreeManager
 from membrane.store.base import Store
 from membrane.tools.registry import ToolRegistry
-from membrane.tools.restriction import Restriction
+from membrane.tools.restriction import ToolPredicate
 from membrane.tools.spec import Tool
 
 __all__ = ["CatalogLike", "DispatchLike", "StartPath", "new_run_id"]
@@ -97,7 +97,7 @@ class _Entry:
     parent: RunRecord | None
     parent_depth: int
     depth: int
-    role: Restriction | None
+    role: ToolPredicate | None
     allowed: tuple[str, ...] | None = None
     history: tuple[Message, ...] | None = None
     has_edge: bool = False
@@ -126,7 +126,7 @@ class StartPath:
         builder: ChildBuilder,
         publisher: Publisher,
         deployment: Callable[[AgentDefinition | None], Deployment],
-        roles: Callable[[str | None], Restriction | None],
+        roles: Callable[[str | None], ToolPredicate | None],
         gate: Callable[[str | None], None],
         budgets: Budgets,
     ) -> None:
@@ -151,7 +151,7 @@ class StartPath:
         self,
         request: SubagentStartRequest,
         *,
-        role: Restriction | None,
+        role: ToolPredicate | None,
         allowed: tuple[str, ...] | None = None,
     ) -> RunRecord:
         """Build and publish one new child. ``allowed``: the names the dispatched definition

@@ -100,6 +100,7 @@ class ProjectHost:
         self._done = anyio.Event()
         self._changed = anyio.Event()
         workspace.registry.subscribe(self._on_change)
+        workspace.registry.requirements.subscribe(self._on_change)
         self.store = workspace.open_store()
         self._schedules_changed = anyio.Event()
         self.schedules = ScheduleBook(self.store, on_change=self._wake_schedules)

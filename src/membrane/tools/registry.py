@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from membrane.errors import ToolSpecError
 from membrane.tools.ratelimit import RateLimiter
+from membrane.tools.requirements import Requirements
 from membrane.tools.schemas import schema_problem
 from membrane.tools.spec import Tool
 
@@ -70,7 +71,14 @@ class _Checked:
 
 
 def _fields(tool: Tool) -> tuple[object, ...]:
-    return (tool.name, tool.description, tool.handler, tool.origin, tool.input_schema)
+    return (
+        tool.name,
+        tool.description,
+        tool.handler,
+        tool.origin,
+        tool.input_schema,
+        tool.requires,
+    )
 
 
 def check_tool(tool: object) -> Tool:
@@ -124,6 +132,13 @@ def _check_fields(tool: Tool) -> None:
         raise ToolSpecError(f"tool {name!r}: handler must be an async callable", name=name)
     if not isinstance(tool.origin, str) or not tool.origin:
         raise ToolSpecError(f"tool {name!r}: origin must be a non-empty string", name=name)
+    requires = tool.requires
+    if not isinstance(requires, frozenset) or not all(
+        isinstance(item, str) and item for item in requires
+    ):
+        raise ToolSpecError(
+            f"tool {name!r}: requires must be a frozenset of non-empty names", name=name
+        )
 
 
 def retag(tool: Tool, **changes: Any) -> Tool:
@@ -159,11 +174,14 @@ class ToolRegistry:
 
     ``rate_limits`` is the deployment's one limiter: every view over this registry asks it
     before a handler runs (``RateLimiter.configure`` sets the windows from the settings).
+    ``requirements`` says which of the things tools may require (``Tool.requires``) are
+    present; every scope leaves out the tools that need something absent.
     """
 
     def __init__(self) -> None:
         self.version = 0
         self.rate_limits = RateLimiter()
+        self.requirements = Requirements()
         self._tools: dict[str, Tool] = {}
         self._by_origin: dict[str, set[str]] = {}
         self._log: deque[RegistryChange] = deque(maxlen=CHANGE_LOG_SIZE)

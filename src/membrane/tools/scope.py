@@ -3,7 +3,8 @@
 A scope's view is, in this order (seed 001, DESIGN rule 5):
 
 1. every global tool that all installed predicates admit (allow before deny within each
-   ``Restriction``; several predicates intersect). The registry holds no reserved tool, so
+   ``Restriction``; several predicates intersect) and whose requirements (``Tool.requires``)
+   the registry's ``requirements`` provide now. The registry holds no reserved tool, so
    nothing global gets past the filters;
 2. the scope's local tools, which may shadow an admitted global tool;
 3. the scope's reserved tools (``run_code``), outside every filter.
@@ -130,7 +131,12 @@ class Scope:
 
     def view(self) -> ToolView:
         """The current resolution, cached by (registry version, scope version, stamps)."""
-        stamps = tuple([predicate.stamp() for predicate in self._restrictions])
+        # The requirements in force count as one more stamp: a backend coming or going
+        # re-resolves the view.
+        stamps = (
+            *[predicate.stamp() for predicate in self._restrictions],
+            self.registry.requirements.version,
+        )
         key = (self.registry.version, self.version, stamps)
         previous = self._view
         if previous is not None and previous.key == key:
@@ -186,6 +192,8 @@ class Scope:
         return layer, None
 
     def _admits(self, tool: Tool) -> bool:
+        if tool.requires and not self.registry.requirements.admits(tool):
+            return False
         return all(p.admits(tool) for p in self._restrictions)
 
     def _rebuild(
@@ -204,6 +212,12 @@ class Scope:
             candidates = {
                 name for name in candidates if all(p.admits(everything[name]) for p in others)
             }
+        requirements = registry.requirements
+        candidates = {
+            name
+            for name in candidates
+            if not everything[name].requires or requirements.admits(everything[name])
+        }
         names = tuple(sorted(candidates))
         tools = {name: everything[name] for name in names}
         return _GlobalLayer(registry_version, filter_key, tools, names)

@@ -56,6 +56,9 @@ class Tool:
     by ``Scope.add_reserved`` (the registry refuses them, so no global tool passes a filter).
     ``deferred`` tools are known to the catalog but loaded on first use, as MCP/plugin tools are:
     when ``loader`` is set, the first call through a view awaits it and runs the tool it returns.
+    ``requires`` names what the tool needs to work (a backend such as ``computer-use``): views
+    hide it until the deployment provides each (``membrane.tools.requirements``), and a role
+    shows it only to callers whose role has each as a permission.
 
     ``memo`` holds values derived from this exact object (wire schemas, the compiled argument
     validator, the loaded tool). It is not part of equality, and ``dataclasses.replace`` starts
@@ -72,6 +75,7 @@ class Tool:
     reserved: bool = False
     deferred: bool = False
     loader: ToolLoader | None = field(default=None, repr=False, compare=False)
+    requires: frozenset[str] = frozenset()
     # Any: heterogeneous cached derivations, each read back at its own type by its one reader.
     memo: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
