@@ -110,7 +110,7 @@ async def _actions(socket: Path, project: Path, *calls: str) -> list[list[str]]:
 
 
 async def test_ext_selectors_name_a_roles_tool_set(served: tuple[Path, ...]) -> None:
-    external, operator, viewer, project = served
+    external, operator, _, project = served
     with anyio.fail_after(START_BOUND):
         (plain,) = await _actions(external, project)
         (elevated,) = await _actions(operator, project)
@@ -133,9 +133,8 @@ async def test_ext_selectors_name_a_roles_tool_set(served: tuple[Path, ...]) -> 
 async def test_a_required_backend_shows_its_tool_only_to_permitted_roles(
     served: tuple[Path, ...],
 ) -> None:
-    external, operator, viewer, project = served
+    _, operator, viewer, project = served
     with anyio.fail_after(START_BOUND):
-        # The external server brings its own project host up: the backend is per server.
         before, on, off = await _actions(operator, project, "desk_on", "desk_off")
     assert "screenshot" not in before
     assert "screenshot" in on
