@@ -169,6 +169,27 @@ async def test_events_stream_a_runs_lifecycle_and_runs_methods_answer(
     assert unknown.value.code == "unknown-run"
 
 
+async def test_runs_start_takes_a_budget_and_a_bad_one_is_refused(
+    served: tuple[Path, Path], tmp_path: Path
+) -> None:
+    socket, project = served
+    turn = {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]}
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps({"agents": {"reader": [turn] * 5 + [{"text": "done"}]}}))
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(socket) as client:
+            ids = await _open(client, project)
+            start = {**ids, "agent": "reader", "task": "count", "model": f"scripted:{script}"}
+            run = (await client.request("runs/start", {**start, "budget": {"turns": 2}}))["run"]
+            waited = (await client.request("runs/wait", {**ids, "runId": run["run_id"]}))["run"]
+            with pytest.raises(MembraneError) as bad:
+                await client.request("runs/start", {**start, "budget": {"turns": -1}})
+    error = waited["result"]["error"]
+    assert waited["status"] == "error" and waited["result"]["turns"] == 2
+    assert (error["code"], error["data"]["kind"]) == ("budget-exceeded", "turns")
+    assert bad.value.code == "invalid-request"
+
+
 async def test_every_method_needs_initialize_and_projects_are_listed_and_removed(
     served: tuple[Path, Path], tmp_path: Path
 ) -> None:

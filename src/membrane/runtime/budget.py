@@ -215,7 +215,9 @@ class Budgets:
                 if check and limit is not None and kind in _COUNTS:
                     used_now = ledger.used[kind] + amount
                     if used_now > limit and crossed is None:
-                        crossed = ledger.exceeded(kind, run_id, used_now)
+                        # Refused: what is used already; counted: what it came to.
+                        shown = used_now if after else ledger.used[kind]
+                        crossed = ledger.exceeded(kind, run_id, shown)
             if crossed is not None and not after:
                 raise crossed  # nothing was counted: the transaction has nothing to undo
             for ledger in ledgers:

@@ -25,6 +25,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskStatus
 
+from membrane.config.budget import Budget
 from membrane.durable.schedule_actions import schedule_tools
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner
 from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
@@ -286,6 +287,8 @@ class ProjectHost:
                 arguments["request_id"] = request.request_id
             if request.background is not None:
                 arguments["background"] = request.background
+            if request.budget is not None:
+                arguments["budget"] = Budget.parse(request.budget).to_dict()
             result = await self.call(caller, "Task", arguments)  # type: ignore[arg-type]
             run_id = result.get("run_id") if isinstance(result, dict) else None
             return self.runtime.get(str(run_id), caller=caller.run_id)

@@ -93,6 +93,8 @@ class _Start(_Project):
     background: bool | None = None
     requestId: str | None = Field(default=None, min_length=1)
     model: str | None = Field(default=None, min_length=1)
+    # Checked by ``Budget.parse`` (through the request) so that an error names the kind.
+    budget: dict[str, Any] | None = None
 
 
 class _Shutdown(_Params):
@@ -215,6 +217,7 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
         background=p.background,
         request_id=p.requestId,
         role=caller.role,
+        budget=p.budget,
     )
     info = await host.start(caller, request, model=p.model)
     return {"run": info.to_dict()}
