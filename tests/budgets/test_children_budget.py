@@ -119,3 +119,17 @@ def test_explain_shows_the_budget_of_the_definition_and_the_settings(
         "turns": {"limit": 40, "source": "definition"},
         "children": {"limit": 4, "source": "settings"},
     }
+
+
+def test_membrane_run_prints_the_budget_in_force_and_refuses_a_bad_one(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text(SCRIPT, encoding="utf-8")
+    args = ["run", "worker", "part", "--project", str(project), "--model", f"scripted:{script}"]
+    assert main([*args, "--budget", "turns=5,tokens=900"]) == 0
+    out = capsys.readouterr().out
+    assert "budget in force at its start: tokens=900, turns=5" in out
+    assert main([*args, "--budget", "turns=five"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid-request" in err and "turns" in err
