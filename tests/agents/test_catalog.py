@@ -9,7 +9,7 @@ import pytest
 from agents_support import write_agent
 
 from membrane import UNSET, Catalog
-from membrane.agents import catalog as catalog_module
+from membrane.agents import scan as scan_module
 from membrane.errors import DefinitionError
 
 
@@ -199,14 +199,14 @@ def test_anything_parsing_raises_becomes_an_error_for_that_file_only(
 ) -> None:
     write_agent(project_agents, "good.md", "name: good")
     bad = write_agent(project_agents, "bad.md", "name: bad")
-    real = catalog_module.decode_definition
+    real = scan_module.decode_definition
 
     def decode(data: bytes, *, path: str, root: str, **options):  # type: ignore[no-untyped-def]
         if path == str(bad):
             raise RuntimeError("unexpected")
         return real(data, path=path, root=root, **options)
 
-    monkeypatch.setattr(catalog_module, "decode_definition", decode)
+    monkeypatch.setattr(scan_module, "decode_definition", decode)
     catalog = Catalog(project=project)
     assert catalog.get("good") is not None and catalog.get("bad") is None
     [error] = catalog.errors

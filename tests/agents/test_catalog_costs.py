@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import membrane.agents.catalog as catalog_module
+import membrane.agents.scan as scan_module
 from membrane.agents import Catalog
 from membrane.agents.watch import DirectoryWatcher
 from membrane.config.values import Settings
@@ -39,7 +40,7 @@ def agents(tmp_path: Path) -> Path:
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     seen: Counter[str] = Counter()
-    stat, decode = os.stat, catalog_module.decode_definition
+    stat, decode = os.stat, scan_module.decode_definition
 
     def counting_stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
         seen["stat"] += 1
@@ -50,7 +51,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
         return decode(data, path=path, root=root, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "stat", counting_stat)
-    monkeypatch.setattr(catalog_module, "decode_definition", counting_decode)
+    monkeypatch.setattr(scan_module, "decode_definition", counting_decode)
     yield seen
 
 

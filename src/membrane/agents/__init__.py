@@ -7,9 +7,10 @@ import typing
 from membrane._lazy import lazy_exports
 
 if typing.TYPE_CHECKING:
-    from membrane.agents.catalog import Catalog, Dispatch, Root, builtin_definitions
+    from membrane.agents.catalog import Catalog, Dispatch, builtin_definitions
     from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
     from membrane.agents.frontmatter import parse_definition, read_definition
+    from membrane.agents.roots import Root
     from membrane.agents.translation import Dialect
     from membrane.agents.writer import render_definition, update_definition_text, write_definition
 
@@ -37,7 +38,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "Catalog": "membrane.agents.catalog",
         "Dispatch": "membrane.agents.catalog",
-        "Root": "membrane.agents.catalog",
+        "Root": "membrane.agents.roots",
         "builtin_definitions": "membrane.agents.catalog",
         "UNSET": "membrane.agents.definition",
         "AgentDefinition": "membrane.agents.definition",

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from membrane.agents.cache import CACHE_FILE
-from membrane.agents.catalog import Catalog, dialect_roots
+from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.agents.roots import dialect_roots
 from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.cli.app import app, safe_text, table_console, warning_json
 from membrane.config.load import load_settings, membrane_home

@@ -24,8 +24,9 @@ one build path with two entries, a fresh start (steps 3-7) and a resumed stored 
 reads what the store says of it); ``build`` builds a child (step 6) and ``publish`` publishes
 it (step 7); ``runs`` (``LiveRuns``) is the one owner of the live runs, which durable/ reads
 through ``membrane.durable.runs.RunsTable``; ``durable.receipts`` makes a start with a
-``request_id`` idempotent (DESIGN rule 8); ``slots`` bounds the background runs
-(``settings.max_concurrency``) and lends a waiting parent's slot; ``finish`` drives each run to
+``request_id`` idempotent (DESIGN rule 8); ``scheduler`` owns the task groups, the closing
+gate and stops, with ``slots`` bounding the background runs (``settings.max_concurrency``) and
+lending a waiting parent's slot; ``finish`` drives each run to
 its end; ``durable.outbox`` delivers background children's completion notices to their parents
 durably. This class is the facade over them.
 """
@@ -33,7 +34,6 @@ durably. This class is the facade over them.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import dataclasses
 from collections.abc import Collection, Sequence
 from functools import partial
@@ -42,7 +42,6 @@ from types import TracebackType
 from typing import TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 
 from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
@@ -55,7 +54,6 @@ from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
     MembraneError,
-    StoreError,
     UnknownRun,
     UnsupportedCapability,
 )
@@ -80,7 +78,7 @@ from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import Publisher
 from membrane.runtime.request import SubagentStartRequest, validate_request
 from membrane.runtime.runs import LiveRuns, RunRecord
-from membrane.runtime.slots import Slots
+from membrane.runtime.scheduler import Scheduler
 from membrane.runtime.start import CatalogLike, StartPath
 from membrane.runtime.workspace import Workspace
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
@@ -202,20 +200,27 @@ class SubagentRuntime:
         self._deployment = dataclasses.replace(base, settings=self.settings, project=project_text)
         self._hub = EventHub(self.store)
         self._runs = LiveRuns(self._hub)
-        self._slots = Slots(limit, live=self._runs.live, start=self._start_queued)
+        self._scheduler = Scheduler(
+            self.store,
+            hub=self._hub,
+            runs=self._runs,
+            limit=limit,
+            drive=lambda record: self._finisher.drive(record),
+        )
+        self._slots = self._scheduler.slots
         self._outbox = OutboxDrainer(
             self.store,
             runs=self._runs,
             commit=self._hub.commit,
             max_attempts=settings.outbox_max_attempts,
-            stop=self._stop_run,
+            stop=self._scheduler.stop_run,
         )
         self._sweeper = Sweeper.from_settings(
             self.store,
             self.settings,
             runs=RunsTable(
                 leased=lambda: [r.run_id for r in self._runs.records() if not r.finished],
-                lost=self._stop_run,
+                lost=self._scheduler.stop_run,
             ),
             outbox=self._outbox,
             commit=self._hub.commit,
@@ -232,17 +237,14 @@ class SubagentRuntime:
             outbox=self._outbox,
             worktrees=worktrees,
             live=self._runs.live,
-            stop=self._request_stop,
+            stop=self._scheduler.request_stop,
             release=self._slots.release,
             leases=self._sweeper.leases,
         )
         self._receipts = SpawnReceipts(self.store, hub=self._hub, live=self._live_info)
         self._budgets = Budgets(self.store, commit=self._hub.commit, errors=self._hub.errors)
-        self._closing = False
         #: The store ``open()`` opened, closed with the runtime.
         self._owned_store: Store | None = None
-        self._group: TaskGroup | None = None
-        self._writers: TaskGroup | None = None
         builder = ChildBuilder(
             provider,
             registry=registry,
@@ -260,7 +262,7 @@ class SubagentRuntime:
             hub=self._hub,
             runs=self._runs,
             settings=self.settings,
-            gate=self._check_publishable,
+            gate=self._scheduler.check_publishable,
             must_queue=self._slots.must_queue,
             leases=self._sweeper.leases,
         )
@@ -277,28 +279,18 @@ class SubagentRuntime:
             publisher=publisher,
             deployment=self._deployment_now,
             roles=self.role_restriction,
-            gate=self._check_publishable,
+            gate=self._scheduler.check_publishable,
             budgets=self._budgets,
         )
 
     # -- lifetime -----------------------------------------------------------------------------
 
     async def __aenter__(self) -> SubagentRuntime:
-        if self._group is not None or self._hub.closed:
-            raise InvalidRequest("a SubagentRuntime opens once; build a new one to run again")
+        self._scheduler.check_unopened()
         if self._worktrees is not None:
             pruned = await anyio.to_thread.run_sync(self._worktrees.prune_orphans)
             self.pruned_worktrees = tuple(pruned)
-        # The event writer and the outbox drainer live in an outer group so that they outlast
-        # every run.
-        writers = anyio.create_task_group()
-        await writers.__aenter__()
-        writers.start_soon(self._hub.writer)
-        writers.start_soon(self._outbox.run)
-        writers.start_soon(self._sweeper.run)
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._writers, self._group = writers, group
+        await self._scheduler.open([self._hub.writer, self._outbox.run, self._sweeper.run])
         return self
 
     async def __aexit__(
@@ -307,31 +299,19 @@ class SubagentRuntime:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        # First: from here on no start publishes a child, so every run is asked to stop below.
-        self._closing = True
-        group = self._group
-        if group is None:
+        if not self._scheduler.opened:
+            self._scheduler.closing = True
             return None
-        for record in self._runs.records():
-            self._request_stop(record)
         try:
-            if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
-                return await group.__aexit__(exc_type, exc, tb)
-            # The host's own error propagates as itself, not wrapped in an exception group;
-            # the children were asked to stop and are joined first.
-            await group.__aexit__(None, None, None)
-            return None
+            return await self._scheduler.close(exc_type, exc, tb, shutdown=self._shutdown)
         finally:
-            self._group = None
-            self._sweeper.stop()
-            self._outbox.close()
-            self._hub.close()
-            # The writer returns at once now that the hub is closed.
-            writers, self._writers = self._writers, None
-            if writers is not None:
-                await writers.__aexit__(None, None, None)
             if self._owned_store is not None:
                 self._owned_store.close()
+
+    def _shutdown(self) -> None:
+        self._sweeper.stop()
+        self._outbox.close()
+        self._hub.close()
 
     # -- the public API -----------------------------------------------------------------------
 
@@ -358,7 +338,7 @@ class SubagentRuntime:
         allowed = _allowed_agents(allowed_agents)
         role = self.role_restriction(request.role)
         check_capabilities(request, self.provider, role_filters=role is not None)
-        self._require_open()
+        self._scheduler.require_open()
         validate_request(request, registry=self.registry)
 
         async def act() -> RunInfo:
@@ -455,7 +435,7 @@ class SubagentRuntime:
     ) -> Delivery:  # fmt: skip
         """Send ``text`` (``kind``: ``ping`` or ``brief``) to a run live here or stored, once per
         ``request_id`` (``membrane.durable.messages``); ``caller``: only to its own children."""
-        self._require_open()
+        self._scheduler.require_open()
         self._recipient(run_id, caller)
         return self._messenger.message(
             run_id, text, request_id=request_id, sender=caller or "host", kind=kind
@@ -475,7 +455,7 @@ class SubagentRuntime:
         record = self._lookup(run_id, caller)
         if request_id is not None:
             self._messenger.cancel(run_id, request_id=request_id, sender=caller or "host")
-        self._request_stop(record)
+        self._scheduler.request_stop(record)
         async with self._slots.lending(caller):
             await record.done.wait()
         return self._info(record)
@@ -534,83 +514,18 @@ class SubagentRuntime:
         """The ``emit`` callback of one child; silent until the child is published."""
         return emitter(run_id, hub=self._hub, store=self.store, runs=self._runs)
 
-    def _check_publishable(self, parent_id: str | None) -> None:
-        """Refuse to publish a child now: the runtime is closing, or its parent ended or is
-        stopping. The start path calls it in the synchronous step that commits and registers
-        the child, so nothing can change between this check and the child being scheduled.
-        The refusal is ``InvalidRequest`` with ``transient: true``: the runtime's state refused
-        the start, not the request, so its receipt is released."""
-        if self._closing or self._group is None:
-            raise InvalidRequest(
-                "the runtime is closing; no new child is started (nothing was published)",
-                transient=True,
-            )
-        parent = self._runs.live(parent_id) if parent_id is not None else None
-        if parent is not None and (parent.finished or parent.stop_requested):
-            state = parent.status if parent.finished else "stopping"
-            raise InvalidRequest(
-                f"run {parent_id!r} has ended or is stopping ({state}); a child of it would be "
-                "orphaned, so nothing was published",
-                parent_id=parent_id,
-                transient=True,
-            )
-
-    # -- scheduling and ending ----------------------------------------------------------------
-
-    def _require_open(self) -> TaskGroup:
-        if self._closing and self._group is not None:
-            raise InvalidRequest("the runtime is closing; no new child is started")
-        if self._group is None:
-            raise InvalidRequest(
-                "the runtime is not open; use `async with SubagentRuntime(...) as runtime:`"
-            )
-        return self._group
-
     def _launch(self, record: RunRecord) -> RunInfo:
-        """Schedule a child the spawner just published. No ``await`` separates this from the
-        ``check_publishable`` that preceded publication, so the task group is still open."""
-        group = self._group
-        assert group is not None and not self._closing
         if record.spending is not None:
             record.spending.bind(partial(self._end_over_budget, record))
-        if self._slots.place(record):
-            group.start_soon(self._finisher.drive, record)
+        self._scheduler.launch(record)
         return self._info(record)
-
-    def _start_queued(self, record: RunRecord) -> bool:
-        """Start a queued run the slots just admitted; ``False`` once the group is gone."""
-        if self._group is None:
-            return False
-        record.status = "running"
-        self._set_status(record.run_id, "running")
-        self._group.start_soon(self._finisher.drive, record)
-        return True
 
     def _end_over_budget(self, record: RunRecord, error: MembraneError) -> None:
         """End ``record`` with ``error``: another run spent what it needed (DESIGN rule 12)."""
         if record.finished or record.ended_by is not None:
             return
         record.ended_by = error
-        self._request_stop(record)
-
-    def _stop_run(self, run_id: str) -> None:
-        record = self._runs.live(run_id)
-        if record is not None:
-            self._request_stop(record)
-
-    def _request_stop(self, record: RunRecord) -> None:
-        if record.finished or record.stop_requested:
-            return
-        record.stop_requested = True
-        if self._slots.dequeue(record):
-            if self._group is not None:
-                self._group.start_soon(self._finisher.drive, record)
-            return
-        record.child.stop()
-
-    def _set_status(self, run_id: str, status: str) -> None:
-        with contextlib.suppress(StoreError):
-            self._hub.commit(lambda: self.store.set_status(run_id, status))
+        self._scheduler.request_stop(record)
 
     def _lookup(self, run_id: str, caller: str | None) -> RunRecord:
         record = self._runs.live(run_id)
@@ -639,7 +554,7 @@ class SubagentRuntime:
         (a provider that cannot continue a conversation), ``UnknownSubagent``, ``SetupFailed``,
         ``WorktreeUnavailable`` or ``StoreError``; nothing is published then.
         """
-        self._require_open()
+        self._scheduler.require_open()
         live = self._runs.live(run_id) if isinstance(run_id, str) else None
         held = not isinstance(run_id, str) or (live is not None and not live.finished)
         with self._sweeper.leases.claimed(run_id, held=held):  # RunLeased: driven elsewhere

@@ -10,6 +10,10 @@ runtime calling them directly. A transaction must not span an ``await``: another
 same thread would join it.
 
 Every ``sqlite3`` error is translated at this boundary into ``StoreError``.
+
+This module holds the connection, sessions, events, transcripts, receipts and lineage; the
+outbox and its dead letters are in ``sqlite_outbox``, leases and workflow state in
+``sqlite_durable``, schedules in ``sqlite_schedules`` (mixins on the same connection).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
-    OutboxItem,
     Receipt,
     SessionHeader,
     Store,
@@ -43,6 +46,7 @@ from membrane.store.base import (
 )
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
 from membrane.store.sqlite_durable import SQLiteDurable, edge_row
+from membrane.store.sqlite_outbox import SQLiteOutbox
 from membrane.store.sqlite_schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore"]
@@ -54,14 +58,13 @@ _SESSION_COLUMNS = (
     "session_id, agent, parent_id, delegation_depth, status, provider, created_at, request_id, "
     "meta, result"
 )
-_OUTBOX_COLUMNS = "id, recipient, payload, attempts, next_attempt_at, created_at, delivered_at"
 _EDGE_COLUMNS = (
     "parent_id, child_id, child_role, brief_digest, spawn_fingerprint, status, created_at, "
     "result_summary, completed_at"
 )
 
 
-class SQLiteStore(SQLiteSchedules, SQLiteDurable, Store):
+class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     """A ``Store`` in one SQLite file, created (with its folder) when absent.
 
     ``timeout`` is how long a write waits for another process's transaction to finish.
@@ -446,79 +449,6 @@ class SQLiteStore(SQLiteSchedules, SQLiteDurable, Store):
         decoded = None if result is None else load_json(result, what=f"receipt {rid!r}")
         return Receipt(rid, kind, status, decoded, created_at, completed_at)
 
-    # -- outbox -------------------------------------------------------------------------------
-
-    def enqueue_outbox(
-        self, recipient: str, payload: JSONObject, *, not_before: float | None = None
-    ) -> int:
-        encoded = dump_json(payload, what=f"outbox payload for {recipient!r}")
-        now = self._clock()
-        with self._write("enqueue_outbox") as conn:
-            cursor = conn.execute(
-                "INSERT INTO outbox (recipient, payload, next_attempt_at, created_at) "
-                "VALUES (?, ?, ?, ?)",
-                (recipient, encoded, now if not_before is None else not_before, now),
-            )
-            return int(cursor.lastrowid or 0)
-
-    def due_outbox(self, *, now: float | None = None, limit: int = 100) -> list[OutboxItem]:
-        if limit < 1:
-            raise StoreError(f"due_outbox limit must be at least 1, got {limit}", limit=limit)
-        with self._guard("due_outbox") as conn:
-            rows = conn.execute(
-                f"SELECT {_OUTBOX_COLUMNS} FROM outbox "
-                "WHERE delivered_at IS NULL AND next_attempt_at <= ? ORDER BY id LIMIT ?",
-                (self._clock() if now is None else now, limit),
-            ).fetchall()
-        return [_outbox(row) for row in rows]
-
-    def pending_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[OutboxItem]:
-        if limit < 1:
-            raise StoreError(f"pending_outbox limit must be at least 1, got {limit}", limit=limit)
-        query = f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE delivered_at IS NULL"
-        params: tuple[Any, ...] = ()
-        if recipient is not None:
-            query, params = query + " AND recipient = ?", (recipient,)
-        with self._guard("pending_outbox") as conn:
-            rows = conn.execute(query + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()
-        return [_outbox(row) for row in rows]
-
-    def next_outbox_attempt(self) -> float | None:
-        with self._guard("next_outbox_attempt") as conn:
-            row = conn.execute(
-                "SELECT MIN(next_attempt_at) FROM outbox WHERE delivered_at IS NULL"
-            ).fetchone()
-        return None if row[0] is None else float(row[0])
-
-    def mark_attempt(self, item_id: int, *, next_attempt_at: float) -> OutboxItem:
-        with self._write("mark_attempt") as conn:
-            cursor = conn.execute(
-                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ? "
-                "WHERE id = ? AND delivered_at IS NULL",
-                (next_attempt_at, item_id),
-            )
-            if cursor.rowcount == 0:
-                self._check_outbox_exists(conn, item_id)
-                raise StoreError(f"outbox item {item_id} is already delivered", item_id=item_id)
-            row = conn.execute(
-                f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE id = ?", (item_id,)
-            ).fetchone()
-            return _outbox(row)
-
-    def mark_delivered(self, item_id: int) -> None:
-        with self._write("mark_delivered") as conn:
-            cursor = conn.execute(
-                "UPDATE outbox SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL",
-                (self._clock(), item_id),
-            )
-            if cursor.rowcount == 0:
-                self._check_outbox_exists(conn, item_id)
-
-    @staticmethod
-    def _check_outbox_exists(conn: sqlite3.Connection, item_id: int) -> None:
-        if conn.execute("SELECT 1 FROM outbox WHERE id = ?", (item_id,)).fetchone() is None:
-            raise missing("outbox item", item_id)
-
     # -- lineage ------------------------------------------------------------------------------
 
     def record_edge(
@@ -602,17 +532,4 @@ def _header(row: tuple[Any, ...]) -> SessionHeader:
         request_id=request_id,
         meta=load_json(meta, what=f"meta of session {session_id!r}"),
         result=None if result is None else load_json(result, what=f"result of {session_id!r}"),
-    )
-
-
-def _outbox(row: tuple[Any, ...]) -> OutboxItem:
-    item_id, recipient, payload, attempts, next_at, created_at, delivered_at = row
-    return OutboxItem(
-        id=item_id,
-        recipient=recipient,
-        payload=load_json(payload, what=f"outbox item {item_id}"),
-        attempts=attempts,
-        next_attempt_at=next_at,
-        created_at=created_at,
-        delivered_at=delivered_at,
     )

@@ -1,5 +1,5 @@
-"""The ``SQLiteStore`` statements for dead letters, run leases, workflow state and reopened
-lineage edges (schema migration 5).
+"""The ``SQLiteStore`` statements for run leases, workflow state and reopened lineage edges
+(schema migration 5; the dead letters it added are in ``sqlite_outbox``).
 
 ``SQLiteDurable`` is a mixin: ``SQLiteStore`` supplies the connection plumbing (``_write`` for
 a transaction or savepoint, ``_guard`` for a read, ``_clock``). Each method is one short
@@ -18,10 +18,8 @@ from typing import Any
 from membrane.errors import StoreError
 from membrane.json_types import JSONObject
 from membrane.store.base import (
-    DeadLetter,
     Lease,
     LineageEdge,
-    OutboxItem,
     WorkflowRecord,
     dump_json,
     load_json,
@@ -30,12 +28,11 @@ from membrane.store.base import (
 
 __all__ = ["SQLiteDurable", "edge_row"]
 
-_DEAD_COLUMNS = "id, recipient, payload, attempts, created_at, last_error, dead_at"
 _LEASE_COLUMNS = "run_id, owner, expires_at, acquired_at"
 
 
 class SQLiteDurable:
-    """Dead letters, leases and workflow state in the store's SQLite file."""
+    """Run leases, workflow state and reopened lineage edges in the store's SQLite file."""
 
     _clock: Callable[[], float]
 
@@ -44,82 +41,6 @@ class SQLiteDurable:
 
     def _guard(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError  # supplied by SQLiteStore
-
-    # -- the outbox's attempts and dead letters -------------------------------------------------
-
-    def postpone_outbox(self, item_id: int, *, next_attempt_at: float) -> None:
-        with self._write("postpone_outbox") as conn:
-            conn.execute(
-                "UPDATE outbox SET next_attempt_at = ? WHERE id = ? AND delivered_at IS NULL",
-                (next_attempt_at, item_id),
-            )
-
-    def note_outbox_error(self, item_id: int, error: str) -> None:
-        with self._write("note_outbox_error") as conn:
-            conn.execute(
-                "UPDATE outbox SET last_error = ? WHERE id = ? AND delivered_at IS NULL",
-                (str(error), item_id),
-            )
-
-    def outbox_error(self, item_id: int) -> str | None:
-        with self._guard("outbox_error") as conn:
-            row = conn.execute("SELECT last_error FROM outbox WHERE id = ?", (item_id,)).fetchone()
-        return None if row is None or row[0] is None else str(row[0])
-
-    def bury_outbox(self, item_id: int, *, error: str) -> DeadLetter:
-        now = self._clock()
-        with self._write("bury_outbox") as conn:
-            row = conn.execute(
-                "SELECT recipient, payload, attempts, created_at FROM outbox "
-                "WHERE id = ? AND delivered_at IS NULL",
-                (item_id,),
-            ).fetchone()
-            if row is None:
-                raise missing("undelivered outbox item", item_id)
-            conn.execute(
-                f"INSERT INTO outbox_dead ({_DEAD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (item_id, row[0], row[1], row[2], row[3], str(error), now),
-            )
-            conn.execute("DELETE FROM outbox WHERE id = ?", (item_id,))
-            found = conn.execute(
-                f"SELECT {_DEAD_COLUMNS} FROM outbox_dead WHERE id = ?", (item_id,)
-            ).fetchone()
-        return _dead(found)
-
-    def dead_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[DeadLetter]:
-        if limit < 1:
-            raise StoreError(f"dead_outbox limit must be at least 1, got {limit}", limit=limit)
-        query = f"SELECT {_DEAD_COLUMNS} FROM outbox_dead"
-        params: tuple[Any, ...] = ()
-        if recipient is not None:
-            query, params = query + " WHERE recipient = ?", (recipient,)
-        with self._guard("dead_outbox") as conn:
-            rows = conn.execute(query + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()
-        return [_dead(row) for row in rows]
-
-    def revive_outbox(self, item_id: int) -> OutboxItem:
-        now = self._clock()
-        with self._write("revive_outbox") as conn:
-            row = conn.execute(
-                "SELECT recipient, payload, created_at, last_error FROM outbox_dead WHERE id = ?",
-                (item_id,),
-            ).fetchone()
-            if row is None:
-                raise missing("dead letter", item_id)
-            conn.execute(
-                "INSERT INTO outbox (id, recipient, payload, attempts, next_attempt_at, "
-                "created_at, last_error) VALUES (?, ?, ?, 0, ?, ?, ?)",
-                (item_id, row[0], row[1], now, row[2], row[3]),
-            )
-            conn.execute("DELETE FROM outbox_dead WHERE id = ?", (item_id,))
-        return OutboxItem(
-            id=item_id,
-            recipient=row[0],
-            payload=load_json(row[1], what=f"outbox item {item_id}"),
-            attempts=0,
-            next_attempt_at=now,
-            created_at=row[2],
-        )
 
     # -- run leases -----------------------------------------------------------------------------
 
@@ -252,19 +173,6 @@ class SQLiteDurable:
                 (child_id,),
             ).fetchone()
         return edge_row(row)
-
-
-def _dead(row: tuple[Any, ...]) -> DeadLetter:
-    item_id, recipient, payload, attempts, created_at, last_error, dead_at = row
-    return DeadLetter(
-        id=item_id,
-        recipient=recipient,
-        payload=load_json(payload, what=f"dead letter {item_id}"),
-        attempts=attempts,
-        created_at=created_at,
-        last_error=last_error,
-        dead_at=dead_at,
-    )
 
 
 def _workflow(row: tuple[Any, ...]) -> WorkflowRecord:

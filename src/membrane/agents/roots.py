@@ -1,0 +1,72 @@
+"""Where definitions come from: a ``Root`` (a directory, or one config file holding several
+definitions) with the dialect its files are read in, and the other products' roots
+(``dialect_roots``: Claude Code, OpenCode, pi) that sit below Membrane's own."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from membrane.agents.opencode_config import OPENCODE_CONFIG_NAMES
+from membrane.agents.translation import MEMBRANE, Dialect
+from membrane.config.values import Settings
+
+__all__ = ["Root", "claude_config_home", "dialect_roots"]
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    """One place definitions come from. ``label`` is ``global``, ``workspace`` or ``project``
+    for Membrane's own roots, else the dialect's root (``claude-code-project`` ...). A ``config``
+    root is one file holding several definitions (``opencode.json``), not a directory."""
+
+    label: str
+    directory: Path
+    dialect: Dialect = MEMBRANE
+    kind: Literal["dir", "config"] = "dir"
+
+    @property
+    def cache_key(self) -> str:
+        """What the parse of a file here depends on besides its content."""
+        if self.dialect is MEMBRANE or self.dialect == MEMBRANE:
+            return self.label
+        d = self.dialect
+        return f"{self.label}|{d.name}|{d.omitted_tools}|{','.join(d.default_tools)}"
+
+
+def claude_config_home() -> Path:
+    """Claude Code's folder: ``$CLAUDE_CONFIG_DIR`` when set, else ``~/.claude``."""
+    value = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
+    return Path(value).expanduser() if value else Path.home() / ".claude"
+
+
+def dialect_roots(settings: Settings, *, project: Path | None, claude_home: Path) -> list[Root]:
+    """Other products' roots, lowest first; each one below all of Membrane's own roots.
+
+    ``~/.claude/agents`` < ``opencode.jsonc`` < ``opencode.json`` < ``.opencode/agent`` <
+    ``.opencode/agents`` < ``.claude/agents`` < ``.pi/agents``; a setting turns each product off.
+    """
+    claude = Dialect("claude-code", settings.claude_code_omitted_tools, settings.default_tools)
+    opencode = Dialect("opencode", settings.opencode_omitted_tools, settings.default_tools)
+    pi = Dialect("pi", settings.pi_omitted_tools, settings.default_tools)
+    roots: list[Root] = []
+    if settings.claude_code_agents:
+        roots.append(Root("claude-code-global", claude_home / "agents", claude))
+    if project is None:
+        return roots
+    if settings.opencode_agents:
+        roots += [
+            Root("opencode-project", project / name, opencode, "config")
+            for name in reversed(OPENCODE_CONFIG_NAMES)
+        ]
+        roots += [
+            Root("opencode-project", project / ".opencode" / name, opencode)
+            for name in ("agent", "agents")
+        ]
+    if settings.claude_code_agents:
+        roots.append(Root("claude-code-project", project / ".claude" / "agents", claude))
+    if settings.pi_agents:
+        roots.append(Root("pi-project", project / ".pi" / "agents", pi))
+    return roots

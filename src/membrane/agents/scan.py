@@ -1,0 +1,315 @@
+"""Scanning one root for the catalog: what its directories and files looked like last time,
+and what changed since, at the cost the catalog's ``reload()`` promises.
+
+``RootScan`` keeps a directory tree of ``*.md`` files; ``ConfigScan`` keeps one config file
+holding several definitions (``opencode.json``). Both answer ``unchanged()`` from stats alone
+(plus content for "racy" paths, whose timestamp is too recent to trust), ``rescan()`` the whole
+root, and ``apply()`` what a directory watcher saw (``membrane.agents.watch``). A file is parsed
+only when its content changed; whatever parsing one file raises becomes a ``DefinitionError``
+for that path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+
+from membrane.agents.builtins import decode_definition
+from membrane.agents.cache import DefinitionCache
+from membrane.agents.definition import AgentDefinition
+from membrane.agents.files import read_file_bytes
+from membrane.agents.opencode_config import read_opencode_config
+from membrane.agents.roots import Root
+from membrane.agents.watch import Change, DirectoryWatcher
+from membrane.errors import DefinitionError
+
+__all__ = ["ConfigScan", "RootScan", "Scan"]
+
+#: A timestamp this close to "now" may share a clock tick with a later write.
+_RACY_NS = 100_000_000
+
+Signature = tuple[int, int, int, int]
+
+
+def _signature(stat: os.stat_result) -> Signature:
+    return (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
+
+
+@dataclass(slots=True)
+class _Entry:
+    signature: Signature
+    digest: bytes
+    result: AgentDefinition | DefinitionError
+
+
+def _racy(signature: Signature, now: int) -> bool:
+    return now - max(signature[0], signature[1]) < _RACY_NS
+
+
+class RootScan:
+    """The directories and files of one root as last seen."""
+
+    def __init__(self, root: Root, cache: DefinitionCache) -> None:
+        self.root = root
+        self.cache = cache
+        #: directory -> (its signature, the names in it that matter)
+        self.dirs: dict[str, tuple[Signature, frozenset[str]]] = {}
+        self.files: dict[str, _Entry] = {}
+        #: Paths whose stat cannot be trusted yet; checked by listing or content instead.
+        self.racy: set[str] = set()
+
+    def unchanged(self) -> bool:
+        """The stat-only check (plus content for racy paths). Never parses."""
+        if not self.dirs:
+            return not os.path.isdir(self.root.directory)
+        try:
+            for path, (sig, names) in self.dirs.items():
+                if _signature(os.stat(path)) != sig:
+                    return False
+                if path in self.racy and _listing(path) != names:
+                    return False
+            for path, entry in self.files.items():
+                if _file_signature(path) != entry.signature:
+                    return False
+                if path in self.racy and _digest(read_file_bytes(path)) != entry.digest:
+                    return False
+        except OSError:
+            return False
+        if self.racy:
+            now = time.time_ns()
+            self.racy = {
+                path
+                for path in self.racy
+                if _racy(
+                    self.dirs[path][0] if path in self.dirs else self.files[path].signature, now
+                )
+            }
+        return True
+
+    def rescan(self) -> set[str]:
+        """List the tree again; parse only files that are new or whose content changed.
+        Returns the paths whose entry is new, gone or different."""
+        old = self.files
+        self.dirs, self.files, self.racy = self._walk(str(self.root.directory))
+        return {
+            path
+            for path in old.keys() | self.files.keys()
+            if old.get(path) is not self.files.get(path)
+        }
+
+    def apply(self, changes: list[Change], watcher: DirectoryWatcher) -> set[str] | None:
+        """Bring the scan up to date with what ``watcher`` saw under this root: each changed
+        file is stat'ed and read again (parsed when its content changed); a new directory is
+        walked and watched; a directory that went away drops what was below it. Returns the
+        paths whose entry changed, or ``None`` when a directory could not be watched."""
+        changed: set[str] = set()
+        for change in changes:
+            path = change.path
+            name = os.path.basename(path)
+            if change.is_dir:
+                if name.startswith("."):
+                    continue
+                prefix = path + os.sep
+                gone = [p for p in self.files if p.startswith(prefix)]
+                for sub in [d for d in self.dirs if d == path or d.startswith(prefix)]:
+                    del self.dirs[sub]
+                    watcher.discard(sub)
+                for file in gone:
+                    del self.files[file]
+                changed.update(gone)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    dirs, files, racy = self._walk(path)
+                    for directory in dirs:
+                        if not watcher.add(directory):
+                            return None
+                    self.dirs.update(dirs)
+                    self.files.update(files)
+                    self.racy |= racy
+                    changed.update(files)
+                continue
+            if not name.endswith(".md"):
+                continue
+            entry = None if os.path.isdir(path) else self._entry(path)
+            old = self.files.get(path)
+            if entry is None:
+                if old is not None:
+                    del self.files[path]
+                    changed.add(path)
+            elif entry is not old:
+                self.files[path] = entry
+                self.racy.discard(path)
+                changed.add(path)
+        return changed
+
+    def _walk(
+        self, top: str
+    ) -> tuple[dict[str, tuple[Signature, frozenset[str]]], dict[str, _Entry], set[str]]:
+        dirs: dict[str, tuple[Signature, frozenset[str]]] = {}
+        files: dict[str, _Entry] = {}
+        racy: set[str] = set()
+        now = time.time_ns()
+        stack = [top]
+        while stack:
+            current = stack.pop()
+            try:
+                sig = _signature(os.stat(current))
+                entries = [item for item in os.scandir(current) if _relevant(item)]
+            except OSError:
+                continue
+            dirs[current] = (sig, frozenset(item.name for item in entries))
+            if _racy(sig, now):
+                racy.add(current)
+            for item in entries:
+                if item.is_dir(follow_symlinks=False):
+                    stack.append(item.path)
+                    continue
+                entry = self._entry(item.path)
+                if entry is not None:
+                    files[item.path] = entry
+                    if _racy(entry.signature, now):
+                        racy.add(item.path)
+        return dirs, files, racy
+
+    def _entry(self, path: str) -> _Entry | None:
+        try:
+            signature = _signature(os.stat(path))
+            old = self.files.get(path)
+            if old is not None and old.signature == signature and path not in self.racy:
+                return old
+            data = read_file_bytes(path)
+        except OSError as exc:
+            return _unreadable(path, exc)
+        digest = _digest(data)
+        if old is not None and old.digest == digest:
+            return _Entry(signature, digest, old.result)
+        label = self.root.label
+        cached = self.cache.get(path, root=self.root.cache_key, digest=digest)
+        if cached is not None:
+            return _Entry(signature, digest, cached)
+        try:
+            result: AgentDefinition | DefinitionError = decode_definition(
+                data, path=path, root=label, dialect=self.root.dialect
+            )
+        except DefinitionError as exc:
+            result = exc
+        except Exception as exc:  # one file never takes the catalog down
+            result = DefinitionError(
+                f"cannot be read: {type(exc).__name__}: {exc}",
+                path=path,
+                line=1,
+                hint="fix or remove this file; the other definitions are unaffected",
+            )
+            result.__cause__ = exc
+        if isinstance(result, AgentDefinition):
+            self.cache.put(path, root=self.root.cache_key, digest=digest, definition=result)
+        return _Entry(signature, digest, result)
+
+
+class ConfigScan:
+    """A config file holding several definitions (``opencode.json``), as last seen. Its
+    entries are keyed ``<file>#<name>``; it has no directories, so the catalog checks it with
+    one stat per reload."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self.dirs: dict[str, tuple[Signature, frozenset[str]]] = {}
+        self.files: dict[str, _Entry] = {}
+        self.racy: set[str] = set()
+        self._signature: Signature | None = None
+        self._digest: bytes | None = None
+        self._racy = False
+
+    def unchanged(self) -> bool:
+        path = str(self.root.directory)
+        try:
+            signature: Signature | None = _signature(os.stat(path))
+        except OSError:
+            signature = None
+        if signature != self._signature:
+            return False
+        if self._racy and signature is not None:
+            try:
+                if _digest(read_file_bytes(path)) != self._digest:
+                    return False
+            except OSError:
+                return False
+            self._racy = _racy(signature, time.time_ns())
+        return True
+
+    def rescan(self) -> set[str]:
+        path = str(self.root.directory)
+        old = self.files
+        try:
+            signature = _signature(os.stat(path))
+            data = read_file_bytes(path)
+        except OSError:
+            self._signature, self._digest, self.files = None, None, {}
+            return set(old)
+        digest = _digest(data)
+        if digest != self._digest:
+            files = {}
+            for result in read_opencode_config(
+                data, path=path, root=self.root.label, dialect=self.root.dialect
+            ):
+                key = result.path if isinstance(result, AgentDefinition) else result.data["path"]
+                files[str(key)] = _Entry(signature, digest, result)
+            self.files = files
+        self._signature, self._digest = signature, digest
+        self._racy = _racy(signature, time.time_ns())
+        return {p for p in old.keys() | self.files.keys() if old.get(p) is not self.files.get(p)}
+
+    def apply(self, changes: list[Change], watcher: DirectoryWatcher) -> set[str] | None:
+        return None  # never called: a config root has no directories to watch
+
+
+def _relevant(item: os.DirEntry[str]) -> bool:
+    """``*.md`` entries that are not directories and the directories below (hidden ones, such
+    as ``.git``, are skipped). A ``*.md`` symlink loop, dangling link or FIFO is relevant: it is
+    reported as an unusable file, and never hides its neighbours."""
+    if item.is_dir(follow_symlinks=False):
+        return not item.name.startswith(".")
+    if not item.name.endswith(".md"):
+        return False
+    try:
+        return not item.is_dir()
+    except OSError:
+        return True
+
+
+def _file_signature(path: str) -> Signature:
+    """The signature of what ``path`` names, or of the link itself when it leads nowhere."""
+    try:
+        return _signature(os.stat(path))
+    except OSError:
+        return _signature(os.lstat(path))
+
+
+def _unreadable(path: str, exc: OSError) -> _Entry | None:
+    """The entry of a ``*.md`` that cannot be read: ``None`` when nothing is there any more
+    (gone between the listing and the read; the next reload settles it), else an error that
+    names why (a symlink loop, a dangling link, a FIFO, no permission)."""
+    try:
+        signature = _signature(os.lstat(path))
+    except OSError:
+        return None
+    error = DefinitionError(
+        f"cannot be read: {exc.strerror or exc}",
+        path=path,
+        line=1,
+        hint="make it a readable regular file (or a link to one), or remove it; "
+        "the other definitions are unaffected",
+    )
+    return _Entry(signature, b"", error)
+
+
+def _listing(path: str) -> frozenset[str]:
+    return frozenset(item.name for item in os.scandir(path) if _relevant(item))
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+Scan = RootScan | ConfigScan
