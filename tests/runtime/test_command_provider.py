@@ -22,6 +22,7 @@ from membrane.runtime import (
     CommandProvider,
     SubagentStartRequest,
 )
+from membrane.sandbox import SandboxPolicy
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
 
@@ -30,6 +31,9 @@ from .conftest import Project
 pytestmark = pytest.mark.anyio
 
 SCRIPT = Path(__file__).parent / "scripts" / "fake_agent.py"
+#: No OS sandbox: these tests follow the command's process ids as the host sees them (under
+#: bubblewrap the command has its own PID namespace; test_command_sandbox.py covers that case).
+HOST_PIDS = SandboxPolicy("guard")
 
 
 def _alive(pid: int) -> bool:
@@ -51,7 +55,7 @@ async def test_a_run_ends_when_the_command_exits_and_its_leftovers_are_killed(
 ) -> None:
     # The background sleep keeps standard output open after the shell has exited.
     script = "sleep 600 & echo $!; echo result for $0"
-    provider = CommandProvider(["sh", "-c", script, "{task}"])
+    provider = CommandProvider(["sh", "-c", script, "{task}"], sandbox=HOST_PIDS)
     async with _runtime(project, provider) as runtime:  # type: ignore[attr-defined]
         with anyio.fail_after(20):
             result = await runtime.run(SubagentStartRequest("external", "x"))
@@ -72,7 +76,7 @@ async def test_a_descendant_that_escaped_the_group_cannot_keep_the_run_alive(
         "print(child.pid)\n"
         "print('escaped result', sys.argv[1])\n"
     )
-    provider = CommandProvider([sys.executable, "-c", escape, "{task}"])
+    provider = CommandProvider([sys.executable, "-c", escape, "{task}"], sandbox=HOST_PIDS)
     pid = None
     try:
         async with _runtime(project, provider) as runtime:  # type: ignore[attr-defined]
@@ -172,7 +176,9 @@ async def test_discarding_a_running_command_child_kills_its_process_group(
     tmp_path: Path,
 ) -> None:
     marker = tmp_path / "pids.json"
-    provider = CommandProvider([sys.executable, str(SCRIPT), "hang", "{task}"], kill_grace=1.0)
+    provider = CommandProvider(
+        [sys.executable, str(SCRIPT), "hang", "{task}"], kill_grace=1.0, sandbox=HOST_PIDS
+    )
     child = await provider.create(_spec(str(marker)), _setup)
     outcomes = []
 

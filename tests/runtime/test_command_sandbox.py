@@ -3,14 +3,16 @@ control path, and nothing it starts outlives it."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import anyio
 import pytest
 
 from membrane.config.values import Settings
+from membrane.errors import SetupFailed
 from membrane.runtime import CommandProvider, SubagentStartRequest
-from membrane.sandbox import SandboxPolicy, machine_support
+from membrane.sandbox import MachineSupport, SandboxPolicy, machine_support
 
 from .conftest import Project
 
@@ -43,3 +45,91 @@ async def test_a_sandboxed_command_child_writes_only_its_checkout(
     assert (project.root / "src" / "made.txt").read_text() == "made\n"
     assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
     assert not (project.root / ".agents" / "agents").exists()
+
+
+def _processes_with(token: str) -> list[int]:
+    """Host processes whose command line holds ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.parametrize("policy", ["default", "bubblewrap", "landlock"])
+async def test_a_command_child_is_sandboxed_by_default_and_under_each_backend(
+    project: Project, outside: Path, policy: str
+) -> None:
+    support = machine_support()
+    backend = policy if policy != "default" else ("bubblewrap" if support.bwrap else "landlock")
+    if backend == "bubblewrap" and support.bwrap is None:
+        pytest.skip(f"no bubblewrap sandbox here: {support.bwrap_reason}")
+    if backend == "landlock" and not support.landlock_abi:
+        pytest.skip(f"no Landlock sandbox here: {support.landlock_reason}")
+    (project.root / "src").mkdir()
+    script = (
+        f"echo x > {outside}/f; python3 -c \"open('{outside}/g', 'w')\"; "
+        "mkdir -p .agents/agents; echo x > .agents/agents/g.md; echo x >> .git/config; "
+        "echo made > src/made.txt; echo finished"
+    )
+    options = {} if policy == "default" else {"sandbox": SandboxPolicy(policy)}  # type: ignore[arg-type]
+    provider = CommandProvider(["sh", "-c", "{task}"], **options)  # type: ignore[arg-type]
+    project.agent("external")
+    project.settings = Settings(max_depth="provider-managed")
+    (project.root / ".git").mkdir()
+    (project.root / ".git" / "config").write_text("[core]\n")
+    async with project.runtime(provider) as runtime, runtime.events() as events:
+        with anyio.fail_after(30):
+            result = await runtime.run(SubagentStartRequest("external", script))
+            async for event in events:
+                if event.kind == "published":
+                    boundary = event.data["sandbox"]
+                    break
+    assert result.status == "completed" and result.text.strip() == "finished", result
+    assert (project.root / "src" / "made.txt").read_text() == "made\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.txt"]
+    assert not (project.root / ".agents" / "agents" / "g.md").exists()
+    assert (project.root / ".git" / "config").read_text() == "[core]\n"
+    assert boundary["backend"] == backend and boundary["confined"] is True
+
+
+async def test_nothing_a_bubblewrapped_command_child_starts_outlives_it(project: Project) -> None:
+    support = machine_support()
+    if support.bwrap is None:
+        pytest.skip(f"no bubblewrap sandbox here: {support.bwrap_reason}")
+    token = f"membrane-outlive-{uuid.uuid4().hex}"
+    sleeper = f"python3 -c 'import time; time.sleep(600)' {token}"
+    script = (
+        f"setsid -f {sleeper}; nohup {sleeper} >/dev/null 2>&1 & ( ( {sleeper} & ) & ); echo ok"
+    )
+    provider = CommandProvider(["sh", "-c", "{task}"])
+    project.agent("external")
+    project.settings = Settings(max_depth="provider-managed")
+    async with project.runtime(provider) as runtime:
+        with anyio.fail_after(30):
+            result = await runtime.run(SubagentStartRequest("external", script))
+    assert result.status == "completed"
+    with anyio.fail_after(30):
+        while _processes_with(token):
+            await anyio.sleep(0.05)
+
+
+async def test_a_command_child_whose_sandbox_this_machine_lacks_is_never_published(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from membrane.sandbox import runner
+
+    lacking = MachineSupport(None, "no bwrap on PATH", 0, "the kernel has no Landlock")
+    monkeypatch.setattr(runner, "machine_support", lambda: lacking)
+    provider = CommandProvider(["sh", "-c", "{task}"], sandbox=SandboxPolicy("bubblewrap"))
+    project.agent("external")
+    project.settings = Settings(max_depth="provider-managed")
+    async with project.runtime(provider) as runtime:
+        with pytest.raises(SetupFailed) as caught:
+            await runtime.start(SubagentStartRequest("external", "echo hi"))
+        assert caught.value.data["cause"] == "sandbox-unavailable"
+        assert runtime.runs() == []

@@ -14,6 +14,7 @@ from membrane.errors import InvalidRequest
 from membrane.models.base import Message, ToolCall
 from membrane.runtime import CommandProvider, InProcessProvider, SubagentStartRequest
 from membrane.runtime.providers.in_process import fork_transcript
+from membrane.sandbox import SandboxPolicy
 from membrane.testing import ScriptedModel
 
 from .conftest import Project
@@ -153,7 +154,9 @@ async def test_stopping_a_command_child_ends_its_whole_process_group(
 ) -> None:
     project.agent("external")
     marker = tmp_path / "pids.json"
-    async with _command(project, "hang", "{task}", kill_grace=1.0) as runtime:  # type: ignore[attr-defined]
+    # The process group as the host sees it: no PID namespace, and the marker under /tmp.
+    guard = SandboxPolicy("guard")
+    async with _command(project, "hang", "{task}", kill_grace=1.0, sandbox=guard) as runtime:  # type: ignore[attr-defined]
         info = await runtime.start(SubagentStartRequest("external", str(marker)))
         with anyio.fail_after(20):
             while not marker.exists():

@@ -33,7 +33,7 @@ from membrane.runtime.budget import BUDGET_KEY
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import LiveRuns, RunRecord
-from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary
+from membrane.sandbox import WRITING_TOOLS, Boundary, SandboxPolicy, boundary_summary
 from membrane.store.base import SessionHeader, Store
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
@@ -121,8 +121,10 @@ class Publisher:
             "provider": record.provider,
             "tools": list(tools),
             "checkout": authority.checkout.kind,
-            # The OS boundary its commands run under (DESIGN rule 10).
-            "sandbox": boundary_summary(
+            # The OS boundary its commands run under (DESIGN rule 10): a provider whose child
+            # runs as one sandboxed process (``CommandProvider``) says which.
+            "sandbox": _own_boundary(record.child)
+            or boundary_summary(
                 SandboxPolicy.from_settings(self._settings),
                 Path(record.cwd) if record.cwd else Path.cwd(),
                 agent=record.agent,
@@ -264,3 +266,9 @@ def start_controls(scope: Scope) -> dict[str, Any]:
     return {
         "tool_filter": {"allow": None if allow is None else sorted(allow), "deny": sorted(deny)}
     }
+
+
+def _own_boundary(child: object) -> dict[str, Any] | None:
+    """The boundary a child's provider runs it under, when the child says (a ``boundary``)."""
+    boundary = getattr(child, "boundary", None)
+    return boundary.to_json() if isinstance(boundary, Boundary) else None

@@ -8,7 +8,11 @@ finds in its system prompt (``membrane.resolve.guidance``). Each part is filled 
 pass, so a task that itself contains ``{persona}`` reaches the agent as written. Nothing goes
 through a shell.
 
-The process runs in its own process group, in the child's checkout, with ``MEMBRANE_RUN_ID``,
+The process runs inside the OS sandbox (``sandbox``, a ``SandboxPolicy``; by default the
+strongest backend this machine offers, network off): it may write its checkout except the
+control paths, and a private temporary folder; under bubblewrap nothing it starts outlives it.
+``SandboxPolicy("guard")`` runs it with the Membrane process's own permissions instead.
+It runs in its own process group, in the child's checkout, with ``MEMBRANE_RUN_ID``,
 ``MEMBRANE_SESSION_ID``, ``MEMBRANE_DEPTH``, ``MEMBRANE_CLI_PATH`` and (when skills were
 discovered) ``MEMBRANE_AGENT_SKILLS_DIRS`` set. Its standard output is the child's result,
 kept up to ``max_output_bytes`` (the first and last halves; the text says how much was left out
@@ -31,10 +35,12 @@ and runtime notices are not supported (``steer()`` and ``notify()`` return ``Fal
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -42,7 +48,7 @@ from typing import Final
 import anyio
 from anyio.abc import Process
 
-from membrane.errors import InvalidRequest, SandboxUnavailable
+from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 from membrane.models.base import Message
 from membrane.resolve.guidance import cli_guidance
@@ -52,6 +58,7 @@ from membrane.runtime.provider import (
     SetupCallback,
     SubagentCapabilities,
 )
+from membrane.sandbox.boundary import Boundary
 from membrane.sandbox.process import OutputCapture, pump, signal_group
 from membrane.sandbox.runner import Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
@@ -85,7 +92,7 @@ class CommandProvider:
         sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.command = _check_template(command)
-        self.sandbox = sandbox
+        self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
         self.name = name
         self.env = dict(env or {})
         if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
@@ -125,25 +132,23 @@ class CommandProvider:
             "MEMBRANE_SESSION_ID": request.run_id,
             "MEMBRANE_DEPTH": str(request.depth),
         }
-        if self.sandbox is not None:
-            argv = _sandboxed(self.sandbox, argv, request)
-        return _CommandChild(self, scope, argv, env=env, cwd=request.cwd)
+        sandbox = _sandbox(self.sandbox, request, env)
+        return _CommandChild(self, scope, argv, env=env, cwd=request.cwd, sandbox=sandbox)
 
 
-def _sandboxed(policy: SandboxPolicy, argv: list[str], request: ChildSpec) -> list[str]:
-    """``argv`` wrapped in the OS sandbox ``policy`` chooses, for a child that may write its
-    checkout (the command is an agent that edits files); the guard alone leaves it as is."""
+def _sandbox(policy: SandboxPolicy, request: ChildSpec, env: Mapping[str, str]) -> Sandbox:
+    """The OS sandbox ``policy`` chooses for a child that may write its checkout (the command
+    is an agent that edits files), its missing control paths made; ``SandboxUnavailable``
+    when the policy names a backend this machine lacks. The runtime socket's folder stays
+    reachable, so the command's own ``membrane`` calls get back."""
     checkout = Path(request.cwd) if request.cwd is not None else Path.cwd()
-    sandbox = Sandbox.for_checkout(policy, checkout, agent=request.agent, writes=True)
-    if sandbox.backend == "landlock":
-        raise SandboxUnavailable(
-            "CommandProvider runs its command under bubblewrap or the guard alone; the Landlock "
-            "backend needs a private temporary folder per call",
-            backend="landlock",
-            reason="not supported for command children",
-        )
+    socket = env.get("MEMBRANE_SOCKET")
+    reachable = (Path(socket).parent,) if socket else ()
+    sandbox = Sandbox.for_checkout(
+        policy, checkout, agent=request.agent, writes=True, reachable=reachable
+    )
     sandbox.prepare()
-    return sandbox.command(argv, cwd=checkout)
+    return sandbox
 
 
 class _CommandChild:
@@ -155,10 +160,12 @@ class _CommandChild:
         *,
         env: dict[str, str],
         cwd: Path | None,
+        sandbox: Sandbox,
     ) -> None:
         self._provider = provider
         self._scope = scope
         self._argv = argv
+        self._sandbox = sandbox
         self._env = env
         self._cwd = cwd
         self._cancel: anyio.CancelScope | None = None
@@ -191,13 +198,32 @@ class _CommandChild:
         if process is not None and process.returncode is None:
             signal_group(process.pid, signal.SIGKILL)
 
+    @property
+    def boundary(self) -> Boundary:
+        """The OS boundary the command runs under."""
+        return self._sandbox.boundary
+
     async def run(self) -> ChildOutcome:
         if self._stop_requested:
             return ChildOutcome(status="stopped")
+        landlock = self._sandbox.backend == "landlock"
+        with (
+            tempfile.TemporaryDirectory(prefix="membrane-command-")
+            if landlock
+            else (contextlib.nullcontext(None)) as tmp
+        ):
+            try:
+                return await self._run(None if tmp is None else Path(tmp))
+            finally:
+                self._sandbox.remove_planted()
+
+    async def _run(self, tmp: Path | None) -> ChildOutcome:
         provider = self._provider
+        checkout = self._cwd if self._cwd is not None else Path.cwd()
+        argv = self._sandbox.command(self._argv, cwd=checkout, tmp=tmp)
         try:
             process = await anyio.open_process(
-                self._argv,
+                argv,
                 cwd=self._cwd,
                 env=self._env,
                 stdin=subprocess.DEVNULL,
