@@ -25,9 +25,19 @@ def read_file_bytes(path: str) -> bytes:
     """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise OSError(0, "not a regular file (a FIFO, socket or device is never read)", path)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_BYTES + 1)
+        # Plain reads sized by the file (no buffered reader, no 1 MiB buffer per file); a file
+        # that grows while it is read is read on to its end or the limit.
+        chunks: list[bytes] = []
+        left = MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, info.st_size + 1 if not chunks else 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks) if len(chunks) != 1 else chunks[0]
     finally:
         os.close(fd)
