@@ -10,7 +10,8 @@ For 100, 1,000 and 10,000 global tools, with 3 restrictions and 10 scope-local t
 The peer, side by side in the same process: pydantic-ai's ``FilteredToolset`` over a
 ``CombinedToolset`` of the same tools (one ``FunctionToolset`` per origin), combined with the
 local tools. It has no cache, so its per-step ``get_tools`` is what every step, cold or hot, costs.
-Goals at 10,000 tools: unchanged >= 10,000x, cold >= 10x, hot >= 100x faster than a peer step.
+Goals at 10,000 tools: unchanged >= 1,000,000x, cold >= 100x, hot >= 100x faster than a peer
+step, and the per-call check at least as fast as the peer's dict lookup.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from membrane import Restriction, Scope, Tool, ToolContext, ToolRegistry
 SIZES = (100, 1_000, 10_000)
 LOCAL_TOOLS = 10
 ORIGINS = ("builtin", "extension:alpha", "extension:beta", "mcp:docs")
-GOALS = {"cold": 10, "unchanged": 10_000, "hot": 100}
+GOALS = {"cold": 100, "unchanged": 1_000_000, "hot": 100, "check": 1}
 
 
 def schema_for(index: int) -> dict[str, Any]:
@@ -196,7 +197,7 @@ def main() -> None:
             ("cold resolution (+schemas)", ours["cold"], step, "cold"),
             ("first resolution, no wire dicts yet", ours["first"], step, None),
             ("unchanged view", ours["unchanged"], step, "unchanged"),
-            ("per-call visibility check", ours["check"], peer["check"], None),
+            ("per-call visibility check", ours["check"], peer["check"], "check"),
             ("  the same, re-resolving the view", ours["check+view"], peer["check"], None),
             ("after one hot registration", ours["hot"], step, "hot"),
             ("  the registration itself", ours["register"], None, None),
@@ -212,9 +213,9 @@ def main() -> None:
                 verdicts.append((label, ratio, GOALS[goal]))
     print()
     for label, ratio, goal in verdicts:
-        state = "met" if ratio >= goal else "MISSED"
+        state = "met" if ratio >= goal else "missed"
         print(
-            f"goal at {SIZES[-1]:,} tools, {label}: >= {goal:,}x, measured {ratio:,.0f}x ({state})"
+            f"goal {label} at {SIZES[-1]:,} tools: >= {goal:,}x, measured {ratio:,.2f}x ({state})"
         )
 
 

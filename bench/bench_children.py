@@ -1,0 +1,364 @@
+"""Background children and per-child costs, each against its limit measured in the same run.
+
+* durable background starts on SQLite, under ``full`` and ``normal``, against a raw loop writing
+  the same two rows per start in one transaction under the same synchronous mode, and the
+  statements each start runs;
+* a turn of a child on SQLite (one tool call per turn, ``full``), against one raw
+  ``INSERT``+``COMMIT`` under the same mode, and the commits each turn costs;
+* ``start()`` with n live children (100 / 1,000 / 10,000), with the garbage collector on,
+  against the same starts with it off (what the collector's pauses add), and the objects that
+  only the collector can free per finished child (reference cycles);
+* ``FunctionModel``'s record of the requests over a run of n turns (100 / 1,000 / 10,000),
+  bytes retained per turn, against the bytes of the conversation itself.
+
+Run: ``.venv/bin/python bench/bench_children.py``. ``SIZES_SCALE=0.1`` shrinks every size.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from membrane.agents.catalog import Catalog
+from membrane.config.values import Settings
+from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
+from membrane.resolve import CallParams
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
+from membrane.store import MemoryStore, SQLiteStore
+from membrane.testing import FunctionModel
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.spec import Tool, ToolContext
+
+SCALE = float(os.environ.get("SIZES_SCALE", "1"))
+GOALS: list[str] = []
+Mode = Literal["full", "normal"]
+
+
+def sizes(*values: int) -> list[int]:
+    return [max(10, int(v * SCALE)) for v in values]
+
+
+def show(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.2f} µs"
+
+
+def goal(what: str, target: str, measured: str, met: bool) -> None:
+    GOALS.append(f"goal {what}: {target}, measured {measured} ({'met' if met else 'missed'})")
+
+
+async def _read(arguments: object, context: ToolContext) -> str:
+    return "text"
+
+
+def runtime_for(
+    folder: Path, model: FunctionModel, *, store: MemoryStore | SQLiteStore, concurrency: int
+) -> SubagentRuntime:
+    agents = folder / ".membrane" / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    (agents / "worker.md").write_text(
+        "---\nname: worker\ndescription: Reads files.\ntools: Read\n---\nRead and report.\n"
+    )
+    registry = ToolRegistry()
+    registry.register(
+        Tool(name="Read", description="Read", input_schema={"type": "object"}, handler=_read)
+    )
+    # No sweeps while counting: the sweeper renews leases on a timer.
+    settings = Settings(
+        max_concurrency=concurrency, lease_seconds=3600.0, sweep_interval_seconds=3600.0
+    )
+    (folder / "home").mkdir(exist_ok=True)
+    catalog = Catalog(project=folder, home=folder / "home", settings=settings)
+    return SubagentRuntime(
+        catalog=catalog,
+        registry=registry,
+        provider=InProcessProvider(model),
+        store=store,
+        options=RuntimeOptions(settings=settings),
+    )
+
+
+def raw_connection(path: Path, synchronous: Mode) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    return conn
+
+
+# -- durable starts -------------------------------------------------------------------------
+
+
+async def durable_starts(folder: Path, *, synchronous: Mode, count: int) -> tuple[float, int]:
+    release = anyio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse(text="done")
+
+    statements: list[str] = []
+    folder.mkdir(parents=True)
+    store = SQLiteStore(folder / "state.db", synchronous=synchronous, trace=statements.append)
+    runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=count + 10)
+    async with runtime:
+        await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
+        statements.clear()
+        begin = time.perf_counter()
+        for i in range(count):
+            await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
+        elapsed = time.perf_counter() - begin
+        per_start = len(statements) // count
+        release.set()
+    store.close()
+    return count / elapsed, per_start
+
+
+def raw_starts(path: Path, *, synchronous: Mode, count: int) -> float:
+    conn = raw_connection(path, synchronous)
+    conn.execute(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, agent TEXT, parent TEXT, depth, status TEXT,"
+        " provider TEXT, created REAL, updated REAL, request TEXT, meta TEXT, result TEXT)"
+    )
+    conn.execute(
+        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT, kind TEXT,"
+        " data TEXT, at REAL)"
+    )
+    meta = '{"agent_type":"worker","background":true,"controls":{"tool_filter":null},"task":"job"}'
+    begin = time.perf_counter()
+    for i in range(count):
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (f"s{i}", "worker", None, 1, "running", "in-process", now, now, None, meta, None),
+        )
+        conn.execute(
+            "INSERT INTO events (session, kind, data, at) VALUES (?, ?, ?, ?)",
+            (f"s{i}", "published", '{"tools":["Read"],"depth":1}', now),
+        )
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - begin
+    conn.close()
+    return count / elapsed
+
+
+async def starts(folder: Path) -> None:
+    count = max(50, int(1_000 * SCALE))
+    print(f"\nDurable background starts ({count:,} starts, SQLite WAL)")
+    print(f"{'synchronous':>12}  {'membrane/s':>12}  {'raw loop/s':>12}  {'ratio':>7}  statements")
+    per_start = 0
+    for mode in ("full", "normal"):
+        mine, per_start = await durable_starts(folder / f"s-{mode}", synchronous=mode, count=count)
+        raw = raw_starts(folder / f"raw-{mode}.db", synchronous=mode, count=count)
+        print(f"{mode:>12}  {mine:>12,.0f}  {raw:>12,.0f}  {mine / raw:>6.2f}x  {per_start}")
+        goal(
+            f"durable starts under {mode.upper()}",
+            ">= 0.50x the raw loop",
+            f"{mine / raw:.2f}x",
+            mine / raw >= 0.5,
+        )
+    goal(
+        "statements per durable start",
+        "< 8 (the count before; BEGIN, 3 INSERTs, COMMIT now)",
+        str(per_start),
+        per_start < 8,
+    )
+
+
+# -- per turn -------------------------------------------------------------------------------
+
+
+async def turns(folder: Path) -> None:
+    count = max(50, int(1_000 * SCALE))
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if m.role == "assistant") + 1
+        if turn < count:
+            return ModelResponse(
+                tool_calls=(ToolCall(f"c{turn}", "Read", {"path": "a"}),),
+                stop_reason="tool_calls",
+            )
+        return ModelResponse(text="done")
+
+    folder.mkdir(parents=True)
+    statements: list[str] = []
+    store = SQLiteStore(folder / "state.db", synchronous="full", trace=statements.append)
+    runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=10)
+    request = SubagentStartRequest("worker", "go", call=CallParams(max_turns=count + 1))
+    async with runtime:
+        statements.clear()
+        begin = time.perf_counter()
+        await runtime.run(request)
+        per_turn = (time.perf_counter() - begin) / count
+    store.close()
+    commits = sum(1 for s in statements if s.split()[0].upper() == "COMMIT")
+    conn = raw_connection(folder / "raw.db", "full")
+    conn.execute("CREATE TABLE m (s TEXT, i INTEGER, d TEXT, PRIMARY KEY (s, i)) WITHOUT ROWID")
+    begin = time.perf_counter()
+    for i in range(count):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO m VALUES (?, ?, ?)", ("s", i, "x" * 200))
+        conn.execute("COMMIT")
+    raw = (time.perf_counter() - begin) / count
+    conn.close()
+    print(f"\nA turn of a child on SQLite (FULL), one tool call per turn, {count:,} turns")
+    print(
+        f"  membrane {show(per_turn)} per turn, a raw INSERT+COMMIT {show(raw)}, "
+        f"ratio {per_turn / raw:.2f}x; {commits / count:.2f} commits per turn"
+    )
+    goal(
+        "commits per turn (the transcript and the turn's events together)",
+        "<= 1",
+        f"{commits / count:.2f}",
+        commits / count <= 1.0 + 5 / count,  # the start and the end commit once each
+    )
+
+
+# -- start() with live children, and the collector --------------------------------------------
+
+
+async def live_starts(folder: Path, live: int, *, collector: bool) -> float:
+    release = anyio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse(text="done")
+
+    runtime = runtime_for(folder, FunctionModel(answer), store=MemoryStore(), concurrency=live)
+    samples = []
+    gc.collect()
+    if not collector:
+        gc.disable()
+    try:
+        async with runtime:
+            for i in range(live):
+                begin = time.perf_counter()
+                await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
+                if i >= live - 100:
+                    samples.append(time.perf_counter() - begin)
+            release.set()
+    finally:
+        gc.enable()
+    return statistics.mean(samples)
+
+
+async def cycles_per_child(folder: Path, count: int) -> float:
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="done")
+
+    runtime = runtime_for(folder, FunctionModel(answer), store=MemoryStore(), concurrency=10)
+    async with runtime:
+        await runtime.run(SubagentStartRequest("worker", "warm up"))
+        gc.collect()
+        gc.disable()
+        try:
+            for i in range(count):
+                await runtime.run(SubagentStartRequest("worker", f"job {i}"))
+            found = gc.collect()
+        finally:
+            gc.enable()
+    return found / count
+
+
+async def collector(folder: Path) -> None:
+    rows = []
+    for live in sizes(100, 1_000, 10_000):
+        on = await live_starts(folder / f"on-{live}", live, collector=True)
+        off = await live_starts(folder / f"off-{live}", live, collector=False)
+        rows.append((live, on, off))
+    print("\nstart() with n live children: the last 100 starts, collector on vs off")
+    print(f"{'n':>8}  {'collector on':>14}  {'collector off':>14}  {'ratio':>7}")
+    for live, on, off in rows:
+        print(f"{live:>8}  {show(on):>14}  {show(off):>14}  {on / off:>6.2f}x")
+    growth = rows[-1][1] / rows[0][1]
+    print(f"  growth from n={rows[0][0]:,} to n={rows[-1][0]:,}: {growth:.2f}x")
+    last = rows[-1]
+    goal(
+        f"start() with {last[0]:,} live children, collector on vs off",
+        "<= 1.25x",
+        f"{last[1] / last[2]:.2f}x",
+        last[1] / last[2] <= 1.25,
+    )
+    goal(
+        f"start() growth {rows[0][0]:,} -> {last[0]:,} live children",
+        "<= 2x",
+        f"{growth:.2f}x",
+        growth <= 2,
+    )
+    cycles = await cycles_per_child(folder / "cycles", max(20, int(200 * SCALE)))
+    print(f"  objects only the collector frees, per finished child: {cycles:.1f}")
+    goal("objects in reference cycles per finished child", "0", f"{cycles:.1f}", cycles == 0)
+
+
+# -- FunctionModel's record -------------------------------------------------------------------
+
+
+async def _record(turns: int) -> tuple[int, int]:
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="ok")
+
+    model = FunctionModel(answer)
+    messages: tuple[Message, ...] = ()
+    conversation = 0
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for turn in range(turns):
+        message = Message(role="user", content=f"turn {turn} " + "x" * 100)
+        conversation += len(message.content)
+        messages = (*messages, message)
+        reply = await model.request(ModelRequest("worker", "r1", "system", messages))
+        messages = (*messages, reply.message())
+        conversation += len(reply.text)
+    retained = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(model.requests) == turns
+    return retained, conversation
+
+
+async def function_model() -> None:
+    rows = []
+    for turns in sizes(100, 1_000, 10_000):
+        retained, conversation = await _record(turns)
+        rows.append((turns, retained / turns, conversation / turns))
+    print("\nFunctionModel's record of a run's requests, bytes retained per turn")
+    print(f"{'turns':>8}  {'membrane':>12}  {'conversation':>14}  {'ratio':>7}")
+    for turns, mine, text in rows:
+        print(f"{turns:>8}  {mine:>10.0f} B  {text:>12.0f} B  {mine / text:>6.2f}x")
+    growth = rows[-1][1] / rows[0][1]
+    print(f"  growth from n={rows[0][0]:,} to n={rows[-1][0]:,}: {growth:.2f}x")
+    goal(
+        f"FunctionModel bytes retained per turn, growth {rows[0][0]:,} -> {rows[-1][0]:,} turns",
+        "<= 2x",
+        f"{growth:.2f}x",
+        growth <= 2,
+    )
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        await starts(folder / "starts")
+        await turns(folder / "turns")
+        await collector(folder / "collector")
+        await function_model()
+    print()
+    for line in GOALS:
+        print(line)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,94 @@
+"""CLI start: the CPU a command costs, against the bare interpreter, in the same run.
+
+``membrane --version``, ``membrane agents list`` and ``membrane explain scout --json`` on a copy
+of ``examples/workspace`` (its own ``MEMBRANE_HOME``), each run 20 times as a fresh process,
+against ``python -c pass`` run as often. The figure is the median of the CPU (user + system)
+each child process used, read from ``getrusage``; wall time would measure the machine's load.
+
+Two byte-code caches: warm (every module's byte code is cached, as after the first run) and
+cold (Membrane's own modules are compiled again in every run, as after an upgrade; the
+libraries keep the byte code their installation compiled). Both run under one
+``PYTHONPYCACHEPREFIX``, from which the cold runs delete Membrane's part before each run.
+
+Goals (issue 16): ``--version`` at most 3x the bare interpreter; ``agents list`` and
+``explain NAME --json`` at most 8x.
+
+Run: ``.venv/bin/python bench/bench_cli.py``. ``CLI_RUNS=5`` takes fewer samples.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RUNS = int(os.environ.get("CLI_RUNS", "20"))
+ROOT = Path(__file__).resolve().parents[1]
+MEMBRANE = Path(sys.executable).parent / "membrane"
+COMMANDS = (
+    ("membrane --version", ["--version"], 3.0),
+    ("membrane agents list", ["agents", "list"], 8.0),
+    ("membrane explain scout --json", ["explain", "scout", "--json"], 8.0),
+)
+
+
+def cpu(command: list[str], *, cwd: Path, env: dict[str, str], cold: bool) -> float:
+    """The median CPU seconds of ``command`` over ``RUNS`` fresh processes."""
+    import membrane
+
+    # Where the prefix keeps the byte code of Membrane's own modules.
+    own = Path(env["PYTHONPYCACHEPREFIX"] + str(Path(membrane.__file__).resolve().parent))
+    samples = []
+    for _ in range(RUNS):
+        if cold:
+            shutil.rmtree(own, ignore_errors=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=False)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} failed: {done.stderr.decode()[-2000:]}")
+        samples.append(
+            after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+        )
+    return statistics.median(samples)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as temp:
+        workspace = Path(temp) / "workspace"
+        shutil.copytree(ROOT / "examples" / "workspace", workspace)
+        env = {
+            **os.environ,
+            "MEMBRANE_HOME": str(Path(temp) / "home"),
+            "PYTHONPYCACHEPREFIX": str(Path(temp) / "pycache"),
+        }
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        for _, args, _ in COMMANDS:  # fill the byte-code and definition caches
+            cpu([str(MEMBRANE), *args], cwd=workspace, env=env, cold=False)
+        goals = []
+        for cache in ("warm", "cold"):
+            cold = cache == "cold"
+            bare = cpu([sys.executable, "-c", "pass"], cwd=workspace, env=env, cold=cold)
+            print(f"\nByte-code cache {cache}: python -c pass {bare * 1e3:.1f} ms of CPU")
+            print(f"{'command':<32} {'CPU':>10} {'ratio':>8}")
+            for label, args, target in COMMANDS:
+                mine = cpu([str(MEMBRANE), *args], cwd=workspace, env=env, cold=cold)
+                ratio = mine / bare
+                print(f"{label:<32} {mine * 1e3:>7.1f} ms {ratio:>7.1f}x")
+                verdict = "met" if ratio <= target else "missed"
+                goals.append(
+                    f"goal {label} CPU, byte-code cache {cache}: <= {target:g}x python -c pass, "
+                    f"measured {ratio:.1f}x ({verdict})"
+                )
+        print()
+        for line in goals:
+            print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,354 @@
+"""Scaling: every path that grows with the work, measured at several sizes against its limit.
+
+Each curve prints, per size n, Membrane's cost, the limit or peer measured in the same run, the
+ratio, and the growth between the smallest and the largest n of Membrane's per-item cost and
+of its ratio to the limit (1.0 is flat; a path that is linear per item grows with n). The
+goal of each curve is on the ratio's growth, at most 2x:
+
+* transcript: one message appended per turn, at 100 / 1,000 / 16,000 turns, against a raw
+  SQLite loop inserting the same rows under the same synchronous mode;
+* catalog reload with nothing changed, at 100 / 1,000 / 10,000 definitions, against the stat
+  of its roots (the O(roots) limit), and after 10 changed files;
+* ``runtime.runs()`` with n queued children (concurrency cap 10), per listed run;
+* an empty ``MemoryStore`` transaction at 100 / 1,000 / 10,000 / 100,000 sessions, against an
+  uncontended lock (what a transaction must at least take);
+* a cold catalog load of 1,000 unchanged definitions from the definition cache (a new
+  ``Catalog`` with an empty process cache, as a new process builds it), against a stat walk
+  plus reading and hashing every file; goal at most 3x.
+
+Durable starts, turns, the collector and ``FunctionModel``'s record are in ``bench_children.py``;
+the CLI's start in ``bench_cli.py``.
+
+Run: ``.venv/bin/python bench/bench_scaling.py``. ``SIZES_SCALE=0.1`` shrinks every size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import os
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from membrane.agents.catalog import Catalog
+from membrane.config.values import Settings
+from membrane.models.base import ModelRequest, ModelResponse
+from membrane.runtime import (
+    InProcessProvider,
+    RuntimeOptions,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
+from membrane.store import MemoryStore, SessionHeader, SQLiteStore
+from membrane.testing import FunctionModel
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.spec import Tool, ToolContext
+
+SCALE = float(os.environ.get("SIZES_SCALE", "1"))
+GOALS: list[str] = []
+
+
+def sizes(*values: int) -> list[int]:
+    return [max(10, int(v * SCALE)) for v in values]
+
+
+def show(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.2f} µs"
+
+
+def goal(what: str, target: str, measured: str, met: bool) -> None:
+    GOALS.append(f"goal {what}: {target}, measured {measured} ({'met' if met else 'missed'})")
+
+
+def curve(title: str, rows: list[tuple[int, float, float]], *, limit: str, what: str) -> None:
+    """Print one curve and its goal: the growth, from the smallest to the largest n, of
+    Membrane's cost over its limit's measured beside it (at most 2x: flat where the work is
+    constant). Membrane's own growth is printed too; on a loaded machine it also carries what
+    the limit shares (caches, the collector), which the ratio cancels."""
+    print(f"\n{title}")
+    print(f"{'n':>8}  {'membrane':>12}  {limit:>22}  {'ratio':>8}")
+    for n, mine, theirs in rows:
+        print(f"{n:>8}  {show(mine):>12}  {show(theirs):>22}  {mine / theirs:>7.2f}x")
+    first, last = rows[0], rows[-1]
+    growth = last[1] / first[1]
+    relative = (last[1] / last[2]) / (first[1] / first[2])
+    print(
+        f"  growth from n={first[0]:,} to n={last[0]:,}: membrane {growth:.2f}x, "
+        f"membrane over {limit} {relative:.2f}x"
+    )
+    goal(
+        f"{what} growth {first[0]:,} -> {last[0]:,}, against {limit}",
+        "<= 2x",
+        f"{relative:.2f}x (membrane alone {growth:.2f}x)",
+        relative <= 2,
+    )
+
+
+# -- transcript -----------------------------------------------------------------------------
+
+
+def transcript_curve(folder: Path) -> None:
+    rows = []
+    for turns in sizes(100, 1_000, 16_000):
+        store = SQLiteStore(folder / f"t{turns}.db", synchronous="normal")
+        store.create_session(SessionHeader("s", "worker", None, 0, "running"))
+        message = {"role": "assistant", "content": "x" * 200}
+        length, last = 0, []
+        for turn in range(turns):
+            begin = time.perf_counter()
+            length = store.append_messages("s", [message], start=length)
+            if turn >= turns - 100:
+                last.append(time.perf_counter() - begin)
+        store.close()
+        raw = sqlite3.connect(folder / f"r{turns}.db", isolation_level=None)
+        raw.execute("PRAGMA journal_mode = WAL")
+        raw.execute("PRAGMA synchronous = NORMAL")
+        raw.execute("CREATE TABLE m (s TEXT, i INTEGER, d TEXT, PRIMARY KEY (s, i)) WITHOUT ROWID")
+        peer = []
+        for turn in range(turns):
+            begin = time.perf_counter()
+            raw.execute("BEGIN IMMEDIATE")
+            raw.execute("INSERT INTO m VALUES (?, ?, ?)", ("s", turn, "x" * 200))
+            raw.execute("COMMIT")
+            if turn >= turns - 100:
+                peer.append(time.perf_counter() - begin)
+        raw.close()
+        rows.append((turns, statistics.median(last), statistics.median(peer)))
+    curve(
+        "Transcript: one message appended per turn (SQLite, NORMAL), the last 100 turns",
+        rows,
+        limit="raw INSERT+COMMIT",
+        what="transcript append",
+    )
+
+
+# -- catalog --------------------------------------------------------------------------------
+
+DEFINITION = (
+    "---\nname: agent-{i}\ndescription: Agent {i} reviews code.\n"
+    "tools: Read, Grep\n---\nBody {i}.\n"
+)
+
+
+def populate(folder: Path, count: int) -> Path:
+    agents = folder / "project" / ".membrane" / "agents"
+    past = time.time() - 60
+    for i in range(count):
+        sub = agents / f"group-{i % 20}"
+        sub.mkdir(parents=True, exist_ok=True)
+        path = sub / f"agent-{i}.md"
+        path.write_text(DEFINITION.format(i=i))
+        os.utime(path, (past, past))
+    for sub in [*agents.iterdir(), agents]:
+        os.utime(sub, (past, past))
+    return agents
+
+
+def timed(function: Callable[[], object], repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        begin = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - begin)
+    return statistics.median(samples)
+
+
+def catalog_curve(folder: Path) -> None:
+    rows, changed_rows = [], []
+    for count in sizes(100, 1_000, 10_000):
+        where = folder / f"c{count}"
+        agents = populate(where, count)
+        catalog = Catalog(project=where / "project", home=where / "home", settings=Settings())
+        catalog.reload()  # arms the watcher
+        roots = [str(root.directory) for root in catalog.roots]
+
+        def stat_roots(roots: list[str] = roots) -> None:
+            for root in roots:
+                with contextlib.suppress(OSError):
+                    os.stat(root)
+
+        unchanged = timed(catalog.reload, 200)
+        rows.append((count, unchanged, timed(stat_roots, 200)))
+        files = sorted(agents.rglob("*.md"))[:10]
+
+        def change(files: list[Path] = files) -> None:
+            for i, file in enumerate(files):
+                file.write_text(DEFINITION.format(i=f"x{time.perf_counter_ns()}-{i}"))
+
+        samples, per_file = [], []
+        for _ in range(5):
+            change()
+            begin = time.perf_counter()
+            catalog.reload()
+            samples.append(time.perf_counter() - begin)
+            change()
+            begin = time.perf_counter()
+            for file in files:
+                from membrane.agents.frontmatter import read_definition
+
+                read_definition(file, root="project")
+            per_file.append(time.perf_counter() - begin)
+            catalog.reload()
+        changed_rows.append((count, statistics.median(samples), statistics.median(per_file)))
+    curve(
+        "Catalog reload, nothing changed",
+        rows,
+        limit="stat of each root",
+        what="unchanged catalog reload",
+    )
+    curve(
+        "Catalog reload after 10 changed files",
+        changed_rows,
+        limit="parsing those 10 files",
+        what="reload after 10 changed files",
+    )
+
+
+# -- the runtime ----------------------------------------------------------------------------
+
+
+async def _read(arguments: object, context: ToolContext) -> str:
+    return "text"
+
+
+def project(folder: Path, *, concurrency: int) -> tuple[Catalog, ToolRegistry, Settings]:
+    agents = folder / ".membrane" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "worker.md").write_text(
+        "---\nname: worker\ndescription: Reads files.\ntools: Read\n---\nRead and report.\n"
+    )
+    registry = ToolRegistry()
+    registry.register(
+        Tool(name="Read", description="Read", input_schema={"type": "object"}, handler=_read)
+    )
+    settings = Settings(max_concurrency=concurrency)
+    (folder / "home").mkdir()
+    return Catalog(project=folder, home=folder / "home", settings=settings), registry, settings
+
+
+async def list_curve(folder: Path) -> None:
+    rows = []
+    for count in sizes(100, 1_000, 10_000):
+        release = anyio.Event()
+
+        async def answer(request: ModelRequest, release: anyio.Event = release) -> ModelResponse:
+            await release.wait()
+            return ModelResponse(text="done")
+
+        catalog, registry, settings = project(folder / f"l{count}", concurrency=10)
+        runtime = SubagentRuntime(
+            catalog=catalog,
+            registry=registry,
+            provider=InProcessProvider(FunctionModel(answer)),
+            store=MemoryStore(),
+            options=RuntimeOptions(settings=settings),
+        )
+        async with runtime:
+            for i in range(count):
+                await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
+            listing = runtime.runs
+            cost = timed(listing, 20)
+            per_run = cost / count
+
+            records = [r.run_id for r in listing()]
+
+            def info_loop(records: list[str] = records, runtime: SubagentRuntime = runtime) -> None:
+                for run_id in records:
+                    runtime.get(run_id)
+
+            rows.append((count, per_run, timed(info_loop, 5) / count))
+            release.set()
+    curve(
+        "runtime.runs() with n queued children (cap 10), per listed run",
+        rows,
+        limit="get() of each run",
+        what="runs() per queued run",
+    )
+
+
+def memory_curve() -> None:
+    rows = []
+    lock = threading.RLock()
+
+    def bare() -> None:
+        with lock:
+            pass
+
+    for count in sizes(100, 1_000, 10_000, 100_000):
+        store = MemoryStore()
+        for i in range(count):
+            store.create_session(SessionHeader(f"s{i}", "worker", None, 0, "running"))
+
+        def empty(store: MemoryStore = store) -> None:
+            with store.transaction():
+                pass
+
+        rows.append((count, timed(empty, 2_000), timed(bare, 2_000)))
+    curve(
+        "MemoryStore: an empty transaction",
+        rows,
+        limit="an uncontended lock",
+        what="empty MemoryStore transaction",
+    )
+
+
+def cold_catalog(folder: Path) -> None:
+    count = max(50, int(1_000 * SCALE))
+    where = folder / "cold"
+    agents = populate(where, count)
+    cache = where / "state" / "definitions.json"
+    Catalog(project=where / "project", home=where / "home", settings=Settings(), cache=cache)
+
+    def cold() -> None:
+        Catalog(project=where / "project", home=where / "home", settings=Settings(), cache=cache)
+
+    def walk_and_hash() -> None:
+        stack = [str(agents)]
+        while stack:
+            for item in os.scandir(stack.pop()):
+                if item.is_dir():
+                    stack.append(item.path)
+                elif item.name.endswith(".md"):
+                    os.stat(item.path)
+                    with open(item.path, "rb") as handle:
+                        hashlib.blake2b(handle.read(), digest_size=16).digest()
+
+    mine, limit = timed(cold, 10), timed(walk_and_hash, 10)
+    print(f"\nCold catalog load of {count:,} unchanged definitions (definition cache)")
+    print(
+        f"  membrane {show(mine)}, stat walk + read + hash {show(limit)}, ratio {mine / limit:.2f}x"
+    )
+    goal(
+        f"cold catalog load of {count:,} definitions",
+        "<= 3x a stat walk plus hashing",
+        f"{mine / limit:.2f}x",
+        mine / limit <= 3,
+    )
+
+
+async def main() -> None:
+    gc.collect()
+    with tempfile.TemporaryDirectory() as temp:
+        folder = Path(temp)
+        transcript_curve(folder)
+        catalog_curve(folder)
+        await list_curve(folder)
+        memory_curve()
+        cold_catalog(folder)
+    print()
+    for line in GOALS:
+        print(line)
+
+
+if __name__ == "__main__":
+    anyio.run(main)
