@@ -91,7 +91,13 @@ def main() -> None:
         print(f"catalog: {len(files)} definitions ({source})")
         print(f"  full re-parse       {full * 1e3:9.2f} ms")
         print(f"  reload, no change   {fast * 1e3:9.3f} ms")
-        print(f"  ratio               {full / fast:9.1f}x  (goal >= 20x)")
+        ratio = full / fast
+        print(f"  ratio               {ratio:9.1f}x")
+        verdict = "met" if ratio >= 20 else "missed"
+        print(
+            f"goal unchanged reload of {len(files)} definitions vs re-parsing them: >= 20x, "
+            f"measured {ratio:.1f}x ({verdict})"
+        )
 
 
 if __name__ == "__main__":
