@@ -100,3 +100,15 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for word in ("actions", "agents", "doctor", "explain", "run", "runs", "serve", "skills"):
         assert word in out
+
+
+def test_explain_imports_neither_the_runtime_nor_the_agent_loop(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".membrane" / "agents").mkdir(parents=True)
+    (project / ".membrane" / "agents" / "a.md").write_text(
+        "---\nname: a\ndescription: An agent.\ntools: Read\n---\nBody.\n"
+    )
+    code, modules = imported("explain", "a", "--json", "--project", str(project))
+    assert code == 0
+    assert "membrane.runtime.runtime" not in modules
+    assert not any(m.startswith(("membrane.loop", "membrane.durable", "mcp.")) for m in modules)

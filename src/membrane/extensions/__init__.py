@@ -9,27 +9,34 @@ that needs a backend declares it in ``Tool.requires`` and the extension that bri
 up says so with ``ext.provide(NAME)`` (``Requirements``).
 """
 
-from membrane.extensions.hooks import (
-    BeforeAgentStart,
-    BeforeToolCall,
-    CallBlock,
-    CallLike,
-    ExtensionHooks,
-    MessageLike,
-    SessionShutdown,
-    SessionStart,
-    TurnEnd,
-)
-from membrane.extensions.load import (
-    ExtensionAPI,
-    ExtensionSource,
-    LoadedExtension,
-    discover_extensions,
-    function_tool,
-    load_extension,
-)
-from membrane.tools.registry import ExtensionTools
-from membrane.tools.requirements import Requirements
+from __future__ import annotations
+
+import typing
+
+from membrane._lazy import lazy_exports as _lazy_exports
+
+if typing.TYPE_CHECKING:
+    from membrane.extensions.hooks import (
+        BeforeAgentStart,
+        BeforeToolCall,
+        CallBlock,
+        CallLike,
+        ExtensionHooks,
+        MessageLike,
+        SessionShutdown,
+        SessionStart,
+        TurnEnd,
+    )
+    from membrane.extensions.load import (
+        ExtensionAPI,
+        ExtensionSource,
+        LoadedExtension,
+        discover_extensions,
+        function_tool,
+        load_extension,
+    )
+    from membrane.tools.registry import ExtensionTools
+    from membrane.tools.requirements import Requirements
 
 __all__ = [
     "BeforeAgentStart",
@@ -50,3 +57,29 @@ __all__ = [
     "function_tool",
     "load_extension",
 ]
+
+# Nothing is imported until a name is first used, so importing the package (and the CLI's
+# start) pays only for what is touched.
+__getattr__, __dir__ = _lazy_exports(
+    __name__,
+    {
+        "BeforeAgentStart": "membrane.extensions.hooks",
+        "BeforeToolCall": "membrane.extensions.hooks",
+        "CallBlock": "membrane.extensions.hooks",
+        "CallLike": "membrane.extensions.hooks",
+        "ExtensionHooks": "membrane.extensions.hooks",
+        "MessageLike": "membrane.extensions.hooks",
+        "SessionShutdown": "membrane.extensions.hooks",
+        "SessionStart": "membrane.extensions.hooks",
+        "TurnEnd": "membrane.extensions.hooks",
+        "ExtensionAPI": "membrane.extensions.load",
+        "ExtensionSource": "membrane.extensions.load",
+        "LoadedExtension": "membrane.extensions.load",
+        "discover_extensions": "membrane.extensions.load",
+        "function_tool": "membrane.extensions.load",
+        "load_extension": "membrane.extensions.load",
+        "ExtensionTools": "membrane.tools.registry",
+        "Requirements": "membrane.tools.requirements",
+    },
+    globals(),
+)
