@@ -31,6 +31,8 @@ Two families, as a user meets them:
     │   ├── UnknownSchedule ............ unknown-schedule
     │   ├── ExtraNotInstalled .......... extra-not-installed
     │   ├── UnknownModel ............... unknown-model
+    │   ├── UnknownWorkflow ............ unknown-workflow
+    │   ├── WorkflowInvalid ............ workflow-invalid
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolNotVisible ............. tool-not-visible
@@ -59,6 +61,7 @@ Two families, as a user meets them:
         ├── McpToolError ............... mcp-tool-error
         ├── RequestPending ............. request-pending
         ├── RunLeased .................. run-leased
+        ├── WorkflowRefused ............ workflow-refused
         ├── StoreError ................. store-error
         ├── RateLimited ................ rate-limited
         └── ServerError ................ server-error
@@ -133,7 +136,10 @@ __all__ = [
     "UnknownSkill",
     "UnknownSubagent",
     "UnknownToolInFilter",
+    "UnknownWorkflow",
     "UnsupportedCapability",
+    "WorkflowInvalid",
+    "WorkflowRefused",
     "WorktreeUnavailable",
 ]
 
@@ -465,6 +471,28 @@ class RunLeased(RunError):
     """A run is being driven by another process (its lease is live). Carries ``owner``."""
 
     code = "run-leased"
+
+
+class UnknownWorkflow(ConfigError):
+    """A definition opts into a workflow (``workflow: NAME``) the runtime was not given.
+    Carries ``workflow``, ``agent`` and ``known``."""
+
+    code = "unknown-workflow"
+
+
+class WorkflowInvalid(ConfigError):
+    """A workflow definition is malformed (an unknown phase, step or decision, an unreachable
+    phase, a transition out of a terminal phase). Carries ``workflow``."""
+
+    code = "workflow-invalid"
+
+
+class WorkflowRefused(RunError):
+    """A workflow step or transition its run's current phase does not allow, or that waits for
+    a step or a host decision; nothing was written. Carries ``workflow``, ``phase`` and
+    ``missing``."""
+
+    code = "workflow-refused"
 
 
 class StoreError(RunError):

@@ -37,6 +37,7 @@ from membrane.runtime.provider import (
     SetupCallback,
 )
 from membrane.runtime.start import CatalogLike, DispatchLike
+from membrane.runtime.workflows import BoundWorkflow, WorkflowBinding
 from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
 from membrane.sandbox.runner import SandboxPolicy
 from membrane.store import (
@@ -57,6 +58,7 @@ from membrane.tools.spec import Attachment, ToolOutput
 
 __all__ = [
     "Attachment",
+    "BoundWorkflow",
     "CatalogLike",
     "Checkout",
     "ChildComposition",
@@ -99,6 +101,7 @@ __all__ = [
     "ToolSink",
     "TranscriptEntry",
     "Unset",
+    "WorkflowBinding",
     "WorkflowRecord",
     "Worktree",
     "WorktreeManager",

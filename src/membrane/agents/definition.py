@@ -114,6 +114,9 @@ class AgentDefinition:
     #: A cron expression: a runtime that opts in (``membrane serve``) schedules a run of this
     #: agent on it (pi-subagents' ``schedule``), in the runtime host's time zone.
     schedule: str | Unset = UNSET
+    #: A gated workflow the agent runs under (``planning``: seed 002's planning gate): its
+    #: phases unlock its tools, delegation included; see ``membrane.workflow``.
+    workflow: str | Unset = UNSET
     #: How the file's fields were read: ``membrane``, ``claude-code``, ``opencode`` or ``pi``.
     dialect: str = "membrane"
     #: The key a field was read from, where it is not the field's name (``maxTurns``).

@@ -6,8 +6,8 @@ answer to a bad value. The rule that decides is *never silently change authority
 * a malformed **authority** field (``tools``, ``disallowed_tools``, ``extensions``,
   ``exclude_extensions``, ``mcp_servers``, ``skills``, ``allowed_subagents``, ``isolated``,
   ``isolation``, ``memory``, ``permission``, ``enabled``, ``inherit_context``,
-  ``budget``) makes the file unusable: reading it any other way could grant or hide something
-  its author did not write;
+  ``budget``, ``workflow``) makes the file unusable: reading it any other way could grant or
+  hide something its author did not write;
 * a malformed **cosmetic or invocation** field (``description``, ``model``, ``thinking``,
   ``max_turns``, ``prompt_mode``, ``run_in_background``, ``display_name``, ``color``) is a
   warning and stays ``UNSET``, so the call or the default decides, as when it is left out.

@@ -53,6 +53,7 @@ AUTHORITY_FIELDS = frozenset(
         "inherit_context",
         "mode",
         "budget",
+        "workflow",
     }
 )
 #: An example value for each name-list field, used in hints.

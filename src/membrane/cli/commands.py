@@ -28,6 +28,7 @@ COMMANDS: Final = {
     "schedule": "schedule",
     "serve": "serve",
     "skills": "skills",
+    "workflow": "workflow",
 }
 
 

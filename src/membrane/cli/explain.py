@@ -35,6 +35,7 @@ from membrane.runtime.worktree import WorktreeManager
 from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+from membrane.workflow.planning import builtin_workflows
 from membrane.workspace import Workspace
 
 __all__ = ["explain"]
@@ -298,6 +299,33 @@ def _print_sandbox(summary: JSONDict) -> None:
     console.print(table, highlight=False)
 
 
+def workflow_view(authority: EffectiveAuthority) -> dict[str, object] | None:
+    """The workflow a definition opts into, as a run of it starts (``None``: none)."""
+    name = authority.definition.workflow
+    if not isinstance(name, str):
+        return None
+    workflow = builtin_workflows().get(name)
+    if workflow is None:
+        return {"name": name, "error": f"unknown-workflow: Membrane ships no workflow {name!r}"}
+    return workflow.definition.explain(list(authority.callable))
+
+
+def _print_workflow(view: dict[str, object]) -> None:
+    console = Console()
+    if "error" in view:
+        console.print(f"[red]workflow {view['name']}: {view['error']}[/]", highlight=False)
+        return
+    table = Table("phase", "unlocks", title=f"Workflow {view['name']}", title_justify="left")
+    for phase in view["phases"]:  # type: ignore[attr-defined]
+        mark = " (starts here)" if phase["name"] == view["phase"] else ""
+        table.add_row(phase["name"] + mark, ", ".join(phase["unlocks"]) or "-")
+    console.print(table)
+    locked = view["locked"]
+    if locked:
+        for tool, phases in locked.items():  # type: ignore[attr-defined]
+            console.print(f"{tool}: locked until {' or '.join(phases)}", highlight=False)
+
+
 def _print_table(authority: EffectiveAuthority, model: dict[str, object], budget: JSONDict) -> None:
     console = Console()
     definition = authority.definition
@@ -417,9 +445,14 @@ def explain(
             "settings": settings.budget if top_level else None,
         }
     )
+    gate = workflow_view(authority)
     if as_json:
         payload = {**authority.to_json(), "sandbox": sandbox, "model": model, "budget": budget}
+        if gate is not None:
+            payload["workflow"] = gate
         typer.echo(json.dumps(payload, indent=2))
     else:
         _print_table(authority, model, budget)
         _print_sandbox(sandbox)
+        if gate is not None:
+            _print_workflow(gate)

@@ -39,6 +39,7 @@ from membrane.runtime import (
     SubagentStartRequest,
 )
 from membrane.runtime.events import TERMINAL_KINDS
+from membrane.workflow.planning import builtin_workflows
 from membrane.workspace import Workspace
 
 __all__ = [
@@ -277,6 +278,7 @@ async def drive_run(
             project=ws.project,
             deployment=ws.deployment(),
             memory=ws.memory_for,
+            workflows=builtin_workflows(),
         ),
     )
     interrupted = False

@@ -28,12 +28,14 @@ from membrane.errors import (
 from membrane.loop.calls import Emit
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.runtime.budget import RunSpending
+from membrane.resolve.prompt import PromptSection
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
 from membrane.runtime.environment import child_environment
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
 from membrane.runtime.setup import ChildSetup, SetupStep
+from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.worktree import Worktree
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
@@ -66,6 +68,7 @@ class ChildBuilder:
         deployment: Callable[[], Deployment],
         on_step: SetupStep | None = None,
         child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
+        workflows: WorkflowBinder | None = None,
     ) -> None:
         if on_step is not None and not callable(on_step):
             raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
@@ -79,6 +82,7 @@ class ChildBuilder:
         self._deployment = deployment
         self._on_step = on_step
         self._child_env = child_env
+        self._workflows = workflows
 
     async def build(
         self,
@@ -100,6 +104,7 @@ class ChildBuilder:
         continues the stored run ``run_id`` (``ChildSpec.resumed``)."""
         definition = authority.definition
         invocation = authority.invocation
+        bound = None if self._workflows is None else self._workflows(run_id, definition)
         model = _text_or_none(invocation["model"].value)
         max_turns = invocation["max_turns"].value
         if max_turns is None:
@@ -111,9 +116,14 @@ class ChildBuilder:
             cwd = Path(authority.checkout.path)
         restrictions: list[ToolPredicate] = [authority.restriction]
         restrictions += [p for p in (request.restriction, role) if p is not None]
+        local = self._local_tools(run_id, request, authority, context, definition)
+        sections = list(authority.prompt_sections)
+        if bound is not None:
+            local += list(bound.tools)
+            sections.append(PromptSection(f"workflow:{bound.name}", bound.prompt, "child"))
         setup = ChildSetup(
             run_id=run_id,
-            sections=authority.prompt_sections,
+            sections=sections,
             persona_values={
                 "agent": definition.name,
                 "agent_type": request.agent_type,
@@ -125,7 +135,8 @@ class ChildBuilder:
                 "run_id": run_id,
             },
             restrictions=restrictions,
-            local_tools=self._local_tools(run_id, request, authority, context, definition),
+            local_tools=local,
+            gates=() if bound is None else (bound.gate,),
             response_schema=request.response_schema,
             checkout=None
             if worktree is None or not authority.checkout.path

@@ -15,6 +15,7 @@ from membrane.config.values import Settings
 from membrane.resolve.authority import Deployment
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.setup import SetupStep
+from membrane.runtime.workflows import WorkflowBinding
 from membrane.runtime.worktree import WorktreeManager
 
 __all__ = ["RuntimeOptions"]
@@ -39,7 +40,10 @@ class RuntimeOptions:
       does) so that it reaches the child's prompt;
     * ``child_env``: the environment variables of one run from its id and checkout
       (``membrane serve`` passes the run's ``MEMBRANE_TOKEN``); a subprocess child gets them,
-      and so does every process the child's tools start (its ``Bash``).
+      and so does every process the child's tools start (its ``Bash``);
+    * ``workflows``: the gated workflows a definition may opt into (``workflow: NAME``), by
+      name (``membrane.workflow.builtin_workflows()``); a definition naming one not given here
+      fails closed with ``unknown-workflow``.
     """
 
     settings: Settings | None = None
@@ -50,3 +54,4 @@ class RuntimeOptions:
     on_setup_step: SetupStep | None = None
     memory: Callable[[AgentDefinition], Mapping[str, str]] | None = None
     child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None
+    workflows: Mapping[str, WorkflowBinding] | None = None

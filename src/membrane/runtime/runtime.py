@@ -80,6 +80,7 @@ from membrane.runtime.request import SubagentStartRequest, validate_request
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.scheduler import Scheduler
 from membrane.runtime.start import CatalogLike, StartPath
+from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.workspace import Workspace
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.store.base import Store
@@ -256,6 +257,7 @@ class SubagentRuntime:
             deployment=self._deployment_now,
             on_step=on_setup_step,
             child_env=child_env,
+            workflows=WorkflowBinder(options.workflows, self.store, self._hub.commit),
         )
         publisher = Publisher(
             self.store,

@@ -8,6 +8,8 @@
    caller's role), through ``Scope.restrict``, so one resolver governs schemas and execution;
 3. ``local-tools``: scope-local tools (the delegation tools of a parent that may delegate),
    added after the global filter as seed 001 rule 3 requires;
+   ``gate:<label>``: each gate (a workflow's phase gate), through ``Scope.gate``, over global
+   and local tools alike;
 4. ``structured-output``: when a response schema is asked for, a prompt section that states it
    (the loop validates the final answer against the same schema and asks again when it fails).
 
@@ -54,6 +56,7 @@ class ChildSetup:
     persona_values: Mapping[str, str]
     restrictions: Sequence[ToolPredicate] = ()
     local_tools: Sequence[Tool] = ()
+    gates: Sequence[ToolPredicate] = ()
     response_schema: Mapping[str, Any] | None = None
     checkout: tuple[str, str] | None = None
     on_step: SetupStep | None = field(default=None, compare=False)
@@ -70,6 +73,9 @@ class ChildSetup:
         with self._step("local-tools"):
             for tool in self.local_tools:
                 scope.add_local(tool)
+        for gate in self.gates:
+            with self._step(f"gate:{gate.label}"):
+                scope.gate(gate)
         if self.response_schema is not None:
             with self._step("structured-output"):
                 text = structured_section(self.response_schema)

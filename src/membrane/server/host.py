@@ -48,6 +48,7 @@ from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 from membrane.tools.view import ToolView
 from membrane.vocabulary import DELEGATION_TOOLS, END_STATES
+from membrane.workflow.planning import builtin_workflows
 from membrane.workspace import Workspace
 
 __all__ = ["ModelFactory", "ProjectHost", "project_id_of"]
@@ -119,6 +120,7 @@ class ProjectHost:
                 deployment=workspace.deployment(),
                 memory=workspace.memory_for,
                 child_env=self._child_env,
+                workflows=builtin_workflows(),
             ),
         )
 

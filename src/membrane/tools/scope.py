@@ -9,6 +9,9 @@ A scope's view is, in this order (seed 001, DESIGN rule 5):
 2. the scope's local tools, which may shadow an admitted global tool;
 3. the scope's reserved tools (``run_code``), outside every filter.
 
+A **gate** (``Scope.gate``: a workflow's phase) is a predicate over the global and the local
+tools of steps 1 and 2 alike; a tool it refuses is in neither the view nor any call path.
+
 Scopes are flat: a child scope knows nothing of its parent's locals or restrictions.
 
 Resolution is incremental. The filtered global layer is kept with the registry version it was
@@ -68,10 +71,29 @@ class Scope:
         self._view: ToolView | None = None
         self._view_version = -1
         self._view_overlay: frozenset[str] = frozenset()
+        self._gates: tuple[ToolPredicate, ...] = ()
+        self._view_gates: tuple[Hashable, ...] = ()
 
     @property
     def restrictions(self) -> tuple[ToolPredicate, ...]:
         return self._restrictions
+
+    @property
+    def gates(self) -> tuple[ToolPredicate, ...]:
+        return self._gates
+
+    def gate(self, predicate: ToolPredicate) -> None:
+        """Install ``predicate`` as a gate: unlike a restriction it applies to this scope's
+        local tools as well as its global ones (a workflow's phase locks a delegation tool);
+        only reserved tools are outside it. Its ``stamp`` is read at every resolution."""
+        if not isinstance(predicate, ToolPredicate):
+            raise ToolSpecError(
+                f"scope {self.name!r}: gate() needs a ToolPredicate (label, admits, stamp), "
+                f"got {type(predicate).__name__}",
+                scope=self.name,
+            )
+        self._gates = (*self._gates, predicate)
+        self.version += 1
 
     def locals(self) -> Mapping[str, Tool]:
         """This scope's local tools (read-only)."""
@@ -137,13 +159,14 @@ class Scope:
             *[predicate.stamp() for predicate in self._restrictions],
             self.registry.requirements.version,
         )
-        key = (self.registry.version, self.version, stamps)
+        gates = tuple([gate.stamp() for gate in self._gates])
+        key = (self.registry.version, self.version, stamps, gates)
         previous = self._view
         if previous is not None and previous.key == key:
             return previous
         layer, moved = self._global_layer(self.registry.version, stamps)
         overlay = frozenset(self._locals) | frozenset(self._reserved)
-        if previous is None or moved is None:
+        if previous is None or moved is None or gates != self._view_gates:
             view = self._compose(layer, key)
         elif not moved and self._view_version == self.version:
             view = previous.rekeyed(key)
@@ -153,6 +176,7 @@ class Scope:
         self._view = view
         self._view_version = self.version
         self._view_overlay = overlay
+        self._view_gates = gates
         return view
 
     def _claim(self, name: str, own: dict[str, Tool], *, replace: bool, kind: str) -> None:
@@ -249,20 +273,33 @@ class Scope:
 
     def _resolve_one(self, layer: _GlobalLayer, name: str) -> Tool | None:
         """What ``name`` resolves to in this scope: reserved, then local, then admitted global."""
-        return self._reserved.get(name) or self._locals.get(name) or layer.tools.get(name)
+        if name in self._reserved:
+            return self._reserved[name]
+        tool = self._locals.get(name) or layer.tools.get(name)
+        return tool if tool is None or self._opened(tool) else None
+
+    def _opened(self, tool: Tool) -> bool:
+        return all(gate.admits(tool) for gate in self._gates)
 
     def _compose(self, layer: _GlobalLayer, key: Hashable) -> ToolView:
         names = layer.names if layer.names is not None else tuple(sorted(layer.tools))
         limiter = self.registry.rate_limits
-        if not self._locals and not self._reserved:
+        if not self._locals and not self._reserved and not self._gates:
             return ToolView(layer.tools, names, key=key, limiter=limiter)
         tools = dict(layer.tools)
         ordered = list(names)
-        for overlay in (self._locals, self._reserved):
-            for name, tool in overlay.items():
-                if name not in tools:
-                    insort(ordered, name)
-                tools[name] = tool
+        for name, tool in self._locals.items():
+            if name not in tools:
+                insort(ordered, name)
+            tools[name] = tool
+        if self._gates:
+            for name in [n for n, t in tools.items() if not self._opened(t)]:
+                del tools[name]
+                ordered.remove(name)
+        for name, tool in self._reserved.items():
+            if name not in tools:
+                insort(ordered, name)
+            tools[name] = tool
         return ToolView(tools, tuple(ordered), key=key, limiter=limiter)
 
     def __repr__(self) -> str:

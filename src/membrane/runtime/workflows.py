@@ -1,0 +1,71 @@
+"""What a runtime installs for a definition that opts into a workflow (``workflow: NAME``).
+
+The runtime knows workflows only through this protocol (``membrane.workflow`` sits above the
+runtime and implements it): ``RuntimeOptions.workflows`` maps a name to a binding, and
+``WorkflowBinder`` binds one to each run whose definition names it, with the runtime's store
+and its event hub's commit. A definition naming a workflow the runtime was not given fails
+closed with ``unknown-workflow`` before anything is built. A bound workflow gives the run's
+tools (scope-local), the gate installed on its one view over global and local tools alike
+(``Scope.gate``), and a prompt section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from membrane.agents.definition import AgentDefinition
+from membrane.errors import UnknownWorkflow
+from membrane.store.base import Store
+from membrane.tools.restriction import ToolPredicate
+from membrane.tools.spec import Tool
+
+__all__ = ["BoundWorkflow", "WorkflowBinder", "WorkflowBinding"]
+
+Commit = Callable[[Callable[[], Any]], Any]
+
+
+class BoundWorkflow(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tools(self) -> Sequence[Tool]: ...
+
+    @property
+    def gate(self) -> ToolPredicate: ...
+
+    @property
+    def prompt(self) -> str: ...
+
+
+class WorkflowBinding(Protocol):
+    def bind(self, run_id: str, store: Store, commit: Commit | None = None) -> BoundWorkflow: ...
+
+
+class WorkflowBinder:
+    """Binds the workflow a definition names to one run (``None`` when it names none)."""
+
+    def __init__(
+        self, workflows: Mapping[str, WorkflowBinding] | None, store: Store, commit: Commit
+    ) -> None:
+        self.workflows = dict(workflows or {})
+        self._store = store
+        self._commit = commit
+
+    def __call__(self, run_id: str, definition: AgentDefinition) -> BoundWorkflow | None:
+        name = definition.workflow
+        if not isinstance(name, str):
+            return None
+        binding = self.workflows.get(name)
+        if binding is None:
+            known = sorted(self.workflows)
+            raise UnknownWorkflow(
+                f"agent {definition.name!r} runs under the workflow {name!r}, which this "
+                f"runtime was not given (it has {known or 'none'}); pass it in "
+                "RuntimeOptions.workflows (membrane.workflow.builtin_workflows())",
+                workflow=name,
+                agent=definition.name,
+                known=known,
+            )
+        return binding.bind(run_id, self._store, self._commit)
