@@ -27,8 +27,8 @@ from membrane.errors import (
 )
 from membrane.loop.calls import Emit
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
-from membrane.runtime.budget import RunSpending
 from membrane.resolve.prompt import PromptSection
+from membrane.runtime.budget import RunSpending
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
 from membrane.runtime.environment import child_environment
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
