@@ -42,32 +42,12 @@ from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import (
-    InProcessProvider,
-    RuntimeOptions,
     SubagentRuntime,
     SubagentStartRequest,
 )
 from membrane.store import MemoryStore, SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
-from membrane.tools.spec import Tool, ToolContext
-
-SCALE = float(os.environ.get("SIZES_SCALE", "1"))
-GOALS: list[str] = []
-
-
-def sizes(*values: int) -> list[int]:
-    return [max(10, int(v * SCALE)) for v in values]
-
-
-def show(seconds: float) -> str:
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.2f} µs"
-
-
-def goal(what: str, target: str, measured: str, met: bool) -> None:
-    GOALS.append(f"goal {what}: {target}, measured {measured} ({'met' if met else 'missed'})")
+from scaling_support import GOALS, SCALE, goal, runtime_for, show, sizes
 
 
 def curve(title: str, rows: list[tuple[int, float, float]], *, limit: str, what: str) -> None:
@@ -186,7 +166,7 @@ def catalog_curve(folder: Path) -> None:
                 file.write_text(DEFINITION.format(i=f"x{time.perf_counter_ns()}-{i}"))
 
         samples, per_file = [], []
-        for _ in range(5):
+        for _ in range(9):
             change()
             begin = time.perf_counter()
             catalog.reload()
@@ -217,25 +197,6 @@ def catalog_curve(folder: Path) -> None:
 # -- the runtime ----------------------------------------------------------------------------
 
 
-async def _read(arguments: object, context: ToolContext) -> str:
-    return "text"
-
-
-def project(folder: Path, *, concurrency: int) -> tuple[Catalog, ToolRegistry, Settings]:
-    agents = folder / ".membrane" / "agents"
-    agents.mkdir(parents=True)
-    (agents / "worker.md").write_text(
-        "---\nname: worker\ndescription: Reads files.\ntools: Read\n---\nRead and report.\n"
-    )
-    registry = ToolRegistry()
-    registry.register(
-        Tool(name="Read", description="Read", input_schema={"type": "object"}, handler=_read)
-    )
-    settings = Settings(max_concurrency=concurrency)
-    (folder / "home").mkdir()
-    return Catalog(project=folder, home=folder / "home", settings=settings), registry, settings
-
-
 async def list_curve(folder: Path) -> None:
     rows = []
     for count in sizes(100, 1_000, 10_000):
@@ -245,14 +206,8 @@ async def list_curve(folder: Path) -> None:
             await release.wait()
             return ModelResponse(text="done")
 
-        catalog, registry, settings = project(folder / f"l{count}", concurrency=10)
-        runtime = SubagentRuntime(
-            catalog=catalog,
-            registry=registry,
-            provider=InProcessProvider(FunctionModel(answer)),
-            store=MemoryStore(),
-            options=RuntimeOptions(settings=settings),
-        )
+        model = FunctionModel(answer)
+        runtime = runtime_for(folder / f"l{count}", model, store=MemoryStore(), concurrency=10)
         async with runtime:
             for i in range(count):
                 await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
