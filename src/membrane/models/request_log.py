@@ -49,7 +49,10 @@ class RequestLog(Sequence[ModelRequest]):
         entry = _Entry(request, -1)
         if previous is not None:
             base, before = previous
-            if len(messages) >= len(before) and all(map(operator.eq, messages, before)):
+            # The loop passes the same message objects again: identity decides at C speed.
+            if len(messages) >= len(before) and (
+                all(map(operator.is_, messages, before)) or all(map(operator.eq, messages, before))
+            ):
                 added = messages[len(before) :]
                 entry = _Entry(dataclasses.replace(request, messages=added), base)
         self._entries.append(entry)
