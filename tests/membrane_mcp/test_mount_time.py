@@ -2,7 +2,8 @@
 
 One run: ``lead`` (``tools: Read, mcp__time__*``) sees and calls the server's tools, then
 delegates to an inheriting child (gets them), a child that selects one other tool of the
-server (cannot call this one: vetoed, nothing leaked), and an isolated one (gets none).
+server (cannot call this one: vetoed, nothing leaked), an isolated one (gets none), and two
+with no MCP selector at all (``tools: Read``, and no tools line): none either.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ async def test_a_mounted_time_server_reaches_exactly_the_children_that_may_have_
     mcp_project.agent(
         "lead",
         tools="Read, mcp__time__*",
-        allowed_subagents="[heir, narrow, loner]",
+        allowed_subagents="[heir, narrow, loner, plain, bare]",
     )
+    mcp_project.agent("plain", tools="Read")  # tools written, no MCP selector
+    mcp_project.agent("bare")  # no tools field: the read-only default, nothing else
     mcp_project.agent("heir", tools="inherit")
     mcp_project.agent("narrow", tools="Read, ext:time/convert_time")
     mcp_project.agent("loner", tools="Read, mcp__time__*", isolated=True)
@@ -49,6 +52,8 @@ async def test_a_mounted_time_server_reaches_exactly_the_children_that_may_have_
                 ToolCall("t2", "Task", {"agent": "heir", "task": "what time is it"}),
                 ToolCall("t3", "Task", {"agent": "narrow", "task": "what time is it"}),
                 ToolCall("t4", "Task", {"agent": "loner", "task": "what time is it"}),
+                ToolCall("t5", "Task", {"agent": "plain", "task": "what time is it"}),
+                ToolCall("t6", "Task", {"agent": "bare", "task": "what time is it"}),
             ]
             if turn <= len(plan):
                 return ModelResponse(tool_calls=(plan[turn - 1],))
@@ -82,3 +87,11 @@ async def test_a_mounted_time_server_reaches_exactly_the_children_that_may_have_
     # isolated: true loads no MCP servers, whatever the tools line selects.
     assert not {n for n in offered["loner"][0] if n.startswith("mcp__")}
     assert error_of(last_tool_result(seen["loner"][1]))["code"] == "tool-not-visible"
+
+    # Without a selector for it (DESIGN rule 2), a running server's tools reach neither a
+    # child whose tools line names none nor one that leaves tools out.
+    for name in ("plain", "bare"):
+        assert not {n for n in offered[name][0] if n.startswith("mcp__")}
+        refused = error_of(last_tool_result(seen[name][1]))
+        assert refused["code"] == "tool-not-visible"
+        assert CONVERT not in str(refused["message"])

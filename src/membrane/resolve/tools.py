@@ -117,6 +117,9 @@ class ToolPlan:
     delegation: str | None
     #: Where the selecting tokens came from: ``tools`` or ``default_tools``.
     field: str = "tools"
+    #: The file writes ``extensions`` (or ``mcp_servers``): only then may an MCP server's
+    #: tools reach a child that has no selector for them (DESIGN rule 2).
+    extensions_written: bool = False
 
     def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
         if builtin_of(tool) in self.disallowed_builtins:
@@ -260,6 +263,7 @@ def plan_tools(
         isolated=isolated,
         delegation=delegation,
         field=tokens.field,
+        extensions_written=definition.extensions is not UNSET or bool(servers),
     )
     return plan, warnings
 
@@ -358,7 +362,10 @@ class DefinitionRestriction:
         if any(s.matches(tool, extension) for s in plan.selectors):
             return None
         if not plan.selectors and not plan.inherit:
-            return None
+            # MCP tools reach a child only when its file asks for them (DESIGN rule 2): an
+            # ``mcp__``/``ext:`` selector, or ``extensions``/``mcp_servers`` written in it.
+            mcp = tool.origin.startswith("mcp:") or tool.name.startswith("mcp__")
+            return "not selected" if mcp and not plan.extensions_written else None
         # DESIGN rule 3: an inheriting child gets the parent's live catalog plus what it
         # declares, never a loaded extension's tool that the parent lacks.
         return "not selected"
