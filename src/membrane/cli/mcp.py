@@ -14,11 +14,18 @@ from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import app, err_console
+from membrane.cli.run import MODEL_HELP, STATE_OPTION, parse_model
 from membrane.errors import InvalidRequest
+from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
-from membrane.mcp.serve import ServedView, agent_restriction, view_scope
+from membrane.mcp.serve import ServedView, agent_authority, view_scope
+from membrane.mcp.tasks import ServedRuns, add_delegation
+from membrane.models.base import Model
 from membrane.resolve.authority import mcp_server_of
+from membrane.runtime import InProcessProvider, RuntimeOptions, SubagentRuntime
+from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
+from membrane.vocabulary import DELEGATION_TOOLS
 from membrane.workspace import Workspace
 
 __all__ = ["mcp_app"]
@@ -92,12 +99,18 @@ def serve(
         typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio."),
     ] = None,
     project: Annotated[Path, _PROJECT] = Path("."),
+    model: Annotated[
+        str | None, typer.Option(help="The model of the runs Task starts: " + MODEL_HELP)
+    ] = None,
+    state: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Speak MCP (stdio, or streamable HTTP on loopback) offering exactly one view.
 
     The view is the tools a caller with ROLE (or AGENT's effective authority, or both) may
     call. The role is the operator's: --role, or MEMBRANE_ROLE in this process's environment.
-    What an MCP client claims about itself changes nothing.
+    What an MCP client claims about itself changes nothing. Where the view may delegate, Task
+    (and TaskWait, TaskList, TaskStop, TaskMessage) start runs of the project under the role,
+    with --model or the default_model setting; without a model they are not offered.
     """
     role = role or os.environ.get("MEMBRANE_ROLE") or None
     if role is None and agent is None:
@@ -113,6 +126,9 @@ def serve(
     if role is not None and role not in ws.settings.roles:
         known = ", ".join(sorted(ws.settings.roles)) or "none configured"
         raise InvalidRequest(f"unknown role {role!r}; roles in settings: {known}", field="role")
+    chosen = None
+    if model is not None or ws.settings.default_model is not None:
+        chosen = parse_model(model, ws.settings)
 
     async def main() -> None:
         async with McpServers.of(ws) as servers:
@@ -128,21 +144,92 @@ def serve(
                 )
             for problem in (await servers.ensure(sorted(wanted))).values():
                 err_console.print(Text(f"warning: {problem}"))
-            restriction = None
+            authority = None
             if definition is not None:
-                restriction = agent_restriction(
+                authority = agent_authority(
                     definition, ws.registry, ws.deployment(), cwd=ws.project
                 )
             scope = view_scope(
-                ws.registry, role=role, roles=ws.settings.roles, restriction=restriction
+                ws.registry,
+                role=role,
+                roles=ws.settings.roles,
+                restriction=None if authority is None else authority.restriction,
             )
-            served = ServedView(scope, ToolContext(agent=agent or f"role:{role}", cwd=ws.project))
-            try:
-                if http is not None:
-                    await served.run_http(http)
-                else:
-                    await served.run_stdio()
-            finally:
-                served.close()
+            delegation = DELEGATION_TOOLS if authority is None else authority.delegation_tools
+            allowed = ("*",) if definition is None else _allowed(definition.allowed_subagents)
+            if chosen is None or not delegation:
+                if delegation and chosen is None:
+                    err_console.print(
+                        Text("note: Task is not offered: no model (--model or default_model)")
+                    )
+                await _serve(scope, agent or f"role:{role}", ws, http)
+                return
+            hooks = ExtensionHooks.from_extensions(ws.extensions.values())
+            servers.hooks(ws.catalog.definitions, into=hooks)
+            await _serve_with_runs(
+                scope, ws, chosen, hooks, http=http, state=state, role=role,
+                names=delegation, allowed=allowed, caller=agent or f"role:{role}",
+            )  # fmt: skip
 
     anyio.run(main)
+
+
+def _allowed(value: object) -> tuple[str, ...]:
+    return tuple(str(name) for name in value) if isinstance(value, tuple | list) else ()
+
+
+async def _serve(scope: Scope, caller: str, ws: Workspace, http: int | None) -> None:
+    served = ServedView(scope, ToolContext(agent=caller, cwd=ws.project))
+    try:
+        if http is not None:
+            await served.run_http(http)
+        else:
+            await served.run_stdio()
+    finally:
+        served.close()
+
+
+async def _serve_with_runs(
+    scope: Scope,
+    ws: Workspace,
+    model: Model,
+    hooks: ExtensionHooks,
+    *,
+    http: int | None,
+    state: Path | None,
+    role: str | None,
+    names: tuple[str, ...],
+    allowed: tuple[str, ...],
+    caller: str,
+) -> None:
+    """Serve ``scope`` with the delegation tools, on a runtime held open meanwhile."""
+    store = ws.open_store(state)
+    runtime = SubagentRuntime(
+        catalog=ws.catalog,
+        registry=ws.registry,
+        provider=InProcessProvider(model, hooks=hooks),
+        store=store,
+        options=RuntimeOptions(
+            settings=ws.settings,
+            project=ws.project,
+            deployment=ws.deployment(),
+            memory=ws.memory_for,
+        ),
+    )
+    try:
+        async with runtime:
+            add_delegation(
+                scope,
+                ServedRuns(runtime),
+                names=names,
+                allowed=allowed,
+                role=role,
+                role_restriction=runtime.role_restriction(role),
+                session=f"mcp-serve:{caller}",
+            )
+            await _serve(scope, caller, ws, http)
+    finally:
+        store.close()
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()

@@ -30,7 +30,7 @@ from membrane.loop.calls import run_tool_call
 from membrane.mcp.sdk import require
 from membrane.models.base import Message, ToolCall
 from membrane.resolve import CallParams
-from membrane.resolve.authority import Deployment, ParentContext, resolve
+from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext, resolve
 from membrane.resolve.roles import RoleRestriction
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
@@ -64,18 +64,18 @@ def view_scope(
     return scope
 
 
-def agent_restriction(
+def agent_authority(
     definition: AgentDefinition, registry: ToolRegistry, deployment: Deployment, *, cwd: Path
-) -> ToolPredicate:
-    """The definition restriction of ``definition`` as a top-level agent (depth 0)."""
+) -> EffectiveAuthority:
+    """The effective authority of ``definition`` as a top-level agent (depth 0): its
+    ``restriction`` narrows the served view, its ``delegation_tools`` say whether it delegates."""
     parent = ParentContext(
         tools=registry.tools(),
         cwd=str(cwd),
         live=registry.tools,
         live_stamp=lambda: registry.version,
     )
-    authority = resolve(definition, CallParams(), parent, deployment, depth=0)
-    return authority.restriction
+    return resolve(definition, CallParams(), parent, deployment, depth=0)
 
 
 @dataclass

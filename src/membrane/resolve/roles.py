@@ -27,7 +27,7 @@ from membrane.resolve.tools import Selector, builtin_of
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool
-from membrane.vocabulary import canonical_builtin_name
+from membrane.vocabulary import DELEGATION_TOOLS, canonical_builtin_name
 
 __all__ = ["RoleRestriction"]
 
@@ -110,10 +110,16 @@ class RoleRestriction:
 
     def validate(self, registry: ToolRegistry, *, local: Iterable[str] = ()) -> None:
         """Check the plain names against the registry as ``Restriction.validate`` does
-        (``UnknownToolInFilter``); selectors match by origin and are never unknown."""
-        allow = None if self._allow is None else self._allow.plain
-        deny = self._deny.plain
+        (``UnknownToolInFilter``); selectors match by origin and are never unknown, and the
+        delegation tools (``Task`` ...) are never registry tools: a view that offers them
+        (``membrane mcp serve``) asks the role itself."""
+        allow = None if self._allow is None else _registrable(self._allow.plain)
+        deny = _registrable(self._deny.plain)
         if allow or deny:
             Restriction(allow=allow or None, deny=deny, label=self.label).validate(
                 registry, local=local
             )
+
+
+def _registrable(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(name for name in names if name not in DELEGATION_TOOLS)
