@@ -13,6 +13,7 @@ import json
 import anyio
 import pytest
 
+from membrane.errors import SetupFailed
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
 
@@ -95,3 +96,29 @@ async def test_a_mounted_time_server_reaches_exactly_the_children_that_may_have_
         refused = error_of(last_tool_result(seen[name][1]))
         assert refused["code"] == "tool-not-visible"
         assert CONVERT not in str(refused["message"])
+
+
+async def test_a_role_may_name_tools_of_a_server_that_has_not_started(
+    mcp_project: McpProject,
+) -> None:
+    mcp_project.server("time", TIME_SERVER)
+    config = mcp_project.root / ".membrane" / "config.toml"
+    roles = f'[roles.clock]\nallow = ["Read", "{NOW}"]\n[roles.typo]\nallow = ["Raed"]\n'
+    config.write_text(config.read_text(encoding="utf-8") + roles, encoding="utf-8")
+    mcp_project.agent("reader", tools="Read, mcp__time__*")
+    offered: list[set[str]] = []
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        offered.append({tool["name"] for tool in request.tools})
+        return ModelResponse(text="done")
+
+    async with mcp_project.runtime(answer) as (runtime, servers):
+        with anyio.fail_after(60):
+            # Nothing listed the server's tools yet: the role's name for one is not a typo.
+            assert servers.servers["time"].tool_names() == frozenset()
+            ok = await runtime.run(SubagentStartRequest("reader", "go", role="clock"))
+            with pytest.raises(SetupFailed) as typo:
+                await runtime.start(SubagentStartRequest("reader", "go", role="typo"))
+    assert ok.status == "completed", ok
+    assert offered[0] == {"Read", NOW}  # the role narrows the server's tools to the one named
+    assert typo.value.code == "setup-failed"
