@@ -1,7 +1,8 @@
 """An echo agent on the ACP SDK's agent API, run as a subprocess by the ACP provider's tests.
 
 It echoes the prompt back. Words in the prompt make it use the client's services, as a real
-coding agent would: ``read PATH``, ``write PATH TEXT``, ``run COMMAND...`` (a terminal). It
+coding agent would: ``read PATH``, ``write PATH TEXT``, ``run COMMAND...`` (a terminal), and
+``mcp`` (connect to each stdio MCP server the client gave in ``session/new``, list its tools). It
 reports each as a tool call update and writes ``$ECHO_AGENT_MARKER`` when it starts.
 """
 
@@ -25,12 +26,14 @@ from acp import (
     update_tool_call,
 )
 from acp.interfaces import Client
+from mcp import ClientSession, StdioServerParameters, stdio_client
 
 
 class EchoAgent(Agent):
     def __init__(self) -> None:
         self.client: Client | None = None
         self.cwd = ""
+        self.servers: list[Any] = []
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
@@ -38,8 +41,11 @@ class EchoAgent(Agent):
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         return InitializeResponse(protocol_version=PROTOCOL_VERSION)
 
-    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+    async def new_session(
+        self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> NewSessionResponse:
         self.cwd = cwd
+        self.servers = list(mcp_servers or [])
         return NewSessionResponse(session_id="echo-1")
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
@@ -85,7 +91,24 @@ class EchoAgent(Agent):
             )
             await self.client.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
             return f"exit {done.exit_code}: {output.output.strip()}"
+        if words[0] == "mcp":
+            listed = [await _list_tools(server) for server in self.servers]
+            return "; ".join(listed) or "no servers"
         return "said"
+
+
+async def _list_tools(server: Any) -> str:
+    """Connect to a stdio MCP server the client gave, as a real agent would, and list it."""
+    env = {variable.name: variable.value for variable in server.env} or None
+    params = StdioServerParameters(command=server.command, args=list(server.args), env=env)
+    with open(os.devnull, "w", encoding="utf-8") as quiet:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            names = sorted(tool.name for tool in (await session.list_tools()).tools)
+    return f"{server.name}: {', '.join(names)}"
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ import pytest
 
 from membrane.agents.catalog import Catalog
 from membrane.builtin_tools import register_builtin_tools
-from membrane.config.values import Settings
+from membrane.config.values import McpServerSpec, Settings
 from membrane.errors import UnsupportedCapability
+from membrane.mcp import McpServers
 from membrane.runtime import LifecycleEvent, RuntimeOptions, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.providers.acp import AcpProvider
 from membrane.testing import MemoryStore
@@ -32,20 +33,29 @@ def write_agent(root: Path, name: str, tools: str) -> None:
     )
 
 
-def runtime_for(root: Path, home: Path, marker: Path) -> SubagentRuntime:
-    registry = ToolRegistry()
-    register_builtin_tools(registry)
+def runtime_for(
+    root: Path,
+    home: Path,
+    marker: Path,
+    *,
+    settings: Settings = SETTINGS,
+    registry: ToolRegistry | None = None,
+) -> SubagentRuntime:
+    if registry is None:
+        registry = ToolRegistry()
+        register_builtin_tools(registry)
     provider = AcpProvider(
         [sys.executable, str(AGENT)],
         env={"ECHO_AGENT_MARKER": str(marker)},
         stderr_log=home / "acp.log",
+        mcp_servers=settings.mcp_servers,
     )
     return SubagentRuntime(
-        catalog=Catalog(project=root, home=home, settings=SETTINGS),
+        catalog=Catalog(project=root, home=home, settings=settings),
         registry=registry,
         provider=provider,
         store=MemoryStore(),
-        options=RuntimeOptions(settings=SETTINGS, project=root),
+        options=RuntimeOptions(settings=settings, project=root),
     )
 
 
@@ -127,3 +137,77 @@ async def test_the_agent_cannot_touch_what_the_child_could_not(
     assert not outside.exists()
     assert not (root / ".membrane" / "agents" / "evil.md").exists()
     assert not (root / "made-by-terminal").exists()
+
+
+TIME = McpServerSpec(
+    "time", command=sys.executable, args=("-m", "mcp_server_time", "--local-timezone", "UTC")
+)
+
+
+async def test_an_acp_child_gets_the_mcp_servers_its_view_holds_whole(
+    root: Path, isolated_home: Path
+) -> None:
+    settings = Settings(max_depth="provider-managed", mcp_servers={"time": TIME})
+    write_agent(root, "whole", "Read, mcp__time__*")
+    write_agent(root, "part", "Read, mcp__time__get_current_time")
+    write_agent(root, "most", "mcp__time__*\ndisallowed_tools: mcp__time__convert_time")
+    write_agent(root, "plain", "Read")
+    names = ("whole", "part", "most", "plain")
+    registry = ToolRegistry()
+    register_builtin_tools(registry)
+    marker = isolated_home / "started"
+    updates: dict[str, list[dict[str, object]]] = {}
+    runtime = runtime_for(root, isolated_home, marker, settings=settings, registry=registry)
+    async with (
+        McpServers(settings.mcp_servers, registry) as servers,
+        runtime,
+        runtime.events() as stream,
+    ):
+        with anyio.fail_after(120):
+            assert await servers.ensure(["time"]) == {}  # the host knows the server's tools
+            results = {
+                name: await runtime.run(SubagentStartRequest(name, "mcp", request_id=name))
+                for name in names
+            }
+            seen = 0
+            async for event in stream:
+                if event.kind == "agent_update" and event.data.get("kind") == "mcp_servers":
+                    updates.setdefault(event.agent, []).append(dict(event.data))
+                seen += event.kind in ("completed", "error", "stopped")
+                if seen == len(names):
+                    break
+    for result in results.values():
+        assert result.status == "completed", result
+    # The agent connected to the server itself and listed its tools.
+    assert "mcp -> time: convert_time, get_current_time" in results["whole"].text
+    assert updates["whole"] == [{"kind": "mcp_servers", "servers": ["time"], "left_out": {}}]
+    # Only some of its tools are the child's, or none: the agent is not given the server.
+    left_out = {"time": "the child's view does not hold every tool of this server"}
+    for name in ("part", "most", "plain"):
+        assert "mcp -> no servers" in results[name].text
+        assert updates[name] == [{"kind": "mcp_servers", "servers": [], "left_out": left_out}]
+
+
+async def test_a_server_whose_tools_are_not_known_is_not_given(
+    root: Path, isolated_home: Path
+) -> None:
+    settings = Settings(max_depth="provider-managed", mcp_servers={"time": TIME})
+    write_agent(root, "whole", "Read, mcp__time__*")
+    marker = isolated_home / "m"
+    async with runtime_for(root, isolated_home, marker, settings=settings) as runtime:
+        with anyio.fail_after(60):
+            result = await runtime.run(SubagentStartRequest("whole", "mcp", request_id="w"))
+    assert result.status == "completed", result
+    assert "mcp -> no servers" in result.text  # never listed here: what it holds is unchecked
+
+
+async def test_an_isolated_acp_child_is_given_no_mcp_server(
+    root: Path, isolated_home: Path
+) -> None:
+    settings = Settings(max_depth="provider-managed", mcp_servers={"time": TIME})
+    write_agent(root, "loner", "Read, mcp__time__*\nisolated: true")
+    async with runtime_for(root, isolated_home, isolated_home / "m", settings=settings) as rt:
+        with anyio.fail_after(60):
+            result = await rt.run(SubagentStartRequest("loner", "mcp", request_id="l"))
+    assert result.status == "completed", result
+    assert "mcp -> no servers" in result.text

@@ -7,6 +7,11 @@ updates become the child's events while it works: a tool call it starts is a ``t
 event, its end a ``tool_result`` event, and its message and thought chunks ``agent_update``
 events.
 
+The child's MCP servers go to the agent in ``session/new`` (``mcpServers``), for it to connect
+to itself: only the mounted servers whose every tool the child's view holds
+(``membrane.runtime.providers.acp_mcp``); the rest are left out, and an ``agent_update`` event
+(``kind: mcp_servers``) says which and why.
+
 The agent's requests to the client are answered through the child's own view, the one its
 definition resolved to, exactly as the child's tool calls would be: ``fs/read_text_file`` runs
 ``Read``, ``fs/write_text_file`` runs ``Write`` and ``terminal/create`` runs ``Bash`` (with its
@@ -39,6 +44,7 @@ from typing import IO, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from membrane.config.values import McpServerSpec
 from membrane.errors import ExtraNotInstalled, InvalidRequest, MembraneError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.models.base import Message
@@ -48,6 +54,7 @@ from membrane.runtime.provider import (
     SetupCallback,
     SubagentCapabilities,
 )
+from membrane.runtime.providers.acp_mcp import acp_mcp_servers
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -76,6 +83,8 @@ class AcpProvider:
 
     ``env`` is added to the agent's environment; ``stderr_log`` receives its standard error
     (appended), which otherwise goes nowhere; ``timeout`` bounds a whole run, in seconds.
+    ``mcp_servers`` are the deployment's mounted MCP servers (``settings.mcp_servers``): those
+    a child's view holds whole are given to its agent in ``session/new``.
     """
 
     capabilities = SubagentCapabilities(
@@ -90,6 +99,7 @@ class AcpProvider:
         env: Mapping[str, str] | None = None,
         stderr_log: Path | None = None,
         timeout: float | None = None,
+        mcp_servers: Mapping[str, McpServerSpec] | None = None,
     ) -> None:
         if isinstance(command, str) or not command or not all(isinstance(p, str) for p in command):
             raise InvalidRequest(
@@ -103,6 +113,7 @@ class AcpProvider:
         self.env = dict(env or {})
         self.stderr_log = stderr_log
         self.timeout = timeout
+        self.mcp_servers = dict(mcp_servers or {})
 
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _AcpChild:
         _acp()  # fail now, before publication, when the extra is missing
@@ -194,7 +205,7 @@ class _AcpChild:
             async with spawned as (conn, process):
                 self.pid = process.pid
                 schema = acp.schema
-                await conn.initialize(
+                started = await conn.initialize(
                     protocol_version=acp.PROTOCOL_VERSION,
                     client_capabilities=schema.ClientCapabilities(
                         fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
@@ -202,7 +213,8 @@ class _AcpChild:
                     ),
                     client_info=schema.Implementation(name="membrane", version="0"),
                 )
-                session = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+                servers = self._mcp_servers(schema, started)
+                session = await conn.new_session(cwd=str(cwd), mcp_servers=servers)
                 spec.emit("turn", {"turn": 1})
                 response = await conn.prompt(
                     session_id=session.session_id, prompt=[acp.text_block(spec.task)]
@@ -220,6 +232,23 @@ class _AcpChild:
         if reason == "cancelled":
             return ChildOutcome(status="stopped", text=text, turns=1)
         return _error(f"the ACP agent stopped: {reason}", code="run-error", text=text)
+
+    def _mcp_servers(self, schema: Any, started: Any) -> list[Any]:
+        """The ``mcpServers`` of ``session/new``; what is left out is reported as an event."""
+        capabilities = getattr(
+            getattr(started, "agent_capabilities", None), "mcp_capabilities", None
+        )
+        http = getattr(capabilities, "http", False) is True
+        spec = self._spec
+        servers, left_out = acp_mcp_servers(
+            schema, self._scope, spec.extensions, self._provider.mcp_servers, http=http
+        )
+        if servers or left_out:
+            given = [str(server.name) for server in servers]
+            spec.emit(
+                "agent_update", {"kind": "mcp_servers", "servers": given, "left_out": left_out}
+            )
+        return servers
 
 
 class _Terminal:
