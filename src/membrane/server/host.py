@@ -31,6 +31,7 @@ from membrane.durable.schedules import ScheduleBook, ScheduleRunner
 from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.json_types import JSONObject
+from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
 from membrane.runtime import (
     InProcessProvider,
@@ -109,6 +110,7 @@ class ProjectHost:
         for tool in schedule_tools(self.schedules, role_of=self._role_of):
             workspace.registry.register(tool, replace=True)
         hooks = ExtensionHooks.from_extensions(workspace.extensions.values())
+        self._hooks = hooks
         self.runtime = SubagentRuntime(
             catalog=workspace.catalog,
             registry=workspace.registry,
@@ -129,7 +131,14 @@ class ProjectHost:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold the runtime open until ``close``; closing stops every run of the project."""
         try:
-            async with self.runtime, anyio.create_task_group() as group:
+            async with (
+                McpServers.of(self.workspace) as servers,
+                self.runtime,
+                anyio.create_task_group() as group,
+            ):
+                # The project's MCP servers, mounted as a run mounts them: each started when a
+                # child that names it starts, or at the first call of one of its tools.
+                servers.hooks(self.workspace.catalog.definitions, into=self._hooks)
                 group.start_soon(self._fire_schedules)
                 task_status.started()
                 await self._stop.wait()

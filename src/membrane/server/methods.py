@@ -9,6 +9,7 @@ one server error (-32000) with its stable code in ``data.code``.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -25,6 +26,7 @@ from membrane.server.connection import Connection, InvalidParams, UnknownMethod
 from membrane.server.framing import Request
 from membrane.server.host import ProjectHost
 from membrane.server.identity import Caller
+from membrane.tools.spec import ToolOutput
 from membrane.tools.view import wire_schema
 
 __all__ = ["METHODS", "Server", "dispatch", "plain"]
@@ -307,9 +309,25 @@ async def _runtime_shutdown(server: Server, conn: Connection, params: JSONDict) 
 
 
 def plain(value: object) -> JSONValue:
-    """A handler's return value as JSON (strings, numbers, lists, objects; others as text)."""
+    """A handler's return value as JSON (strings, numbers, lists, objects; others as text). A
+    result with parts (an MCP tool's) is ``{text, structured, attachments}``, each attachment
+    ``{mimeType, name, data}`` with ``data`` in base64."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, ToolOutput):
+        attachments: list[JSONValue] = [
+            {
+                "mimeType": part.mime_type,
+                "name": part.name,
+                "data": base64.b64encode(part.data).decode("ascii"),
+            }
+            for part in value.attachments
+        ]
+        return {
+            "text": value.text,
+            "structured": plain(value.structured),
+            "attachments": attachments,
+        }
     if isinstance(value, dict):
         return {str(key): plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
