@@ -15,6 +15,8 @@ from membrane.config.load import membrane_home
 from membrane.store import SQLiteStore
 from membrane.store.location import locate_state
 
+from .conftest import write_agents
+
 AGENTS = {
     "lead": "allowed_subagents: [manager]\n",
     "manager": "allowed_subagents: [worker]\n",
@@ -40,13 +42,7 @@ agents:
 @pytest.fixture
 def project(tmp_path: Path, isolated_home: Path) -> Path:
     root = tmp_path / "project"
-    for name, extra in AGENTS.items():
-        path = root / ".membrane" / "agents" / f"{name}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            f"---\nname: {name}\ndescription: The {name}.\ntools: Read\n{extra}---\nWork.\n",
-            encoding="utf-8",
-        )
+    write_agents(root, AGENTS)
     return root
 
 
