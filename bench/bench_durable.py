@@ -85,13 +85,16 @@ def _runtime(root: Path, store: SQLiteStore, model: FunctionModel) -> SubagentRu
     )
 
 
-def _replay(statements: list[str], db: Path) -> float:
-    """Seconds a raw sqlite3 loop takes to write the same rows (schema made first)."""
-    SQLiteStore(db).close()  # the same schema and pragmas, applied by the migrations
+def _replay(statements: list[str], db: Path, *, header: tuple[object, ...] = ()) -> float:
+    """Seconds a raw sqlite3 loop takes to write the same rows on a fresh file of the same
+    schema (made first, as the migrations make it), after the session row ``header``."""
+    SQLiteStore(db).close()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")  # the store's default
     conn.execute("PRAGMA foreign_keys = ON")
+    if header:
+        conn.execute(f"INSERT INTO sessions VALUES ({', '.join('?' * len(header))})", header)
     begin = time.perf_counter()
     for statement in statements:
         conn.execute(statement)
@@ -104,8 +107,10 @@ def _writes(trace: list[str]) -> list[str]:
     return [s for s in trace if s.lstrip().upper().startswith(_WRITES)]
 
 
-async def _starts(folder: Path) -> tuple[float, float]:
-    root = _project(folder / "starts")
+async def _traced(folder: Path, name: str, stored: bool) -> tuple[float, float]:
+    """Durable starts (or, with ``stored``, messages to a stored run) per second, and the same
+    rows per second through the raw loop."""
+    root = _project(folder / name)
     trace: list[str] = []
     store = SQLiteStore(root / "state.db", trace=trace.append)
 
@@ -113,60 +118,29 @@ async def _starts(folder: Path) -> tuple[float, float]:
         return ModelResponse(text="done")
 
     async with _runtime(root, store, FunctionModel(answer)) as runtime:
-        await runtime.run(SubagentStartRequest("worker", "warm up", request_id="warm"))
+        first = await runtime.run(SubagentStartRequest("worker", "first", request_id="warm"))
         trace.clear()
         begin = time.perf_counter()
         for i in range(ROUNDS):
-            await runtime.run(SubagentStartRequest("worker", f"job {i}", request_id=f"r{i}"))
+            if stored:
+                runtime.message(first.run_id, f"note {i}", request_id=f"m{i}")
+            else:
+                await runtime.run(SubagentStartRequest("worker", f"job {i}", request_id=f"r{i}"))
         durable = time.perf_counter() - begin
         statements = _writes(trace)
+    header: tuple[object, ...] = ()
+    if stored:  # the recipient's row, as the messages found it
+        header = _row(root / "state.db", first.run_id)
     store.close()
-    raw = _replay(statements, folder / "starts-raw.db")
+    raw = _replay(statements, folder / f"{name}-raw.db", header=header)
     return ROUNDS / durable, ROUNDS / raw
 
 
-async def _messages(folder: Path) -> tuple[float, float]:
-    root = _project(folder / "messages")
-    trace: list[str] = []
-    store = SQLiteStore(root / "state.db", trace=trace.append)
-
-    async def answer(request: ModelRequest) -> ModelResponse:
-        return ModelResponse(text="done")
-
-    async with _runtime(root, store, FunctionModel(answer)) as runtime:
-        stored = await runtime.run(SubagentStartRequest("worker", "the recipient"))
-        trace.clear()
-        begin = time.perf_counter()
-        for i in range(ROUNDS):
-            runtime.message(stored.run_id, f"note {i}", request_id=f"m{i}")
-        durable = time.perf_counter() - begin
-        statements = _writes(trace)
-    # Leave the file as the raw loop will find it: the recipient's header must exist.
-    store.close()
-    raw_db = folder / "messages-raw.db"
-    SQLiteStore(raw_db).close()
-    source = sqlite3.connect(root / "state.db")
-    header = source.execute(
-        "SELECT * FROM sessions WHERE session_id = ?", (stored.run_id,)
-    ).fetchone()
-    source.close()
-    target = sqlite3.connect(raw_db, isolation_level=None)
-    target.execute(f"INSERT INTO sessions VALUES ({', '.join('?' * len(header))})", header)
-    target.close()
-    raw = _replay_into(statements, raw_db)
-    return ROUNDS / durable, ROUNDS / raw
-
-
-def _replay_into(statements: list[str], db: Path) -> float:
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA synchronous = FULL")  # the store's default
-    conn.execute("PRAGMA foreign_keys = ON")
-    begin = time.perf_counter()
-    for statement in statements:
-        conn.execute(statement)
-    elapsed = time.perf_counter() - begin
+def _row(db: Path, session_id: str) -> tuple[object, ...]:
+    conn = sqlite3.connect(db)
+    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     conn.close()
-    return elapsed
+    return tuple(row)
 
 
 async def _membrane_latency(folder: Path) -> float:
@@ -235,8 +209,8 @@ def _goal(what: str, target: str, measured: str, met: bool) -> None:
 async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-durable-") as tmp:
         folder = Path(tmp)
-        start_rate, start_raw = await _starts(folder)
-        message_rate, message_raw = await _messages(folder)
+        start_rate, start_raw = await _traced(folder, "starts", stored=False)
+        message_rate, message_raw = await _traced(folder, "messages", stored=True)
         ours = await _membrane_latency(folder)
         polled = await _polling_latency(folder)
     same = "raw SQLite of the same rows"
