@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, make_project, serve, stop
+from server_support import START_BOUND, Running, make_project, serve, stop
 
 from membrane.errors import MembraneError
 from membrane.server import Client
@@ -212,3 +212,53 @@ async def test_every_method_needs_initialize_and_projects_are_listed_and_removed
     assert first.value.code == "invalid-request"
     assert gone.value.code == "unknown-project"
     assert missing.value.code == "invalid-request"
+
+
+LEAD = """\
+---
+name: lead
+description: Plans under the planning gate.
+workflow: planning
+---
+Plan the work.
+"""
+
+
+async def test_the_host_reads_and_answers_a_planning_gate_over_the_socket(
+    runtime: Running, tmp_path: Path
+) -> None:
+    socket, project = runtime.socket, runtime.project
+    (project / ".membrane" / "agents" / "lead.md").write_text(LEAD)
+    script = tmp_path / "lead.json"
+    intake = {"summary": "a flag", "touches_ui_surface": False}
+    script.write_text(
+        json.dumps(
+            {
+                "agents": {
+                    "lead": [
+                        {"tool_calls": [{"name": "recordCodebaseIntake", "arguments": intake}]},
+                        {"text": "intake recorded"},
+                    ]
+                }
+            }
+        )
+    )
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(socket) as client:
+            ids = await _open(client, project)
+            start = {**ids, "agent": "lead", "task": "plan", "model": f"scripted:{script}"}
+            run = (await client.request("runs/start", start))["run"]
+            at = {**ids, "runId": run["run_id"]}
+            shown = (await client.request("workflow/get", at))["workflow"]
+            with pytest.raises(MembraneError) as early:
+                await client.request("workflow/answer", {**at, "answer": "approve"})
+            waived = await client.request(
+                "workflow/answer", {**at, "answer": "waive", "value": "extras"}
+            )
+            with pytest.raises(MembraneError) as unknown:
+                await client.request("workflow/get", {**ids, "runId": "nope"})
+    assert shown["phase"] == "planning" and shown["auto_skipped_rounds"] == ["ui"]
+    assert early.value.code == "workflow-refused"
+    assert waived["workflow"]["waived_rounds"] == ["extras"]
+    assert waived["workflow"]["auto_skipped_rounds"] == ["ui"]
+    assert unknown.value.code == "unknown-run"

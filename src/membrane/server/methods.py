@@ -12,12 +12,12 @@ from __future__ import annotations
 import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from membrane.errors import InvalidRequest
+from membrane.errors import CallerRefused, InvalidRequest, UnknownRun
 from membrane.json_types import JSONDict, JSONValue
 from membrane.resolve import CallParams
 from membrane.runtime import SubagentStartRequest
@@ -28,6 +28,7 @@ from membrane.server.host import ProjectHost
 from membrane.server.identity import Caller
 from membrane.tools.spec import ToolOutput
 from membrane.tools.view import wire_schema
+from membrane.workflow.planning import PlanningControl
 
 __all__ = ["METHODS", "Server", "dispatch", "plain"]
 
@@ -117,6 +118,11 @@ class _Wait(_Run):
 
 class _Message(_Run):
     message: str = Field(min_length=1)
+
+
+class _Answer(_Run):
+    answer: Literal["approve", "accept_light_plan", "waive", "decide_finishing"]
+    value: str | None = Field(default=None, min_length=1)
 
 
 class _Resume(_Message):
@@ -271,6 +277,40 @@ async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSON
     return {"run": (await host.runtime.stop(p.runId, caller=caller.run_id)).to_dict()}
 
 
+def _planning(server: Server, conn: Connection, p: _Run) -> PlanningControl:
+    """The planning gate of run ``p.runId``, for a host caller only: a run's token never
+    answers for its host (seed 002: approval comes from the host, not from an agent)."""
+    caller = _caller(conn)
+    if caller.run_id is not None:
+        raise CallerRefused("a run's token cannot read or answer a planning gate")
+    host = server.project(p.projectId, caller)
+    if host.store.get_header(p.runId) is None:
+        raise UnknownRun(f"no run {p.runId!r} in this project", run_id=p.runId)
+    return PlanningControl(host.store)
+
+
+async def _workflow_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    p = _parse(_Run, params)
+    return {"workflow": plain(_planning(server, conn, p).state(p.runId).to_dict())}
+
+
+async def _workflow_answer(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+    p = _parse(_Answer, params)
+    control = _planning(server, conn, p)
+    if p.answer in ("waive", "decide_finishing"):
+        if p.value is None:
+            raise InvalidParams(
+                f"invalid params: value: {p.answer} needs one",
+                {"code": "invalid-params", "field": "value"},
+            )
+        answer = getattr(control, "waive" if p.answer == "waive" else "decide_finishing")
+        state = answer(p.runId, p.value)
+    else:
+        answer = getattr(control, "approve" if p.answer == "approve" else "accept_light_plan")
+        state = answer(p.runId)
+    return {"workflow": plain(state.to_dict())}
+
+
 async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
     """Stream the project's lifecycle events to this connection as ``events/event``.
 
@@ -354,6 +394,8 @@ METHODS: dict[str, Handler] = {
     "runs/wait": _runs_wait,
     "runs/message": _runs_message,
     "runs/stop": _runs_stop,
+    "workflow/get": _workflow_get,
+    "workflow/answer": _workflow_answer,
     "events/subscribe": _events_subscribe,
     "runtime/shutdown": _runtime_shutdown,
 }
