@@ -98,18 +98,25 @@ def _no_pending_receipts(store: SQLiteStore) -> None:
     assert store.reap_pending_receipts(older_than=_later()) == []
 
 
+async def _crashed(
+    scenario: str, crash: str, project: Project, tmp_path: Path
+) -> tuple[SQLiteStore, str]:
+    """A stored lead, the scenario killed at ``crash`` and recovered; the store and the lead."""
+    db = tmp_path / "state.db"
+    lead = await _stored_lead(project, db)
+    with anyio.fail_after(300):
+        outcomes = await anyio.to_thread.run_sync(_recover, scenario, db, project, lead, crash)
+    if crash in PENDING:
+        # The receipt was left pending: a retry before the TTL is refused, and does nothing.
+        assert outcomes[0] == "request-pending"
+    return SQLiteStore(db), lead
+
+
 @pytest.mark.parametrize("crash", START_POINTS)
 async def test_a_start_killed_at_each_write_point_yields_one_child_and_one_notice(
     crash: str, project: Project, tmp_path: Path
 ) -> None:
-    db = tmp_path / "state.db"
-    lead = await _stored_lead(project, db)
-    with anyio.fail_after(300):
-        outcomes = await anyio.to_thread.run_sync(_recover, "start", db, project, lead, crash)
-    if crash in PENDING:
-        # The receipt was left pending: a retry before the TTL is refused, not a second child.
-        assert outcomes[0] == "request-pending"
-    store = SQLiteStore(db)
+    store, lead = await _crashed("start", crash, project, tmp_path)
     children = store.list_sessions(parent_id=lead)
     assert [c.request_id for c in children] == ["spawn-1"]  # exactly one child
     (child,) = children
@@ -129,13 +136,7 @@ async def test_a_start_killed_at_each_write_point_yields_one_child_and_one_notic
 async def test_a_message_killed_at_each_write_point_is_applied_once(
     crash: str, project: Project, tmp_path: Path
 ) -> None:
-    db = tmp_path / "state.db"
-    lead = await _stored_lead(project, db)
-    with anyio.fail_after(300):
-        outcomes = await anyio.to_thread.run_sync(_recover, "message", db, project, lead, crash)
-    if crash in PENDING:
-        assert outcomes[0] == "request-pending"
-    store = SQLiteStore(db)
+    store, lead = await _crashed("message", crash, project, tmp_path)
     messages = _notices(store, lead, "agent_message")
     assert len(messages) == 1 and "check the tests" in messages[0]  # applied once
     receipt = store.get_receipt("message-1")
