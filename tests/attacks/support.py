@@ -26,7 +26,16 @@ from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["Ran", "codes", "drive", "hostile", "runtime_for", "snapshot", "spy_tool"]
+__all__ = [
+    "Ran",
+    "codes",
+    "drive",
+    "hostile",
+    "running_as",
+    "runtime_for",
+    "snapshot",
+    "spy_tool",
+]
 
 #: Names of the spy tools whose handlers ran, in order.
 Ran = list[str]
@@ -41,6 +50,22 @@ def snapshot(*folders: Path) -> dict[str, str]:
             else:
                 seen[str(path)] = "other"
     return seen
+
+
+def running_as(token: str) -> bool:
+    """Whether a live process (not a zombie) on this machine has ``token`` as its ``argv[0]``
+    (found by name: inside a PID namespace a process's own pid means nothing here)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if cmdline.startswith(token.encode()) and state != "Z":
+            return True
+    return False
 
 
 def spy_tool(name: str, ran: Ran, *, origin: str = "host") -> Tool:

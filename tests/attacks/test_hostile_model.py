@@ -8,14 +8,16 @@ ended (none left ``running``), and the runtime went on.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from membrane.models.base import ToolCall
 
-from .support import codes, drive, snapshot
+from .support import codes, drive, running_as, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +57,7 @@ async def test_malformed_calls_become_errors_and_the_run_completes(project: Path
     assert statuses == ["completed"]
 
 
-def _escapes(outside: Path) -> list[ToolCall]:
+def _escapes(outside: Path, token: str) -> list[ToolCall]:
     plant = "---\nname: general-purpose\ntools: '*'\nallowed_subagents: '*'\n---\nx\n"
     bash = [
         f"echo x > {outside}/f",
@@ -63,7 +65,10 @@ def _escapes(outside: Path) -> list[ToolCall]:
         f"ln {outside}/keep.txt src/h && echo more >> src/h",
         "mkdir -p .agents/agents && echo x > .agents/agents/general-purpose.md",
         "git config core.hooksPath src",
-        f"setsid -f bash -c 'sleep 1; echo late > {outside}/late'",
+        # Detached, it would write after the call ended. It runs as `token`, and the call
+        # returns only once it has started, so the test can wait until none is left.
+        f"setsid -f bash -c \"exec -a {token} bash -c 'touch src/up; sleep 1; echo late > "
+        f"{outside}/late'\"; until [ -e src/up ]; do sleep 0.01; done",
         f"echo x > $(echo {outside})/g",
     ]
     calls = [ToolCall(f"b{i}", "Bash", {"command": c}) for i, c in enumerate(bash)]
@@ -82,7 +87,11 @@ async def test_a_writing_child_escapes_through_no_tool(
 ) -> None:
     del os_sandbox  # the default (auto) picks the strongest: this test needs one to exist
     before = snapshot(outside, project / ".git", project / ".membrane")
-    results, statuses = await drive(project, "coder", _escapes(outside))
+    token = f"membrane-attack-{uuid.uuid4().hex}"
+    results, statuses = await drive(project, "coder", _escapes(outside, token))
+    with anyio.fail_after(30):
+        while running_as(token):
+            await anyio.sleep(0.05)
     assert statuses == ["completed"]
     assert codes(results)[-4:] == ["path-outside-checkout", "path-protected", "path-protected",
                                    "path-protected"]  # fmt: skip

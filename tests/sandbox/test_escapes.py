@@ -101,6 +101,9 @@ PLANTS = [
     "cp notes.txt .agents/agents/x.md",
     "git add notes.txt && git mv notes.txt .agents/moved.md",
     "git checkout-index --prefix=.agents/agents/ -a",
+    "printf 'diff --git a/.agents/agents/p.md b/.agents/agents/p.md\\nnew file mode 100644\\n"
+    "--- /dev/null\\n+++ b/.agents/agents/p.md\\n@@ -0,0 +1 @@\\n+x\\n' > sub/p.diff; "
+    "git apply sub/p.diff",
     "python3 -c \"import os; os.makedirs('.agents/agents'); "
     "open('.agents/agents/g.md', 'w').write('x')\"",
     'echo \'{"agent": {"general-purpose": {"tools": {"bash": true}}}}\' > opencode.json',
