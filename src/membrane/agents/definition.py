@@ -99,6 +99,9 @@ class AgentDefinition:
     run_in_background: bool | Unset = UNSET
     isolated: bool | Unset = UNSET
     isolation: Isolation | Unset = UNSET
+    #: ``true``: this agent's sandboxed commands (``Bash``, ``run_code``) may use the network,
+    #: as the deployment's ``sandbox_network`` lets every agent's do.
+    network: bool | Unset = UNSET
     memory: MemoryScope | Unset = UNSET
     allowed_subagents: tuple[str, ...] | Unset = UNSET
     enabled: bool | Unset = UNSET

@@ -5,7 +5,7 @@ answer to a bad value. The rule that decides is *never silently change authority
 
 * a malformed **authority** field (``tools``, ``disallowed_tools``, ``extensions``,
   ``exclude_extensions``, ``mcp_servers``, ``skills``, ``allowed_subagents``, ``isolated``,
-  ``isolation``, ``memory``, ``permission``, ``enabled``, ``inherit_context``,
+  ``isolation``, ``network``, ``memory``, ``permission``, ``enabled``, ``inherit_context``,
   ``budget``, ``workflow``) makes the file unusable: reading it any other way could grant or
   hide something its author did not write;
 * a malformed **cosmetic or invocation** field (``description``, ``model``, ``thinking``,
@@ -270,7 +270,14 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         return builder.tokens(key, field, value, flags=True)
     if field == "mcp_servers":
         return builder.mcp_servers(key, value)
-    if field in ("inherit_context", "run_in_background", "isolated", "enabled", "hidden"):
+    if field in (
+        "inherit_context",
+        "run_in_background",
+        "isolated",
+        "enabled",
+        "hidden",
+        "network",
+    ):
         return builder.flag(key, field, value)
     if field in CHOICES:
         return builder.choice(key, field, value)

@@ -47,6 +47,7 @@ AUTHORITY_FIELDS = frozenset(
         "allowed_subagents",
         "isolated",
         "isolation",
+        "network",
         "memory",
         "permission",
         "enabled",

@@ -125,7 +125,11 @@ def bash_tool(
         reachable = (Path(socket).parent,) if socket else ()
         sandbox = await to_thread.run_sync(
             lambda: Sandbox.for_checkout(
-                policy, root, agent=agent, writes=not context.read_only, reachable=reachable
+                policy.widened(network=context.network),
+                root,
+                agent=agent,
+                writes=not context.read_only,
+                reachable=reachable,
             )
         )
         escape = None

@@ -119,7 +119,10 @@ def code_mode_tool(
         root = checkout_root(context)
         box = await anyio.to_thread.run_sync(
             lambda: Sandbox.for_checkout(
-                policy, root, agent=context.agent, writes=not context.read_only
+                policy.widened(network=context.network),
+                root,
+                agent=context.agent,
+                writes=not context.read_only,
             )
         )
         box.prepare()

@@ -266,10 +266,10 @@ def sandbox_view(authority: EffectiveAuthority, *, project: Path, home: Path | N
     """The OS boundary the child's commands would run under, and what this machine offers."""
     settings = load_settings(project=project, home=home)
     writes = bool(WRITING_TOOLS & set(authority.callable))
-    summary = boundary_summary(
-        SandboxPolicy.from_settings(settings), project, agent=authority.definition.name,
-        writes=writes,
-    )  # fmt: skip
+    policy = SandboxPolicy.from_settings(settings).widened(
+        network=authority.definition.network is True
+    )
+    summary = boundary_summary(policy, project, agent=authority.definition.name, writes=writes)
     if authority.checkout.kind == "worktree":
         summary["checkout"] = authority.checkout.path
         summary["note"] = (

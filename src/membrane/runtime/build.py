@@ -169,6 +169,7 @@ class ChildBuilder:
             extensions=tuple(authority.extensions_loaded),
             resumed=resumed,
             spending=spending,
+            network=definition.network is True,
             env={
                 **child_environment(skill_roots=self._deployment().skill_roots),
                 **(self._child_env(run_id, cwd) if self._child_env is not None else {}),

@@ -120,6 +120,8 @@ class ChildSpec:
     extensions: tuple[str, ...] = ()
     #: The child continues a stored run (``SubagentRuntime.resume``), not a fresh start.
     resumed: bool = False
+    #: Its definition lets its sandboxed commands use the network (``network: true``).
+    network: bool = False
     #: The budgets the child draws on (DESIGN rule 12); a provider that runs the agent loop
     #: hands it over, and the runtime enforces ``children`` and ``seconds`` for every provider.
     spending: Spending | None = None

@@ -125,7 +125,9 @@ class Publisher:
             # runs as one sandboxed process (``CommandProvider``) says which.
             "sandbox": _own_boundary(record.child)
             or boundary_summary(
-                SandboxPolicy.from_settings(self._settings),
+                SandboxPolicy.from_settings(self._settings).widened(
+                    network=authority.definition.network is True
+                ),
                 Path(record.cwd) if record.cwd else Path.cwd(),
                 agent=record.agent,
                 writes=bool(WRITING_TOOLS & set(tools)),

@@ -46,6 +46,11 @@ class SandboxPolicy:
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
         return cls(choice=settings.sandbox, network=settings.sandbox_network)
 
+    def widened(self, *, network: bool) -> SandboxPolicy:
+        """This policy, with the network allowed too when ``network`` (a definition's
+        ``network: true``); never narrower than it is."""
+        return dataclasses.replace(self, network=True) if network and not self.network else self
+
 
 class Sandbox:
     """Runs commands under ``boundary`` (see :func:`plan_boundary`)."""

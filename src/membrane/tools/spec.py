@@ -37,6 +37,9 @@ class ToolContext:
     #: Variables the runtime gives every process the calling agent starts (``Bash``), on top
     #: of its own environment: ``MEMBRANE_CLI_PATH``, ``MEMBRANE_AGENT_SKILLS_DIRS``, ...
     env: Mapping[str, str] = field(default_factory=dict)
+    #: The calling agent's definition lets its sandboxed commands use the network
+    #: (``network: true``), whatever the tool's own policy says.
+    network: bool = False
 
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any

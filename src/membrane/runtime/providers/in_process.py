@@ -103,6 +103,7 @@ class InProcessProvider:
                 cwd=request.cwd,
                 read_only=not WRITING_TOOLS & set(scope.view().names),
                 env=request.env,
+                network=request.network,
             ),
             max_turns=request.max_turns,
             grace_turns=request.grace_turns,
