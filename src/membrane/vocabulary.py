@@ -16,6 +16,7 @@ __all__ = [
     "END_STATES",
     "HOOK_EVENTS",
     "INHERIT_DENY_TOOLS",
+    "MUTATING_DELEGATION_TOOLS",
     "MUTATING_TOOLS",
     "OK_STATES",
     "READ_ONLY_TOOLS",
@@ -71,6 +72,8 @@ DELEGATION_TOOLS: Final[tuple[str, ...]] = (
     "TaskStop",
     "TaskMessage",
 )
+#: The delegation tools that change state (start, stop or message a child); the others read.
+MUTATING_DELEGATION_TOOLS: Final[frozenset[str]] = frozenset({"Task", "TaskStop", "TaskMessage"})
 #: The delegation tool that starts a child (an ``@agent`` mention goes through it).
 SPAWN_TOOL: Final = "Task"
 #: Seed 000, decision 2: never inherited.

@@ -304,14 +304,10 @@ def test_the_example_workspace_resolves_as_the_demo_expects(
         assert main(["explain", agent, "--project", str(workspace), "--json"]) == 0
         results[agent] = json.loads(capsys.readouterr().out)
     scout, auditor = results["scout"], results["auditor"]
-    assert scout["tools"]["callable"] == [
-        "Glob",
-        "Grep",
-        "Read",
-        "annotate",
-        "count_lines",
-        "summarize",
-    ]
+    # scout omits tools and extensions: the read-only default and nothing else (DESIGN rule 2).
+    assert scout["tools"]["callable"] == ["Glob", "Grep", "Read"]
+    assert scout["tools"]["left_out"]["annotate"] == "not asked for"
+    assert "You cannot change files" in scout["prompt"]["system"]
     assert auditor["extensions"]["loaded"] == ["metrics", "notes"]
     assert auditor["tools"]["callable"] == [
         "Grep", "Read", "Task", "TaskList", "TaskMessage", "TaskStop", "TaskWait", "summarize"

@@ -112,14 +112,18 @@ def test_an_inheriting_child_admits_a_tool_the_parent_gains_later() -> None:
 
 def test_a_tool_a_loaded_extension_registers_later_is_admitted_without_reresolving() -> None:
     registry = _registry_with_builtins()
-    authority = resolve(
-        agent(), CallParams(), ParentContext(), _deployment_of(registry, {"notes": frozenset()})
-    )
+    deploy = _deployment_of(registry, {"notes": frozenset()})
+    authority = resolve(agent(extensions=["notes"]), CallParams(), ParentContext(), deploy)
     scope = Scope(registry, name="child")
     scope.restrict(authority.restriction)
+    # A definition that writes neither ``extensions`` nor a selector asks for no extension
+    # tool (DESIGN rule 2), now or later.
+    silent = Scope(registry, name="silent")
+    silent.restrict(resolve(agent(), CallParams(), ParentContext(), deploy).restriction)
     registry.extension("notes").register_tool(tool("annotate"))
     registry.extension("other").register_tool(tool("leak"))
     assert scope.view().names == ("Glob", "Grep", "Read", "annotate")
+    assert silent.view().names == ("Glob", "Grep", "Read")
 
 
 _HOST = [*sorted(INHERIT_DENY_TOOLS), "Skill", "WebFetch"]

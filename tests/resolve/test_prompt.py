@@ -154,8 +154,7 @@ def test_the_delegation_catalog_prints_inherit_plus_extras() -> None:
     )
     system = authority.system_prompt
     assert "- porter: tools inherit (+Bash). Does chores." in system
-    every = "+ the tools of every loaded extension"
-    assert f"- scout: tools default (Read, Glob, Grep) {every}. Finds things." in system
+    assert "- scout: tools default (Read, Glob, Grep). Finds things." in system
     assert "- ghost: tools unknown (not in the catalog)" in system
     assert "mcp__x__t0" not in system
 
@@ -163,6 +162,7 @@ def test_the_delegation_catalog_prints_inherit_plus_extras() -> None:
 def test_the_delegation_catalog_says_whether_extension_tools_come_on_top() -> None:
     subs = {
         "plain": agent("plain"),
+        "every": agent("every", extensions=True),
         "bare": agent("bare", extensions=False),
         "sealed": agent("sealed", isolated=True),
         "picky": agent("picky", extensions=("notes",)),
@@ -171,8 +171,9 @@ def test_the_delegation_catalog_says_whether_extension_tools_come_on_top() -> No
     system = run(
         agent(allowed_subagents=list(subs)), deploy=deployment(subagents=subs)
     ).system_prompt
+    assert "- plain: tools default (Read, Glob, Grep)\n" in system
     assert (
-        "- plain: tools default (Read, Glob, Grep) + the tools of every loaded extension" in system
+        "- every: tools default (Read, Glob, Grep) + the tools of every loaded extension" in system
     )
     assert "- bare: tools default (Read, Glob, Grep)\n" in system
     assert "- sealed: tools default (Read, Glob, Grep)\n" in system

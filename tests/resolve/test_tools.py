@@ -34,6 +34,25 @@ def test_omitted_tools_give_the_read_only_default_set() -> None:
     assert "You cannot change files" in authority.system_prompt
 
 
+def test_omitted_tools_get_no_extension_tool_unless_the_file_asks_for_one() -> None:
+    """DESIGN rule 2: seed 000's read-only default holds whatever extensions are loaded; only
+    ``extensions:`` written in the file or an ``ext:``/``mcp__`` selector brings their tools."""
+    remote = {"push": tool("push", "extension:remote", mutating=True)}
+    deploy = deployment(extensions={"alpha": ALPHA, "remote": remote})
+    authority = run(agent(), deploy=deploy)
+    assert authority.callable == ("Glob", "Grep", "Read")
+    assert {authority.left_out[n] for n in ("fetch", "search", "push")} == {"not asked for"}
+    assert authority.extensions_loaded == ("alpha", "remote")
+    assert "You cannot change files" in authority.system_prompt
+    asked = run(agent(extensions=["remote"]), deploy=deploy)
+    assert asked.callable == ("Glob", "Grep", "Read", "push")
+    assert asked.left_out["search"] == "extension not loaded"
+    assert "You can change files" in asked.system_prompt
+    selected = run(agent(tools=["Read", "ext:alpha/search"]), deploy=deploy)
+    assert selected.callable == ("Read", "search")
+    assert selected.left_out["push"] == "not selected"
+
+
 def test_the_default_set_is_a_deployment_setting() -> None:
     deploy = deployment(settings=Settings(default_tools=("Read", "Bash")))
     assert run(agent(), deploy=deploy).callable == ("Bash", "Read")
@@ -58,7 +77,12 @@ def test_star_means_the_assignable_builtins_not_the_parent_catalog() -> None:
 
 
 def test_tools_none_keeps_tools_of_loaded_extensions_and_says_so() -> None:
-    authority = run(agent(tools=[]), deploy=deployment(extensions={"alpha": ALPHA}))
+    silent = run(agent(tools=[]), deploy=deployment(extensions={"alpha": ALPHA}))
+    assert silent.callable == ()
+    assert silent.left_out["search"] == "not asked for"
+    authority = run(
+        agent(tools=[], extensions=True), deploy=deployment(extensions={"alpha": ALPHA})
+    )
     assert authority.callable == ("fetch", "search")
     assert {authority.left_out[n] for n in ("Read", "Bash")} == {"not selected"}
     assert any(w.startswith("tools: none still lets tools") for w in authority.warnings)

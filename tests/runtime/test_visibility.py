@@ -43,7 +43,8 @@ async def test_a_deny_only_child_sees_later_global_tools_and_an_allow_list_does_
 ) -> None:
     web = project.registry.extension("web")
     web.register_tool(echo_tool("search"))
-    project.agent("worker", tools="Read")
+    # `extensions: true`: the extension tools surface without a selector (DESIGN rule 2).
+    project.agent("worker", tools="Read", extensions="true")
     async with project.runtime(_idle()) as runtime:
         deny_only = await runtime.start(
             SubagentStartRequest("worker", "a", tool_filter={"deny": ["Write"]})

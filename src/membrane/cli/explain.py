@@ -31,6 +31,15 @@ from membrane.resolve import (
     resolve,
 )
 from membrane.resolve.authority import mcp_server_of
+from membrane.runtime.depth import check_cap
+from membrane.runtime.persona import (
+    PERSONA_SECTION,
+    check_persona,
+    join_sections,
+    persona_values,
+    placeholders,
+    render_sections,
+)
 from membrane.runtime.worktree import WorktreeManager
 from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
 from membrane.tools.registry import ToolRegistry
@@ -238,10 +247,67 @@ def build_authority(
         authority = anyio.run(with_servers)
     else:
         authority = compute()
+    # A start beyond the cap is refused (DESIGN rule 4), so explain refuses it the same way.
+    cap = ws.settings.max_depth
+    check_cap(authority.depth, cap if isinstance(cap, int) else None, agent=agent, parent_id=None)
     problem = model_view(*_model_field(authority), ws.settings).get("error")
     if isinstance(problem, dict):
         warnings.append(f"{problem['message']}: the start will fail with unknown-model")
+    authority = _rendered(
+        authority,
+        agent_type=agent,
+        project=ws.project,
+        settings_persona=ws.settings.persona,
+        parent=parent_json,
+        warnings=warnings,
+    )
     return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
+
+
+#: What explain shows for a persona variable that only a start can fill.
+RUN_ID_SHOWN = "<run_id>"
+PARENT_ID_SHOWN = "<parent_id>"
+
+
+def _rendered(
+    authority: EffectiveAuthority,
+    *,
+    agent_type: str,
+    project: Path,
+    settings_persona: str | None,
+    parent: object | None,
+    warnings: list[str],
+) -> EffectiveAuthority:
+    """The authority with its persona rendered as the runtime's setup renders it (the same
+    ``render_sections``), so the system prompt is the one the first request carries. A persona
+    the runtime refuses (``settings.persona`` included, even where no section shows it) is
+    refused here with ``invalid-persona``. ``{{run_id}}`` (and ``{{parent_id}}`` below a
+    ``--parent``) exist only once a start runs: they are shown as placeholders, with a
+    warning."""
+    if settings_persona is not None:
+        check_persona(settings_persona, where="settings.persona")
+    model = authority.invocation["model"].value
+    values = persona_values(
+        agent=authority.definition.name,
+        agent_type=agent_type,
+        cwd=str(Path(authority.checkout.path)) if authority.checkout.path else "",
+        depth=authority.depth,
+        model=model if isinstance(model, str) else None,
+        parent_id=None if parent is None else PARENT_ID_SHOWN,
+        project=str(project),
+        run_id=RUN_ID_SHOWN,
+    )
+    sections = render_sections(authority.prompt_sections, values)
+    persona = next((s for s in authority.prompt_sections if s.name == PERSONA_SECTION), None)
+    for name, shown in (("run_id", RUN_ID_SHOWN), ("parent_id", PARENT_ID_SHOWN)):
+        if persona is not None and values[name] == shown and name in placeholders(persona.text):
+            warnings.append(
+                f"the persona names {{{{{name}}}}}, known only when the child starts; "
+                f"shown as {shown}"
+            )
+    return dataclasses.replace(
+        authority, system_prompt=join_sections(sections), prompt_sections=sections
+    )
 
 
 def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:

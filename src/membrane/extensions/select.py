@@ -2,17 +2,32 @@
 
 An MCP server counts as an extension named after the server: its tools have origin
 ``mcp:SERVER`` and names ``mcp__SERVER__TOOL``.
+
+An ``extensions`` list may also name extension files by path (seed 003: "an array keeps
+matching canonical names and adds explicit paths"), relative to the project folder. The
+workspace loads each path a definition names (``ExtensionPaths``); such an extension is
+discovered only for the definitions that name it, and a path that is not an extension refuses
+the definition with ``extension-invalid``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
+from membrane.errors import ExtensionError
 from membrane.tools.spec import Tool
 
-__all__ = ["ExtensionSelection", "extension_of", "select_extensions"]
+__all__ = [
+    "ExtensionPaths",
+    "ExtensionSelection",
+    "extension_of",
+    "extension_path",
+    "is_extension_path",
+    "select_extensions",
+]
 
 ExtensionState = Literal["loaded", "excluded", "not loaded"]
 
@@ -106,3 +121,57 @@ def select_extensions(
         ),
         warnings,
     )
+
+
+def is_extension_path(token: str) -> bool:
+    """Whether an ``extensions`` entry names a file (``tools/audit.py``, ``./x.py``, ``~/e.py``)
+    rather than an extension's canonical name, which never holds a ``/`` or ends in ``.py``."""
+    text = token.strip()
+    return text.endswith(".py") or "/" in text or text.startswith("~")
+
+
+def extension_path(token: str, *, project: str | None) -> str:
+    """Where a path entry points: ``~`` expanded, relative to ``project``, normalised."""
+    path = os.path.expanduser(token.strip())
+    if not os.path.isabs(path) and project is not None:
+        path = os.path.join(project, path)
+    return os.path.normpath(path)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionPaths:
+    """The extension paths the definitions name, as the workspace loaded them.
+
+    ``loaded`` maps each path (``extension_path``) to the name of the extension loaded from it;
+    ``problems`` maps a path that is not an extension to why; ``only`` are the names loaded
+    only because a definition named their path (discovered for those definitions alone).
+    """
+
+    loaded: Mapping[str, str] = field(default_factory=dict)
+    problems: Mapping[str, str] = field(default_factory=dict)
+    only: frozenset[str] = frozenset()
+
+    def choose(
+        self, chosen: bool | Sequence[str] | None, *, project: str | None
+    ) -> tuple[bool | Sequence[str] | None, frozenset[str]]:
+        """``chosen`` with each path replaced by its extension's name, and the path-only names
+        that stay hidden from this definition. ``ExtensionError`` for a path that is not a
+        loaded extension."""
+        if isinstance(chosen, bool) or chosen is None:
+            return chosen, self.only
+        names: list[str] = []
+        for token in chosen:
+            if not is_extension_path(token):
+                names.append(token)
+                continue
+            path = extension_path(token, project=project)
+            name = self.loaded.get(path)
+            if name is None:
+                why = self.problems.get(path, "no workspace loaded it (Workspace.open loads them)")
+                raise ExtensionError(
+                    f"extensions: {token!r} is not an extension: {why}",
+                    path=path,
+                    hint="name a Python file with a setup(ext) function, relative to the project",
+                )
+            names.append(name)
+        return tuple(names), self.only - frozenset(names)

@@ -16,8 +16,7 @@ from membrane.agents.definition import UNSET, AgentDefinition, Unset
 from membrane.agents.fields import FIELDS
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings
-from membrane.errors import ToolNotVisible
-from membrane.extensions.select import extension_of, select_extensions
+from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions
 from membrane.limits import check_depth
 from membrane.resolve.guidance import SCHEDULE_ACTION, cli_guidance, write_boundary
 from membrane.resolve.invocation import (
@@ -37,7 +36,13 @@ from membrane.resolve.prompt import (
     persona_section,
     render_parent_context,
 )
-from membrane.resolve.tools import DefinitionRestriction, Selector, describe_tools, plan_tools
+from membrane.resolve.tools import (
+    DefinitionRestriction,
+    Selector,
+    delegation_placeholder,
+    describe_tools,
+    plan_tools,
+)
 from membrane.tools.spec import Tool
 from membrane.vocabulary import ASSIGNABLE_TOOLS, DELEGATION_TOOLS, INHERIT_DENY_TOOLS
 
@@ -109,6 +114,8 @@ class Deployment:
     #: Every skill root, nearest first: what a launched child gets in MEMBRANE_AGENT_SKILLS_DIRS.
     skill_roots: tuple[str, ...] = ()
     project_subfolder: str = ""
+    #: The extension paths named in ``extensions`` lists, as loaded (``ExtensionPaths``).
+    extension_paths: ExtensionPaths = field(default_factory=ExtensionPaths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,16 +236,6 @@ def definition_fields(definition: AgentDefinition) -> dict[str, Any]:
             "line": definition.lines.get(name),
         }
     return out
-
-
-def _placeholder_tool(name: str) -> Tool:
-    """A name-only stand-in used to classify a tool the runtime supplies (the delegation tools);
-    the resolver never runs it, and the runtime installs the real one."""
-
-    async def _absent(arguments: Mapping[str, Any], context: Any) -> Any:
-        raise ToolNotVisible(f"tool {name!r} is not available here", name=name)
-
-    return Tool(name=name, description="", input_schema={"type": "object"}, handler=_absent)
 
 
 def _memory_path(scope: str, agent: str, deployment: Deployment) -> str | None:
@@ -397,7 +394,8 @@ def resolve(
     only narrow, and their reasons appear in ``left_out``. ``depth`` is the agent's depth when
     the caller knows it (``0`` for a top-level agent a host starts directly); ``None`` means a
     child of ``parent``, at ``parent.depth + 1``. A depth that is not a non-negative safe
-    integer raises ``InvalidDepth``.
+    integer raises ``InvalidDepth``; an ``extensions`` path that is not an extension raises
+    ``ExtensionError``.
     """
     settings = deployment.settings
     warnings = [str(w) for w in definition.warnings]
@@ -413,13 +411,17 @@ def resolve(
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
 
-    discovered = set(deployment.extensions) | set(settings.mcp_servers)
-    discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))}
+    chosen, hidden = deployment.extension_paths.choose(
+        None if definition.extensions is UNSET else definition.extensions,
+        project=deployment.project,
+    )
+    discovered = {*deployment.extensions, *settings.mcp_servers} - hidden
+    discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))} - hidden
     own_servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}
     # A definition's inline servers exist for it; the ones it names join ``extensions: [...]``.
     discovered |= {name for name, spec in own_servers.items() if spec is not None}
     selection, more = select_extensions(
-        None if definition.extensions is UNSET else definition.extensions,
+        chosen,
         exclude=() if definition.exclude_extensions is UNSET else definition.exclude_extensions,
         discovered=discovered,
         isolated=isolated,
@@ -464,8 +466,9 @@ def resolve(
         if not tool.reserved
     }
     if allowed:
+        # The child's own delegation tools, never its parent's (rule 4: never inherited).
         for name in DELEGATION_TOOLS:
-            known.setdefault(name, _placeholder_tool(name))
+            known[name] = delegation_placeholder(name)
     host_named = {n for n in plan.named if n in known and known[n].origin == "host"}
     warnings += _token_warnings(plan.named - host_named, known, field=plan.field)
     callable_tools, left_out = _classify(

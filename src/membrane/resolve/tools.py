@@ -16,16 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.config.values import Settings
+from membrane.errors import ToolNotVisible
 from membrane.extensions.select import ExtensionSelection, extension_of
 from membrane.tools.spec import Tool
 from membrane.vocabulary import (
     ASSIGNABLE_TOOLS,
     DELEGATION_TOOLS,
     INHERIT_DENY_TOOLS,
+    MUTATING_DELEGATION_TOOLS,
     WRITE_TOOLS,
     canonical_builtin_name,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "Selector",
     "ToolPlan",
     "builtin_of",
+    "delegation_placeholder",
     "describe_tools",
     "plan_tools",
 ]
@@ -43,6 +46,7 @@ __all__ = [
 LEFT_OUT_REASONS: Final = (
     "disallowed_tools",
     "not selected",
+    "not asked for",
     "extension not loaded",
     "extension excluded",
     "inherit deny list",
@@ -117,8 +121,8 @@ class ToolPlan:
     delegation: str | None
     #: Where the selecting tokens came from: ``tools`` or ``default_tools``.
     field: str = "tools"
-    #: The file writes ``extensions`` (or ``mcp_servers``): only then may an MCP server's
-    #: tools reach a child that has no selector for them (DESIGN rule 2).
+    #: Whether the file writes ``extensions`` (or ``mcp_servers``): only then does "no
+    #: selector" admit every tool of the loaded extensions (DESIGN rule 2).
     extensions_written: bool = False
 
     def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
@@ -362,10 +366,14 @@ class DefinitionRestriction:
         if any(s.matches(tool, extension) for s in plan.selectors):
             return None
         if not plan.selectors and not plan.inherit:
-            # MCP tools reach a child only when its file asks for them (DESIGN rule 2): an
-            # ``mcp__``/``ext:`` selector, or ``extensions``/``mcp_servers`` written in it.
+            # DESIGN rule 2: seed 003's "no selector means every loaded extension's tools"
+            # holds only where the file writes ``extensions`` (or ``mcp_servers``); a
+            # definition that omits it (and ``tools`` with it, seed 000's read-only default)
+            # must ask by selector.
+            if plan.extensions_written:
+                return None
             mcp = tool.origin.startswith("mcp:") or tool.name.startswith("mcp__")
-            return "not selected" if mcp and not plan.extensions_written else None
+            return "not selected" if mcp else "not asked for"
         # DESIGN rule 3: an inheriting child gets the parent's live catalog plus what it
         # declares, never a loaded extension's tool that the parent lacks.
         return "not selected"
@@ -402,6 +410,24 @@ def _describe_extensions(definition: AgentDefinition) -> str:
     tokens = definition.tools if isinstance(definition.tools, tuple) else ()
     if any(t.startswith(("ext:", "mcp__")) for t in tokens):
         return ""  # the selectors are in the list already
+    if definition.extensions is UNSET:
+        return ""  # DESIGN rule 2: extension tools only when the file asks for them
     if isinstance(definition.extensions, tuple) and "*" not in definition.extensions:
         return f" + the tools of extensions {', '.join(definition.extensions)}"
     return " + the tools of every loaded extension"
+
+
+def delegation_placeholder(name: str) -> Tool:
+    """A name-only stand-in used to classify a tool the runtime supplies (the delegation tools);
+    the resolver never runs it, and the runtime installs the real one."""
+
+    async def _absent(arguments: Mapping[str, Any], context: Any) -> Any:
+        raise ToolNotVisible(f"tool {name!r} is not available here", name=name)
+
+    return Tool(
+        name=name,
+        description="",
+        input_schema={"type": "object"},
+        handler=_absent,
+        mutating=name in MUTATING_DELEGATION_TOOLS,
+    )

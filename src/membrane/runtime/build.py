@@ -31,6 +31,7 @@ from membrane.resolve.prompt import PromptSection
 from membrane.runtime.budget import RunSpending
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
 from membrane.runtime.environment import child_environment
+from membrane.runtime.persona import persona_values
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
@@ -124,16 +125,16 @@ class ChildBuilder:
         setup = ChildSetup(
             run_id=run_id,
             sections=sections,
-            persona_values={
-                "agent": definition.name,
-                "agent_type": request.agent_type,
-                "cwd": "" if cwd is None else str(cwd),
-                "depth": str(depth),
-                "model": model or "",
-                "parent_id": request.parent_id or "",
-                "project": "" if self._project is None else str(self._project),
-                "run_id": run_id,
-            },
+            persona_values=persona_values(
+                agent=definition.name,
+                agent_type=request.agent_type,
+                cwd="" if cwd is None else str(cwd),
+                depth=depth,
+                model=model,
+                parent_id=request.parent_id,
+                project=None if self._project is None else str(self._project),
+                run_id=run_id,
+            ),
             restrictions=restrictions,
             local_tools=local,
             gates=() if bound is None else (bound.gate,),

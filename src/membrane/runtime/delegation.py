@@ -50,7 +50,7 @@ from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool, ToolContext
-from membrane.vocabulary import DELEGATION_TOOLS
+from membrane.vocabulary import DELEGATION_TOOLS, MUTATING_DELEGATION_TOOLS
 
 if TYPE_CHECKING:
     from membrane.durable.messages import Delivery
@@ -247,7 +247,7 @@ def delegation_tools(
             ),
             input_schema=_TASK_SCHEMA,
             handler=task,
-            mutating=True,
+            mutating="Task" in MUTATING_DELEGATION_TOOLS,
         ),
         "TaskWait": Tool(
             name="TaskWait",
@@ -270,7 +270,7 @@ def delegation_tools(
             description="Stop one of your subagents (and everything it started).",
             input_schema=_STOP_SCHEMA,
             handler=task_stop,
-            mutating=True,
+            mutating="TaskStop" in MUTATING_DELEGATION_TOOLS,
         ),
         "TaskMessage": Tool(
             name="TaskMessage",
@@ -283,7 +283,7 @@ def delegation_tools(
             ),
             input_schema=_MESSAGE_SCHEMA,
             handler=task_message,
-            mutating=True,
+            mutating="TaskMessage" in MUTATING_DELEGATION_TOOLS,
         ),
     }
     return tuple(catalog[name] for name in names if name in catalog)

@@ -8,17 +8,32 @@ The deployment persona is the global prompt section ``deployment:persona``. A st
 persona is a child-scoped section of the same name that shadows the global one for that child
 only (the resolver places it; ``ChildSetup`` renders it); an empty string shadows it with
 nothing. Both are rendered with the same variables, so both follow the same strict rules.
+
+``persona_values`` and ``render_sections`` are the one rendering: the runtime's setup renders a
+child's sections with them, and ``membrane explain`` renders the same sections the same way, so
+the system prompt it prints is the one the child's first request carries.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
 from membrane.errors import InvalidPersona
+from membrane.resolve.prompt import PromptSection
 
-__all__ = ["PERSONA_SECTION", "PERSONA_VARIABLES", "check_persona", "render_persona"]
+__all__ = [
+    "PERSONA_SECTION",
+    "PERSONA_VARIABLES",
+    "check_persona",
+    "join_sections",
+    "persona_values",
+    "placeholders",
+    "render_persona",
+    "render_sections",
+]
 
 PERSONA_SECTION: Final = "deployment:persona"
 #: Every variable a persona may name; all are known by the time a child is set up.
@@ -78,3 +93,51 @@ def render_persona(template: str, values: Mapping[str, str], *, where: str) -> s
         return values[name]
 
     return _PLACEHOLDER.sub(fill, template)
+
+
+def persona_values(
+    *,
+    agent: str,
+    agent_type: str,
+    cwd: str,
+    depth: int,
+    model: str | None,
+    parent_id: str | None,
+    project: str | None,
+    run_id: str,
+) -> dict[str, str]:
+    """The value of every ``PERSONA_VARIABLES`` name for one child (absent ones are ``""``)."""
+    return {
+        "agent": agent,
+        "agent_type": agent_type,
+        "cwd": cwd,
+        "depth": str(depth),
+        "model": model or "",
+        "parent_id": parent_id or "",
+        "project": project or "",
+        "run_id": run_id,
+    }
+
+
+def render_sections(
+    sections: Sequence[PromptSection], values: Mapping[str, str]
+) -> tuple[PromptSection, ...]:
+    """``sections`` with the ``deployment:persona`` one rendered strictly; the others as they
+    are. The deployment's persona is refused as ``settings.persona``, a request's as ``persona``."""
+    rendered = []
+    for section in sections:
+        if section.name == PERSONA_SECTION:
+            where = "settings.persona" if section.scope == "global" else "persona"
+            section = replace(section, text=render_persona(section.text, values, where=where))
+        rendered.append(section)
+    return tuple(rendered)
+
+
+def join_sections(sections: Sequence[PromptSection]) -> str:
+    """The system prompt made of ``sections``: their texts, empty ones left out."""
+    return "\n\n".join(section.text for section in sections if section.text)
+
+
+def placeholders(template: str) -> frozenset[str]:
+    """The variable names ``template`` places (well-formed placeholders only)."""
+    return frozenset(match.group(1) for match in _PLACEHOLDER.finditer(template))

@@ -28,7 +28,7 @@ from typing import Any, Final
 from membrane.errors import MembraneError, SetupFailed, ToolFilterError
 from membrane.resolve.prompt import PromptSection
 from membrane.resolve.roles import RoleRestriction
-from membrane.runtime.persona import PERSONA_SECTION, render_persona
+from membrane.runtime.persona import PERSONA_SECTION, join_sections, render_sections
 from membrane.runtime.provider import ChildComposition
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
@@ -64,7 +64,7 @@ class ChildSetup:
     def __call__(self, scope: Scope) -> ChildComposition:
         sections = [self._placed(section) for section in self.sections]
         with self._step("persona"):
-            sections = [self._rendered(section) for section in sections]
+            sections = list(render_sections(sections, self.persona_values))
         for predicate in self.restrictions:
             with self._step(f"restrict:{predicate.label}"):
                 if isinstance(predicate, RoleRestriction):
@@ -82,7 +82,7 @@ class ChildSetup:
                 sections.append(PromptSection(STRUCTURED_SECTION, text, "child"))
         persona = next((s.text for s in sections if s.name == PERSONA_SECTION), None)
         return ChildComposition(
-            system="\n\n".join(s.text for s in sections if s.text),
+            system=join_sections(sections),
             persona=persona,
             sections=tuple((s.name, s.text) for s in sections),
             response_schema=self.response_schema,
@@ -93,12 +93,6 @@ class ChildSetup:
             return section
         placeholder, real = self.checkout
         return replace(section, text=section.text.replace(placeholder, real))
-
-    def _rendered(self, section: PromptSection) -> PromptSection:
-        if section.name != PERSONA_SECTION:
-            return section
-        where = "settings.persona" if section.scope == "global" else "persona"
-        return replace(section, text=render_persona(section.text, self.persona_values, where=where))
 
     def _step(self, name: str) -> _Step:
         return _Step(self, name)

@@ -5,7 +5,9 @@
 what a run gets are built from the same files the same way.
 
 Opening a workspace imports every discovered extension and runs its ``setup()``: that is how
-their tools are learned. Open only projects you trust.
+their tools are learned. It also loads every extension file a definition names by path in its
+``extensions`` list (``membrane.extensions.select.ExtensionPaths``). Open only projects you
+trust.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from membrane.builtin_tools.skill import skill_tool
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
-from membrane.extensions.load import LoadedExtension, discover_extensions, load_extension
+from membrane.extensions.load import (
+    ExtensionSource,
+    LoadedExtension,
+    discover_extensions,
+    load_extension,
+)
+from membrane.extensions.select import ExtensionPaths, extension_path, is_extension_path
 from membrane.resolve import Deployment
 from membrane.sandbox.runner import SandboxPolicy
 from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
@@ -63,6 +71,7 @@ class Workspace:
     workspace: Path | None = None
     warnings: list[str] = field(default_factory=list)
     skills: SkillCatalog = field(default_factory=SkillCatalog)
+    extension_paths: ExtensionPaths = field(default_factory=ExtensionPaths)
 
     @classmethod
     def open(
@@ -93,11 +102,13 @@ class Workspace:
         )
         loaded: dict[str, LoadedExtension] = {}
         warnings: list[str] = []
-        for name, source in discover_extensions(project).items():
+        discovered = discover_extensions(project)
+        for name, source in discovered.items():
             try:
                 loaded[name] = load_extension(source, registry)
             except ExtensionError as exc:
                 warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
+        paths = _load_paths(catalog, project, discovered, loaded, registry)
         skills = discover_skills(skill_roots(project=project, home=home))
         warnings += [f"skill: {problem}" for problem in skills.problems]
         if skills.skills:
@@ -115,6 +126,7 @@ class Workspace:
             workspace=workspace,
             warnings=warnings,
             skills=skills,
+            extension_paths=paths,
         )
 
     @property
@@ -155,6 +167,7 @@ class Workspace:
             skills=self.skills.descriptions(),
             skill_files=self.skills.skills,
             skill_roots=tuple(str(root) for root in self.skills.roots),
+            extension_paths=self.extension_paths,
         )
 
     def memory_for(self, definition: AgentDefinition) -> dict[str, str]:
@@ -172,3 +185,50 @@ class Workspace:
         except (OSError, UnicodeDecodeError) as exc:
             self.warnings.append(f"memory file {file} cannot be read: {exc}")
             return {}
+
+
+def _load_paths(
+    catalog: Catalog,
+    project: Path,
+    discovered: Mapping[str, ExtensionSource],
+    loaded: dict[str, LoadedExtension],
+    registry: ToolRegistry,
+) -> ExtensionPaths:
+    """Load every extension file a definition names by path (relative to ``project``), under
+    its file name, into ``loaded``. A path to a discovered extension's file means that
+    extension; a missing file, one that is not ``*.py``, a name another extension holds or a
+    failed ``setup()`` is recorded as the path's problem (the definition is refused)."""
+    by_location = {
+        str(Path(source.location).resolve()): name
+        for name, source in discovered.items()
+        if source.kind == "file"
+    }
+    found: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    only: set[str] = set()
+    for definition in catalog.definitions().values():
+        tokens = definition.extensions if isinstance(definition.extensions, tuple) else ()
+        for token in tokens:
+            if not is_extension_path(token):
+                continue
+            key = extension_path(token, project=str(project))
+            if key in found or key in problems:
+                continue
+            file = Path(key)
+            if not file.is_file() or file.suffix != ".py":
+                problems[key] = f"{key} is not a Python file (a module with setup(ext))"
+                continue
+            name = by_location.get(str(file.resolve()))
+            if name is None and file.stem in loaded:
+                problems[key] = f"its name {file.stem!r} is already an extension's"
+                continue
+            if name is None:
+                name = file.stem
+                try:
+                    loaded[name] = load_extension(ExtensionSource(name, "file", key), registry)
+                except ExtensionError as exc:
+                    problems[key] = exc.message
+                    continue
+                only.add(name)
+            found[key] = name
+    return ExtensionPaths(loaded=found, problems=problems, only=frozenset(only))
