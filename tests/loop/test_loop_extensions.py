@@ -226,30 +226,6 @@ async def test_the_late_tool_stays_vetoed_after_a_resume(tmp_path: Path) -> None
     assert code(results(resumed)["foo_late"]) == "tool-not-visible"
 
 
-async def test_a_tool_registered_in_before_agent_start_and_called_on_turn_1_is_vetoed(
-    tmp_path: Path,
-) -> None:
-    child = Child(
-        tmp_path,
-        """
-        def setup(ext):
-            def register(event):
-                ext.register_tool(tool("foo_search"))
-                ext.register_tool(tool("foo_write_remote", lambda: log("write_remote-ran")))
-
-            ext.on("before_agent_start", register)
-        """,
-        "foo_search",
-    )
-    model = script(["foo_write_remote", "foo_search"], "done")
-    result = await child.loop(model).run()
-    assert "foo_write_remote" in child.registry
-    assert offered(model.requests[0]) == {"foo_search"}
-    assert code(results(result)["foo_write_remote"]) == "tool-not-visible"
-    assert code(results(result)["foo_search"]) is None
-    assert child.log() == []
-
-
 async def test_a_tool_registered_while_the_request_is_in_flight_is_vetoed_at_execution(
     tmp_path: Path,
 ) -> None:
