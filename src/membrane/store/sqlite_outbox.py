@@ -9,28 +9,17 @@ moves to ``outbox_dead`` (buried) and can be revived under the same id.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONObject
 from membrane.store.base import DeadLetter, OutboxItem, dump_json, load_json, missing
+from membrane.store.sqlite_schedules import Connected
 
 __all__ = ["SQLiteOutbox"]
 
 _OUTBOX_COLUMNS = "id, recipient, payload, attempts, next_attempt_at, created_at, delivered_at"
 _DEAD_COLUMNS = "id, recipient, payload, attempts, created_at, last_error, dead_at"
-
-
-class _Connected(Protocol):
-    _clock: Callable[[], float]
-
-    def _write(
-        self, action: str, *, atomic: bool = True
-    ) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def _guard(self, action: str) -> AbstractContextManager[sqlite3.Connection]: ...
 
 
 class SQLiteOutbox:
@@ -39,7 +28,7 @@ class SQLiteOutbox:
     # -- items -------------------------------------------------------------------------------
 
     def enqueue_outbox(
-        self: _Connected, recipient: str, payload: JSONObject, *, not_before: float | None = None
+        self: Connected, recipient: str, payload: JSONObject, *, not_before: float | None = None
     ) -> int:
         encoded = dump_json(payload, what=f"outbox payload for {recipient!r}")
         now = self._clock()
@@ -52,7 +41,7 @@ class SQLiteOutbox:
             return int(cursor.lastrowid or 0)
 
     def due_outbox(
-        self: _Connected, *, now: float | None = None, limit: int = 100
+        self: Connected, *, now: float | None = None, limit: int = 100
     ) -> list[OutboxItem]:
         if limit < 1:
             raise StoreError(f"due_outbox limit must be at least 1, got {limit}", limit=limit)
@@ -65,26 +54,20 @@ class SQLiteOutbox:
         return [_outbox(row) for row in rows]
 
     def pending_outbox(
-        self: _Connected, *, recipient: str | None = None, limit: int = 100
+        self: Connected, *, recipient: str | None = None, limit: int = 100
     ) -> list[OutboxItem]:
-        if limit < 1:
-            raise StoreError(f"pending_outbox limit must be at least 1, got {limit}", limit=limit)
-        query = f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE delivered_at IS NULL"
-        params: tuple[Any, ...] = ()
-        if recipient is not None:
-            query, params = query + " AND recipient = ?", (recipient,)
-        with self._guard("pending_outbox") as conn:
-            rows = conn.execute(query + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()
+        query = f"SELECT {_OUTBOX_COLUMNS} FROM outbox WHERE delivered_at IS NULL AND"
+        rows = _listed(self, "pending_outbox", query, recipient=recipient, limit=limit)
         return [_outbox(row) for row in rows]
 
-    def next_outbox_attempt(self: _Connected) -> float | None:
+    def next_outbox_attempt(self: Connected) -> float | None:
         with self._guard("next_outbox_attempt") as conn:
             row = conn.execute(
                 "SELECT MIN(next_attempt_at) FROM outbox WHERE delivered_at IS NULL"
             ).fetchone()
         return None if row[0] is None else float(row[0])
 
-    def mark_attempt(self: _Connected, item_id: int, *, next_attempt_at: float) -> OutboxItem:
+    def mark_attempt(self: Connected, item_id: int, *, next_attempt_at: float) -> OutboxItem:
         with self._write("mark_attempt") as conn:
             cursor = conn.execute(
                 "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ? "
@@ -99,7 +82,7 @@ class SQLiteOutbox:
             ).fetchone()
             return _outbox(row)
 
-    def mark_delivered(self: _Connected, item_id: int) -> None:
+    def mark_delivered(self: Connected, item_id: int) -> None:
         with self._write("mark_delivered") as conn:
             cursor = conn.execute(
                 "UPDATE outbox SET delivered_at = ? WHERE id = ? AND delivered_at IS NULL",
@@ -110,26 +93,26 @@ class SQLiteOutbox:
 
     # -- attempts and dead letters -----------------------------------------------------------
 
-    def postpone_outbox(self: _Connected, item_id: int, *, next_attempt_at: float) -> None:
+    def postpone_outbox(self: Connected, item_id: int, *, next_attempt_at: float) -> None:
         with self._write("postpone_outbox") as conn:
             conn.execute(
                 "UPDATE outbox SET next_attempt_at = ? WHERE id = ? AND delivered_at IS NULL",
                 (next_attempt_at, item_id),
             )
 
-    def note_outbox_error(self: _Connected, item_id: int, error: str) -> None:
+    def note_outbox_error(self: Connected, item_id: int, error: str) -> None:
         with self._write("note_outbox_error") as conn:
             conn.execute(
                 "UPDATE outbox SET last_error = ? WHERE id = ? AND delivered_at IS NULL",
                 (str(error), item_id),
             )
 
-    def outbox_error(self: _Connected, item_id: int) -> str | None:
+    def outbox_error(self: Connected, item_id: int) -> str | None:
         with self._guard("outbox_error") as conn:
             row = conn.execute("SELECT last_error FROM outbox WHERE id = ?", (item_id,)).fetchone()
         return None if row is None or row[0] is None else str(row[0])
 
-    def bury_outbox(self: _Connected, item_id: int, *, error: str) -> DeadLetter:
+    def bury_outbox(self: Connected, item_id: int, *, error: str) -> DeadLetter:
         now = self._clock()
         with self._write("bury_outbox") as conn:
             row = conn.execute(
@@ -150,19 +133,13 @@ class SQLiteOutbox:
         return _dead(found)
 
     def dead_outbox(
-        self: _Connected, *, recipient: str | None = None, limit: int = 100
+        self: Connected, *, recipient: str | None = None, limit: int = 100
     ) -> list[DeadLetter]:
-        if limit < 1:
-            raise StoreError(f"dead_outbox limit must be at least 1, got {limit}", limit=limit)
-        query = f"SELECT {_DEAD_COLUMNS} FROM outbox_dead"
-        params: tuple[Any, ...] = ()
-        if recipient is not None:
-            query, params = query + " WHERE recipient = ?", (recipient,)
-        with self._guard("dead_outbox") as conn:
-            rows = conn.execute(query + " ORDER BY id LIMIT ?", (*params, limit)).fetchall()
+        query = f"SELECT {_DEAD_COLUMNS} FROM outbox_dead WHERE"
+        rows = _listed(self, "dead_outbox", query, recipient=recipient, limit=limit)
         return [_dead(row) for row in rows]
 
-    def revive_outbox(self: _Connected, item_id: int) -> OutboxItem:
+    def revive_outbox(self: Connected, item_id: int) -> OutboxItem:
         now = self._clock()
         with self._write("revive_outbox") as conn:
             row = conn.execute(
@@ -185,6 +162,19 @@ class SQLiteOutbox:
             next_attempt_at=now,
             created_at=row[2],
         )
+
+
+def _listed(
+    store: Connected, action: str, query: str, *, recipient: str | None, limit: int
+) -> list[tuple[Any, ...]]:
+    """The rows of ``query`` (which ends in ``WHERE`` or ``AND``) for ``recipient`` (any when
+    ``None``), by id, at most ``limit``."""
+    if limit < 1:
+        raise StoreError(f"{action} limit must be at least 1, got {limit}", limit=limit)
+    where, params = ("recipient = ?", (recipient,)) if recipient is not None else ("1", ())
+    with store._guard(action) as conn:
+        rows = conn.execute(f"{query} {where} ORDER BY id LIMIT ?", (*params, limit)).fetchall()
+    return list(rows)
 
 
 def _check_outbox_exists(conn: sqlite3.Connection, item_id: int) -> None:

@@ -15,10 +15,12 @@ from typing import Protocol
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import dump_json, load_json
 
-__all__ = ["SQLiteSchedules"]
+__all__ = ["Connected", "SQLiteSchedules"]
 
 
-class _Connected(Protocol):
+class Connected(Protocol):
+    """What a mixin of ``SQLiteStore`` uses of it: its clock, ``_write`` and ``_guard``."""
+
     _clock: Callable[[], float]
 
     def _write(
@@ -31,7 +33,7 @@ class _Connected(Protocol):
 class SQLiteSchedules:
     """The schedule methods of the ``Store`` protocol, on the store's connection."""
 
-    def put_schedule(self: _Connected, schedule_id: str, record: JSONObject) -> None:
+    def put_schedule(self: Connected, schedule_id: str, record: JSONObject) -> None:
         encoded = dump_json(record, what=f"schedule {schedule_id!r}")
         with self._write("put_schedule") as conn:
             conn.execute(
@@ -41,21 +43,21 @@ class SQLiteSchedules:
                 (schedule_id, encoded, self._clock()),
             )
 
-    def get_schedule(self: _Connected, schedule_id: str) -> JSONDict | None:
+    def get_schedule(self: Connected, schedule_id: str) -> JSONDict | None:
         with self._guard("get_schedule") as conn:
             row = conn.execute(
                 "SELECT record FROM schedules WHERE schedule_id = ?", (schedule_id,)
             ).fetchone()
         return None if row is None else load_json(row[0], what=f"schedule {schedule_id!r}")
 
-    def list_schedules(self: _Connected) -> list[JSONDict]:
+    def list_schedules(self: Connected) -> list[JSONDict]:
         with self._guard("list_schedules") as conn:
             rows = conn.execute(
                 "SELECT schedule_id, record FROM schedules ORDER BY schedule_id"
             ).fetchall()
         return [load_json(record, what=f"schedule {sid!r}") for sid, record in rows]
 
-    def delete_schedule(self: _Connected, schedule_id: str) -> bool:
+    def delete_schedule(self: Connected, schedule_id: str) -> bool:
         with self._write("delete_schedule") as conn:
             cursor = conn.execute("DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,))
         return bool(cursor.rowcount)
