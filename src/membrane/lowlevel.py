@@ -17,6 +17,7 @@ from membrane.agents.translation import Dialect
 from membrane.builtin_tools import ToolSink
 from membrane.config import McpServerSpec, ModelEntry, RateLimit, RoleSpec, membrane_home
 from membrane.durable.messages import Delivery
+from membrane.extensions.select import ExtensionPaths
 from membrane.json_types import JSONDict
 from membrane.loop.outcome import ChildOutcome
 from membrane.loop.spending import Spending
@@ -71,6 +72,7 @@ __all__ = [
     "Dialect",
     "Dispatch",
     "DispatchLike",
+    "ExtensionPaths",
     "JSONDict",
     "Lease",
     "LineageEdge",

@@ -152,20 +152,28 @@ class ExtensionPaths:
     only: frozenset[str] = frozenset()
 
     def choose(
-        self, chosen: bool | Sequence[str] | None, *, project: str | None
-    ) -> tuple[bool | Sequence[str] | None, frozenset[str]]:
-        """``chosen`` with each path replaced by its extension's name, and the path-only names
-        that stay hidden from this definition. ``ExtensionError`` for a path that is not a
-        loaded extension."""
+        self, chosen: bool | Sequence[str] | None, *, project: str | None, foreign: bool = False
+    ) -> tuple[bool | Sequence[str] | None, frozenset[str], list[str]]:
+        """``chosen`` with each path replaced by its extension's name, the path-only names that
+        stay hidden from this definition, and warnings. ``ExtensionError`` for a path that is
+        not a loaded extension; in a ``foreign`` file (another product's dialect, whose paths
+        name that product's extensions) such a path is dropped with a warning instead."""
         if isinstance(chosen, bool) or chosen is None:
-            return chosen, self.only
+            return chosen, self.only, []
         names: list[str] = []
+        warnings: list[str] = []
         for token in chosen:
             if not is_extension_path(token):
                 names.append(token)
                 continue
             path = extension_path(token, project=project)
             name = self.loaded.get(path)
+            if name is None and foreign:
+                warnings.append(
+                    f"extensions: {token!r} names another product's extension file; Membrane "
+                    "loads none for it"
+                )
+                continue
             if name is None:
                 why = self.problems.get(path, "no workspace loaded it (Workspace.open loads them)")
                 raise ExtensionError(
@@ -174,4 +182,4 @@ class ExtensionPaths:
                     hint="name a Python file with a setup(ext) function, relative to the project",
                 )
             names.append(name)
-        return tuple(names), self.only - frozenset(names)
+        return tuple(names), self.only - frozenset(names), warnings

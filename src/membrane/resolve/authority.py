@@ -411,10 +411,12 @@ def resolve(
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
 
-    chosen, hidden = deployment.extension_paths.choose(
+    chosen, hidden, more = deployment.extension_paths.choose(
         None if definition.extensions is UNSET else definition.extensions,
         project=deployment.project,
+        foreign=definition.dialect != "membrane",
     )
+    warnings += more
     discovered = {*deployment.extensions, *settings.mcp_servers} - hidden
     discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))} - hidden
     own_servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}

@@ -207,6 +207,8 @@ def _load_paths(
     problems: dict[str, str] = {}
     only: set[str] = set()
     for definition in catalog.definitions().values():
+        if definition.dialect != "membrane":
+            continue  # another product's paths name its own extensions, not Membrane's
         tokens = definition.extensions if isinstance(definition.extensions, tuple) else ()
         for token in tokens:
             if not is_extension_path(token):
