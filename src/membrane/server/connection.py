@@ -1,20 +1,25 @@
-"""One client connection: its reader loop, its serialised writer and its in-flight calls.
+"""One client connection: its reader loop, its writer and its in-flight calls.
 
 The reader takes one frame at a time with a bounded buffer. A malformed line is answered with
 a parse (or invalid-request) error and the connection lives on; a line over 1 MiB is answered
 with an error and the connection is closed (the rest of that line cannot be framed). Each
 request runs in its own task, so a slow ``runs/wait`` never holds up the next call, and a
 client that stalls mid-line holds up nobody: every connection has its own reader.
+
+The connection reads and writes through asyncio's streams over the accepted socket (the
+server runs on anyio's asyncio backend): a frame is written whole in one ``write`` (so frames
+of concurrent replies never interleave, with no lock), and a writer waits only while the
+peer's buffer is full. Task groups and cancellation stay anyio's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
 import anyio
-from anyio.abc import ByteStream, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup
 
 from membrane.errors import MembraneError
 from membrane.json_types import JSONDict, JSONValue
@@ -33,6 +38,9 @@ from membrane.server.framing import (
 
 __all__ = ["Connection", "Dispatch", "InvalidParams", "UnknownMethod"]
 
+#: Bytes a peer may leave unread before a writer waits for it.
+_WRITE_HIGH_WATER = 1 << 20
+
 
 class InvalidParams(Exception):
     """A request's params do not fit its method (JSON-RPC -32602)."""
@@ -50,17 +58,34 @@ class UnknownMethod(Exception):
 Dispatch = Callable[["Connection", Request], Awaitable[JSONValue]]
 
 
+def _oversized() -> bytes:
+    return error_frame(
+        None,
+        INVALID_REQUEST,
+        f"frame over {MAX_FRAME_BYTES} bytes; the connection is closed",
+        {"code": "protocol-error", "limit": MAX_FRAME_BYTES},
+    )
+
+
 class Connection:
     """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches)."""
 
-    def __init__(self, stream: ByteStream, *, dispatch: Dispatch, peer_pid: int) -> None:
-        self.stream = stream
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        dispatch: Dispatch,
+        peer_pid: int,
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
         self.peer_pid = peer_pid
         self.state: dict[str, object] = {}
         self._dispatch = dispatch
-        self._send_lock = anyio.Lock()
         self._group: TaskGroup | None = None
         self._closed = False
+        writer.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
         #: Requests running now; the server's drain waits for them.
         self.in_flight = 0
         self.idle = anyio.Event()
@@ -74,46 +99,26 @@ class Connection:
         return self._group
 
     async def serve(self) -> None:
-        reader = BufferedByteReceiveStream(self.stream)
         async with anyio.create_task_group() as group:
             self._group = group
             try:
-                await self._read(reader)
+                await self._read()
             finally:
                 group.cancel_scope.cancel()
         await self.close()
 
-    async def _read(self, reader: BufferedByteReceiveStream) -> None:
+    async def _read(self) -> None:
+        reader = self.reader
         while True:
             try:
-                line = await reader.receive_until(b"\n", MAX_FRAME_BYTES + 1)
-            except anyio.DelimiterNotFound:
-                await self.send(
-                    error_frame(
-                        None,
-                        INVALID_REQUEST,
-                        f"frame over {MAX_FRAME_BYTES} bytes; the connection is closed",
-                        {"code": "protocol-error", "limit": MAX_FRAME_BYTES},
-                    )
-                )
+                line = await reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError:
+                await self.send(_oversized())
                 return
-            except (
-                anyio.EndOfStream,
-                anyio.IncompleteRead,
-                anyio.ClosedResourceError,
-                anyio.BrokenResourceError,
-                OSError,
-            ):
+            except (asyncio.IncompleteReadError, ConnectionError, OSError):
                 return
-            if len(line) > MAX_FRAME_BYTES:
-                await self.send(
-                    error_frame(
-                        None,
-                        INVALID_REQUEST,
-                        f"frame over {MAX_FRAME_BYTES} bytes; the connection is closed",
-                        {"code": "protocol-error", "limit": MAX_FRAME_BYTES},
-                    )
-                )
+            if len(line) > MAX_FRAME_BYTES + 1:
+                await self.send(_oversized())
                 return
             if not line.strip():
                 continue
@@ -168,11 +173,13 @@ class Connection:
 
     async def send(self, frame: bytes) -> None:
         """Write one frame; a peer that has gone away is not an error here."""
-        if self._closed:
+        writer = self.writer
+        if self._closed or writer.transport.is_closing():
             return
-        async with self._send_lock:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await self.stream.send(frame)
+        writer.write(frame)
+        if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            with contextlib.suppress(ConnectionError, OSError):
+                await writer.drain()
 
     async def notify(self, method: str, params: JSONDict) -> None:
         await self.send(notification_frame(method, params))
@@ -184,4 +191,7 @@ class Connection:
         if self._group is not None:
             self._group.cancel_scope.cancel()
         with contextlib.suppress(Exception):
-            await self.stream.aclose()
+            self.writer.close()
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            with anyio.move_on_after(1.0):
+                await self.writer.wait_closed()

@@ -14,6 +14,7 @@ that gets the server and runs until the server cancels it at shutdown.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import signal
@@ -25,14 +26,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, SocketListener, TaskGroup, TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 import membrane
 from membrane.config.load import load_settings
 from membrane.errors import CallerRefused, RuntimeRoleMismatch, TokenInvalid, UnknownProject
 from membrane.json_types import JSONDict, JSONValue
 from membrane.server.connection import Connection
-from membrane.server.framing import Request, membrane_error_frame
+from membrane.server.framing import MAX_FRAME_BYTES, Request, membrane_error_frame
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
 from membrane.server.identity import Caller, TokenBook
 from membrane.server.methods import dispatch
@@ -136,18 +137,19 @@ class Server:
         assert self._bound is not None
         sock, lock, inode = self._bound
         try:
-            listener = await SocketListener.from_socket(sock)
+            sock.setblocking(False)
             async with anyio.create_task_group() as hosts:
                 self._hosts_group = hosts
                 async with anyio.create_task_group() as group:
-                    group.start_soon(self._accept, listener, group)
+                    accepting = anyio.CancelScope()
+                    group.start_soon(self._accept, sock, group, accepting)
                     if self._handle_signals:
                         group.start_soon(self._signals)
                     for service in self.services():
                         group.start_soon(service, self)
                     task_status.started()
                     await self._stop.wait()
-                    await self._drain(listener)
+                    await self._drain(accepting)
                     group.cancel_scope.cancel()
                 for host in list(self._hosts.values()):
                     await host.close()
@@ -175,8 +177,8 @@ class Server:
                 self.shutdown()
                 return
 
-    async def _drain(self, listener: SocketListener) -> None:
-        await listener.aclose()
+    async def _drain(self, accepting: anyio.CancelScope) -> None:
+        accepting.cancel()
         for conn in self._connections:
             conn.accepting = False
         with anyio.move_on_after(self._drain_seconds):
@@ -185,36 +187,45 @@ class Server:
         for conn in list(self._connections):
             await conn.close()
 
-    async def _accept(self, listener: SocketListener, group: TaskGroup) -> None:
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            group.start_soon(self._connection, stream)
+    async def _accept(
+        self, sock: socket.socket, group: TaskGroup, accepting: anyio.CancelScope
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        with accepting:
+            while True:
+                try:
+                    raw, _ = await loop.sock_accept(sock)
+                except OSError:
+                    return
+                group.start_soon(self._connection, raw)
 
-    async def _connection(self, stream: ByteStream) -> None:
-        raw = stream.extra(SocketAttribute.raw_socket)
+    async def _connection(self, raw: socket.socket) -> None:
         peer = peer_credentials(raw)
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=raw, limit=MAX_FRAME_BYTES)
+        except OSError:
+            raw.close()
+            return
         if peer.uid != os.getuid():
             refused = CallerRefused(
                 "this runtime serves only its own user; the connection is closed",
                 uid=peer.uid,
             )
             try:
-                await stream.send(membrane_error_frame(None, refused))
-                await stream.send_eof()
+                writer.write(membrane_error_frame(None, refused))
+                writer.write_eof()
+                await writer.drain()
                 # What the peer already sent is read and dropped, so that closing does not
                 # reset the connection before the refusal is read.
                 with anyio.move_on_after(_REFUSAL_LINGER):
-                    while len(await stream.receive()) > 0:
+                    while await reader.read(65536):
                         pass
-            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            except OSError:
                 pass
             finally:
-                await stream.aclose()
+                writer.close()
             return
-        conn = Connection(stream, dispatch=partial(_dispatch, self), peer_pid=peer.pid)
+        conn = Connection(reader, writer, dispatch=partial(_dispatch, self), peer_pid=peer.pid)
         self._connections.add(conn)
         try:
             await conn.serve()
