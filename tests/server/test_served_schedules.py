@@ -29,7 +29,9 @@ async def test_a_served_project_fires_a_due_schedule_once(
     )
     workspace = Workspace.open(project, home=isolated_home)
     model = ScriptedModel("default:\n  - text: done\n")
-    host = ProjectHost(workspace, tokens=TokenBook(), models=lambda spec: model, child_env={})
+    host = ProjectHost(
+        workspace, tokens=TokenBook(), models=lambda spec, settings: model, child_env={}
+    )
     assert "schedule_agent" in workspace.registry.tools()
     async with anyio.create_task_group() as group:
         await group.start(host.run)

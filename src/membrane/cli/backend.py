@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -32,16 +32,24 @@ from typing import Any, Final
 import anyio
 
 import membrane
-from membrane.cli.run import parse_model
+from membrane.cli.model_choice import parse_model
 from membrane.errors import InvalidRequest, RuntimeUnavailable
 from membrane.json_types import JSONDict
+from membrane.runtime import LifecycleEvent, RunInfo, RunResult
 from membrane.server import Caller, Client, ProjectHost, TokenBook, identity_from_env
 from membrane.server.methods import plain
 from membrane.server.transport import default_socket_path, probe_socket
 from membrane.tools.view import wire_schema
 from membrane.workspace import Workspace, require_folder
 
-__all__ = ["ProjectSession", "headless_session", "open_session", "runtime_session"]
+__all__ = [
+    "ProjectSession",
+    "RunFollower",
+    "headless_session",
+    "open_session",
+    "runtime_answers",
+    "runtime_session",
+]
 
 #: How long a runtime started in the background may take to answer.
 _START_BOUND: Final = 30.0
@@ -59,6 +67,8 @@ class ProjectSession:
     host: ProjectHost | None = None
     local: Caller | None = None
     runtime_info: JSONDict | None = None
+    #: What the project's workspace skipped (broken files, extensions), for the formatters.
+    warnings: tuple[str, ...] = ()
 
     async def list_actions(self) -> list[JSONDict]:
         if self.client is not None:
@@ -77,12 +87,78 @@ class ProjectSession:
             )
         return actions
 
+    async def follow(
+        self, method: str, params: JSONDict
+    ) -> tuple[RunFollower, Callable[[], Awaitable[RunInfo]]]:
+        """Subscribe to the project's events, and give how to start (``runs/start`` or
+        ``runs/resume`` with ``params``), follow, stop and await the run on the runtime."""
+        assert self.client is not None
+        return await _remote_follow(self.client, self.project_id, method, params)
+
     async def call_action(self, name: str, arguments: JSONDict) -> Any:
         if self.client is not None:
             params = {"projectId": self.project_id, "name": name, "arguments": arguments}
             return (await self.client.request("actions/call", params))["result"]
         assert self.host is not None and self.local is not None
         return plain(await self.host.call(self.local, name, arguments))
+
+
+@dataclass
+class RunFollower:
+    """How to follow a run, wherever it runs: its event ``stream`` (opened before the start,
+    so the ``published`` event is never missed), and how to ``stop`` it and ``wait`` for its
+    result. In process these are the runtime's; runtime-backed, the machine runtime's methods
+    over its socket (``ProjectSession.follow``)."""
+
+    stream: AsyncIterator[LifecycleEvent]
+    stop: Callable[[str], Awaitable[object]]
+    wait: Callable[[str], Awaitable[RunResult]]
+
+
+async def _remote_follow(
+    client: Client, project_id: str, method: str, params: JSONDict
+) -> tuple[RunFollower, Callable[[], Awaitable[RunInfo]]]:
+    ids: JSONDict = {"projectId": project_id}
+    await client.request("events/subscribe", ids)
+    root: list[str] = []
+
+    async def start() -> RunInfo:
+        run = (await client.request(method, {**ids, **params}))["run"]
+        root.append(str(run["run_id"]))
+        return RunInfo(
+            run_id=str(run["run_id"]),
+            agent=str(run["agent"]),
+            agent_type=str(run["agent"]),
+            parent_id=run.get("parent_id"),
+            depth=int(run.get("depth", 0)),
+            status=str(run.get("status", "running")),
+            background=bool(run.get("background")),
+            provider="",
+        )
+
+    async def stream() -> AsyncIterator[LifecycleEvent]:
+        # The project's events, kept to the started run's tree (others may run beside it).
+        mine: set[str] = set(root)
+        async for note in client.notifications:
+            if note.method != "events/event":
+                continue
+            raw = note.params.get("event")
+            if not isinstance(raw, dict):
+                continue
+            event = LifecycleEvent(**raw)
+            if event.kind == "published" and event.parent_id in mine:
+                mine.add(event.run_id)
+            if event.run_id in mine:
+                yield event
+
+    async def stop(run_id: str) -> object:
+        return await client.request("runs/stop", {**ids, "runId": run_id})
+
+    async def wait(run_id: str) -> RunResult:
+        run = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+        return RunResult.from_dict(run["result"])
+
+    return RunFollower(stream=stream(), stop=stop, wait=wait), start
 
 
 def requested_role(role: str | None) -> str | None:
@@ -104,7 +180,11 @@ async def headless_session(project: Path, *, role: str | None) -> AsyncIterator[
         await group.start(host.run)
         try:
             yield ProjectSession(
-                project=workspace.project, caller=caller.to_dict(), host=host, local=caller
+                project=workspace.project,
+                caller=caller.to_dict(),
+                host=host,
+                local=caller,
+                warnings=tuple(workspace.warnings),
             )
         finally:
             await host.close()
@@ -143,8 +223,21 @@ async def runtime_session(
                 client=client,
                 project_id=reply["projectId"],
                 runtime_info=info["runtimeInfo"],
+                warnings=tuple(str(w) for w in reply.get("warnings", ())),
             )
             return
+
+
+def runtime_answers(*, headless: bool, socket: Path | None, local_only: bool = False) -> bool:
+    """Whether ``run``, ``runs`` and ``resume`` go through the machine runtime: always inside
+    a run (``MEMBRANE_TOKEN``: only the runtime can honour it), never with ``--headless`` or
+    an option only this process can serve (``local_only``: ``--state``, ``--workspace``), and
+    otherwise when a runtime answers on the socket."""
+    if os.environ.get("MEMBRANE_TOKEN"):
+        return True
+    if headless or local_only:
+        return False
+    return probe_socket(socket if socket is not None else default_socket_path())
 
 
 def open_session(

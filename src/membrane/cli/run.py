@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,13 +22,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import EXIT_RUN, app, err_console
+from membrane.cli.backend import RunFollower, runtime_answers, runtime_session
+from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.config.budget import Budget
-from membrane.config.values import Settings
-from membrane.errors import InvalidRequest, RunError
+from membrane.errors import RunError
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
-from membrane.models.specs import ModelRouter
 from membrane.runtime import (
     InProcessProvider,
     LifecycleEvent,
@@ -43,18 +43,33 @@ from membrane.workflow.planning import builtin_workflows
 from membrane.workspace import Workspace
 
 __all__ = [
+    "HEADLESS_OPTION",
     "MODEL_HELP",
+    "SOCKET_OPTION",
     "STATE_OPTION",
     "RunState",
     "Starter",
     "drive_run",
+    "follow_run",
     "parse_model",
+    "report_run",
     "run",
+    "run_on_runtime",
 ]
 
 MODEL_HELP = (
     "scripted:PATH, openai:MODEL, anthropic:MODEL, or a [models]/[model_aliases] name "
     "(default: the default_model setting)."
+)
+
+#: ``--headless``: this process, even when a machine runtime answers.
+HEADLESS_OPTION = typer.Option(
+    "--headless",
+    help="Run in this process, even when a machine runtime (membrane serve) answers.",
+)
+#: ``--socket PATH``: the machine runtime to use.
+SOCKET_OPTION = typer.Option(
+    "--socket", help="The machine runtime's socket (default: $MEMBRANE_SOCKET)."
 )
 
 #: ``--state PATH``: the store file to use instead of the project's default one.
@@ -76,22 +91,6 @@ _STATUS_STYLE = {
     "aborted": "red",
     "error": "bold red",
 }
-
-
-def parse_model(spec: str | None, settings: Settings | None = None) -> ModelRouter:
-    """The model ``--model`` names (else the settings' ``default_model``), as a router that
-    also answers the specs definitions and calls name (see docs/models.md).
-
-    ``unknown-model``, ``model-auth-failed`` (a missing key) and ``extra-not-installed`` are
-    raised here, before any run."""
-    settings = settings or Settings()
-    if spec is None and settings.default_model is None:
-        raise InvalidRequest(
-            "no model: pass --model (scripted:PATH, openai:MODEL, anthropic:MODEL or a "
-            "[models] name) or set default_model in the settings (see docs/models.md)",
-            field="model",
-        )
-    return ModelRouter.from_settings(settings, default=spec)
 
 
 @dataclass
@@ -246,6 +245,34 @@ def _no_announcement(info: RunInfo) -> str | None:
     return None
 
 
+async def follow_run(
+    follower: RunFollower,
+    start: Callable[[], Awaitable[RunInfo]],
+    *,
+    as_json: bool,
+    announce: Callable[[RunInfo], str | None] = _no_announcement,
+) -> tuple[RunState, RunInfo, RunResult, bool]:
+    """``start`` the run, show its tree until it ends (``--json``: every event) and return the
+    tree, the run, its result and whether Ctrl-C stopped it."""
+    console = Console()
+    state = RunState()
+    info = await start()
+    line = announce(info)
+    if line is not None and not as_json:
+        console.print(Text(line))
+    live = Live(state.tree(), console=console, transient=True)
+    with live if not as_json else contextlib.nullcontext():
+        interrupted = await _stream_until_done(follower.stream, state, info, live, as_json=as_json)
+    if interrupted:
+        # Ctrl-C: stop the run (its children with it) before anything else is printed.
+        with anyio.CancelScope(shield=True):
+            await follower.stop(info.run_id)
+            result = await follower.wait(info.run_id)
+    else:
+        result = await follower.wait(info.run_id)
+    return state, info, result, interrupted
+
+
 async def drive_run(
     ws: Workspace,
     start: Starter,
@@ -255,15 +282,13 @@ async def drive_run(
     announce: Callable[[RunInfo], str | None] = _no_announcement,
     state_file: Path | None = None,
 ) -> RunResult:
-    """Open ``ws``'s store and a runtime, ``start`` the top-level run, stream its tree until it
-    ends, and print its results (``--json``: every event, then the result line).
+    """Open ``ws``'s store and a runtime in this process, ``start`` the top-level run, stream
+    its tree until it ends, and print its results (``--json``: every event, then the result
+    line).
 
-    ``announce`` gives a line to print, in text mode, once the run is published. The stream is
-    open before ``start`` runs, so the run's ``published`` event is never missed.
+    ``announce`` gives a line to print, in text mode, once the run is published.
     ``state_file`` overrides where the store lives (``--state``).
     """
-    console = Console()
-    state = RunState()
     store = ws.open_store(state_file)
     hooks = ExtensionHooks.from_extensions(ws.extensions.values())
     servers = McpServers.of(ws)
@@ -281,35 +306,39 @@ async def drive_run(
             workflows=builtin_workflows(),
         ),
     )
-    interrupted = False
     try:
         async with servers, runtime, runtime.events() as stream:
             servers.hooks(ws.catalog.definitions, into=hooks)
-            info = await start(runtime)
-            line = announce(info)
-            if line is not None and not as_json:
-                console.print(Text(line))
-            live = Live(state.tree(), console=console, transient=True)
-            with live if not as_json else contextlib.nullcontext():
-                interrupted = await _stream_until_done(stream, state, info, live, as_json=as_json)
-            if interrupted:
-                # Ctrl-C: stop the run (its children with it) before anything else is printed.
-                with anyio.CancelScope(shield=True):
-                    await runtime.stop(info.run_id)
-                    result = await runtime.wait(info.run_id)
-            else:
-                result = await runtime.wait(info.run_id)
+            follower = RunFollower(stream=stream, stop=runtime.stop, wait=runtime.wait)
+            followed = await follow_run(
+                follower, lambda: start(runtime), as_json=as_json, announce=announce
+            )
     finally:
         store.close()
         close = getattr(model, "aclose", None)
         if close is not None:
             await close()
+    return report_run(*followed, project=ws.project, warnings=ws.warnings, as_json=as_json)
+
+
+def report_run(
+    state: RunState,
+    info: RunInfo,
+    result: RunResult,
+    interrupted: bool,
+    *,
+    project: Path,
+    warnings: Sequence[str],
+    as_json: bool,
+) -> RunResult:
+    """Print how the followed run ended: the one formatter of both modes."""
+    console = Console()
     if interrupted:
         stopped = ", ".join(f"{n.agent} ({n.run_id})" for n in state.nodes.values()) or info.run_id
         err_console.print(
             Text(
                 f"interrupted: stopped {stopped}. Resume it with: membrane resume {info.run_id} "
-                f'"MESSAGE" --project {ws.project}'
+                f'"MESSAGE" --project {project}'
             )
         )
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -322,11 +351,11 @@ async def drive_run(
         err_console.print(Text(f"{result.agent} {result.run_id}: {failure}"))
     if as_json:
         # stdout holds only JSON lines; what was skipped still has to reach the user.
-        for warning in ws.warnings:
+        for warning in warnings:
             err_console.print(Text(f"warning: {warning}", style="yellow"))
         _print_json({"kind": "result", **result.to_dict()})
         return result
-    for warning in ws.warnings:
+    for warning in warnings:
         console.print(Text(f"warning: {warning}", style="yellow"))
     for node in state.nodes.values():
         heading = Text(f"{node.agent} ({node.run_id}) {node.status}", style="bold")
@@ -346,6 +375,40 @@ async def drive_run(
     return result
 
 
+async def run_on_runtime(
+    project: Path,
+    method: str,
+    params: dict[str, Any],
+    *,
+    socket: Path | None,
+    as_json: bool,
+    background: bool = False,
+) -> RunResult | None:
+    """Start (``runs/start``) or resume (``runs/resume``) a run on the machine runtime and show
+    it with the formatters of the in-process path; ``background``: print its id and return
+    (``None``), the runtime keeps it going."""
+    async with runtime_session(project, role=None, socket=socket) as session:
+        if background:
+            assert session.client is not None
+            run = (
+                await session.client.request(method, {"projectId": session.project_id, **params})
+            )["run"]
+            pid = (session.runtime_info or {}).get("pid")
+            if as_json:
+                _print_json({"kind": "started", "runtime_pid": pid, **run})
+            else:
+                typer.echo(
+                    f"started {run.get('agent')} as run {run.get('run_id')} in the background "
+                    f"(runtime pid {pid}); membrane runs shows it"
+                )
+            return None
+        follower, start = await session.follow(method, params)
+        followed = await follow_run(follower, start, as_json=as_json)
+    return report_run(
+        *followed, project=session.project, warnings=session.warnings, as_json=as_json
+    )
+
+
 @app.command("run")
 def run(
     agent: Annotated[str, typer.Argument(help="The agent type, as the catalog dispatches it.")],
@@ -359,16 +422,40 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
     budget: Annotated[str | None, typer.Option(help=BUDGET_HELP)] = None,
+    headless: Annotated[bool, HEADLESS_OPTION] = False,
+    socket: Annotated[Path | None, SOCKET_OPTION] = None,
     announce_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
 
+    Runtime-backed when a machine runtime (membrane serve) answers on the socket, and always
+    inside a run: the runtime runs it and this command follows it. Otherwise, with --headless,
+    --state or --workspace, in this process. Both print the same way.
+
     With --background the command returns as soon as the run has started, printing its id;
-    the run goes on in a process of its own (its output in a log file next to the state), and
-    membrane runs shows it. State goes to $MEMBRANE_HOME/projects/<project-id>/state.db
-    (--state overrides). Every project extension is imported and its setup() runs, so run
-    only trusted projects.
+    the run goes on in the runtime, or in a process of its own (its output in a log file next
+    to the state), and membrane runs shows it. State goes to
+    $MEMBRANE_HOME/projects/<project-id>/state.db (--state overrides). Every project extension
+    is imported and its setup() runs, so run only trusted projects.
     """
+    local_only = state is not None or workspace is not None or announce_fd is not None
+    if runtime_answers(headless=headless, socket=socket, local_only=local_only):
+        params: dict[str, Any] = {"agent": agent, "task": task, "exact": True}
+        spec = absolute_spec(model)
+        if spec is not None:
+            params["model"] = spec
+        if background:
+            params["background"] = True
+        if budget is not None:
+            params["budget"] = budget
+        outcome = anyio.run(
+            lambda: run_on_runtime(
+                project, "runs/start", params, socket=socket, as_json=as_json, background=background
+            )
+        )
+        if outcome is not None and not outcome.ok:
+            raise typer.Exit(EXIT_RUN)
+        return
     ws = Workspace.open(project, workspace=workspace)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     ws.catalog.require(agent)

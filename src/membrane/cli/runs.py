@@ -26,7 +26,16 @@ from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
-from membrane.cli.run import MODEL_HELP, STATE_OPTION, drive_run, parse_model
+from membrane.cli.backend import runtime_answers
+from membrane.cli.model_choice import absolute_spec, parse_model
+from membrane.cli.run import (
+    HEADLESS_OPTION,
+    MODEL_HELP,
+    SOCKET_OPTION,
+    STATE_OPTION,
+    drive_run,
+    run_on_runtime,
+)
 from membrane.config.load import membrane_home
 from membrane.errors import UnknownRun
 from membrane.models.base import Usage
@@ -246,13 +255,27 @@ def resume(
     workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
+    headless: Annotated[bool, HEADLESS_OPTION] = False,
+    socket: Annotated[Path | None, SOCKET_OPTION] = None,
 ) -> None:
     """Continue the stored run RUN_ID with MESSAGE under the same id; stream and print it as
-    membrane run does.
+    membrane run does, runtime-backed or in this process by the same rule.
 
     The run keeps its stored conversation and durable depth, and takes the completion notices
     still owed to it. Every project extension is imported, so resume only trusted projects.
     """
+    local_only = state is not None or workspace is not None
+    if runtime_answers(headless=headless, socket=socket, local_only=local_only):
+        params: dict[str, Any] = {"runId": run_id, "message": message}
+        spec = absolute_spec(model)
+        if spec is not None:
+            params["model"] = spec
+        outcome = anyio.run(
+            lambda: run_on_runtime(project, "runs/resume", params, socket=socket, as_json=as_json)
+        )
+        if outcome is not None and not outcome.ok:
+            raise typer.Exit(EXIT_RUN)
+        return
     ws = Workspace.open(project, workspace=workspace)
     chosen = parse_model(model, ws.settings)
     path = existing_state(ws.project, state, home=ws.home)

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from membrane.cli.app import app, err_console
-from membrane.cli.run import parse_model
+from membrane.cli.model_choice import parse_model
 from membrane.server import Server, default_socket_path
 
 __all__ = ["serve"]

@@ -1,7 +1,8 @@
 """``ProjectHost``: one project served by the machine runtime, and each caller's one view of it.
 
-A host owns one ``Workspace`` (catalog, settings, extensions, registry), its SQLite store and
-one ``SubagentRuntime``. Every caller reaches the project's tools through exactly one
+A host owns one ``Workspace`` (catalog, settings, extensions, registry), its MCP servers
+(mounted on the registry, started when a child asks for them), its SQLite store and one
+``SubagentRuntime``. Every caller reaches the project's tools through exactly one
 ``ToolView`` and its ``call`` (the same path in-process children use), so validation, role
 access, rate limits and the handler run in one place:
 
@@ -26,6 +27,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from membrane.config.budget import Budget
+from membrane.config.values import Settings
 from membrane.durable.schedule_actions import schedule_tools
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner
 from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
@@ -54,8 +56,8 @@ from membrane.workspace import Workspace
 
 __all__ = ["ModelFactory", "ProjectHost", "project_id_of"]
 
-#: Builds the model a ``model`` spec names (``None``: the deployment's default, if any).
-ModelFactory = Callable[[str | None], Model]
+#: Builds the model a ``model`` spec names (``None``: the settings' ``default_model``).
+ModelFactory = Callable[[str | None, Settings], Model]
 
 #: How often, at least, a host looks for due schedules (seconds).
 SCHEDULE_POLL = 30.0
@@ -171,7 +173,7 @@ class ProjectHost:
     async def _start_scheduled(
         self, agent: str, task: str, request_id: str, role: str | None
     ) -> str:
-        chosen = self._models(None)
+        chosen = self._models(None, self.workspace.settings)
         token_model, token_role = _MODEL.set(chosen), _ROLE.set(role)
         try:
             request = SubagentStartRequest(agent, task, request_id=request_id, role=role)
@@ -284,6 +286,7 @@ class ProjectHost:
         request: SubagentStartRequest,
         *,
         model: str | None,
+        exact: bool = False,
     ) -> RunInfo:
         """Start a run for ``caller``: the same path as its ``Task`` call.
 
@@ -305,7 +308,10 @@ class ProjectHost:
             return self.runtime.get(str(run_id), caller=caller.run_id)
         if caller.standalone:
             self.view(caller).get("Task")  # tool-not-visible, as the spawn tools are hidden
-        chosen = self._models(model)
+        if exact:
+            # A top-level run started by name (``membrane run``): no fallback dispatch.
+            self.workspace.catalog.require(request.agent_type)
+        chosen = self._models(model, self.workspace.settings)
         token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
         try:
             return await self.runtime.start(request)
@@ -316,7 +322,7 @@ class ProjectHost:
     async def resume(
         self, caller: Caller, run_id: str, message: str, *, model: str | None
     ) -> RunInfo:
-        chosen = self._models(model)
+        chosen = self._models(model, self.workspace.settings)
         token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
         try:
             return await self.runtime.resume(run_id, message, caller=caller.run_id)

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from membrane.config.budget import Budget
 from membrane.errors import CallerRefused, InvalidRequest, UnknownRun
 from membrane.json_types import JSONDict, JSONValue
 from membrane.resolve import CallParams
@@ -96,8 +97,10 @@ class _Start(_Project):
     background: bool | None = None
     requestId: str | None = Field(default=None, min_length=1)
     model: str | None = Field(default=None, min_length=1)
-    # Checked by ``Budget.parse`` (through the request) so that an error names the kind.
-    budget: dict[str, Any] | None = None
+    # Checked by ``Budget.parse`` (through the request) so that an error names the kind;
+    # ``kind=N,...`` text (what ``membrane run --budget`` takes) is parsed here.
+    budget: str | dict[str, Any] | None = None
+    exact: bool = False
 
 
 class _Shutdown(_Params):
@@ -162,7 +165,11 @@ async def _projects_add(server: Server, conn: Connection, params: JSONDict) -> J
     caller = _caller(conn)
     root = Path(_parse(_Root, params).root)
     host = await server.add_project(root, caller=caller)
-    return {"projectId": host.project_id, "root": str(host.workspace.project)}
+    return {
+        "projectId": host.project_id,
+        "root": str(host.workspace.project),
+        "warnings": list(host.workspace.warnings),
+    }
 
 
 async def _projects_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
@@ -225,9 +232,11 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
         background=p.background,
         request_id=p.requestId,
         role=caller.role,
-        budget=p.budget,
+        budget=Budget.parse(p.budget, where="runs/start budget")
+        if isinstance(p.budget, str)
+        else p.budget,
     )
-    info = await host.start(caller, request, model=p.model)
+    info = await host.start(caller, request, model=p.model, exact=p.exact)
     return {"run": info.to_dict()}
 
 

@@ -1,0 +1,43 @@
+"""The model a command runs with: ``--model`` (else the settings' ``default_model``).
+
+One place for the rule, used by ``membrane run``/``resume`` in process and by the machine
+runtime (``membrane serve``) for the runs it starts, so both pick the same model for the same
+spec and settings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from membrane.config.values import Settings
+from membrane.errors import InvalidRequest
+from membrane.models.specs import ModelRouter
+
+__all__ = ["absolute_spec", "parse_model"]
+
+
+def parse_model(spec: str | None, settings: Settings | None = None) -> ModelRouter:
+    """The model ``--model`` names (else the settings' ``default_model``), as a router that
+    also answers the specs definitions and calls name (see docs/models.md).
+
+    ``unknown-model``, ``model-auth-failed`` (a missing key) and ``extra-not-installed`` are
+    raised here, before any run."""
+    settings = settings or Settings()
+    if spec is None and settings.default_model is None:
+        raise InvalidRequest(
+            "no model: pass --model (scripted:PATH, openai:MODEL, anthropic:MODEL or a "
+            "[models] name) or set default_model in the settings (see docs/models.md)",
+            field="model",
+        )
+    return ModelRouter.from_settings(settings, default=spec)
+
+
+def absolute_spec(spec: str | None) -> str | None:
+    """``spec`` with a relative ``scripted:PATH`` made absolute (from this process's folder),
+    so that another process (the machine runtime) reads the same script."""
+    if spec is None or not spec.startswith("scripted:"):
+        return spec
+    path = spec.removeprefix("scripted:")
+    if not path or Path(path).is_absolute():
+        return spec
+    return "scripted:" + str(Path(path).absolute())

@@ -1,0 +1,138 @@
+"""``membrane run`` and ``membrane resume`` against a real ``membrane serve``: runtime-backed
+when a runtime answers (the run lives in the runtime), in process with ``--headless``, and the
+same output either way."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from server_support import START_BOUND, Running, clean_env, make_project, serve, stop
+
+from membrane.server import Client
+
+pytestmark = pytest.mark.anyio
+
+PY = sys.executable
+SCRIPT = {
+    "agents": {
+        "reader": [
+            {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]},
+            {"text": "reader is done"},
+        ]
+    }
+}
+RUN_ID = re.compile(r"\b[0-9a-f]{8,}(?:-[0-9a-f]+)*\b")
+
+
+@pytest.fixture(scope="module")
+def ops_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """A runtime launched with ``--role ops``, whose callers get what an in-process run gets
+    for the reader (Read and Bash)."""
+    base = tmp_path_factory.mktemp("ops-runs")
+    home = base / "home"
+    home.mkdir()
+    project = make_project(base / "project")
+    socket = base / "sock" / "m.sock"
+    proc = serve(socket, home, "--role", "ops")
+    try:
+        yield Running(socket=socket, home=home, project=project, pid=proc.pid)
+    finally:
+        stop(proc)
+
+
+def _cli(runtime: Running, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(runtime.home, MEMBRANE_SOCKET=str(runtime.socket), COLUMNS="200")
+    return subprocess.run(
+        [PY, "-m", "membrane", *args, "--project", str(runtime.project)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=START_BOUND * 2,
+    )
+
+
+async def _runtime_runs(runtime: Running) -> dict[str, str]:
+    async with Client.connect(runtime.socket) as client:
+        await client.request("initialize", {})
+        reply = await client.request("projects/add", {"root": str(runtime.project)})
+        listed = await client.request("runs/list", {"projectId": reply["projectId"]})
+    return {run["run_id"]: run["status"] for run in listed["runs"]}
+
+
+def _script(tmp_path: Path) -> str:
+    (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
+    return "scripted:script.json"  # relative: the runtime must read the command's own file
+
+
+async def test_run_goes_through_a_runtime_that_answers(runtime: Running, tmp_path: Path) -> None:
+    model = _script(tmp_path)
+    done = _cli(runtime, tmp_path, "run", "reader", "look", "--model", model, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    result = lines[-1]
+    assert result["kind"] == "result" and result["text"] == "reader is done"
+    kinds = [line["kind"] for line in lines[:-1]]
+    assert kinds[0] == "published" and "tool_call" in kinds and kinds[-1] == "completed"
+    with anyio.fail_after(START_BOUND):
+        served = await _runtime_runs(runtime)
+    # The run lived in the runtime, not in the command's process.
+    assert served.get(result["run_id"]) == "completed"
+
+    resumed = _cli(
+        runtime, tmp_path, "resume", result["run_id"], "once more", "--model", model, "--json"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    again = json.loads(resumed.stdout.splitlines()[-1])
+    assert again["run_id"] == result["run_id"] and again["status"] == "completed"
+
+
+async def test_headless_runs_in_process_with_the_same_output(
+    ops_runtime: Running, tmp_path: Path
+) -> None:
+    runtime = ops_runtime
+    model = _script(tmp_path)
+    backed = _cli(runtime, tmp_path, "run", "reader", "look", "--model", model)
+    local = _cli(runtime, tmp_path, "run", "reader", "look", "--model", model, "--headless")
+    assert backed.returncode == 0 and local.returncode == 0, (backed.stderr, local.stderr)
+    local_id = RUN_ID.findall(local.stdout)[0]
+    with anyio.fail_after(START_BOUND):
+        served = await _runtime_runs(runtime)
+    assert local_id not in served  # the headless run never reached the runtime
+    assert "reader is done" in backed.stdout
+    assert RUN_ID.sub("ID", backed.stdout) == RUN_ID.sub("ID", local.stdout)
+
+
+async def test_background_leaves_the_run_to_the_runtime(runtime: Running, tmp_path: Path) -> None:
+    model = _script(tmp_path)
+    done = _cli(runtime, tmp_path, "run", "reader", "look", "--model", model, "--background")
+    assert done.returncode == 0, done.stderr
+    match = re.search(r"as run (\S+) in the background \(runtime pid (\d+)\)", done.stdout)
+    assert match is not None, done.stdout
+    assert int(match.group(2)) == runtime.pid
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(runtime.socket) as client:
+            await client.request("initialize", {})
+            reply = await client.request("projects/add", {"root": str(runtime.project)})
+            waited = await client.request(
+                "runs/wait", {"projectId": reply["projectId"], "runId": match.group(1)}
+            )
+    assert waited["run"]["status"] == "completed"
+    assert waited["run"]["result"]["text"] == "reader is done"
+
+
+def test_an_unknown_agent_is_refused_by_the_runtime_as_in_process(
+    runtime: Running, tmp_path: Path
+) -> None:
+    model = _script(tmp_path)
+    backed = _cli(runtime, tmp_path, "run", "nobody", "look", "--model", model)
+    local = _cli(runtime, tmp_path, "run", "nobody", "look", "--model", model, "--headless")
+    assert backed.returncode == local.returncode == 2
+    assert backed.stderr.split(":")[0] == local.stderr.split(":")[0] == "unknown-agent"
