@@ -30,7 +30,7 @@ from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentCon
 from membrane.resolve.prompt import PromptSection
 from membrane.runtime.budget import RunSpending
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
-from membrane.runtime.environment import child_environment
+from membrane.runtime.environment import capability_mode, child_environment
 from membrane.runtime.persona import persona_values
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
 from membrane.runtime.request import SubagentStartRequest
@@ -176,6 +176,7 @@ class ChildBuilder:
                 **(self._child_env(run_id, cwd) if self._child_env is not None else {}),
             },
         )
+        mode = capability_mode(on_view=self._provider.capabilities.tool_filter, env=spec.env)
         child = await self._create(spec, install)
         if built is not None:
             built.append(child)
@@ -203,6 +204,7 @@ class ChildBuilder:
             worktree=worktree,
             skills=authority.skills,
             spending=spending,
+            capability_mode=mode,
         )
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:

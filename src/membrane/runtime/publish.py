@@ -109,6 +109,7 @@ class Publisher:
                 "role": record.role,
                 "cwd": record.cwd,
                 "model": record.model,
+                "capability_mode": record.capability_mode,
                 **start_meta(record, request, task=authority.task_prefix + request.task),
                 **own_budget(record),
             },
@@ -119,6 +120,7 @@ class Publisher:
             "depth": record.depth,
             "background": record.background,
             "provider": record.provider,
+            "capability_mode": record.capability_mode,
             "tools": list(tools),
             "checkout": authority.checkout.kind,
             # The OS boundary its commands run under (DESIGN rule 10): a provider whose child

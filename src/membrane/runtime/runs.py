@@ -57,6 +57,9 @@ class RunRecord:
     worktree: Worktree | None = None
     #: The child's ``# Skills`` catalog (what an inheriting grandchild receives), or ``None``.
     skills: Mapping[str, str] | None = None
+    #: ``full_tooling`` (the child reaches Membrane's actions) or ``fallback`` (only its own
+    #: tools), as decided at its start (``runtime.environment.capability_mode``).
+    capability_mode: str = "full_tooling"
     status: str = "queued"
     stop_requested: bool = False
     has_edge: bool = False
