@@ -136,3 +136,21 @@ def test_an_unknown_agent_is_refused_by_the_runtime_as_in_process(
     local = _cli(runtime, tmp_path, "run", "nobody", "look", "--model", model, "--headless")
     assert backed.returncode == local.returncode == 2
     assert backed.stderr.split(":")[0] == local.stderr.split(":")[0] == "unknown-agent"
+
+
+async def test_runs_lists_the_same_rows_through_the_runtime_as_from_the_store(
+    runtime: Running, tmp_path: Path
+) -> None:
+    model = _script(tmp_path)
+    done = _cli(runtime, tmp_path, "run", "reader", "look", "--model", model, "--json")
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout.splitlines()[-1])["run_id"]
+    backed = _cli(runtime, tmp_path, "runs", "--json")
+    local = _cli(runtime, tmp_path, "runs", "--json", "--headless")
+    assert backed.returncode == local.returncode == 0, (backed.stderr, local.stderr)
+    assert backed.stdout == local.stdout
+    rows = [json.loads(line) for line in backed.stdout.splitlines()]
+    assert run_id in [row["run_id"] for row in rows]
+    table = _cli(runtime, tmp_path, "runs")
+    assert table.returncode == 0 and run_id in table.stdout
+    assert table.stdout == _cli(runtime, tmp_path, "runs", "--headless").stdout

@@ -4,16 +4,14 @@ Both read the project's state (``$MEMBRANE_HOME/projects/<project-id>/state.db``
 ``--state``) and never create it: a project without one has no runs to list or resume. A
 legacy ``<project>/.membrane/state.db`` is moved there first (``membrane.store.location``).
 ``runs`` only reads the store (it imports no extension); ``resume`` opens the project as
-``membrane run`` does and prints the resumed run the same way.
+``membrane run`` does and prints the resumed run the same way. With a runtime answering on the
+socket (and always inside a run) both go through it instead, with the same output.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -26,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
-from membrane.cli.backend import runtime_answers
+from membrane.cli.backend import runtime_answers, runtime_session
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.run import (
     HEADLESS_OPTION,
@@ -38,114 +36,15 @@ from membrane.cli.run import (
 )
 from membrane.config.load import membrane_home
 from membrane.errors import UnknownRun
-from membrane.models.base import Usage
-from membrane.runtime import RunInfo, RunResult, SubagentRuntime
-from membrane.runtime.budget import stored_ledger
-from membrane.store.base import SessionHeader
+from membrane.runtime import RunInfo, SubagentRuntime
+from membrane.runtime.listing import RunRow, list_runs, row_from_dict
 from membrane.store.location import locate_state, migrate_legacy_state
-from membrane.store.sqlite import SQLiteStore
 from membrane.workspace import Workspace, require_folder
 
 __all__ = ["RunRow", "existing_state", "list_runs", "resume", "runs"]
 
-#: More undelivered items than any listing needs to count; ``pending_outbox`` is bounded.
-_ALL_PENDING: Final = 2**31 - 1
 #: The widest a piped table may grow before Rich wraps its cells.
 _PIPE_WIDTH: Final = 400
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """One stored run as ``membrane runs`` lists it.
-
-    ``pending_notices`` counts the completion notices still owed to the run (undelivered outbox
-    items addressed to it): a resume of the run takes them.
-    """
-
-    run_id: str
-    agent: str
-    parent_id: str | None
-    depth: int
-    status: str
-    created_at: float
-    pending_notices: int
-    #: The run's own usage, and its own plus every descendant's (DESIGN rule 12).
-    usage: Usage = field(default_factory=Usage)
-    usage_total: Usage = field(default_factory=Usage)
-    #: The run's own budget ledger (``{"limit", "used"}``), when it has one (DESIGN rule 12).
-    budget: Mapping[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        extra = {} if self.budget is None else {"budget": dict(self.budget)}
-        return {
-            "run_id": self.run_id,
-            "agent": self.agent,
-            "parent_id": self.parent_id,
-            "depth": self.depth,
-            "status": self.status,
-            "created_at": self.created_at,
-            "pending_notices": self.pending_notices,
-            "usage": self.usage.to_dict(),
-            "usage_total": self.usage_total.to_dict(),
-            **extra,
-        }
-
-
-def list_runs(state: Path) -> list[RunRow]:
-    """Every run stored in ``state`` (an existing store file), oldest first.
-
-    Raises ``StoreError`` for a file that is not a Membrane store and ``InvalidDepth`` when a
-    stored depth is malformed.
-    """
-    store = SQLiteStore(state)
-    try:
-        sessions = store.list_sessions()
-        owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
-        own = {header.session_id: _own_usage(store, header) for header in sessions}
-    finally:
-        store.close()
-    totals = dict(own)
-    by_id = {header.session_id: header for header in sessions}
-    for header in sorted(sessions, key=lambda h: -h.delegation_depth):  # leaves first
-        parent = header.parent_id
-        if parent in totals and parent != header.session_id:
-            totals[parent] = totals[parent] + totals[header.session_id]
-    return [_row(by_id[sid], owed[sid], usage=own[sid], total=totals[sid]) for sid in by_id]
-
-
-def _own_usage(store: SQLiteStore, header: SessionHeader) -> Usage:
-    """The stored result's usage; for a run without one (running, interrupted) the sum of its
-    per-turn ``usage`` events."""
-    stored = RunResult.from_dict(header.result) if header.result is not None else None
-    if stored is not None and "usage" in (header.result or {}):
-        return stored.usage
-    total = Usage()
-    for event in store.events(session_id=header.session_id):
-        if event.kind == "usage":
-            counts = [event.data.get(key, 0) for key in Usage.__dataclass_fields__]
-            if all(type(count) is int and count >= 0 for count in counts):
-                total = total + Usage(*counts)  # type: ignore[arg-type]
-    return total
-
-
-def _row(header: SessionHeader, pending: int, *, usage: Usage, total: Usage) -> RunRow:
-    return RunRow(
-        run_id=header.session_id,
-        agent=header.agent,
-        parent_id=header.parent_id,
-        depth=header.delegation_depth,
-        status=header.status,
-        created_at=header.created_at,
-        pending_notices=pending,
-        usage=usage,
-        usage_total=total,
-        budget=_ledger(header),
-    )
-
-
-def _ledger(header: SessionHeader) -> Mapping[str, Any] | None:
-    ledger = stored_ledger(header)
-    return None if ledger is None else ledger.to_meta()
 
 
 def _when(seconds: float) -> str:
@@ -220,18 +119,26 @@ def runs(
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per run.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
+    headless: Annotated[bool, HEADLESS_OPTION] = False,
+    socket: Annotated[Path | None, SOCKET_OPTION] = None,
 ) -> None:
     """List the runs stored in the project's state, oldest first: id, agent, parent, depth,
     status, creation time and the completion notices still owed to each.
 
-    Only the store is read; no extension is imported and no file is created.
+    Runtime-backed when a runtime answers (and always inside a run, which sees only its own
+    descendants); otherwise, or with --headless or --state, only the store is read here: no
+    extension is imported and no file is created.
     """
-    state = existing_state(project, state_file)
-    # Opening a store creates it; a project that never ran anything must stay untouched.
-    if not state.exists():
-        rows, why = [], f"no runs: {state} does not exist"
+    if runtime_answers(headless=headless, socket=socket, local_only=state_file is not None):
+        rows, state = anyio.run(lambda: _served_runs(project, socket))
+        why = f"no runs stored in {state}"
     else:
-        rows, why = list_runs(state), f"no runs stored in {state}"
+        state = existing_state(project, state_file)
+        # Opening a store creates it; a project that never ran anything must stay untouched.
+        if not state.exists():
+            rows, why = [], f"no runs: {state} does not exist"
+        else:
+            rows, why = list_runs(state), f"no runs stored in {state}"
     if not rows:
         if as_json:
             err_console.print(Text(safe_text(why, stream=sys.stderr)))
@@ -244,6 +151,15 @@ def runs(
         sys.stdout.flush()
         return
     _print_table(_table(rows, state))
+
+
+async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:
+    async with runtime_session(project, role=None, socket=socket) as session:
+        assert session.client is not None
+        reply = await session.client.request(
+            "runs/list", {"projectId": session.project_id, "stored": True}
+        )
+    return [row_from_dict(row) for row in reply["runs"]], Path(reply["state"])
 
 
 @app.command("resume")

@@ -43,6 +43,7 @@ from membrane.runtime import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from membrane.runtime.listing import RunRow, list_runs, subtree
 from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.server.identity import Caller, TokenBook
 from membrane.store.location import project_id as project_id_of
@@ -318,6 +319,16 @@ class ProjectHost:
         finally:
             _MODEL.reset(token_model)
             _ROLE.reset(token_role)
+
+    @property
+    def state_path(self) -> Path:
+        return self.workspace.state_path
+
+    async def stored_runs(self, caller: Caller) -> list[RunRow]:
+        """The project's stored runs as ``membrane runs`` lists them; a token caller gets only
+        its own run's descendants."""
+        rows = await anyio.to_thread.run_sync(list_runs, self.state_path)
+        return rows if caller.run_id is None else subtree(rows, caller.run_id)
 
     async def resume(
         self, caller: Caller, run_id: str, message: str, *, model: str | None

@@ -109,6 +109,7 @@ class _Shutdown(_Params):
 
 class _Runs(_Project):
     parentId: str | None = None
+    stored: bool = False
 
 
 class _Run(_Project):
@@ -252,6 +253,9 @@ async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSON
     caller = _caller(conn)
     p = _parse(_Runs, params)
     host = server.project(p.projectId, caller)
+    if p.stored:
+        rows = await host.stored_runs(caller)
+        return {"runs": [row.to_dict() for row in rows], "state": str(host.state_path)}
     parent = caller.run_id if caller.run_id is not None else p.parentId
     return {"runs": [info.to_dict() for info in host.runtime.runs(parent_id=parent)]}
 

@@ -1,0 +1,155 @@
+"""The runs a project's store holds, as ``membrane runs`` lists them (in process, or through
+the machine runtime's ``runs/list`` with ``stored``): id, agent, parent, depth, status, the
+completion notices still owed to each, its usage and its subtree's, and its budget ledger.
+
+Only the store is read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from membrane.durable.runs import RunResult
+from membrane.models.base import Usage
+from membrane.runtime.budget import stored_ledger
+from membrane.store.base import SessionHeader
+from membrane.store.sqlite import SQLiteStore
+
+__all__ = ["RunRow", "list_runs", "row_from_dict", "subtree"]
+
+#: More undelivered items than any listing needs to count; ``pending_outbox`` is bounded.
+_ALL_PENDING: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One stored run as ``membrane runs`` lists it.
+
+    ``pending_notices`` counts the completion notices still owed to the run (undelivered outbox
+    items addressed to it): a resume of the run takes them.
+    """
+
+    run_id: str
+    agent: str
+    parent_id: str | None
+    depth: int
+    status: str
+    created_at: float
+    pending_notices: int
+    #: The run's own usage, and its own plus every descendant's (DESIGN rule 12).
+    usage: Usage = field(default_factory=Usage)
+    usage_total: Usage = field(default_factory=Usage)
+    #: The run's own budget ledger (``{"limit", "used"}``), when it has one (DESIGN rule 12).
+    budget: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        extra = {} if self.budget is None else {"budget": dict(self.budget)}
+        return {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "parent_id": self.parent_id,
+            "depth": self.depth,
+            "status": self.status,
+            "created_at": self.created_at,
+            "pending_notices": self.pending_notices,
+            "usage": self.usage.to_dict(),
+            "usage_total": self.usage_total.to_dict(),
+            **extra,
+        }
+
+
+def row_from_dict(data: Mapping[str, Any]) -> RunRow:
+    """The row ``RunRow.to_dict()`` wrote (as ``runs/list`` sends it)."""
+
+    def usage(value: object) -> Usage:
+        return Usage(**value) if isinstance(value, Mapping) else Usage()
+
+    budget = data.get("budget")
+    return RunRow(
+        run_id=str(data["run_id"]),
+        agent=str(data["agent"]),
+        parent_id=data.get("parent_id"),
+        depth=int(data["depth"]),
+        status=str(data["status"]),
+        created_at=float(data["created_at"]),
+        pending_notices=int(data["pending_notices"]),
+        usage=usage(data.get("usage")),
+        usage_total=usage(data.get("usage_total")),
+        budget=dict(budget) if isinstance(budget, Mapping) else None,
+    )
+
+
+def subtree(rows: list[RunRow], root: str) -> list[RunRow]:
+    """The rows of ``root``'s descendants (not ``root`` itself), in the order given."""
+    children: dict[str | None, list[str]] = {}
+    for row in rows:
+        children.setdefault(row.parent_id, []).append(row.run_id)
+    mine: set[str] = set()
+    todo = list(children.get(root, ()))
+    while todo:
+        run_id = todo.pop()
+        if run_id not in mine:
+            mine.add(run_id)
+            todo.extend(children.get(run_id, ()))
+    return [row for row in rows if row.run_id in mine]
+
+
+def list_runs(state: Path) -> list[RunRow]:
+    """Every run stored in ``state`` (an existing store file), oldest first.
+
+    Raises ``StoreError`` for a file that is not a Membrane store and ``InvalidDepth`` when a
+    stored depth is malformed.
+    """
+    store = SQLiteStore(state)
+    try:
+        sessions = store.list_sessions()
+        owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
+        own = {header.session_id: _own_usage(store, header) for header in sessions}
+    finally:
+        store.close()
+    totals = dict(own)
+    by_id = {header.session_id: header for header in sessions}
+    for header in sorted(sessions, key=lambda h: -h.delegation_depth):  # leaves first
+        parent = header.parent_id
+        if parent in totals and parent != header.session_id:
+            totals[parent] = totals[parent] + totals[header.session_id]
+    return [_row(by_id[sid], owed[sid], usage=own[sid], total=totals[sid]) for sid in by_id]
+
+
+def _own_usage(store: SQLiteStore, header: SessionHeader) -> Usage:
+    """The stored result's usage; for a run without one (running, interrupted) the sum of its
+    per-turn ``usage`` events."""
+    stored = RunResult.from_dict(header.result) if header.result is not None else None
+    if stored is not None and "usage" in (header.result or {}):
+        return stored.usage
+    total = Usage()
+    for event in store.events(session_id=header.session_id):
+        if event.kind == "usage":
+            counts = [event.data.get(key, 0) for key in Usage.__dataclass_fields__]
+            if all(type(count) is int and count >= 0 for count in counts):
+                total = total + Usage(*counts)  # type: ignore[arg-type]
+    return total
+
+
+def _row(header: SessionHeader, pending: int, *, usage: Usage, total: Usage) -> RunRow:
+    return RunRow(
+        run_id=header.session_id,
+        agent=header.agent,
+        parent_id=header.parent_id,
+        depth=header.delegation_depth,
+        status=header.status,
+        created_at=header.created_at,
+        pending_notices=pending,
+        usage=usage,
+        usage_total=total,
+        budget=_ledger(header),
+    )
+
+
+def _ledger(header: SessionHeader) -> Mapping[str, Any] | None:
+    ledger = stored_ledger(header)
+    return None if ledger is None else ledger.to_meta()
