@@ -19,3 +19,19 @@ def runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         yield Running(socket=socket, home=home, project=project, pid=proc.pid)
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def ops_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """A runtime launched with ``--role ops``, whose callers get what an in-process run gets
+    for the reader (Read and Bash)."""
+    base = tmp_path_factory.mktemp("ops-runs")
+    home = base / "home"
+    home.mkdir()
+    project = make_project(base / "project")
+    socket = base / "sock" / "m.sock"
+    proc = serve(socket, home, "--role", "ops")
+    try:
+        yield Running(socket=socket, home=home, project=project, pid=proc.pid)
+    finally:
+        stop(proc)

@@ -8,12 +8,11 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, clean_env, make_project, serve, stop
+from server_support import START_BOUND, Running, clean_env
 
 from membrane.server import Client
 
@@ -29,22 +28,6 @@ SCRIPT = {
     }
 }
 RUN_ID = re.compile(r"\b[0-9a-f]{8,}(?:-[0-9a-f]+)*\b")
-
-
-@pytest.fixture(scope="module")
-def ops_runtime(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """A runtime launched with ``--role ops``, whose callers get what an in-process run gets
-    for the reader (Read and Bash)."""
-    base = tmp_path_factory.mktemp("ops-runs")
-    home = base / "home"
-    home.mkdir()
-    project = make_project(base / "project")
-    socket = base / "sock" / "m.sock"
-    proc = serve(socket, home, "--role", "ops")
-    try:
-        yield Running(socket=socket, home=home, project=project, pid=proc.pid)
-    finally:
-        stop(proc)
 
 
 def _cli(runtime: Running, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

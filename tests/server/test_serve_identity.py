@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, clean_env, make_project, serve, stop
+from server_support import START_BOUND, Running, clean_env, make_project
 
 from membrane.errors import MembraneError, RuntimeUnavailable
 from membrane.server import Client
@@ -23,18 +22,9 @@ PY = sys.executable
 
 
 @pytest.fixture(scope="module")
-def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Path]]:
+def ops(ops_runtime: Running) -> tuple[Path, Path, Path]:
     """A runtime launched with ``--role ops``: (socket, home, project)."""
-    base = tmp_path_factory.mktemp("ops")
-    home = base / "home"
-    home.mkdir()
-    project = make_project(base / "project")
-    socket = base / "sock" / "m.sock"
-    proc = serve(socket, home, "--role", "ops")
-    try:
-        yield socket, home, project
-    finally:
-        stop(proc)
+    return ops_runtime.socket, ops_runtime.home, ops_runtime.project
 
 
 async def _list(socket: Path, project: Path, identity: dict[str, str]) -> tuple[dict, list[str]]:  # type: ignore[type-arg]
