@@ -118,6 +118,7 @@ class Server:
         self._adding = anyio.Lock()
         self._connections: set[Connection] = set()
         self._stop = anyio.Event()
+        self._accept_done = anyio.Event()
         self._hash = build_hash()
         self._hosts_group: TaskGroup | None = None
         self._bound: tuple[socket.socket, SocketLock, int] | None = None
@@ -178,7 +179,10 @@ class Server:
                 return
 
     async def _drain(self, accepting: anyio.CancelScope) -> None:
+        # No new connection: the accept loop ends and closes the listening socket, so a
+        # connect is refused at once (the socket file stays until the end, as it is ours).
         accepting.cancel()
+        await self._accept_done.wait()
         for conn in self._connections:
             conn.accepting = False
         with anyio.move_on_after(self._drain_seconds):
@@ -191,13 +195,17 @@ class Server:
         self, sock: socket.socket, group: TaskGroup, accepting: anyio.CancelScope
     ) -> None:
         loop = asyncio.get_running_loop()
-        with accepting:
-            while True:
-                try:
-                    raw, _ = await loop.sock_accept(sock)
-                except OSError:
-                    return
-                group.start_soon(self._connection, raw)
+        try:
+            with accepting:
+                while True:
+                    try:
+                        raw, _ = await loop.sock_accept(sock)
+                    except OSError:
+                        return
+                    group.start_soon(self._connection, raw)
+        finally:
+            sock.close()
+            self._accept_done.set()
 
     async def _connection(self, raw: socket.socket) -> None:
         peer = peer_credentials(raw)
