@@ -1,9 +1,10 @@
 """An echo agent on the ACP SDK's agent API, run as a subprocess by the ACP provider's tests.
 
 It echoes the prompt back. Words in the prompt make it use the client's services, as a real
-coding agent would: ``read PATH``, ``write PATH TEXT``, ``run COMMAND...`` (a terminal), and
-``mcp`` (connect to each stdio MCP server the client gave in ``session/new``, list its tools). It
-reports each as a tool call update and writes ``$ECHO_AGENT_MARKER`` when it starts.
+coding agent would: ``read PATH``, ``write PATH TEXT``, ``run COMMAND...`` (a terminal),
+``mcp`` (connect to each stdio MCP server the client gave in ``session/new``, list its tools);
+``touch PATH`` writes the file itself, as an agent that ignores the client would. It reports
+each as a tool call update and writes ``$ECHO_AGENT_MARKER`` when it starts.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ class EchoAgent(Agent):
         if words[0] == "mcp":
             listed = [await _list_tools(server) for server in self.servers]
             return "; ".join(listed) or "no servers"
+        if words[0] == "touch":
+            try:
+                with open(os.path.join(self.cwd, words[1]), "a", encoding="utf-8") as out:
+                    out.write("touched\n")
+            except OSError as exc:
+                return f"failed: {exc.strerror}"
+            return "touched"
         return "said"
 
 

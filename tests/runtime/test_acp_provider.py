@@ -15,6 +15,7 @@ from membrane.errors import UnsupportedCapability
 from membrane.mcp import McpServers
 from membrane.runtime import LifecycleEvent, RuntimeOptions, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.providers.acp import AcpProvider
+from membrane.sandbox import SandboxPolicy, machine_support
 from membrane.testing import MemoryStore
 from membrane.tools.registry import ToolRegistry
 
@@ -22,6 +23,10 @@ pytestmark = pytest.mark.anyio
 
 AGENT = Path(__file__).resolve().parent / "echo_acp_agent.py"
 SETTINGS = Settings(max_depth="provider-managed")
+#: These tests look at the agent through the client's services and count its processes by a
+#: marker in the home folder, which an OS sandbox keeps out of its sight; the last test runs
+#: the agent in the default sandbox.
+NO_OS_SANDBOX = SandboxPolicy("guard")
 
 
 def write_agent(root: Path, name: str, tools: str) -> None:
@@ -36,19 +41,21 @@ def write_agent(root: Path, name: str, tools: str) -> None:
 def runtime_for(
     root: Path,
     home: Path,
-    marker: Path,
+    marker: Path | None,
     *,
     settings: Settings = SETTINGS,
     registry: ToolRegistry | None = None,
+    sandbox: SandboxPolicy = NO_OS_SANDBOX,
 ) -> SubagentRuntime:
     if registry is None:
         registry = ToolRegistry()
         register_builtin_tools(registry)
     provider = AcpProvider(
         [sys.executable, str(AGENT)],
-        env={"ECHO_AGENT_MARKER": str(marker)},
+        env={"ECHO_AGENT_MARKER": "" if marker is None else str(marker)},
         stderr_log=home / "acp.log",
         mcp_servers=settings.mcp_servers,
+        sandbox=sandbox,
     )
     return SubagentRuntime(
         catalog=Catalog(project=root, home=home, settings=settings),
@@ -211,3 +218,29 @@ async def test_an_isolated_acp_child_is_given_no_mcp_server(
             result = await rt.run(SubagentStartRequest("loner", "mcp", request_id="l"))
     assert result.status == "completed", result
     assert "mcp -> no servers" in result.text
+
+
+@pytest.mark.parametrize("tools", ["Read", "Read, Write"])
+async def test_the_agent_process_itself_is_sandboxed_by_default(
+    root: Path, isolated_home: Path, outside_home: Path, tools: str
+) -> None:
+    support = machine_support()
+    if support.bwrap is None and not support.landlock_abi:
+        pytest.skip(f"no OS sandbox here: {support.bwrap_reason}; {support.landlock_reason}")
+    write_agent(root, "direct", tools)
+    (root / ".membrane" / "agents").mkdir(parents=True, exist_ok=True)
+    escape = outside_home / "escaped.txt"
+    task = f"touch {escape}\ntouch .membrane/agents/evil.md\ntouch inside.txt"
+    runtime = runtime_for(root, isolated_home, None, sandbox=SandboxPolicy())
+    async with runtime, runtime.events() as events:
+        with anyio.fail_after(60):
+            result = await runtime.run(SubagentStartRequest("direct", task, request_id="d1"))
+            async for event in events:
+                if event.kind == "published":
+                    boundary = event.data["sandbox"]
+                    break
+    assert result.status == "completed", result
+    assert boundary["backend"] == support.strongest and boundary["confined"] is True
+    assert not escape.exists()
+    assert not (root / ".membrane" / "agents" / "evil.md").exists()
+    assert (root / "inside.txt").exists() is (tools == "Read, Write")

@@ -37,6 +37,7 @@ import contextlib
 import itertools
 import shlex
 import subprocess
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -55,6 +56,7 @@ from membrane.runtime.provider import (
     SubagentCapabilities,
 )
 from membrane.runtime.providers.acp_mcp import acp_mcp_servers
+from membrane.sandbox import WRITING_TOOLS, Boundary, Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -85,6 +87,10 @@ class AcpProvider:
     (appended), which otherwise goes nowhere; ``timeout`` bounds a whole run, in seconds.
     ``mcp_servers`` are the deployment's mounted MCP servers (``settings.mcp_servers``): those
     a child's view holds whole are given to its agent in ``session/new``.
+    ``sandbox`` is the OS boundary the agent process itself runs under (default: the strongest
+    this machine offers, network off): it may write its checkout (minus the control paths)
+    only when the child's view holds ``Write`` or ``Edit``, and a private temporary folder;
+    ``SandboxPolicy("guard")`` runs it with Membrane's own permissions.
     """
 
     capabilities = SubagentCapabilities(
@@ -100,6 +106,7 @@ class AcpProvider:
         stderr_log: Path | None = None,
         timeout: float | None = None,
         mcp_servers: Mapping[str, McpServerSpec] | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         if isinstance(command, str) or not command or not all(isinstance(p, str) for p in command):
             raise InvalidRequest(
@@ -114,19 +121,30 @@ class AcpProvider:
         self.stderr_log = stderr_log
         self.timeout = timeout
         self.mcp_servers = dict(mcp_servers or {})
+        self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
 
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _AcpChild:
         _acp()  # fail now, before publication, when the extra is missing
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         setup(scope)
-        return _AcpChild(self, scope, request)
+        sandbox = Sandbox.for_checkout(
+            self.sandbox,
+            request.cwd or Path.cwd(),
+            agent=request.agent,
+            writes=bool(WRITING_TOOLS & set(scope.view().names)),
+        )
+        sandbox.prepare()
+        return _AcpChild(self, scope, request, sandbox)
 
 
 class _AcpChild:
-    def __init__(self, provider: AcpProvider, scope: Scope, spec: ChildSpec) -> None:
+    def __init__(
+        self, provider: AcpProvider, scope: Scope, spec: ChildSpec, sandbox: Sandbox
+    ) -> None:
         self._provider = provider
         self._scope = scope
         self._spec = spec
+        self._sandbox = sandbox
         self._cancel: anyio.CancelScope | None = None
         self._stopped = False
         self.pid: int | None = None
@@ -134,6 +152,11 @@ class _AcpChild:
     @property
     def scope(self) -> Scope:
         return self._scope
+
+    @property
+    def boundary(self) -> Boundary:
+        """The OS boundary the agent process runs under."""
+        return self._sandbox.boundary
 
     def steer(self, message: str) -> bool:
         return False
@@ -190,8 +213,31 @@ class _AcpChild:
     async def _converse(
         self, acp: Any, client: _Client, cwd: Path, env: dict[str, str], stderr: int | IO[str]
     ) -> ChildOutcome:
+        landlock = self._sandbox.backend == "landlock"
+        with (
+            tempfile.TemporaryDirectory(prefix="membrane-acp-")
+            if landlock
+            else contextlib.nullcontext(None)
+        ) as tmp:
+            try:
+                argv = self._sandbox.command(
+                    self._provider.command, cwd=cwd, tmp=None if tmp is None else Path(tmp)
+                )
+                return await self._spawned(acp, client, argv, cwd, env, stderr)
+            finally:
+                self._sandbox.remove_planted()
+
+    async def _spawned(
+        self,
+        acp: Any,
+        client: _Client,
+        argv: Sequence[str],
+        cwd: Path,
+        env: dict[str, str],
+        stderr: int | IO[str],
+    ) -> ChildOutcome:
         spec = self._spec
-        program, *args = self._provider.command
+        program, *args = argv
         fd = stderr if isinstance(stderr, int) else stderr.fileno()
         try:
             spawned = acp.spawn_agent_process(
@@ -220,7 +266,7 @@ class _AcpChild:
                     session_id=session.session_id, prompt=[acp.text_block(spec.task)]
                 )
         except OSError as exc:
-            return _error(f"cannot run {program!r}: {exc}", code="tool-failed")
+            return _error(f"cannot run {self._provider.command[0]!r}: {exc}", code="tool-failed")
         except Exception as exc:  # the agent's own failure or a broken connection
             if isinstance(exc, MembraneError):
                 return _error(exc.message, code=exc.code)
