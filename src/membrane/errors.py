@@ -39,6 +39,8 @@ Two families, as a user meets them:
         ├── ToolArgumentsInvalid ....... tool-arguments-invalid
         ├── ToolFailed ................. tool-failed
         ├── ToolBlocked ................ tool-blocked
+        ├── ToolCallDenied ............. tool-call-denied
+        ├── ApprovalUnavailable ........ approval-unavailable
         ├── PathOutsideCheckout ........ path-outside-checkout
         │   └── PathProtected .......... path-protected
         ├── DepthLimitExceeded ......... depth-limit-exceeded
@@ -81,6 +83,7 @@ from typing import ClassVar, cast
 from membrane.json_types import JSONDict
 
 __all__ = [
+    "ApprovalUnavailable",
     "BudgetExceeded",
     "CallerRefused",
     "ChildFailed",
@@ -124,6 +127,7 @@ __all__ = [
     "TokenInvalid",
     "ToolArgumentsInvalid",
     "ToolBlocked",
+    "ToolCallDenied",
     "ToolFailed",
     "ToolFilterError",
     "ToolNotVisible",
@@ -328,6 +332,21 @@ class ToolBlocked(RunError):
     """
 
     code = "tool-blocked"
+
+
+class ToolCallDenied(RunError):
+    """A permission rule (``deny``, or an ``ask`` the host refused) stopped a call before it
+    ran. Carries ``tool``, ``rule`` (as written, or ``null``), ``subject`` (the command or path
+    the rule matched) and ``reason``, which tells the model what it may do instead."""
+
+    code = "tool-call-denied"
+
+
+class ApprovalUnavailable(RunError):
+    """A call needed the host's approval (an ``ask`` rule) and no one can answer: no approver
+    is installed (a non-interactive run). Carries ``tool``, ``rule`` and ``subject``."""
+
+    code = "approval-unavailable"
 
 
 class PathOutsideCheckout(RunError):

@@ -20,6 +20,7 @@ from membrane.durable.messages import Delivery
 from membrane.extensions.select import ExtensionPaths
 from membrane.json_types import JSONDict
 from membrane.loop.outcome import ChildOutcome
+from membrane.loop.permissions import PermissionGate
 from membrane.loop.spending import Spending
 from membrane.resolve import (
     Checkout,
@@ -29,6 +30,7 @@ from membrane.resolve import (
     ToolAdmission,
     TranscriptEntry,
 )
+from membrane.resolve.permissions import Permissions
 from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.provider import (
     ChildComposition,
@@ -53,11 +55,13 @@ from membrane.store import (
     WorkflowRecord,
 )
 from membrane.store.migrations import Migration
+from membrane.tools.permissions import ApprovalRequest, PermissionRule, ToolGate
 from membrane.tools.registry import RegistryChange
 from membrane.tools.restriction import ToolPredicate
 from membrane.tools.spec import Attachment, ToolOutput
 
 __all__ = [
+    "ApprovalRequest",
     "Attachment",
     "BoundWorkflow",
     "CatalogLike",
@@ -80,6 +84,9 @@ __all__ = [
     "Migration",
     "ModelEntry",
     "OutboxItem",
+    "PermissionGate",
+    "PermissionRule",
+    "Permissions",
     "PromptSection",
     "Provider",
     "ProviderChild",
@@ -98,6 +105,7 @@ __all__ = [
     "Store",
     "StoredEvent",
     "ToolAdmission",
+    "ToolGate",
     "ToolOutput",
     "ToolPredicate",
     "ToolSink",

@@ -174,17 +174,26 @@ def test_opencode_files_map_mode_steps_and_permissions_in_explain(
                 "source": "dialect:opencode",
             }
         permission = raw["permission"]
-        for key in ("read", "grep", "glob", "bash"):
-            builtin = BUILTINS[key]
+        rules = data["permissions"]["tools"]
+        for key in ("read", "grep", "glob", "bash", "edit"):
+            builtin = BUILTINS.get(key, "Edit")
             verdict = _last(permission, key)
             if verdict == "allow":
                 assert builtin in data["tools"]["callable"], (source, builtin)
+                assert builtin not in rules or rules[builtin]["default"] == "allow"
+            elif verdict == "ask" or isinstance(verdict, dict):
+                # `ask` and pattern maps are rules enforced on every call, in the map's order.
+                assert builtin in data["tools"]["callable"], (source, builtin)
+                table = {"*": verdict} if isinstance(verdict, str) else verdict
+                assert [(r["pattern"], r["verdict"]) for r in rules[builtin]["rules"]] == [
+                    (None if p == "*" else p, v) for p, v in table.items()
+                ], (source, builtin)
+                assert rules[builtin]["default"] == "ask"
+                assert all(r["source"].startswith("permission") for r in rules[builtin]["rules"])
             else:
                 assert builtin not in data["tools"]["callable"], (source, builtin)
             if verdict == "deny" and key in permission:
                 assert data["tools"]["left_out"][builtin] == "disallowed_tools"
-        edit = _last(permission, "edit")
-        assert ("Edit" in data["tools"]["callable"]) is (edit == "allow")
         task = permission.get("task")
         if isinstance(task, dict) and task.get("*") == "deny":
             allowed = [n for n, v in task.items() if n != "*" and v == "allow"]

@@ -126,8 +126,11 @@ def test_claude_code_fields_map_onto_membrane_fields(
         "value": ["Bash"], "source": dialect, "key": "disallowedTools", "line": 5
     }  # fmt: skip
     assert fields["max_turns"]["key"] == "maxTurns"
-    assert {"Read", "Edit", "Task"} <= set(out["tools"]["callable"])
+    assert {"Read", "Task"} <= set(out["tools"]["callable"])
     assert out["tools"]["left_out"]["Bash"] == "disallowed_tools"
+    # permissionMode: plan leaves every mutating tool out (Edit is granted, then withheld).
+    assert out["tools"]["left_out"]["Edit"] == "permission mode plan"
+    assert out["permissions"]["mode"] == "plan"
 
 
 def test_an_opencode_primary_agent_is_not_dispatched_for_a_child(

@@ -46,34 +46,70 @@ def test_tokens_keep_selectors_and_parenthesised_commas() -> None:
     assert d.tools == ("inherit", "ext:alpha/search", "mcp__gh__*")
     assert d.inherits_tools
     denied = parse("disallowed_tools: Bash(git log:*, git diff:*), Write")
-    assert denied.disallowed_tools == ("Bash", "Write")
+    assert denied.disallowed_tools == ("Write",)
+    assert [(r.tool, r.pattern, r.verdict) for r in denied.rules] == [
+        ("Bash", "git log:*", "deny"),
+        ("Bash", "git diff:*", "deny"),
+    ]
 
 
 @pytest.mark.parametrize(
-    ("value", "kept"),
+    ("value", "kept", "patterns"),
     [
-        ("Read, Bash(git log:*)", ("Read",)),
-        ("[Read, 'Bash(git log:*, git diff:*)']", ("Read",)),
-        ("Bash(rm *)", ()),
+        ("Read, Bash(git log:*)", ("Read",), ["git log:*"]),
+        ("[Read, 'Bash(git log:*, git diff:*)']", ("Read",), ["git log:*", "git diff:*"]),
+        ("Bash(rm *)", (), ["rm *"]),
     ],
 )
-def test_an_argument_pattern_in_tools_grants_nothing_and_says_so(
-    value: str, kept: tuple[str, ...]
+def test_an_argument_pattern_in_tools_is_an_allow_rule_that_grants_the_tool(
+    value: str, kept: tuple[str, ...], patterns: list[str]
 ) -> None:
     d = parse(f"tools: {value}")
     assert d.tools == kept
+    assert d.warnings == ()
+    assert [(r.tool, r.pattern, r.verdict, r.grants) for r in d.rules] == [
+        ("Bash", p, "allow", True) for p in patterns
+    ]
+
+
+def test_a_pattern_membrane_cannot_read_grants_nothing_and_says_so() -> None:
+    d = parse("tools: Read, WebFetch(domain:example.com)")
+    assert d.tools == ("Read",)
+    assert d.rules == ()
     [warning] = d.warnings
     assert (warning.code, warning.line) == ("argument-pattern", 2)
-    assert "Membrane has no argument patterns" in warning.message
-    assert "would grant all of Bash" in warning.message
+    assert "would grant all of WebFetch" in warning.message
 
 
-def test_an_argument_pattern_in_disallowed_tools_denies_the_whole_tool() -> None:
+def test_an_argument_pattern_in_disallowed_tools_is_a_deny_rule() -> None:
     d = parse("disallowed_tools: Bash(rm *)")
-    assert d.disallowed_tools == ("Bash",)
+    assert d.disallowed_tools == ()
+    assert [(r.tool, r.pattern, r.verdict, r.grants) for r in d.rules] == [
+        ("Bash", "rm *", "deny", False)
+    ]
+    assert d.warnings == ()
+
+
+def test_an_unreadable_pattern_in_disallowed_tools_denies_the_whole_tool() -> None:
+    d = parse("disallowed_tools: WebFetch(domain:x)")
+    assert d.disallowed_tools == ("WebFetch",)
     [warning] = d.warnings
     assert warning.code == "argument-pattern"
-    assert "denies all of Bash" in warning.message
+    assert "denies all of WebFetch" in warning.message
+
+
+def test_rules_apply_allow_then_ask_then_deny_whatever_the_key_order() -> None:
+    d = parse(
+        "disallowed_tools: Bash(rm:*)\nask_tools: Bash(git push:*), mcp__gh__create\n"
+        "tools: Read, Bash(git:*)"
+    )
+    assert [(r.text, r.verdict, r.source) for r in d.rules] == [
+        ("Bash(git:*)", "allow", "tools"),
+        ("Bash(git push:*)", "ask", "ask_tools"),
+        ("mcp__gh__create", "ask", "ask_tools"),
+        ("Bash(rm:*)", "deny", "disallowed_tools"),
+    ]
+    assert d.ask_tools == ("Bash", "mcp__gh__create")
 
 
 @pytest.mark.parametrize("value", ["(git)", "Bash(git", "Bash)", "Bash(x)y"])
@@ -253,6 +289,7 @@ def test_every_documented_field_is_read() -> None:
         "exclude_extensions: beta\nskills: true\nprompt_mode: append\ninherit_context: false\n"
         "run_in_background: false\nisolated: false\nisolation: off\nmemory: project\n"
         "allowed_subagents: [explorer]\nenabled: true\npermission: inherit\n"
+        "ask_tools: Bash(git push:*)\n"
         "display_name: Reviewer\ncolor: red"
     )
     assert d.warnings == ()
@@ -277,6 +314,7 @@ def test_every_documented_field_is_read() -> None:
         "isolation": "off",
         "memory": "project",
         "allowed_subagents": ["explorer"],
+        "ask_tools": ["Bash"],
         "enabled": True,
         "permission": "inherit",
         "display_name": "Reviewer",
@@ -285,6 +323,15 @@ def test_every_documented_field_is_read() -> None:
         "lines": None,
         "keys": {},
         "extra": {},
+        "rules": [
+            {
+                "tool": "Bash",
+                "pattern": "git push:*",
+                "verdict": "ask",
+                "rule": "Bash(git push:*)",
+                "source": "ask_tools",
+            }
+        ],
         "warnings": [],
     }
 

@@ -120,6 +120,7 @@ def test_the_seed_resolution_exercise() -> None:
             "servers": {},
         },
         "checkout": {"kind": "main", "path": "/srv/project"},
+        "permissions": {"mode": "default", "inherits_parent_rules": False, "tools": {}},
         "warnings": [],
     }
     assert not authority.may_delegate

@@ -9,6 +9,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
+from membrane.tools.permissions import PermissionRule
 
 __all__ = [
     "UNSET",
@@ -88,6 +89,8 @@ class AgentDefinition:
     budget: Budget | Unset = UNSET
     tools: tuple[str, ...] | Unset = UNSET
     disallowed_tools: tuple[str, ...] | Unset = UNSET
+    #: Tools (or ``Tool(pattern)`` rules) whose calls need the host's approval.
+    ask_tools: tuple[str, ...] | Unset = UNSET
     extensions: bool | tuple[str, ...] | Unset = UNSET
     exclude_extensions: tuple[str, ...] | Unset = UNSET
     #: MCP servers the definition asks for, by name: ``None`` names a server of the settings,
@@ -124,6 +127,10 @@ class AgentDefinition:
     dialect: str = "membrane"
     #: The key a field was read from, where it is not the field's name (``maxTurns``).
     keys: Mapping[str, str] = field(default_factory=dict)
+    #: Argument-level permission rules, in the order they apply (last match wins): the
+    #: ``allow`` rules of ``tools``, then ``ask_tools``, then ``disallowed_tools``; a dialect's
+    #: own rules (OpenCode's ``permission``) in its order.
+    rules: tuple[PermissionRule, ...] = ()
     #: Where it came from: ``builtin``, ``global``, ``workspace`` or ``project``.
     root: str = "builtin"
     #: The file it was read from (for builtins, ``<builtin>/`` and the packaged file's name).
@@ -176,6 +183,7 @@ class AgentDefinition:
         out["lines"] = dict(self.lines)
         out["keys"] = dict(self.keys)
         out["extra"] = dict(self.extra)
+        out["rules"] = [rule.to_json() for rule in self.rules]
         out["warnings"] = [
             {"path": w.path, "line": w.line, "code": w.code, "message": w.message}
             for w in self.warnings
@@ -184,7 +192,9 @@ class AgentDefinition:
 
 
 #: Attributes that are not frontmatter fields.
-_META = frozenset({"name", "root", "path", "body", "lines", "extra", "warnings", "dialect", "keys"})
+_META = frozenset(
+    {"name", "root", "path", "body", "lines", "extra", "warnings", "dialect", "keys", "rules"}
+)
 
 
 def _spec_json(spec: McpServerSpec) -> dict[str, Any]:

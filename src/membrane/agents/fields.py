@@ -36,6 +36,7 @@ from membrane.agents.values import (
     check_names,
     definition_name,
 )
+from membrane.tools.permissions import PermissionRule
 
 __all__ = [
     "ALIASES",
@@ -47,12 +48,16 @@ __all__ = [
     "plain",
 ]
 
-_NOT_FIELDS = {"body", "root", "path", "lines", "extra", "warnings", "dialect", "keys"}
+_NOT_FIELDS = {"body", "root", "path", "lines", "extra", "warnings", "dialect", "keys", "rules"}
 #: Every frontmatter field, in the order ``AgentDefinition`` declares them.
 FIELDS: tuple[str, ...] = tuple(
     f.name for f in dataclasses.fields(AgentDefinition) if f.name not in _NOT_FIELDS
 )
-ALIASES: Mapping[str, str] = {"disallowedTools": "disallowed_tools", "mcpServers": "mcp_servers"}
+ALIASES: Mapping[str, str] = {
+    "disallowedTools": "disallowed_tools",
+    "mcpServers": "mcp_servers",
+    "askTools": "ask_tools",
+}
 _NEAR_MISSES: Mapping[str, str] = {
     "tool": "tools",
     "allowedtools": "tools",
@@ -229,8 +234,22 @@ def build_definition(
         keys=keys,
         lines=field_lines,
         extra=extra,
+        rules=_ordered(builder.rules),
         warnings=(*warnings, *builder.warnings),
         **{k: v for k, v in values.items() if v is not UNSET},
+    )
+
+
+def _ordered(rules: Sequence[PermissionRule]) -> tuple[PermissionRule, ...]:
+    """A dialect's own rule maps (OpenCode's ``permission``) first, in file order; then the
+    rules of the tool lists ordered ``allow``, ``ask``, ``deny`` whatever the key order, so the
+    last matching rule gives ``deny`` precedence over ``ask`` over ``allow`` (Claude Code's)."""
+    rank = {"allow": 0, "ask": 1, "deny": 2}
+    return tuple(
+        sorted(
+            rules,
+            key=lambda r: (0, 0) if r.source.startswith("permission") else (1, rank[r.verdict]),
+        )
     )
 
 
@@ -263,8 +282,19 @@ def _unknown(builder: ValueReader, key: str, value: Any) -> None:
         )
 
 
+_TOKEN_FIELDS = frozenset(
+    {"tools", "disallowed_tools", "ask_tools", "exclude_extensions", "allowed_subagents"}
+)
+
+
 def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
-    if field in ("tools", "disallowed_tools", "exclude_extensions", "allowed_subagents"):
+    if field in (
+        "tools",
+        "disallowed_tools",
+        "ask_tools",
+        "exclude_extensions",
+        "allowed_subagents",
+    ):
         return builder.tokens(key, field, value, flags=False)
     if field in ("extensions", "skills"):
         return builder.tokens(key, field, value, flags=True)

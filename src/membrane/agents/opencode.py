@@ -14,9 +14,11 @@ OpenCode's fields, each with its own meaning:
 
 A tool no key mentions is allowed in OpenCode; in Membrane it follows the read-only default
 (``dialect-default-differs``) unless ``opencode_omitted_tools = "all"``. ``edit`` governs every
-file change in OpenCode, so it decides ``Edit`` and ``Write``. A tool that needs an ``ask`` or a
-command pattern is not granted: Membrane cannot hold the call for approval, so it grants nothing
-rather than more than the file says.
+file change in OpenCode, so it decides ``Edit`` and ``Write``. ``ask`` and pattern maps
+(``bash: {"git *": allow, "*": ask}``, ``edit: {"src/**": allow}``) become permission rules in
+the map's order (the last matching one wins, ``*`` matching every call), enforced on every call;
+a command no pattern matches asks (OpenCode would allow it). ``task`` and ``skill`` take names
+only: ``ask`` there grants nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from membrane.agents.translation import Dialect, Translation
+from membrane.tools.permissions import PermissionRule
 
 __all__ = ["OPENCODE_TOOLS", "finish_opencode", "translate_opencode"]
 
@@ -63,6 +66,8 @@ OPENCODE_TOOLS: Final = frozenset(
     }
 )
 _VERDICTS = ("allow", "ask", "deny")
+#: Permission keys whose value may be a map of patterns (commands, paths, names).
+_PATTERN_KEYS = ("bash", "edit", "read", "glob", "grep", "list", "task", "skill")
 _BOOL_WORDS = {"true": True, "yes": True, "false": False, "no": False}
 _IGNORED: Mapping[str, str] = {
     "temperature": "sets a sampling temperature, which Membrane leaves to the model",
@@ -112,6 +117,7 @@ def finish_opencode(out: Translation, dialect: Dialect) -> None:
     granted: list[str] = []
     denied: list[str] = []
     unspecified: list[str] = []
+    ruled = False
     for builtin, (tool_names, perm_keys) in _BUILTINS.items():
         enabled = _last(tmap, tool_names, out, "tools")
         verdict = _last(perms, perm_keys, out, "permission")
@@ -120,17 +126,11 @@ def finish_opencode(out: Translation, dialect: Dialect) -> None:
         elif verdict == "allow" or (enabled is True and verdict is None):
             granted.append(builtin)
         elif verdict is not None:
-            shown = verdict if isinstance(verdict, str) else "command patterns"
-            out.reader.warn(
-                "permission",
-                "argument-pattern",
-                f"`permission` gives {builtin} `{shown}`; Membrane cannot hold a call for "
-                f"approval, so {builtin} is not granted",
-            )
+            ruled |= _rules(out, builtin, perm_keys[0], verdict)
         else:
             unspecified.append(builtin)
     extras, mcp_denied = _mcp(tmap)
-    explicit = bool(granted or extras)
+    explicit = bool(granted or extras or ruled)
     if explicit:
         policy = dialect.omitted_tools
         base = {"default": list(dialect.default_tools), "all": list(_BUILTINS), "inherit": []}
@@ -151,14 +151,36 @@ def finish_opencode(out: Translation, dialect: Dialect) -> None:
     _delegation(out, perms, "skill", "skills")
 
 
+def _rules(out: Translation, builtin: str, key: str, verdict: Any) -> bool:
+    """``ask``, or a map of patterns, as ``builtin``'s rules; whether any of them grants."""
+    table: Mapping[str, Any] = {"*": verdict} if isinstance(verdict, str) else verdict
+    grants = False
+    for pattern, value in table.items():
+        if value not in _VERDICTS:
+            out.reader.fail(
+                "permission",
+                f"gives `{key}` pattern {pattern!r} the verdict {value!r}",
+                "write `allow`, `ask` or `deny`",
+            )
+        where = "permission" if isinstance(verdict, str) else f"permission.{key}"
+        text = f"{key}: {value}" if pattern == "*" else f"{key} {pattern!r}: {value}"
+        rule = PermissionRule(
+            builtin, None if pattern == "*" else str(pattern), value, text, where, value != "deny"
+        )
+        out.reader.rules.append(rule)
+        grants |= value != "deny"
+    return grants
+
+
 def _check_keys(out: Translation, perms: Mapping[str, Any], tmap: Mapping[str, Any]) -> None:
     for name, verdict in perms.items():
         if name == "*" or any(fnmatch.fnmatchcase(t, name) for t in OPENCODE_TOOLS):
-            if name not in ("bash", "task", "skill") and isinstance(verdict, Mapping):
+            if name not in _PATTERN_KEYS and isinstance(verdict, Mapping):
                 out.reader.warn(
                     "permission",
                     "argument-pattern",
-                    f"`permission.{name}` holds patterns; only bash, task and skill take them",
+                    f"`permission.{name}` holds patterns; only {', '.join(_PATTERN_KEYS)} take "
+                    "them, so it grants nothing",
                 )
             continue
         out.reader.warn(

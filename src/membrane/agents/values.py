@@ -2,9 +2,11 @@
 
 ``ValueReader`` applies the rule of ``membrane.agents.fields``: a malformed authority field is
 a ``DefinitionError``; any other malformed field is an ``invalid-value`` warning and stays
-``UNSET``. Name lists never widen authority: an argument pattern (``Bash(git log:*)``) is dropped
-from ``tools`` and read as the whole tool in ``disallowed_tools``, and a value YAML typed as
-something other than text (a date, binary data, a set) is refused rather than turned into a name.
+``UNSET``. Name lists never widen authority: an argument pattern Membrane enforces
+(``Bash(git log:*)``, ``Edit(src/**)``) becomes a permission rule checked on every call; any other
+(``WebFetch(domain:x)``) is dropped from ``tools`` and read as the whole tool in
+``disallowed_tools``; and a value YAML typed as something other than text (a date, binary data, a
+set) is refused rather than turned into a name.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from membrane.config.budget import Budget
 from membrane.config.load import mcp_server_spec
 from membrane.config.values import McpServerSpec
 from membrane.errors import DefinitionError, InvalidRequest, SettingsError
+from membrane.tools.permissions import RULE_TOOLS, PermissionRule, Verdict, parse_rule
 from membrane.vocabulary import DELEGATION_TOOLS, canonical_builtin_name
 
 __all__ = [
@@ -40,6 +43,7 @@ AUTHORITY_FIELDS = frozenset(
     {
         "tools",
         "disallowed_tools",
+        "ask_tools",
         "extensions",
         "exclude_extensions",
         "mcp_servers",
@@ -61,6 +65,7 @@ AUTHORITY_FIELDS = frozenset(
 _EXAMPLES: Mapping[str, str] = {
     "tools": "Read, Grep",
     "disallowed_tools": "Bash, Write",
+    "ask_tools": "Bash(git push:*), Write",
     "exclude_extensions": "my-extension",
     "allowed_subagents": "explorer, code-reviewer",
     "extensions": "my-extension",
@@ -91,6 +96,9 @@ class ValueReader:
         self.path = path
         self.lines = lines
         self.warnings: list[DefinitionWarning] = []
+        #: Permission rules read from ``tools``, ``ask_tools``, ``disallowed_tools`` (and a
+        #: dialect's own permission fields), in the order they were read.
+        self.rules: list[PermissionRule] = []
 
     def warn(self, key: str, code: str, message: str) -> None:
         self.warnings.append(DefinitionWarning(self.path, self.lines.get(key), code, message))
@@ -177,7 +185,7 @@ class ValueReader:
 
     def tokens(self, key: str, field: str, value: Any, *, flags: bool) -> Any:
         """A comma string or a YAML list; ``none`` and ``[]`` are the empty tuple."""
-        denylist = field in ("disallowed_tools", "exclude_extensions")
+        denylist = field in ("disallowed_tools", "exclude_extensions", "ask_tools")
         if isinstance(value, bool):
             if flags or (field == "allowed_subagents" and value is False):
                 return value if flags else ()
@@ -225,7 +233,7 @@ class ValueReader:
                     f"write `{key}: none` alone, or list the names without `none`",
                 )
             return ()
-        if field in ("tools", "disallowed_tools"):
+        if field in ("tools", "disallowed_tools", "ask_tools"):
             for item in items:
                 if re.search(r"\s", re.sub(r"\(.*\)", "", item)):
                     self.fail(
@@ -304,39 +312,73 @@ class ValueReader:
             )
 
     def patterns(self, key: str, field: str, items: list[str]) -> list[str]:
-        """Argument patterns (``Bash(git log:*)``, another product's syntax) never widen authority.
+        """Argument patterns (``Bash(git log:*)``) become permission rules; never more authority.
 
-        Membrane cannot enforce a pattern, so in ``tools`` such a token would grant the whole
-        tool: it is dropped and grants nothing. In ``disallowed_tools`` it denies the whole
-        tool, which only narrows. Either way the ``argument-pattern`` warning says so.
+        A pattern on a tool whose arguments Membrane reads (``Bash``, ``Read``, ``Glob``,
+        ``Grep``, ``Edit``, ``Write``) is a rule enforced on every call: in ``tools`` it grants
+        the tool for the calls it matches (``allow``), in ``ask_tools`` the matching calls need
+        the host's approval, in ``disallowed_tools`` they are refused. Any other pattern cannot
+        be enforced: in ``tools`` it grants nothing, in ``disallowed_tools`` and ``ask_tools``
+        it covers the whole tool, which only narrows; the ``argument-pattern`` warning says so.
+        Every ``ask_tools`` entry is a rule; the list keeps only the names, for the record.
         """
+        verdict: Verdict = (
+            "allow" if field == "tools" else "ask" if field == "ask_tools" else "deny"
+        )
         kept: list[str] = []
         for item in items:
-            if "(" not in item and ")" not in item:
-                kept.append(item)
-                continue
-            tool = item.partition("(")[0].strip()
-            if not tool or "(" not in item or not item.endswith(")"):
+            parsed = parse_rule(item)
+            if parsed is None:
                 self.fail(
                     key,
                     f"`{item}` is not a tool name",
-                    "write a tool name such as `Bash`; Membrane has no argument patterns",
+                    "write a tool name such as `Bash`, or a rule such as `Bash(git log:*)`",
                 )
+            tool, pattern = parsed
+            builtin = canonical_builtin_name(tool)
+            if pattern is None:
+                kept.append(item)
+                if field == "ask_tools":
+                    self._rule(builtin or tool, None, verdict, item, key)
+                continue
+            if builtin is not None and builtin in RULE_TOOLS:
+                for one in _split_patterns(pattern):
+                    self._rule(builtin, one, verdict, f"{builtin}({one})", key)
+                if field == "ask_tools":
+                    kept.append(builtin)
+                continue
             if field == "tools":
                 self.warn(
                     key,
                     "argument-pattern",
-                    f"Membrane has no argument patterns; `{item}` would grant all of {tool}, "
-                    f"so it is dropped and grants nothing (write `{tool}` to grant all of it)",
+                    f"Membrane cannot read the arguments of {tool}, so `{item}` would grant all "
+                    f"of {tool}: it is dropped and grants nothing (write `{tool}` to grant all "
+                    "of it)",
                 )
                 continue
+            whole = "denies" if field == "disallowed_tools" else "asks for every call of"
             self.warn(
                 key,
                 "argument-pattern",
-                f"Membrane has no argument patterns; `{item}` denies all of {tool}",
+                f"Membrane cannot read the arguments of {tool}, so `{item}` {whole} all of {tool}",
             )
             kept.append(tool)
+            if field == "ask_tools":
+                self._rule(builtin or tool, None, verdict, tool, key)
         return kept
+
+    def _rule(self, tool: str, pattern: str | None, verdict: Verdict, text: str, key: str) -> None:
+        rule = PermissionRule(tool, pattern, verdict, text, key, grants=verdict == "allow")
+        self.rules.append(rule)
+
+
+def _split_patterns(pattern: str) -> list[str]:
+    """``git log:*, git diff:*`` (several prefix patterns in one pair of parentheses) as two;
+    any other pattern stays whole (a command may hold a comma)."""
+    parts = [p.strip() for p in pattern.split(",")]
+    if len(parts) > 1 and all(p.endswith(":*") and p[:-2].strip() for p in parts):
+        return parts
+    return [pattern]
 
 
 _TOOL_WORDS = frozenset({"*", "all", "inherit"})

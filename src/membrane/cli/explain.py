@@ -412,6 +412,7 @@ def _print_table(authority: EffectiveAuthority, model: dict[str, object], budget
         status = f"[dim]left out: {reason}[/]"
         tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
     console.print(tools)
+    _print_permissions(console, authority)
 
     if authority.skills is not None or authority.skills_left_out:
         skills = Table("skill", "status", title="Skills", title_justify="left")
@@ -447,6 +448,23 @@ def _print_table(authority: EffectiveAuthority, model: dict[str, object], budget
         console.rule("Warnings")
         for warning in authority.warnings:
             console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def _print_permissions(console: Console, authority: EffectiveAuthority) -> None:
+    """Each governed tool's rules, in the order they apply (the last match wins)."""
+    permissions = authority.permissions
+    if not permissions.tools and permissions.mode == "default":
+        return
+    title = f"Permissions (mode {permissions.mode}; the last matching rule wins)"
+    table = Table("tool", "rule", "verdict", "from", title=title, title_justify="left")
+    for name, rules in sorted(permissions.tools.items()):
+        for rule in rules:
+            table.add_row(name, rule.text or rule.tool, rule.verdict, rule.source)
+        default = "ask" if name in permissions.by_rules else "allow"
+        table.add_row(name, "[dim]any other call[/]", default, "default")
+    if permissions.inherits_parent:
+        table.add_row("*", "[dim]the parent's rules[/]", "-", "inherit")
+    console.print(table)
 
 
 _CALL = typer.Option(None, "--call", help="Call parameters as JSON, or @FILE holding them.")

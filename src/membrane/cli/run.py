@@ -22,6 +22,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import EXIT_RUN, app, err_console
+from membrane.cli.approve import TerminalApprover, terminal_approver
 from membrane.cli.backend import RunFollower, runtime_answers, runtime_session
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.config.budget import Budget
@@ -251,9 +252,11 @@ async def follow_run(
     *,
     as_json: bool,
     announce: Callable[[RunInfo], str | None] = _no_announcement,
+    approver: TerminalApprover | None = None,
 ) -> tuple[RunState, RunInfo, RunResult, bool]:
     """``start`` the run, show its tree until it ends (``--json``: every event) and return the
-    tree, the run, its result and whether Ctrl-C stopped it."""
+    tree, the run, its result and whether Ctrl-C stopped it. ``approver`` pauses the live tree
+    while it asks."""
     console = Console()
     state = RunState()
     info = await start()
@@ -261,6 +264,8 @@ async def follow_run(
     if line is not None and not as_json:
         console.print(Text(line))
     live = Live(state.tree(), console=console, transient=True)
+    if approver is not None and not as_json:
+        approver.live = live
     with live if not as_json else contextlib.nullcontext():
         interrupted = await _stream_until_done(follower.stream, state, info, live, as_json=as_json)
     if interrupted:
@@ -293,6 +298,8 @@ async def drive_run(
     hooks = ExtensionHooks.from_extensions(ws.extensions.values())
     servers = McpServers.of(ws)
     provider = InProcessProvider(model, hooks=hooks)
+    # On a terminal, an `ask` rule's call is put to the user; otherwise no one can approve it.
+    approver = terminal_approver(err_console)
     runtime = SubagentRuntime(
         catalog=ws.catalog,
         registry=ws.registry,
@@ -304,6 +311,7 @@ async def drive_run(
             deployment=ws.deployment(),
             memory=ws.memory_for,
             workflows=builtin_workflows(),
+            approver=approver,
         ),
     )
     try:
@@ -311,7 +319,11 @@ async def drive_run(
             servers.hooks(ws.catalog.definitions, into=hooks)
             follower = RunFollower(stream=stream, stop=runtime.stop, wait=runtime.wait)
             followed = await follow_run(
-                follower, lambda: start(runtime), as_json=as_json, announce=announce
+                follower,
+                lambda: start(runtime),
+                as_json=as_json,
+                announce=announce,
+                approver=approver,
             )
     finally:
         store.close()

@@ -7,7 +7,8 @@ result is always a ``tool`` message: failures become error results whose content
 ``{"error": {"code", "message"[, "path"]}}``, so the model reads the code and nothing about
 tools it cannot see.
 
-Codes in error results: ``tool-not-visible`` (vetoed), ``tool-blocked`` (a hook blocked it),
+Codes in error results: ``tool-not-visible`` (vetoed), ``tool-call-denied`` and
+``approval-unavailable`` (vetoed by a permission rule), ``tool-blocked`` (a hook blocked it),
 ``tool-arguments-invalid`` (with ``path``), ``tool-failed``, any other ``MembraneError`` code a
 handler raised (``path-outside-checkout``, ``depth-limit-exceeded`` ...), and ``tool-skipped``
 for a call the loop answered without running it (a steer arrived, the turn limit or a stop).
@@ -19,7 +20,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from membrane.errors import MembraneError, ToolBlocked, ToolFailed, ToolNotVisible
+from membrane.errors import (
+    ApprovalUnavailable,
+    MembraneError,
+    ToolBlocked,
+    ToolCallDenied,
+    ToolFailed,
+    ToolNotVisible,
+)
 from membrane.extensions.hooks import BeforeToolCall, ExtensionHooks
 from membrane.models.base import Message, ToolCall
 from membrane.tools.scope import Scope
@@ -72,6 +80,11 @@ async def run_tool_call(
         return _vetoed(call, emit)
     try:
         value = await view.call(call.name, call.arguments, context)
+    except (ToolCallDenied, ApprovalUnavailable) as exc:
+        # A permission rule refused it: a vetoed call, with the rule the model can act on.
+        data = {"name": call.name, "id": call.id, "code": exc.code}
+        emit("vetoed_call", {**data, "rule": exc.data.get("rule")})
+        return error_result(call, exc.code, exc.message)
     except MembraneError as exc:
         return error_result(call, exc.code, exc.message, path=exc.data.get("path"))
     except Exception as exc:

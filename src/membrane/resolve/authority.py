@@ -27,6 +27,7 @@ from membrane.resolve.invocation import (
     resolve_checkout,
     resolve_invocation,
 )
+from membrane.resolve.permissions import Permissions, permission_mode, resolve_permissions
 from membrane.resolve.prompt import (
     DelegationEntry,
     MemoryNote,
@@ -43,6 +44,7 @@ from membrane.resolve.tools import (
     describe_tools,
     plan_tools,
 )
+from membrane.tools.permissions import ToolGate
 from membrane.tools.spec import Tool
 from membrane.vocabulary import ASSIGNABLE_TOOLS, DELEGATION_TOOLS, INHERIT_DENY_TOOLS
 
@@ -82,6 +84,8 @@ class ParentContext:
     live_stamp: Callable[[], Hashable] | None = None
     #: The parent's ``# Skills`` catalog (name -> description); ``None``: the deployment's.
     skills: Mapping[str, str] | None = None
+    #: The parent's permission gate: an inheriting child is held to it as well.
+    call_gate: ToolGate | None = None
 
     def __post_init__(self) -> None:
         check_depth(self.depth, what="parent.depth", exact=True)
@@ -152,6 +156,8 @@ class EffectiveAuthority:
     #: reason for every known skill the child does not get.
     skills: Mapping[str, str] | None = None
     skills_left_out: Mapping[str, str] = field(default_factory=dict)
+    #: The permission mode and the rules of each callable tool (what the child's gate holds).
+    permissions: Permissions = field(default_factory=Permissions)
     _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def with_filters(
@@ -172,7 +178,7 @@ class EffectiveAuthority:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The ``membrane explain --json`` contract: exactly these seven keys."""
+        """The ``membrane explain --json`` contract: exactly these eight keys."""
         return {
             "definition": {
                 "name": self.definition.name,
@@ -209,6 +215,7 @@ class EffectiveAuthority:
                 },
             },
             "checkout": {"kind": self.checkout.kind, "path": self.checkout.path},
+            "permissions": self.permissions.to_json(),
             "warnings": list(self.warnings),
         }
 
@@ -407,6 +414,8 @@ def resolve(
         settings=settings,
     )
     warnings += more
+    permission, more = permission_mode(invocation["permission"].value)
+    warnings += more
     isolated = invocation["isolated"].value is True
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
@@ -455,6 +464,7 @@ def resolve(
         delegation=delegation,
         has_memory=memory_scope is not None,
         parent_tools=parent_now,
+        plan_mode=permission == "plan",
     )
     warnings += more
     restriction = DefinitionRestriction(plan, parent_tools=live, parent_stamp=parent.live_stamp)
@@ -581,5 +591,6 @@ def resolve(
         prompt_sections=sections,
         skills=skills,
         skills_left_out=skills_left_out,
+        permissions=resolve_permissions(plan, definition.rules, callable_tools, mode=permission),
         _inputs=(definition, call, parent, deployment, persona, depth),
     )

@@ -56,6 +56,7 @@ LEFT_OUT_REASONS: Final = (
     "toolFilter",
     "role",
     "no such MCP server",
+    "permission mode plan",
 )
 
 
@@ -124,6 +125,10 @@ class ToolPlan:
     #: Whether the file writes ``extensions`` (or ``mcp_servers``): only then does "no
     #: selector" admit every tool of the loaded extensions (DESIGN rule 2).
     extensions_written: bool = False
+    #: Built-ins that only permission rules grant: a call no rule matches asks.
+    by_rules: frozenset[str] = frozenset()
+    #: ``permission: plan``: every mutating tool is left out.
+    plan_mode: bool = False
 
     def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
         if builtin_of(tool) in self.disallowed_builtins:
@@ -202,6 +207,7 @@ def plan_tools(
     delegation: str | None,
     has_memory: bool,
     parent_tools: Mapping[str, Tool],
+    plan_mode: bool = False,
 ) -> tuple[ToolPlan, list[str]]:
     """Steps 1-3 and 5 of the tool order; the caller decides delegation (step 4).
 
@@ -248,6 +254,13 @@ def plan_tools(
         warnings=warnings,
     )
     builtins = set(tokens.builtins)
+    # A rule in ``tools`` (``Bash(git log:*)``) grants its tool for the calls it matches.
+    by_rules = {
+        rule.tool
+        for rule in definition.rules
+        if rule.grants and rule.tool in ASSIGNABLE_TOOLS and rule.tool not in builtins
+    }
+    builtins |= by_rules
     if has_memory:
         inherited = {b for t in parent_tools.values() if (b := builtin_of(t))} if inherit else set()
         writes = ((builtins | inherited) & WRITE_TOOLS) - disallowed.builtins
@@ -268,6 +281,8 @@ def plan_tools(
         delegation=delegation,
         field=tokens.field,
         extensions_written=definition.extensions is not UNSET or bool(servers),
+        by_rules=frozenset(by_rules),
+        plan_mode=plan_mode,
     )
     return plan, warnings
 
@@ -330,6 +345,8 @@ class DefinitionRestriction:
         extension = extension_of(tool)
         if plan.is_disallowed(tool, extension):
             return "disallowed_tools"
+        if plan.plan_mode and tool.mutating:
+            return "permission mode plan"
         name = tool.name
         if extension is not None:
             return self._extension_reason(tool, extension)

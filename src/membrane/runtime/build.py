@@ -26,6 +26,7 @@ from membrane.errors import (
     UnknownModel,
 )
 from membrane.loop.calls import Emit
+from membrane.loop.permissions import PermissionGate
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.resolve.prompt import PromptSection
 from membrane.runtime.budget import RunSpending
@@ -38,6 +39,7 @@ from membrane.runtime.runs import RunRecord
 from membrane.runtime.setup import ChildSetup, SetupStep
 from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.worktree import Worktree
+from membrane.tools.permissions import Approver, ToolGate
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
 from membrane.tools.scope import Scope
@@ -70,6 +72,7 @@ class ChildBuilder:
         on_step: SetupStep | None = None,
         child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
         workflows: WorkflowBinder | None = None,
+        approver: Approver | None = None,
     ) -> None:
         if on_step is not None and not callable(on_step):
             raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
@@ -84,6 +87,7 @@ class ChildBuilder:
         self._on_step = on_step
         self._child_env = child_env
         self._workflows = workflows
+        self._approver = approver
 
     async def build(
         self,
@@ -138,6 +142,7 @@ class ChildBuilder:
             restrictions=restrictions,
             local_tools=local,
             gates=() if bound is None else (bound.gate,),
+            call_gate=self._gate(authority, context),
             response_schema=request.response_schema,
             checkout=None
             if worktree is None or not authority.checkout.path
@@ -198,13 +203,27 @@ class ChildBuilder:
             child=child,
             system=composed[0].system,
             model=model,
-            permission_mode=str(invocation["permission"].value),
+            permission_mode=authority.permissions.mode,
             role=request.role,
             cwd=None if cwd is None else str(cwd),
             worktree=worktree,
             skills=authority.skills,
             spending=spending,
             capability_mode=mode,
+        )
+
+    def _gate(self, authority: EffectiveAuthority, context: ParentContext) -> ToolGate | None:
+        """The child's permission gate: its own rules and, when it inherits, its parent's."""
+        permissions = authority.permissions
+        parent = context.call_gate if permissions.inherits_parent else None
+        if not permissions.rules and not permissions.by_rules and parent is None:
+            return None
+        return PermissionGate(
+            permissions.rules,
+            by_rules=permissions.by_rules,
+            mode=permissions.mode,
+            approver=self._approver,
+            parent=parent,
         )
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:

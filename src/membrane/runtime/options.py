@@ -17,6 +17,7 @@ from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.setup import SetupStep
 from membrane.runtime.workflows import WorkflowBinding
 from membrane.runtime.worktree import WorktreeManager
+from membrane.tools.permissions import Approver
 
 __all__ = ["RuntimeOptions"]
 
@@ -44,6 +45,8 @@ class RuntimeOptions:
     * ``workflows``: the gated workflows a definition may opt into (``workflow: NAME``), by
       name (``membrane.workflow.builtin_workflows()``); a definition naming one not given here
       fails closed with ``unknown-workflow``.
+    * ``approver``: answers the calls an ``ask`` permission rule holds (``ApprovalRequest`` ->
+      ``True`` to run it); without one such a call fails with ``approval-unavailable``.
     """
 
     settings: Settings | None = None
@@ -55,3 +58,4 @@ class RuntimeOptions:
     memory: Callable[[AgentDefinition], Mapping[str, str]] | None = None
     child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None
     workflows: Mapping[str, WorkflowBinding] | None = None
+    approver: Approver | None = None

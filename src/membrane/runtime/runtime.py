@@ -258,6 +258,7 @@ class SubagentRuntime:
             on_step=on_setup_step,
             child_env=child_env,
             workflows=WorkflowBinder(options.workflows, self.store, self._hub.commit),
+            approver=options.approver,
         )
         publisher = Publisher(
             self.store,

@@ -6,11 +6,13 @@
    rendered as a strict template;
 2. ``restrict:<label>``: each restriction (the definition's, the request's ``toolFilter``, the
    caller's role), through ``Scope.restrict``, so one resolver governs schemas and execution;
-3. ``local-tools``: scope-local tools (the delegation tools of a parent that may delegate),
+3. ``permissions``: the child's permission gate (``Scope.guard``), when its rules or its
+   parent's (an inheriting child) govern any call;
+4. ``local-tools``: scope-local tools (the delegation tools of a parent that may delegate),
    added after the global filter as seed 001 rule 3 requires;
    ``gate:<label>``: each gate (a workflow's phase gate), through ``Scope.gate``, over global
    and local tools alike;
-4. ``structured-output``: when a response schema is asked for, a prompt section that states it
+5. ``structured-output``: when a response schema is asked for, a prompt section that states it
    (the loop validates the final answer against the same schema and asks again when it fails).
 
 Any failure raises ``SetupFailed`` (``setup-failed``) naming the step, chained to the cause; the
@@ -30,6 +32,7 @@ from membrane.resolve.prompt import PromptSection
 from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.persona import PERSONA_SECTION, join_sections, render_sections
 from membrane.runtime.provider import ChildComposition
+from membrane.tools.permissions import ToolGate
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool
@@ -55,6 +58,8 @@ class ChildSetup:
     sections: Sequence[PromptSection]
     persona_values: Mapping[str, str]
     restrictions: Sequence[ToolPredicate] = ()
+    #: The permission gate (``Scope.guard``) every call of the child passes.
+    call_gate: ToolGate | None = None
     local_tools: Sequence[Tool] = ()
     gates: Sequence[ToolPredicate] = ()
     response_schema: Mapping[str, Any] | None = None
@@ -70,6 +75,9 @@ class ChildSetup:
                 if isinstance(predicate, RoleRestriction):
                     predicate.validate(scope.registry, local=[*scope.locals(), *scope.reserved()])
                 scope.restrict(predicate, validate=isinstance(predicate, Restriction))
+        if self.call_gate is not None:
+            with self._step("permissions"):
+                scope.guard(self.call_gate)
         with self._step("local-tools"):
             for tool in self.local_tools:
                 scope.add_local(tool)

@@ -381,6 +381,7 @@ class StartPath:
             live=live,
             live_stamp=lambda: scope.view().key,
             skills=parent.skills,
+            call_gate=scope.call_gate,
         )
 
     async def _worktree(self, run_id: str, authority: EffectiveAuthority) -> Worktree | None:

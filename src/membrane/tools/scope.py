@@ -31,6 +31,7 @@ from functools import partial
 from types import MappingProxyType
 
 from membrane.errors import ToolSpecError
+from membrane.tools.permissions import ToolGate
 from membrane.tools.registry import RegistryChange, ToolRegistry, check_tool, retag
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.spec import Tool
@@ -73,6 +74,7 @@ class Scope:
         self._view_overlay: frozenset[str] = frozenset()
         self._gates: tuple[ToolPredicate, ...] = ()
         self._view_gates: tuple[Hashable, ...] = ()
+        self._call_gate: ToolGate | None = None
 
     @property
     def restrictions(self) -> tuple[ToolPredicate, ...]:
@@ -119,6 +121,25 @@ class Scope:
             predicate.validate(self.registry, local=[*self._locals, *self._reserved])
         self._restrictions = (*self._restrictions, predicate)
         self._filter_version += 1
+        self.version += 1
+
+    @property
+    def call_gate(self) -> ToolGate | None:
+        """The permission gate every call through this scope's view passes, if any."""
+        return self._call_gate
+
+    def guard(self, gate: ToolGate) -> None:
+        """Install ``gate``: every call through this scope's view is checked by it (after the
+        arguments, before the handler). One call gate per scope; a second one is refused."""
+        if not isinstance(gate, ToolGate):
+            raise ToolSpecError(
+                f"scope {self.name!r}: guard() needs a ToolGate (async check), "
+                f"got {type(gate).__name__}",
+                scope=self.name,
+            )
+        if self._call_gate is not None:
+            raise ToolSpecError(f"scope {self.name!r} already has a call gate", scope=self.name)
+        self._call_gate = gate
         self.version += 1
 
     def add_local(self, tool: Tool, *, replace: bool = False) -> None:
@@ -169,10 +190,11 @@ class Scope:
         if previous is None or moved is None or gates != self._view_gates:
             view = self._compose(layer, key)
         elif not moved and self._view_version == self.version:
-            view = previous.rekeyed(key)
+            view = previous.rekeyed(key, gate=self._call_gate)
         else:
             touched = moved | overlay | self._view_overlay
-            view = previous.derive(touched, partial(self._resolve_one, layer), key=key)
+            resolve = partial(self._resolve_one, layer)
+            view = previous.derive(touched, resolve, key=key, gate=self._call_gate)
         self._view = view
         self._view_version = self.version
         self._view_overlay = overlay
@@ -285,7 +307,7 @@ class Scope:
         names = layer.names if layer.names is not None else tuple(sorted(layer.tools))
         limiter = self.registry.rate_limits
         if not self._locals and not self._reserved and not self._gates:
-            return ToolView(layer.tools, names, key=key, limiter=limiter)
+            return ToolView(layer.tools, names, key=key, limiter=limiter, gate=self._call_gate)
         tools = dict(layer.tools)
         ordered = list(names)
         for name, tool in self._locals.items():
@@ -300,7 +322,7 @@ class Scope:
             if name not in tools:
                 insort(ordered, name)
             tools[name] = tool
-        return ToolView(tools, tuple(ordered), key=key, limiter=limiter)
+        return ToolView(tools, tuple(ordered), key=key, limiter=limiter, gate=self._call_gate)
 
     def __repr__(self) -> str:
         return (

@@ -29,6 +29,7 @@ from membrane.errors import (
 )
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
+from membrane.tools.permissions import ToolGate
 from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.registry import check_tool, json_schema, retag
 from membrane.tools.spec import Tool, ToolContext
@@ -42,10 +43,11 @@ class ToolView:
     """Visible tools of one scope at one resolution, keyed by exact name.
 
     ``names`` is sorted. ``key`` identifies the resolution (registry version, scope version,
-    predicate stamps); two views with equal keys from one scope are the same object.
+    predicate stamps); two views with equal keys from one scope are the same object. ``gate``
+    checks every call's arguments (the scope's permission rules) before its handler runs.
     """
 
-    __slots__ = ("_limiter", "_schemas", "_sdk", "_tools", "key", "names")
+    __slots__ = ("_gate", "_limiter", "_schemas", "_sdk", "_tools", "key", "names")
 
     def __init__(
         self,
@@ -54,9 +56,11 @@ class ToolView:
         *,
         key: Hashable = None,
         limiter: RateLimiter | None = None,
+        gate: ToolGate | None = None,
     ) -> None:
         self._tools = tools
         self._limiter = limiter
+        self._gate = gate
         self.names: tuple[str, ...] = tuple(sorted(tools)) if names is None else names
         self.key = key
         self._schemas: tuple[JSONDict, ...] | None = None
@@ -75,9 +79,9 @@ class ToolView:
             by_name[tool.name] = tool
         return cls(MappingProxyType(by_name))
 
-    def rekeyed(self, key: Hashable) -> ToolView:
-        """The same resolution under a new key, sharing everything already derived."""
-        view = ToolView(self._tools, self.names, key=key, limiter=self._limiter)
+    def rekeyed(self, key: Hashable, *, gate: ToolGate | None = None) -> ToolView:
+        """The same resolution under a new key (and ``gate``), sharing everything derived."""
+        view = ToolView(self._tools, self.names, key=key, limiter=self._limiter, gate=gate)
         view._schemas, view._sdk = self._schemas, self._sdk
         return view
 
@@ -87,6 +91,7 @@ class ToolView:
         resolve: Callable[[str], Tool | None],
         *,
         key: Hashable,
+        gate: ToolGate | None = None,
     ) -> ToolView:
         """A new view equal to this one except at ``touched`` names, which ``resolve`` answers.
 
@@ -113,7 +118,7 @@ class ToolView:
                     schemas.insert(index, wire_schema(new))
             elif schemas is not None:
                 schemas[index] = wire_schema(new)
-        view = ToolView(tools, tuple(names), key=key, limiter=self._limiter)
+        view = ToolView(tools, tuple(names), key=key, limiter=self._limiter, gate=gate)
         view._schemas = None if schemas is None else tuple(schemas)
         return view
 
@@ -173,9 +178,10 @@ class ToolView:
 
         Raises ``ToolNotVisible`` (naming only ``name``), ``ToolArgumentsInvalid`` (with the JSON
         path of the first problem), ``ToolSpecError`` when the tool's own schema cannot be
-        applied, ``RateLimited`` when the call exceeds the tool's window for the context's
-        session (checked after the arguments, before the handler), or ``ToolFailed`` wrapping
-        a handler's non-Membrane error.
+        applied, ``ToolCallDenied``/``ApprovalUnavailable`` when the scope's permission rules
+        refuse the call, ``RateLimited`` when the call exceeds the tool's window for the
+        context's session (both checked after the arguments, before the handler), or
+        ``ToolFailed`` wrapping a handler's non-Membrane error.
         """
         # A name that is not a string (a model's malformed call) names no tool.
         tool = self._tools.get(name) if isinstance(name, str) else None
@@ -210,6 +216,8 @@ class ToolView:
                 path=error.json_path,
                 reason=reason,
             )
+        if self._gate is not None:
+            await self._gate.check(tool, values, context)
         limiter = self._limiter
         if limiter:
             limiter.acquire(context.session or context.run_id or context.agent, name)

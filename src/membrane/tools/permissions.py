@@ -1,0 +1,221 @@
+"""Argument-level permission rules: ``Bash(git log:*)``, ``Edit(src/**)``, allow/ask/deny.
+
+A ``PermissionRule`` says what happens to a call of one tool whose *subject* matches its pattern
+(``None``: every call): ``allow``, ``ask`` (a host approves or refuses it) or ``deny``. A tool's
+rules are read in order and the **last matching rule wins**; a call no rule matches gets the
+tool's default (``allow`` when the tool was granted plainly, ``ask`` when only rules grant it).
+
+Subjects: ``Bash`` rules match each simple command of the ``command`` argument; ``Read``,
+``Glob`` and ``Grep`` rules match the path read, ``Edit`` rules the path changed by ``Edit`` or
+``Write`` (``Write`` rules only ``Write``'s). Any tool may carry a rule without a pattern.
+
+Command patterns: ``git log:*`` is a prefix at a word boundary (``git log``, ``git log -1``,
+never ``git logs``); otherwise ``*`` matches any text and ``?`` one character, a trailing
+`` *`` also matches nothing (``git *`` matches ``git``), and a pattern without wildcards must
+equal the command. Path patterns are gitignore-like: ``*`` and ``?`` stay inside one folder,
+``**`` crosses folders, a pattern without a ``/`` matches a name at any depth; ``//x`` is the
+absolute path ``/x``, ``~/x`` is under the home folder, anything else is relative to the
+checkout.
+
+The rules are enforced by a ``ToolGate`` on the scope's view (``ToolView.call``), so every path
+that runs a tool (the agent loop, Code Mode, a mention clone) meets them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Final, Literal, Protocol, runtime_checkable
+
+from membrane.json_types import JSONDict, JSONObject
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = [
+    "PATH_RULE_TOOLS",
+    "PERMISSION_MODES",
+    "RULE_TOOLS",
+    "VERDICTS",
+    "ApprovalRequest",
+    "Approver",
+    "PermissionRule",
+    "ToolGate",
+    "Verdict",
+    "command_matches",
+    "parse_rule",
+    "path_matches",
+    "worst",
+]
+
+Verdict = Literal["allow", "ask", "deny"]
+VERDICTS: Final = ("allow", "ask", "deny")
+#: Permission modes (Claude Code's ``permissionMode``, Membrane's ``permission``); ``inherit``
+#: follows the parent. ``plan`` leaves every mutating tool out; ``acceptEdits`` approves the
+#: ``ask`` calls of ``Edit``/``Write``; ``dontAsk`` refuses every ``ask``; ``bypassPermissions``
+#: approves every ``ask`` (``deny`` rules still hold). ``default`` sends each ``ask`` to the host.
+PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
+#: Built-ins whose rules may carry a pattern, and the tools each one's rules govern.
+RULE_TOOLS: Mapping[str, tuple[str, ...]] = {
+    "Bash": ("Bash",),
+    "Read": ("Read", "Glob", "Grep"),
+    "Glob": ("Glob",),
+    "Grep": ("Grep",),
+    "Edit": ("Edit", "Write"),
+    "Write": ("Write",),
+}
+#: The argument holding the path each file tool reads or changes (and its default).
+PATH_RULE_TOOLS: Mapping[str, tuple[str, str | None]] = {
+    "Read": ("file_path", None),
+    "Edit": ("file_path", None),
+    "Write": ("file_path", None),
+    "Glob": ("path", "."),
+    "Grep": ("path", "."),
+}
+_RANK: Mapping[str, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+
+def worst(*verdicts: Verdict) -> Verdict:
+    """The most restrictive of ``verdicts`` (``deny`` > ``ask`` > ``allow``)."""
+    return max(verdicts, key=_RANK.__getitem__, default="allow")
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRule:
+    """One rule. ``tool`` is a built-in's canonical name or another tool's exact name; ``text``
+    is the rule as written (``Bash(git log:*)``) and ``source`` where (``tools``,
+    ``disallowed_tools``, ``ask_tools``, ``permission.bash``). ``grants``: the rule also
+    grants its tool (a rule in ``tools``, OpenCode's ``allow``/``ask``), whose calls no rule
+    matches then ask."""
+
+    tool: str
+    pattern: str | None
+    verdict: Verdict
+    text: str = ""
+    source: str = ""
+    grants: bool = False
+
+    def governs(self, builtin: str) -> bool:
+        """Whether this rule applies to calls of the built-in ``builtin``."""
+        return builtin in RULE_TOOLS.get(self.tool, (self.tool,))
+
+    def to_json(self) -> JSONDict:
+        return {
+            "tool": self.tool,
+            "pattern": self.pattern,
+            "verdict": self.verdict,
+            "rule": self.text or self.tool,
+            "source": self.source,
+        }
+
+
+def parse_rule(token: str) -> tuple[str, str | None] | None:
+    """``Tool(pattern)`` as ``(Tool, pattern)``, ``Tool`` as ``(Tool, None)``; ``None`` when the
+    parentheses are not balanced around a non-empty pattern."""
+    text = token.strip()
+    if "(" not in text and ")" not in text:
+        return (text, None) if text else None
+    head, _, rest = text.partition("(")
+    if not head.strip() or not rest.endswith(")") or "(" in head:
+        return None
+    pattern = rest[:-1].strip()
+    return (head.strip(), pattern) if pattern else None
+
+
+def command_matches(pattern: str, command: str) -> bool:
+    """Whether one simple command (its words joined by single spaces) matches ``pattern``."""
+    if pattern.endswith(":*"):
+        prefix = pattern[:-2].rstrip()
+        return command == prefix or command.startswith(prefix + " ")
+    if "*" not in pattern and "?" not in pattern:
+        return command == pattern
+    return _command_regex(pattern).fullmatch(command) is not None
+
+
+@lru_cache(maxsize=512)
+def _command_regex(pattern: str) -> re.Pattern[str]:
+    optional_tail = pattern.endswith(" *")
+    body = pattern[:-2] if optional_tail else pattern
+    parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in body]
+    return re.compile("".join(parts) + ("(?: .*)?" if optional_tail else ""), re.DOTALL)
+
+
+def path_matches(pattern: str, relative: str | None, absolute: str, *, home: str | None) -> bool:
+    """Whether a path matches ``pattern``. ``relative`` is the path inside the checkout (POSIX,
+    no leading ``./``; ``None`` outside it), ``absolute`` the resolved absolute path."""
+    if pattern.startswith("//"):
+        return _path_regex(pattern[1:]).fullmatch(absolute) is not None
+    if pattern.startswith("~/"):
+        if home is None:
+            return False
+        base = home.rstrip("/") + "/"
+        return absolute.startswith(base) and _fits(pattern[2:], absolute[len(base) :])
+    if relative is None:
+        return False
+    return _fits(pattern.removeprefix("./").lstrip("/"), relative)
+
+
+def _fits(pattern: str, relative: str) -> bool:
+    anchored = "/" in pattern.rstrip("/")
+    body = pattern.rstrip("/") if pattern.endswith("/") else pattern
+    if pattern.endswith("/"):
+        body += "/**"
+    return _path_regex(body if anchored else "**/" + body).fullmatch(relative) is not None
+
+
+@lru_cache(maxsize=512)
+def _path_regex(pattern: str) -> re.Pattern[str]:
+    out: list[str] = []
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif pattern.startswith("/**", index) and index + 3 == len(pattern):
+            out.append("(?:/.*)?")
+            index += 3
+        elif pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+        else:
+            char = pattern[index]
+            out.append("[^/]*" if char == "*" else "[^/]" if char == "?" else re.escape(char))
+            index += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """A call that an ``ask`` rule holds for the host's answer."""
+
+    tool: str
+    arguments: JSONObject
+    #: What the rule matched: the command, or the path; ``None`` for a rule without a pattern.
+    subject: str | None
+    #: The rule that asked, as written (``Bash(git push:*)``), or why the call asks.
+    reason: str
+    agent: str = "main"
+    run_id: str | None = None
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> JSONDict:
+        return {
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "subject": self.subject,
+            "reason": self.reason,
+            "agent": self.agent,
+            "runId": self.run_id,
+        }
+
+
+#: The host's answer to an ``ask``: ``True`` runs the call, ``False`` refuses it.
+Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
+
+
+@runtime_checkable
+class ToolGate(Protocol):
+    """Checks a call's arguments before its handler runs (``ToolView.call``); raises a
+    ``MembraneError`` (``tool-call-denied``, ``approval-unavailable``) to refuse it."""
+
+    async def check(self, tool: Tool, arguments: JSONObject, context: ToolContext) -> None: ...
