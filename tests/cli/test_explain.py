@@ -104,8 +104,8 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert list(out) == [
-        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "warnings",
-        "sandbox", "model", "budget",
+        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "permissions",
+        "warnings", "sandbox", "model", "budget",
     ]  # fmt: skip
     sandbox = out["sandbox"]
     assert sandbox["requested"] == "auto"
