@@ -99,7 +99,7 @@ def list_actions(
 
 @actions_app.command("run")
 def run_action(
-    name: Annotated[str, typer.Argument(help="The action to run.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The action to run.")],
     args: Annotated[str, typer.Option("--args", help="Its arguments as a JSON object.")] = "{}",
     project: ProjectOption = Path("."),
     headless: HeadlessOption = False,

@@ -129,7 +129,9 @@ def list_agents(
 
 @agents_app.command("show")
 def show_agent(
-    name: str = typer.Argument(..., help="The agent name (case-insensitive when unambiguous)."),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="The agent name (case-insensitive when unambiguous)."
+    ),
     as_json: bool = _JSON,
     project: Path | None = _PROJECT,
     workspace: Path | None = _WORKSPACE,
@@ -231,7 +233,7 @@ def _files(paths: list[Path]) -> list[Path]:
 @agents_app.command("validate")
 def validate_agents(
     paths: list[Path] | None = typer.Argument(  # noqa: B008
-        None, help="Files or directories (default: every root of the catalog)."
+        None, metavar="PATHS", help="Files or directories (default: every root of the catalog)."
     ),
     project: Path | None = _PROJECT,
     workspace: Path | None = _WORKSPACE,

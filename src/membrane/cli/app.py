@@ -63,6 +63,9 @@ def _build() -> None:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Plain help: usage lines name the arguments (AGENT TASK), flags take no value, and
+        # brackets in help texts ([models.NAME]) are text, never markup.
+        rich_markup_mode=None,
     )
 
     def _version(value: bool) -> None:

@@ -27,6 +27,7 @@ COMMANDS: Final = {
     "runs": "runs",
     "schedule": "schedule",
     "serve": "serve",
+    "show": "show",
     "skills": "skills",
     "workflow": "workflow",
 }

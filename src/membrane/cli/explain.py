@@ -487,7 +487,9 @@ _JSON = typer.Option(False, "--json", help="Print the JSON contract instead of t
 
 @app.command("explain")
 def explain(
-    agent: str = typer.Argument(..., help="The agent type to explain, as a caller would name it."),
+    agent: str = typer.Argument(
+        ..., metavar="AGENT", help="The agent type to explain, as a caller would name it."
+    ),
     call: str | None = _CALL,
     project: Path | None = _PROJECT,
     workspace: Path | None = _WORKSPACE,

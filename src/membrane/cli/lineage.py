@@ -106,7 +106,9 @@ def _grow(tree: Tree, node: dict[str, Any]) -> None:
 
 @app.command("lineage")
 def lineage(
-    run_id: Annotated[str | None, typer.Argument(help="The run whose tree to show.")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(metavar="RUN_ID", help="The run whose tree to show.")
+    ] = None,
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     as_json: Annotated[bool, typer.Option("--json", help="The tree as one JSON array.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,

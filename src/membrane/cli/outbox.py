@@ -100,7 +100,10 @@ def list_items(
 
 @outbox_app.command("retry")
 def retry(
-    item_id: Annotated[int, typer.Argument(help="The dead letter's id (see outbox list --dead).")],
+    item_id: Annotated[
+        int,
+        typer.Argument(metavar="ITEM_ID", help="The dead letter's id (see outbox list --dead)."),
+    ],
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:

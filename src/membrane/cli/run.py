@@ -115,6 +115,8 @@ class _Node:
     usage_total: dict[str, int] = field(default_factory=dict)
     #: What the run could spend when it started: the budget in force (DESIGN rule 12).
     budget: dict[str, Any] = field(default_factory=dict)
+    #: An isolated child's worktree outcome (``{branch, commit, has_changes}``) from its end.
+    worktree: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,6 +158,8 @@ class RunState:
                     setattr(node, name, dict(data[name]))
             node.status = str(data.get("status", event.kind))
             node.text = str(data.get("text", ""))
+            if isinstance(data.get("worktree"), dict):
+                node.worktree = dict(data["worktree"])
             error = data.get("error")
             if isinstance(error, dict):
                 node.error = f"{error.get('code')}: {error.get('message')}"
@@ -374,6 +378,8 @@ def report_run(
         console.print(heading)
         if node.note:
             console.print(Text(f"note: {node.note}", style="yellow"))
+        if node.worktree:
+            console.print(Text(_worktree_line(node.worktree)))
         console.print(Text(node.text or "(no text)"))
         if node.usage or node.usage_total:
             console.print(Text(_usage_line(node), style="dim"))
@@ -421,10 +427,22 @@ async def run_on_runtime(
     )
 
 
+def _worktree_line(worktree: dict[str, Any]) -> str:
+    """Where an isolated child's work is: its branch, and whether it changed anything."""
+    branch = worktree.get("branch")
+    if not branch:
+        return f"worktree: no branch ({worktree.get('error') or 'the run made none'})"
+    if worktree.get("has_changes"):
+        return f"worktree branch {branch} (with changes)"
+    return f"worktree branch {branch} (no changes)"
+
+
 @app.command("run")
 def run(
-    agent: Annotated[str, typer.Argument(help="The agent type, as the catalog dispatches it.")],
-    task: Annotated[str, typer.Argument(help="The task for the agent.")],
+    agent: Annotated[
+        str, typer.Argument(metavar="AGENT", help="The agent type, as the catalog dispatches it.")
+    ],
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task for the agent.")],
     model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,

@@ -164,8 +164,13 @@ async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow]
 
 @app.command("resume")
 def resume(
-    run_id: Annotated[str, typer.Argument(help="The stored run to continue (see membrane runs).")],
-    message: Annotated[str, typer.Argument(help="The next user message of its conversation.")],
+    run_id: Annotated[
+        str,
+        typer.Argument(metavar="RUN_ID", help="The stored run to continue (see membrane runs)."),
+    ],
+    message: Annotated[
+        str, typer.Argument(metavar="MESSAGE", help="The next user message of its conversation.")
+    ],
     model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
     project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
     workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,

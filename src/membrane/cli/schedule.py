@@ -59,8 +59,8 @@ def _emit(described: object, as_json: bool) -> None:
 
 @schedule_app.command("add")
 def add(
-    agent: Annotated[str, typer.Argument(help="The agent to start.")],
-    task: Annotated[str, typer.Argument(help="The task it is given.")],
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent to start.")],
+    task: Annotated[str, typer.Argument(metavar="TASK", help="The task it is given.")],
     delay: Annotated[
         str | None, typer.Option("--in", help="Once, after this long: 90s, 30m, 2h, 1d.")
     ] = None,
@@ -109,7 +109,9 @@ def list_schedules(
 
 @schedule_app.command("remove")
 def remove(
-    schedule_id: Annotated[str, typer.Argument(help="The schedule's id (from `schedule list`).")],
+    schedule_id: Annotated[
+        str, typer.Argument(metavar="SCHEDULE_ID", help="The schedule's id (from `schedule list`).")
+    ],
     project: Annotated[Path | None, _PROJECT] = None,
     state: Annotated[Path | None, _STATE] = None,
 ) -> None:

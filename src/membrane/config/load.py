@@ -171,6 +171,7 @@ class _File(_Strict):
     persona: str | None = None
     permission_mode: str | None = Field(default=None, min_length=1)
     worktrees_enabled: bool | None = None
+    trace_tool_arguments: bool | None = None
     max_concurrency: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     grace_turns: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
     default_max_turns: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)

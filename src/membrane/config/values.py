@@ -128,6 +128,8 @@ class Settings:
     #: The parent session's permission mode that ``permission: inherit`` follows.
     permission_mode: str = "default"
     worktrees_enabled: bool = True
+    #: A ``RunTracer`` records each tool call's arguments on its span (they can hold secrets).
+    trace_tool_arguments: bool = False
     max_concurrency: int = 10
     grace_turns: int = 5
     default_max_turns: int | None = None

@@ -15,6 +15,7 @@ from membrane.config.values import Settings
 from membrane.resolve.authority import Deployment
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.setup import SetupStep
+from membrane.runtime.tracing import RunTracer
 from membrane.runtime.workflows import WorkflowBinding
 from membrane.runtime.worktree import WorktreeManager
 from membrane.tools.permissions import Approver
@@ -46,7 +47,8 @@ class RuntimeOptions:
       name (``membrane.workflow.builtin_workflows()``); a definition naming one not given here
       fails closed with ``unknown-workflow``.
     * ``approver``: answers the calls an ``ask`` permission rule holds (``ApprovalRequest`` ->
-      ``True`` to run it); without one such a call fails with ``approval-unavailable``.
+      ``True`` to run it); without one such a call fails with ``approval-unavailable``;
+    * ``tracer``: a ``RunTracer`` that turns every run's events into OpenTelemetry spans.
     """
 
     settings: Settings | None = None
@@ -59,3 +61,4 @@ class RuntimeOptions:
     child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None
     workflows: Mapping[str, WorkflowBinding] | None = None
     approver: Approver | None = None
+    tracer: RunTracer | None = None

@@ -117,6 +117,7 @@ class Publisher:
         tools = record.child.scope.view().names
         data: dict[str, Any] = {
             "agent_type": record.agent_type,
+            "model": record.model,
             "depth": record.depth,
             "background": record.background,
             "provider": record.provider,

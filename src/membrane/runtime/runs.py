@@ -18,6 +18,7 @@ import anyio
 
 from membrane.durable.runs import RunInfo, RunResult
 from membrane.errors import MembraneError
+from membrane.json_types import JSONObject
 from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Usage
 from membrane.runtime.budget import RunSpending
@@ -133,6 +134,17 @@ class LiveRuns:
 
     def records(self) -> list[RunRecord]:
         return list(self._runs.values())
+
+    def tool_arguments(self, run_id: str, call_id: str) -> JSONObject | None:
+        """The arguments of tool call ``call_id`` in live run ``run_id``'s conversation."""
+        record = self._runs.get(run_id)
+        if record is None:
+            return None
+        for message in reversed(record.child.messages()):
+            for call in message.tool_calls:
+                if call.id == call_id:
+                    return call.arguments
+        return None
 
     def register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
         """List a child whose publication committed (as ``seq``), and announce it."""

@@ -166,6 +166,7 @@ class SubagentRuntime:
         worktrees, delegation = options.worktrees, options.delegation
         on_setup_step, memory = options.on_setup_step, options.memory
         child_env = options.child_env
+        self._tracer = options.tracer
         if not isinstance(registry, ToolRegistry):
             raise InvalidRequest("registry must be a ToolRegistry", field="registry")
         for attr in ("name", "capabilities", "create"):
@@ -293,7 +294,12 @@ class SubagentRuntime:
         if self._worktrees is not None:
             pruned = await anyio.to_thread.run_sync(self._worktrees.prune_orphans)
             self.pruned_worktrees = tuple(pruned)
-        await self._scheduler.open([self._hub.writer, self._outbox.run, self._sweeper.run])
+        services = [self._hub.writer, self._outbox.run, self._sweeper.run]
+        if self._tracer is not None:
+            self._tracer.lookup = self._runs.tool_arguments
+            self._tracer.arguments |= self.settings.trace_tool_arguments
+            services.append(partial(self._tracer.follow, self._hub.subscribe()))
+        await self._scheduler.open(services)
         return self
 
     async def __aexit__(

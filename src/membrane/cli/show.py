@@ -1,0 +1,199 @@
+"""``membrane show RUN_ID``: what one stored run did.
+
+The run's header (agent, status, parent, depth, when), its result (text, error, usage of its
+own and of its subtree, the worktree branch of an isolated child), each tool call it made with
+its arguments and its result, its events in order, and the lineage below it. Tool results and
+long texts are cut at ``--width`` characters unless ``--full`` is given. Only the store is read
+(no extension is imported, nothing is created); ``--json`` prints the same as one document.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+from rich.console import Console
+from rich.text import Text
+from rich.tree import Tree
+
+from membrane.cli.app import app, safe_text
+from membrane.cli.lineage import lineage_tree
+from membrane.cli.run import STATE_OPTION
+from membrane.cli.runs import existing_state, list_runs
+from membrane.errors import InvalidRequest, UnknownRun
+from membrane.store.sqlite import SQLiteStore
+
+__all__ = ["run_report", "show"]
+
+#: Characters of a tool result or a text shown before it is cut (``--full`` shows all).
+WIDTH: Final = 400
+
+
+def _cut(text: str, width: int | None) -> tuple[str, bool]:
+    if width is None or len(text) <= width:
+        return text, False
+    return text[:width], True
+
+
+def run_report(state: Path, run_id: str, *, width: int | None = WIDTH) -> dict[str, Any]:
+    """Everything ``membrane show`` prints about ``run_id``, as one JSON-ready document."""
+    rows = {row.run_id: row for row in list_runs(state)}
+    row = rows.get(run_id)
+    if row is None:
+        raise UnknownRun(
+            f"no run {run_id!r} in {state}; membrane runs lists the stored runs", run_id=run_id
+        )
+    store = SQLiteStore(state)
+    try:
+        header = store.get_header(run_id)
+        transcript = store.transcript(run_id)
+        events = store.events(session_id=run_id)
+    finally:
+        store.close()
+    result: Mapping[str, Any] = (header.result if header is not None else None) or {}
+    text, cut = _cut(str(result.get("text") or ""), width)
+    return {
+        "run": {
+            **row.to_dict(),
+            "text": text,
+            "text_truncated": cut,
+            "error": result.get("error"),
+            "worktree": result.get("worktree"),
+        },
+        "tool_calls": _tool_calls(transcript, width),
+        "transcript": [_message(m, width) for m in transcript],
+        "events": [{"seq": e.seq, "kind": e.kind, "at": e.at, "data": e.data} for e in events],
+        "lineage": lineage_tree(state, run_id)[0]["children"],
+    }
+
+
+def _tool_calls(transcript: list[Any], width: int | None) -> list[dict[str, Any]]:
+    """Each call of the run's conversation with its arguments and the result that answered it."""
+    results = {m.get("tool_call_id"): m for m in transcript if m.get("role") == "tool"}
+    calls: list[dict[str, Any]] = []
+    for message in transcript:
+        for call in message.get("tool_calls") or ():
+            answer = results.get(call.get("id"))
+            content = str(answer.get("content", "")) if answer is not None else ""
+            shown, cut = _cut(content, width)
+            entry: dict[str, Any] = {
+                "id": call.get("id"),
+                "name": call.get("name"),
+                "arguments": call.get("arguments"),
+                "result": shown if answer is not None else None,
+                "result_truncated": cut,
+                "is_error": bool(answer.get("is_error")) if answer is not None else None,
+            }
+            if answer is not None and answer.get("is_error"):
+                entry["code"] = _code(content)
+            calls.append(entry)
+    return calls
+
+
+def _code(content: str) -> str | None:
+    try:
+        code = json.loads(content)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return code if isinstance(code, str) else None
+
+
+def _message(message: Mapping[str, Any], width: int | None) -> dict[str, Any]:
+    content, cut = _cut(str(message.get("content") or ""), width)
+    out = {k: v for k, v in message.items() if k != "content"}
+    return {**out, "content": content, "content_truncated": cut}
+
+
+def _print(report: dict[str, Any]) -> None:
+    console = Console(soft_wrap=True)
+    run = report["run"]
+    head = Text()
+    head.append(safe_text(run["agent"]), style="bold")
+    head.append(f" {run['run_id']} {run['status']}")
+    console.print(head)
+    parent = run["parent_id"] or "-"
+    console.print(Text(f"parent {parent}, depth {run['depth']}", style="dim"))
+    worktree = run.get("worktree")
+    if isinstance(worktree, Mapping):
+        changes = "with changes" if worktree.get("has_changes") else "no changes"
+        console.print(Text(f"worktree branch {worktree.get('branch')} ({changes})"))
+    usage, total = run["usage"], run["usage_total"]
+    console.print(
+        Text(
+            f"usage: {usage['input_tokens']} in, {usage['output_tokens']} out "
+            f"(subtree {total['input_tokens']} in, {total['output_tokens']} out)",
+            style="dim",
+        )
+    )
+    if run.get("error"):
+        error = run["error"]
+        console.print(Text(f"{error.get('code')}: {error.get('message')}", style="red"))
+    console.rule("Tool calls")
+    if not report["tool_calls"]:
+        console.print(Text("(none)", style="dim"))
+    for call in report["tool_calls"]:
+        arguments = json.dumps(call["arguments"], ensure_ascii=False)
+        line = Text()
+        line.append(safe_text(str(call["name"])), style="bold")
+        line.append(f" {safe_text(arguments)}")
+        console.print(line)
+        result = call["result"]
+        style = "red" if call["is_error"] else ""
+        shown = "(no result)" if result is None else result
+        more = " ... (cut; --full shows all)" if call["result_truncated"] else ""
+        console.print(Text("  -> " + safe_text(shown) + more, style=style))
+    console.rule("Result")
+    more = " ... (cut; --full shows all)" if run["text_truncated"] else ""
+    console.print(Text(safe_text(run["text"] or "(no text)") + more))
+    console.rule("Events")
+    for event in report["events"]:
+        data = json.dumps(event["data"], ensure_ascii=False)
+        console.print(Text(f"{event['seq']:>5} {event['kind']:<12} {safe_text(data)}"))
+    if report["lineage"]:
+        console.rule("Lineage below")
+        tree = Tree(Text(f"{run['agent']} {run['run_id']}"))
+        _grow(tree, report["lineage"])
+        console.print(tree)
+
+
+def _grow(tree: Tree, nodes: list[dict[str, Any]]) -> None:
+    for node in nodes:
+        edge = node.get("edge") or {}
+        label = f"{node['agent']} {node['run_id']} [{edge.get('status', node['status'])}]"
+        _grow(tree.add(Text(safe_text(label))), node["children"])
+
+
+@app.command("show")
+def show(
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="The stored run to show (see membrane runs).")
+    ],
+    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
+    full: Annotated[
+        bool, typer.Option("--full", help="Show tool results and texts in full, never cut.")
+    ] = False,
+    width: Annotated[
+        int, typer.Option(help="Cut tool results and texts at this many characters.")
+    ] = WIDTH,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    state_file: Annotated[Path | None, STATE_OPTION] = None,
+) -> None:
+    """Show what the stored run RUN_ID did: its result, usage and worktree branch, each tool
+    call with its arguments and result, its events, and the runs it started.
+
+    Only the store is read; no extension is imported and no file is created.
+    """
+    if width < 1:
+        raise InvalidRequest("--width must be at least 1", field="width")
+    state = existing_state(project, state_file)
+    if not state.exists():
+        raise UnknownRun(f"no run {run_id!r}: {state} does not exist", run_id=run_id)
+    report = run_report(state, run_id, width=None if full else width)
+    if as_json:
+        sys.stdout.write(json.dumps(report, ensure_ascii=False, default=str) + "\n")
+        return
+    _print(report)
