@@ -40,6 +40,7 @@ from membrane.runtime.provider import (
     SetupCallback,
 )
 from membrane.runtime.start import CatalogLike, DispatchLike
+from membrane.runtime.tracing import RunTracer
 from membrane.runtime.workflows import BoundWorkflow, WorkflowBinding
 from membrane.runtime.worktree import Worktree, WorktreeManager, WorktreeOutcome
 from membrane.sandbox.runner import SandboxPolicy
@@ -95,6 +96,7 @@ __all__ = [
     "RegistryChange",
     "RoleRestriction",
     "RoleSpec",
+    "RunTracer",
     "SandboxPolicy",
     "SessionHeader",
     "SetupCallback",

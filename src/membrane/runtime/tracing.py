@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from membrane._version import __version__
 from membrane.errors import ExtraNotInstalled
@@ -45,16 +45,19 @@ def _ns(seconds: float) -> int:
 class RunTracer:
     """Spans for runs, model requests and tool calls, from lifecycle events."""
 
-    def __init__(
-        self, tracer_provider: TracerProvider | None = None, *, arguments: bool = False
-    ) -> None:
+    def __init__(self, tracer_provider: object | None = None, *, arguments: bool = False) -> None:
+        """``tracer_provider``: an OpenTelemetry ``TracerProvider`` (default: the global one)."""
         try:
             from opentelemetry import trace
         except ImportError as exc:  # pragma: no cover - the extra is pinned in development
             raise ExtraNotInstalled(
                 "tracing needs OpenTelemetry: pip install 'membrane[otel]'", extra="otel"
             ) from exc
-        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        provider = (
+            cast("TracerProvider", tracer_provider)
+            if tracer_provider is not None
+            else trace.get_tracer_provider()
+        )
         self._trace = trace
         self._tracer = provider.get_tracer("membrane", __version__)
         self.arguments = arguments
