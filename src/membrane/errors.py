@@ -149,12 +149,10 @@ __all__ = [
 
 
 class MembraneError(Exception):
-    """Base of every Membrane error.
-
-    ``code`` is stable; ``message`` is for people; ``data`` holds the context as plain,
-    JSON-serialisable values (also available as attributes). It is typed ``object``, not
-    ``JSONValue``: raising sites pass whatever context they hold, so a reader narrows.
-    """
+    """Base of every Membrane error. ``code`` is stable; ``message`` is for people; ``data`` holds
+    the context as plain, JSON-serialisable values (also available as attributes). It is typed
+    ``object``, not ``JSONValue``: raising sites pass whatever context they hold, so a reader
+    narrows."""
 
     code: ClassVar[str] = "membrane-error"
 
@@ -190,10 +188,8 @@ class RunError(MembraneError):
 
 
 class DefinitionError(ConfigError):
-    """An agent definition file cannot be understood.
-
-    Carries ``path``, ``line`` (1-based, or ``None``), ``field`` (or ``None``) and ``hint``.
-    """
+    """An agent definition file cannot be understood. Carries ``path``, ``line`` (1-based, or
+    ``None``), ``field`` (or ``None``) and ``hint``."""
 
     code = "definition-invalid"
 
@@ -240,10 +236,8 @@ class EmptyToolFilter(ToolFilterError):
 
 
 class UnknownToolInFilter(ToolFilterError):
-    """A filter names something outside the current global restrictable set.
-
-    Carries ``name`` (the offending entry) and ``suggestion`` (closest real name or ``None``).
-    """
+    """A filter names something outside the current global restrictable set. Carries ``name`` (the
+    offending entry) and ``suggestion`` (closest real name or ``None``)."""
 
     code = "unknown-tool-in-filter"
 
@@ -305,10 +299,8 @@ class ScriptError(ConfigError):
 
 
 class ToolNotVisible(RunError):
-    """A tool name is not in the caller's view.
-
-    The message and data never name or hint at hidden tools: only the requested name appears.
-    """
+    """A tool name is not in the caller's view. The message and data never name or hint at hidden
+    tools: only the requested name appears."""
 
     code = "tool-not-visible"
 
@@ -326,10 +318,8 @@ class ToolFailed(RunError):
 
 
 class ToolBlocked(RunError):
-    """An extension's ``before_tool_call`` hook blocked a call.
-
-    Carries ``tool``, ``extension`` and ``reason``.
-    """
+    """An extension's ``before_tool_call`` hook blocked a call. Carries ``tool``, ``extension`` and
+    ``reason``."""
 
     code = "tool-blocked"
 
@@ -370,11 +360,10 @@ class DepthLimitExceeded(RunError):
 
 class BudgetExceeded(RunError):
     """A run would spend past a budget it draws on (its own or an ancestor's, DESIGN rule 12).
-
     Carries ``kind`` (``tokens``, ``turns``, ``tool_calls``, ``children`` or ``seconds``),
     ``limit``, ``used``, ``owner`` (the run whose budget it is) and ``run_id`` (the run that
-    crossed it). The run that crossed it ends with this error; a refused start publishes nothing.
-    """
+    crossed it). The run that crossed it ends with this error; a refused start publishes
+    nothing."""
 
     code = "budget-exceeded"
 
@@ -386,12 +375,10 @@ class SetupFailed(RunError):
 
 
 class ChildFailed(RunError):
-    """A foreground child ended without completing (``error``, ``aborted`` or ``stopped``).
-
-    Carries ``run_id``, ``agent``, ``status``, ``error`` (the child's error, or ``None``) and
-    ``result`` (the child's whole result, text included), so a parent sees a failed delegation
-    as a failure.
-    """
+    """A foreground child ended without completing (``error``, ``aborted`` or ``stopped``). Carries
+    ``run_id``, ``agent``, ``status``, ``error`` (the child's error, or ``None``) and ``result``
+    (the child's whole result, text included), so a parent sees a failed delegation as a
+    failure."""
 
     code = "child-failed"
 
@@ -416,11 +403,9 @@ class ModelError(RunError):
 
 
 class ModelAuthFailed(ModelError):
-    """The provider refused the credentials, or no key is configured (never retried).
-
-    Carries ``provider`` and, for a missing key, ``env`` (the variable that was read). The key
-    itself is never carried.
-    """
+    """The provider refused the credentials, or no key is configured (never retried). Carries
+    ``provider`` and, for a missing key, ``env`` (the variable that was read). The key itself is
+    never carried."""
 
     code = "model-auth-failed"
 
@@ -450,19 +435,15 @@ class ModelTimeout(ModelError):
 
 
 class UnknownModel(ConfigError):
-    """A model spec names no known provider, alias or ``[models.NAME]`` entry.
-
-    Carries ``spec`` and ``known`` (the aliases and entries the settings define).
-    """
+    """A model spec names no known provider, alias or ``[models.NAME]`` entry. Carries ``spec`` and
+    ``known`` (the aliases and entries the settings define)."""
 
     code = "unknown-model"
 
 
 class StructuredOutputInvalid(RunError):
-    """A final answer never validated against the requested response schema.
-
-    Carries ``path`` (JSON path of the last problem) and ``reason``.
-    """
+    """A final answer never validated against the requested response schema. Carries ``path`` (JSON
+    path of the last problem) and ``reason``."""
 
     code = "structured-output-invalid"
 
