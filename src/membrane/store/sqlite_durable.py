@@ -11,8 +11,6 @@ guarded by its version.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 from membrane.errors import StoreError
@@ -25,6 +23,7 @@ from membrane.store.base import (
     load_json,
     missing,
 )
+from membrane.store.sqlite_schedules import Connected
 
 __all__ = ["SQLiteDurable", "edge_row"]
 
@@ -34,17 +33,9 @@ _LEASE_COLUMNS = "run_id, owner, expires_at, acquired_at"
 class SQLiteDurable:
     """Run leases, workflow state and reopened lineage edges in the store's SQLite file."""
 
-    _clock: Callable[[], float]
-
-    def _write(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # supplied by SQLiteStore
-
-    def _guard(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # supplied by SQLiteStore
-
     # -- run leases -----------------------------------------------------------------------------
 
-    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+    def claim_lease(self: Connected, run_id: str, *, owner: str, ttl: float) -> Lease:
         now = self._clock()
         with self._write("claim_lease") as conn:
             # One statement when the lease is taken (a fresh run's always is); a look at the
@@ -65,7 +56,7 @@ class SQLiteDurable:
                 ).fetchall()
         return Lease(*rows[0])
 
-    def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
+    def renew_lease(self: Connected, run_id: str, *, owner: str, ttl: float) -> Lease | None:
         now = self._clock()
         with self._write("renew_lease") as conn:
             cursor = conn.execute(
@@ -79,18 +70,18 @@ class SQLiteDurable:
             ).fetchone()
         return Lease(*row)
 
-    def release_lease(self, run_id: str, *, owner: str) -> None:
+    def release_lease(self: Connected, run_id: str, *, owner: str) -> None:
         with self._write("release_lease") as conn:
             conn.execute("DELETE FROM run_leases WHERE run_id = ? AND owner = ?", (run_id, owner))
 
-    def get_lease(self, run_id: str) -> Lease | None:
+    def get_lease(self: Connected, run_id: str) -> Lease | None:
         with self._guard("get_lease") as conn:
             row = conn.execute(
                 f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
             ).fetchone()
         return None if row is None else Lease(*row)
 
-    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
+    def renew_owner_leases(self: Connected, owner: str, *, ttl: float) -> list[str]:
         with self._write("renew_owner_leases") as conn:
             rows = conn.execute(
                 "UPDATE run_leases SET expires_at = ? WHERE owner = ? RETURNING run_id",
@@ -98,11 +89,13 @@ class SQLiteDurable:
             ).fetchall()
         return sorted(row[0] for row in rows)
 
-    def release_owner_leases(self, owner: str) -> None:
+    def release_owner_leases(self: Connected, owner: str) -> None:
         with self._write("release_owner_leases") as conn:
             conn.execute("DELETE FROM run_leases WHERE owner = ?", (owner,))
 
-    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
+    def expired_leases(
+        self: Connected, *, now: float | None = None, limit: int = 100
+    ) -> list[Lease]:
         moment = self._clock() if now is None else now
         with self._guard("expired_leases") as conn:
             rows = conn.execute(
@@ -114,7 +107,7 @@ class SQLiteDurable:
 
     # -- workflow state -------------------------------------------------------------------------
 
-    def get_workflow(self, run_id: str) -> WorkflowRecord | None:
+    def get_workflow(self: Connected, run_id: str) -> WorkflowRecord | None:
         with self._guard("get_workflow") as conn:
             row = conn.execute(
                 "SELECT run_id, workflow, state, version, updated_at FROM workflow_state "
@@ -124,7 +117,7 @@ class SQLiteDurable:
         return None if row is None else _workflow(row)
 
     def put_workflow(
-        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
+        self: Connected, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
     ) -> WorkflowRecord:
         encoded = dump_json(state, what=f"workflow state of {run_id!r}")
         now = self._clock()
@@ -154,7 +147,7 @@ class SQLiteDurable:
 
     # -- lineage --------------------------------------------------------------------------------
 
-    def reopen_edge(self, child_id: str) -> LineageEdge:
+    def reopen_edge(self: Connected, child_id: str) -> LineageEdge:
         with self._write("reopen_edge") as conn:
             cursor = conn.execute(
                 "UPDATE lineage_edges SET status = 'running', completed_at = NULL "
