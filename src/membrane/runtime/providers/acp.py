@@ -37,8 +37,7 @@ import contextlib
 import itertools
 import shlex
 import subprocess
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,7 +47,6 @@ from anyio.abc import TaskGroup
 from membrane.config.values import McpServerSpec
 from membrane.errors import ExtraNotInstalled, InvalidRequest, MembraneError
 from membrane.json_types import JSONDict, JSONObject
-from membrane.models.base import Message
 from membrane.runtime.provider import (
     ChildOutcome,
     ChildSpec,
@@ -56,7 +54,8 @@ from membrane.runtime.provider import (
     SubagentCapabilities,
 )
 from membrane.runtime.providers.acp_mcp import acp_mcp_servers
-from membrane.sandbox import WRITING_TOOLS, Boundary, Sandbox, SandboxPolicy
+from membrane.runtime.providers.external import ExternalChild, check_timeout, error_outcome
+from membrane.sandbox import WRITING_TOOLS, Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -113,13 +112,11 @@ class AcpProvider:
                 f"command must be a non-empty list of argv parts, got {command!r}",
                 field="command",
             )
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-            raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.command = tuple(command)
         self.name = name
         self.env = dict(env or {})
         self.stderr_log = stderr_log
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self.mcp_servers = dict(mcp_servers or {})
         self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
 
@@ -137,43 +134,13 @@ class AcpProvider:
         return _AcpChild(self, scope, request, sandbox)
 
 
-class _AcpChild:
+class _AcpChild(ExternalChild):
     def __init__(
         self, provider: AcpProvider, scope: Scope, spec: ChildSpec, sandbox: Sandbox
     ) -> None:
+        super().__init__(scope, sandbox)
         self._provider = provider
-        self._scope = scope
         self._spec = spec
-        self._sandbox = sandbox
-        self._cancel: anyio.CancelScope | None = None
-        self._stopped = False
-        self.pid: int | None = None
-
-    @property
-    def scope(self) -> Scope:
-        return self._scope
-
-    @property
-    def boundary(self) -> Boundary:
-        """The OS boundary the agent process runs under."""
-        return self._sandbox.boundary
-
-    def steer(self, message: str) -> bool:
-        return False
-
-    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
-        return False
-
-    def messages(self) -> tuple[Message, ...]:
-        return ()
-
-    def stop(self) -> None:
-        self._stopped = True
-        if self._cancel is not None:
-            self._cancel.cancel()
-
-    def discard(self) -> None:
-        self.stop()
 
     async def run(self) -> ChildOutcome:
         if self._stopped:
@@ -196,7 +163,7 @@ class _AcpChild:
                         finally:
                             group.cancel_scope.cancel()
                 if deadline.cancelled_caught:
-                    return _error(
+                    return error_outcome(
                         f"the ACP agent did not finish within {self._provider.timeout} s",
                         code="run-error",
                     )
@@ -213,19 +180,9 @@ class _AcpChild:
     async def _converse(
         self, acp: Any, client: _Client, cwd: Path, env: dict[str, str], stderr: int | IO[str]
     ) -> ChildOutcome:
-        landlock = self._sandbox.backend == "landlock"
-        with (
-            tempfile.TemporaryDirectory(prefix="membrane-acp-")
-            if landlock
-            else contextlib.nullcontext(None)
-        ) as tmp:
-            try:
-                argv = self._sandbox.command(
-                    self._provider.command, cwd=cwd, tmp=None if tmp is None else Path(tmp)
-                )
-                return await self._spawned(acp, client, argv, cwd, env, stderr)
-            finally:
-                self._sandbox.remove_planted()
+        with self.sandboxed("membrane-acp-") as tmp:
+            argv = self._sandbox.command(self._provider.command, cwd=cwd, tmp=tmp)
+            return await self._spawned(acp, client, argv, cwd, env, stderr)
 
     async def _spawned(
         self,
@@ -266,18 +223,22 @@ class _AcpChild:
                     session_id=session.session_id, prompt=[acp.text_block(spec.task)]
                 )
         except OSError as exc:
-            return _error(f"cannot run {self._provider.command[0]!r}: {exc}", code="tool-failed")
+            return error_outcome(
+                f"cannot run {self._provider.command[0]!r}: {exc}", code="tool-failed"
+            )
         except Exception as exc:  # the agent's own failure or a broken connection
             if isinstance(exc, MembraneError):
-                return _error(exc.message, code=exc.code)
-            return _error(f"the ACP agent failed: {type(exc).__name__}: {exc}", code="run-error")
+                return error_outcome(exc.message, code=exc.code)
+            return error_outcome(
+                f"the ACP agent failed: {type(exc).__name__}: {exc}", code="run-error"
+            )
         reason = str(getattr(response, "stop_reason", "end_turn"))
         text = "".join(client.text).strip()
         if reason in ("end_turn", "max_tokens", "max_turn_requests"):
             return ChildOutcome(status="completed", text=text, turns=1)
         if reason == "cancelled":
             return ChildOutcome(status="stopped", text=text, turns=1)
-        return _error(f"the ACP agent stopped: {reason}", code="run-error", text=text)
+        return error_outcome(f"the ACP agent stopped: {reason}", code="run-error", text=text)
 
     def _mcp_servers(self, schema: Any, started: Any) -> list[Any]:
         """The ``mcpServers`` of ``session/new``; what is left out is reported as an event."""
@@ -492,8 +453,3 @@ def _numbered_lines(page: str) -> tuple[list[str], bool]:
         elif entry.startswith("[showing lines") and "to continue" in entry:
             more = True
     return lines, more
-
-
-def _error(message: str, *, code: str, text: str = "") -> ChildOutcome:
-    error: JSONDict = {"code": code, "message": message}
-    return ChildOutcome(status="error", text=text, error=error)

@@ -35,13 +35,11 @@ and runtime notices are not supported (``steer()`` and ``notify()`` return ``Fal
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 import subprocess
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -49,8 +47,6 @@ import anyio
 from anyio.abc import Process
 
 from membrane.errors import InvalidRequest
-from membrane.json_types import JSONDict
-from membrane.models.base import Message
 from membrane.resolve.guidance import cli_guidance
 from membrane.runtime.provider import (
     ChildOutcome,
@@ -58,7 +54,7 @@ from membrane.runtime.provider import (
     SetupCallback,
     SubagentCapabilities,
 )
-from membrane.sandbox.boundary import Boundary
+from membrane.runtime.providers.external import ExternalChild, check_timeout, error_outcome
 from membrane.sandbox.process import OutputCapture, pump, signal_group
 from membrane.sandbox.runner import Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
@@ -95,9 +91,7 @@ class CommandProvider:
         self.sandbox = sandbox if sandbox is not None else SandboxPolicy()
         self.name = name
         self.env = dict(env or {})
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
-            raise InvalidRequest(f"timeout must be a positive number of seconds, got {timeout!r}")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self.kill_grace = kill_grace
         if (
             isinstance(max_output_bytes, bool)
@@ -151,7 +145,7 @@ def _sandbox(policy: SandboxPolicy, request: ChildSpec, env: Mapping[str, str]) 
     return sandbox
 
 
-class _CommandChild:
+class _CommandChild(ExternalChild):
     def __init__(
         self,
         provider: CommandProvider,
@@ -162,34 +156,12 @@ class _CommandChild:
         cwd: Path | None,
         sandbox: Sandbox,
     ) -> None:
+        super().__init__(scope, sandbox)
         self._provider = provider
-        self._scope = scope
         self._argv = argv
-        self._sandbox = sandbox
         self._env = env
         self._cwd = cwd
-        self._cancel: anyio.CancelScope | None = None
-        self._stop_requested = False
         self._process: Process | None = None
-        self.pid: int | None = None
-
-    @property
-    def scope(self) -> Scope:
-        return self._scope
-
-    def steer(self, message: str) -> bool:
-        return False
-
-    def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
-        return False
-
-    def messages(self) -> tuple[Message, ...]:
-        return ()
-
-    def stop(self) -> None:
-        self._stop_requested = True
-        if self._cancel is not None:
-            self._cancel.cancel()
 
     def discard(self) -> None:
         """Never start the command; a process already started loses its whole group now."""
@@ -198,24 +170,11 @@ class _CommandChild:
         if process is not None and process.returncode is None:
             signal_group(process.pid, signal.SIGKILL)
 
-    @property
-    def boundary(self) -> Boundary:
-        """The OS boundary the command runs under."""
-        return self._sandbox.boundary
-
     async def run(self) -> ChildOutcome:
-        if self._stop_requested:
+        if self._stopped:
             return ChildOutcome(status="stopped")
-        landlock = self._sandbox.backend == "landlock"
-        with (
-            tempfile.TemporaryDirectory(prefix="membrane-command-")
-            if landlock
-            else (contextlib.nullcontext(None)) as tmp
-        ):
-            try:
-                return await self._run(None if tmp is None else Path(tmp))
-            finally:
-                self._sandbox.remove_planted()
+        with self.sandboxed("membrane-command-") as tmp:
+            return await self._run(tmp)
 
     async def _run(self, tmp: Path | None) -> ChildOutcome:
         provider = self._provider
@@ -230,7 +189,11 @@ class _CommandChild:
                 start_new_session=True,
             )
         except OSError as exc:
-            return _error(f"cannot run {self._argv[0]!r}: {exc}", code="tool-failed")
+            return error_outcome(
+                f"cannot run {self._argv[0]!r}: {exc}",
+                code="tool-failed",
+                data={"exit_code": None},
+            )
         self._process, self.pid = process, process.pid
         out = OutputCapture(provider.max_output_bytes, advice="")
         err = OutputCapture(2 * _STDERR_TAIL, advice="")
@@ -260,14 +223,15 @@ class _CommandChild:
         """Wait for the command to exit: ``None`` when it did, else how the run ended."""
         with anyio.CancelScope() as cancel:
             self._cancel = cancel
-            if self._stop_requested:
+            if self._stopped:
                 cancel.cancel()
             with anyio.move_on_after(self._provider.timeout) as deadline:
                 await process.wait()
             if deadline.cancelled_caught:
-                return _error(
+                return error_outcome(
                     f"{self._argv[0]!r} did not finish within {self._provider.timeout} s",
                     code="run-error",
+                    data={"exit_code": None},
                 )
             return None
         return ChildOutcome(status="stopped")
@@ -278,19 +242,12 @@ def _outcome(program: str, code: int, stdout: OutputCapture, stderr: OutputCaptu
     if code == 0:
         return ChildOutcome(status="completed", text=text, turns=1)
     tail = stderr.text().strip()[-_STDERR_TAIL:]
-    return _error(
+    return error_outcome(
         f"{program!r} exited with status {code}" + (f": {tail}" if tail else ""),
         code="run-error",
         text=text,
-        exit_code=code,
+        data={"exit_code": code},
     )
-
-
-def _error(
-    message: str, *, code: str, text: str = "", exit_code: int | None = None
-) -> ChildOutcome:
-    error: JSONDict = {"code": code, "message": message, "data": {"exit_code": exit_code}}
-    return ChildOutcome(status="error", text=text, error=error)
 
 
 async def _end_group(process: Process, *, grace: float) -> None:
