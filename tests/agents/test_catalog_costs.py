@@ -234,3 +234,81 @@ def test_a_cold_load_from_the_cache_needs_no_yaml_parser(agents: Path, tmp_path:
     builtins = len(catalog_module.builtin_definitions())
     assert cold() == [FILES + builtins, True]  # the first process parses, and fills the cache
     assert cold() == [FILES + builtins, False]  # the next one parses nothing, builtins included
+
+
+def _catalog_of(folder: Path, count: int) -> tuple[Catalog, Path]:
+    """A project of ``count`` definitions, one in ten broken and one in ten duplicated within
+    the root, so that errors and warnings grow with the catalog too."""
+    agents = folder / "project" / ".membrane" / "agents"
+    for i in range(count):
+        write(agents / f"group-{i % 6}" / f"a{i}.md", f"a{i}")
+        if i % 10 == 0:
+            write(agents / "zz" / f"again{i}.md", f"a{i}", "Duplicate.")
+        if i % 10 == 5:
+            (agents / "broken" / f"b{i}.md").parent.mkdir(parents=True, exist_ok=True)
+            (agents / "broken" / f"b{i}.md").write_text("---\nname: [broken\n---\n")
+    catalog = Catalog(project=folder / "project", home=folder / "home", settings=Settings())
+    catalog.reload()  # arms the watcher
+    assert catalog.errors and catalog.warnings
+    return catalog, agents
+
+
+def _reload_counting_calls(catalog: Catalog) -> int:
+    """Python and C function calls made by one ``reload()``."""
+    import sys
+
+    calls = 0
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        assert catalog.reload()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@needs_watcher
+def test_a_reload_after_k_changes_does_the_same_work_at_any_catalog_size(
+    tmp_path: Path, counts: Counter[str]
+) -> None:
+    def after_changes(count: int) -> tuple[int, int]:
+        catalog, agents = _catalog_of(tmp_path / str(count), count)
+        catalog.definitions()  # a snapshot handed out, as every start takes one
+        counts.clear()
+        (agents / "group-1" / "a1.md").write_text("---\nname: a1\ndescription: Edited.\n---\nB.\n")
+        (agents / "group-2" / "a2.md").write_text("---\nname: renamed\ndescription: R.\n---\nB.\n")
+        (agents / "group-3" / "a3.md").unlink()
+        (agents / "group-4" / "new.md").write_text("---\nname: fresh\ndescription: N.\n---\nB.\n")
+        (agents / "zz" / "again0.md").unlink()  # a duplicate goes
+        calls = _reload_counting_calls(catalog)
+        found = catalog.definitions()
+        assert found["a1"].description == "Edited." and "a3" not in found and "a2" not in found
+        assert list(found) == sorted(found) and {"renamed", "fresh"} <= found.keys()
+        assert len(catalog.warnings) == len(range(10, count, 10))
+        return counts["parse"], calls
+
+    small, large = after_changes(30), after_changes(300)
+    assert small[0] == large[0] == 3  # the edited, the renamed and the new file
+    # Every call the reload makes is for a changed file or a name it defined: none per
+    # definition, error or warning of the catalog, which is ten times larger.
+    assert small[1] == large[1]
+
+
+def test_definitions_handed_out_stay_as_they_were(agents: Path) -> None:
+    catalog = open_catalog(agents)
+    before = catalog.definitions()
+    names = list(before)
+    (agents / "group-1" / "a1.md").write_text("---\nname: a1\ndescription: Edited.\n---\nB.\n")
+    (agents / "group-2" / "a2.md").unlink()
+    write(agents / "group-0" / "a0b.md", "a0b")
+    assert catalog.reload()
+    assert list(before) == names and before["a1"].description == "Reviews code."
+    assert "a2" in before and "a0b" not in before and len(before) == len(names)
+    after = catalog.definitions()
+    assert after["a1"].description == "Edited." and "a2" not in after and "a0b" in after
+    assert list(after) == sorted(after) and after.get("a2") is None

@@ -33,6 +33,7 @@ from types import MappingProxyType
 
 from membrane.agents.builtins import BUILTIN_DIR, builtin_definitions, builtin_entries
 from membrane.agents.cache import DefinitionCache
+from membrane.agents.catalog_index import WinnerIndex
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.roots import Root, claude_config_home, dialect_roots
 from membrane.agents.scan import ConfigScan, RootScan, Scan
@@ -159,10 +160,13 @@ class Catalog:
             ConfigScan(root) if root.kind == "config" else RootScan(root, self._cache)
             for root in self.roots
         ]
-        self.errors: list[DefinitionError] = []
-        self.warnings: list[DefinitionWarning] = []
-        self.shadowed: Mapping[str, list[AgentDefinition]] = MappingProxyType({})
-        self._winners: Mapping[str, AgentDefinition] = MappingProxyType({})
+        self._winners = WinnerIndex()
+        self._shadowed: dict[str, list[AgentDefinition]] = {}
+        #: Handed out by ``shadowed``; the dict is copied before it changes again.
+        self._shadowed_view: Mapping[str, list[AgentDefinition]] | None = None
+        #: The sorted ``errors`` and ``warnings``, ``None`` until read after a change.
+        self._error_list: list[DefinitionError] | None = None
+        self._warning_list: list[DefinitionWarning] | None = None
         # The index the winners are computed from, kept up to date file by file:
         # name -> {path: (root rank, definition)}, path -> the name its file defines.
         self._candidates: dict[str, dict[str, tuple[int, AgentDefinition]]] = {}
@@ -249,7 +253,12 @@ class Catalog:
         return changed
 
     def _update(self, paths: set[str], *, force: bool = False) -> None:
-        """Re-index the files at ``paths`` and recompute the names they defined or define."""
+        """Re-index the files at ``paths`` and recompute the names they defined or define.
+
+        The cost is in the number of paths and names touched, never in the catalog's size:
+        each name's winner, shadowed list, duplicates and refusals change in place
+        (``membrane.agents.catalog_index``); the sorted errors and warnings are rebuilt only
+        when read after they changed."""
         files = {
             path: (rank, scan.files[path])
             for rank, scan in enumerate(self._scans, 1)
@@ -262,72 +271,95 @@ class Catalog:
             if old is not None:
                 names.add(old)
                 self._candidates[old].pop(path, None)
-            self._errors.pop(path, None)
+            if self._errors.pop(path, None) is not None:
+                self._error_list = None
             if path not in files:
                 continue
             rank, entry = files[path]
             result = entry.result
             if isinstance(result, DefinitionError):
                 self._errors[path] = (rank, result)
+                self._error_list = None
                 continue
             names.add(result.name)
             self._index(path, rank, result)
-        if not names and not force:
-            self.errors = self._sorted_errors()
+        if force:
+            # A full load ranks every name once (and the names of files that went away).
+            winners: dict[str, AgentDefinition] = {}
+            self._shadowed = {}
+            for name in names | self._candidates.keys():
+                ordered = self._ranked(name)
+                if ordered:
+                    winners[name] = ordered[0]
+                    if len(ordered) > 1:
+                        self._shadowed[name] = ordered[1:]
+            self._winners.replace_all(winners)
+            self._shadowed_view = None
             return
-        winners, shadowed = dict(self._winners), dict(self.shadowed)
-        resort = force
-        # A forced update ranks every name once (and the names of files that went away).
-        for name in names | self._candidates.keys() if force else names:
+        for name in names:
             ordered = self._ranked(name)
             if not ordered:
-                winners.pop(name, None)
-                shadowed.pop(name, None)
-                resort = True
-                continue
-            if name not in winners:
-                resort = True
-            winners[name] = ordered[0]
-            if len(ordered) > 1:
-                shadowed[name] = ordered[1:]
+                self._winners.remove(name)
             else:
-                shadowed.pop(name, None)
-        # A new or removed name re-sorts the winners (one C-level sort); a changed one keeps
-        # its place.
-        self._winners = MappingProxyType(dict(sorted(winners.items())) if resort else winners)
-        self.shadowed = MappingProxyType(shadowed)
-        self.errors = self._sorted_errors()
-        self.warnings = [
-            warning
-            for _, warning in sorted(
-                (item for found in self._duplicates.values() for item in found),
-                key=lambda item: item[0],
-            )
-        ]
+                self._winners.set(name, ordered[0])
+            if len(ordered) > 1 or name in self._shadowed:
+                if self._shadowed_view is not None:
+                    self._shadowed, self._shadowed_view = dict(self._shadowed), None
+                if len(ordered) > 1:
+                    self._shadowed[name] = ordered[1:]
+                else:
+                    del self._shadowed[name]
+
+    @property
+    def errors(self) -> list[DefinitionError]:
+        """The files that could not be used, in root order and then path order."""
+        if self._error_list is None:
+            errors = dict(self._errors)
+            for refused in self._refused.values():
+                errors.update(refused)
+            ordered = sorted(errors.items(), key=lambda item: (item[1][0], Path(item[0]).parts))
+            self._error_list = [error for _, (_, error) in ordered]
+        return self._error_list
+
+    @property
+    def warnings(self) -> list[DefinitionWarning]:
+        """Duplicate names within one root, in root order and then path order."""
+        if self._warning_list is None:
+            self._warning_list = [
+                warning
+                for _, warning in sorted(
+                    (item for found in self._duplicates.values() for item in found),
+                    key=lambda item: item[0],
+                )
+            ]
+        return self._warning_list
+
+    @property
+    def shadowed(self) -> Mapping[str, list[AgentDefinition]]:
+        """Each name's losing definitions, highest first, for the names that have any."""
+        if self._shadowed_view is None:
+            self._shadowed_view = MappingProxyType(self._shadowed)
+        return self._shadowed_view
 
     def _index(self, path: str, rank: int, definition: AgentDefinition) -> None:
         self._names[path] = definition.name
         self._candidates.setdefault(definition.name, {})[path] = (rank, definition)
 
-    def _sorted_errors(self) -> list[DefinitionError]:
-        errors = dict(self._errors)
-        for refused in self._refused.values():
-            errors.update(refused)
-        ordered = sorted(errors.items(), key=lambda item: (item[1][0], Path(item[0]).parts))
-        return [error for _, (_, error) in ordered]
-
     def _ranked(self, name: str) -> list[AgentDefinition]:
         """``name``'s definitions, winner first: a higher root wins; within a root the first
         file in path order wins and each other one is a duplicate (warned about)."""
         found = self._candidates.get(name)
-        self._duplicates.pop(name, None)
-        self._refused.pop(name, None)
+        if self._duplicates.pop(name, None) is not None:
+            self._warning_list = None
+        if self._refused.pop(name, None) is not None:
+            self._error_list = None
         if not found:
             self._candidates.pop(name, None)
             return []
         refused = _refused_repairs(found)
         if refused:
             self._refused[name] = refused
+            self._error_list = None
             found = {path: entry for path, entry in found.items() if path not in refused}
         if len(found) == 1:  # the common case: one file defines the name
             return [definition for _, definition in found.values()]
@@ -356,6 +388,7 @@ class Catalog:
                 )
         if warnings:
             self._duplicates[name] = warnings
+            self._warning_list = None
         return ordered
 
     def get(self, name: str) -> AgentDefinition | None:
@@ -363,8 +396,8 @@ class Catalog:
         return self._winners.get(name)
 
     def definitions(self) -> Mapping[str, AgentDefinition]:
-        """The winners, by name, sorted."""
-        return self._winners
+        """The winners, by name, sorted: a snapshot later reloads leave as it is."""
+        return self._winners.snapshot()
 
     def lookup(self, name: str) -> tuple[AgentDefinition | None, str]:
         """Exact name first, then a case-insensitive match when exactly one exists.
