@@ -23,6 +23,7 @@ from membrane.agents.fields import KNOWN_KEYS, plain
 from membrane.agents.frontmatter import load_yaml, split_frontmatter
 from membrane.cli.app import main
 from membrane.resolve import CallParams, ParentContext, resolve
+from membrane.resolve.warnings import warning_objects
 from membrane.workspace import Workspace
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "agents"
@@ -76,7 +77,8 @@ def _explained(project: Path) -> tuple[Catalog, dict[str, dict[str, Any]]]:
         if definition.builtin:
             continue
         authority = resolve(definition, CallParams(), parent, ws.deployment())
-        out[name] = authority.to_json()
+        warnings = warning_objects(authority.warnings, definition.warnings, file=definition.path)
+        out[name] = {**authority.to_json(), "warnings": warnings}
     return ws.catalog, out
 
 
@@ -112,10 +114,10 @@ def test_claude_code_files_map_each_field_in_explain(tmp_path: Path, isolated_ho
         elif model is not None:
             assert data["invocation"]["model"] == {"value": model, "source": "dialect:claude-code"}
             if model in ("sonnet", "opus", "haiku"):
-                assert any("Claude Code model alias" in w for w in data["warnings"]), source
+                assert any(w["code"] == "model-alias-unmapped" for w in data["warnings"]), source
         if "tools" not in raw:
             assert callable_tools == {"Read", "Glob", "Grep"}, source
-            assert any("dialect-default-differs" in w for w in data["warnings"]), source
+            assert any(w["code"] == "dialect-default-differs" for w in data["warnings"]), source
             continue
         tokens = _tokens(raw["tools"])
         wanted = {BUILTINS[t.lower()] for t in tokens if t.lower() in BUILTINS}
@@ -200,7 +202,10 @@ def test_opencode_files_map_mode_steps_and_permissions_in_explain(
             assert fields["allowed_subagents"]["value"] == allowed
             assert fields["allowed_subagents"]["source"] == "dialect:opencode"
         if "temperature" in raw:
-            assert any("dialect-unsupported" in w and "temperature" in w for w in data["warnings"])
+            assert any(
+                w["code"] == "dialect-unsupported" and "temperature" in w["message"]
+                for w in data["warnings"]
+            )
     assert checked >= 5
 
 
@@ -225,7 +230,7 @@ def test_pi_files_map_tool_names_and_native_fields_in_explain(
             if key in raw:
                 assert data["invocation"][key] == {"value": raw[key], "source": "dialect:pi"}
         if "tools" not in raw:
-            assert any("dialect-default-differs" in w for w in data["warnings"]), source
+            assert any(w["code"] == "dialect-default-differs" for w in data["warnings"]), source
             continue
         tokens = [t.lower() for t in _tokens(raw["tools"])]
         denied = {pi_names.get(t.lower(), t) for t in _tokens(raw.get("disallowed_tools", ""))}

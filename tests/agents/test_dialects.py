@@ -87,15 +87,16 @@ def test_claude_code_omitted_tools_follow_the_setting(
     write(tmp_path / ".claude" / "agents" / "w.md", "name: worker\ndescription: W")
     out = explain(tmp_path, "worker", capsys)
     assert out["tools"]["callable"] == ["Glob", "Grep", "Read"]
-    [warning] = [w for w in out["warnings"] if "dialect-default-differs" in w]
-    assert 'claude_code_omitted_tools = "inherit"' in warning
+    [warning] = [w for w in out["warnings"] if w["code"] == "dialect-default-differs"]
+    assert 'claude_code_omitted_tools = "inherit"' in warning["message"]
+    assert warning["line"] is not None and warning["file"].endswith("w.md")
     config = tmp_path / ".membrane" / "config.toml"
     config.parent.mkdir()
     config.write_text('claude_code_omitted_tools = "inherit"\n', encoding="utf-8")
     out = explain(tmp_path, "worker", capsys)
     assert set(out["tools"]["callable"]) >= {"Bash", "Edit", "Write", "Read"}
     assert out["definition"]["fields"]["tools"]["value"] == ["inherit"]
-    assert not any("dialect-default-differs" in w for w in out["warnings"])
+    assert not any(w["code"] == "dialect-default-differs" for w in out["warnings"])
 
 
 def test_claude_code_fields_map_onto_membrane_fields(

@@ -70,6 +70,16 @@ LIST = {
     },
 }
 
+#: ``explain --json``: the contract's keys, warnings in the one shape of every command.
+EXPLAIN = {
+    "type": "object",
+    "required": [
+        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "permissions",
+        "warnings", "sandbox", "model", "budget",
+    ],
+    "properties": {"warnings": {"type": "array", "items": WARNING}},
+}  # fmt: skip
+
 
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +159,31 @@ def test_list_json_warnings_are_objects(project: Path, capsys: pytest.CaptureFix
     jsonschema.validate(document, LIST)
     [helper] = [a for a in document["agents"] if a["name"] == "code-helper"]
     assert helper["dialect"] == "claude-code"
+
+
+def test_explain_json_warnings_are_objects_and_the_text_keeps_their_sentences(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        project / ".membrane" / "agents" / "m.md",
+        "---\nname: m\ndescription: M.\ntempo: fast\ntools: Read, mcp__nope__x\n---\nM.\n",
+    )
+    code, out, _ = run(capsys, "explain", "m", "--json", "--project", str(project))
+    assert code == 0
+    document = json.loads(out)
+    jsonschema.validate(document, EXPLAIN)
+    by_code = {w["code"]: w for w in document["warnings"]}
+    # The definition's own warning keeps its reader's file and line ...
+    own = by_code["unknown-key"]
+    assert (Path(own["file"]).name, own["line"]) == ("m.md", 4)
+    # ... a warning of the resolution names the definition's file and no line.
+    resolved = by_code["unknown-mcp-server"]
+    assert (Path(resolved["file"]).name, resolved["line"]) == ("m.md", None)
+    assert "'nope'" in resolved["message"]
+    code, out, _ = run(capsys, "explain", "m", "--project", str(project))
+    assert code == 0
+    text = " ".join(out.split())
+    assert "warning:" in text and "names the MCP server 'nope'" in text
 
 
 def test_a_yaml_error_points_at_the_line_that_opened_the_broken_value(

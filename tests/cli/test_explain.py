@@ -168,7 +168,8 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
     assert out["model"]["source"] == "frontmatter"
     assert out["model"]["error"]["code"] == "unknown-model"
     assert len(out["warnings"]) == 1
-    assert out["warnings"][0].endswith("the start will fail with unknown-model")
+    assert out["warnings"][0]["code"] == "unknown-model"
+    assert out["warnings"][0]["message"].endswith("the start will fail with unknown-model")
 
 
 def test_explain_prints_a_readable_table(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -187,7 +188,7 @@ def test_explain_turns_a_fallback_into_a_warning(
     assert main(["explain", "Reviewer", "--project", str(project), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["definition"]["name"] == "reviewer"
-    assert any("matched `reviewer`" in w for w in out["warnings"])
+    assert any("matched `reviewer`" in w["message"] for w in out["warnings"])
 
 
 @pytest.mark.parametrize(
@@ -274,7 +275,10 @@ def test_a_worktree_checkout_is_where_the_manager_puts_it(
     assert main(["explain", "worker", "--project", str(top), *call]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["checkout"]["path"] == f"{top.resolve()}/.membrane/worktrees/<run-id>"
-    assert any("is not inside a Git work tree" in w for w in out["warnings"])
+    assert any(
+        w["code"] == "worktree-unavailable" and "is not inside a Git work tree" in w["message"]
+        for w in out["warnings"]
+    )
 
 
 def test_explain_help_says_extensions_are_imported_and_run(
@@ -313,7 +317,10 @@ def test_the_example_workspace_resolves_as_the_demo_expects(
         "Grep", "Read", "Task", "TaskList", "TaskMessage", "TaskStop", "TaskWait", "summarize"
     ]  # fmt: skip
     assert auditor["tools"]["left_out"]["annotate"] == "not selected"
-    assert any("every start it attempts is rejected" in w for w in auditor["warnings"])
+    assert any(
+        w["code"] == "depth-at-cap" and "every start it attempts is rejected" in w["message"]
+        for w in auditor["warnings"]
+    )
     assert "Notes: when a finding takes more than three sentences" in auditor["prompt"]["system"]
 
 
@@ -325,7 +332,7 @@ def test_the_example_lead_is_a_top_level_agent_below_the_cap(
     lead = json.loads(capsys.readouterr().out)
     assert "- Delegation depth: 0 of at most 1" in lead["prompt"]["system"]
     assert "Task" in lead["tools"]["callable"]
-    assert not any("every start it attempts is rejected" in w for w in lead["warnings"])
+    assert not any("every start it attempts is rejected" in w["message"] for w in lead["warnings"])
     assert main(["explain", "lead", "--project", str(workspace), "--json"]) == 0
     as_child = json.loads(capsys.readouterr().out)
     assert "- Delegation depth: 1 of at most 1" in as_child["prompt"]["system"]

@@ -132,7 +132,9 @@ def test_explain_shows_the_run_id_it_cannot_know_as_a_placeholder(
     assert _explain_with(capsys, stockroom, 'persona = "Run {{run_id}} of {{agent}}."') == 0
     out = json.loads(capsys.readouterr().out)
     assert out["prompt"]["system"].startswith("Run <run_id> of scout.\n\n")
-    assert any("{{run_id}}" in warning for warning in out["warnings"])
+    assert any(
+        w["code"] == "persona-placeholder" and "{{run_id}}" in w["message"] for w in out["warnings"]
+    )
 
 
 def test_explain_refuses_a_child_beyond_the_cap_as_a_start_does(

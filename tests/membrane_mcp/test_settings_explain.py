@@ -64,7 +64,9 @@ def test_a_selector_naming_no_configured_server_is_warned_and_left_out(
     out = json.loads(capsys.readouterr().out)
     assert out["tools"]["left_out"]["mcp__github__list_issues"] == "no such MCP server"
     assert out["tools"]["servers"]["mcp__github__list_issues"] == "github"
-    assert any("'github'" in w and "not configured" in w for w in out["warnings"])
+    assert any(
+        w["code"] == "unknown-mcp-server" and "'github'" in w["message"] for w in out["warnings"]
+    )
 
 
 def test_explain_starts_the_servers_a_definition_asks_for_and_lists_their_tools(

@@ -127,4 +127,8 @@ def test_explain_shows_the_phase_and_what_each_phase_unlocks(
     phases = {p["name"]: p["unlocks"] for p in view["phases"]}
     assert "Task" in phases["developing"] and "requestPlanApproval" in phases["ready"]
     assert main(["explain", "lead", "--top-level", "--project", str(tmp_path)]) == 0
-    assert "Task: locked until developing or finishing" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "Task: locked until developing or finishing" in text
+    # The tools table shows the gated Task as locked, never as callable.
+    [row] = [line for line in text.splitlines() if line.strip("│ ").startswith("Task ")]
+    assert "locked until developing or finishing" in row and "callable" not in row

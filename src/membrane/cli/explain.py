@@ -31,6 +31,7 @@ from membrane.resolve import (
     resolve,
 )
 from membrane.resolve.authority import mcp_server_of
+from membrane.resolve.warnings import warning_objects
 from membrane.runtime.depth import check_cap
 from membrane.runtime.persona import (
     PERSONA_SECTION,
@@ -392,7 +393,12 @@ def _print_workflow(view: dict[str, object]) -> None:
             console.print(f"{tool}: locked until {' or '.join(phases)}", highlight=False)
 
 
-def _print_table(authority: EffectiveAuthority, model: dict[str, object], budget: JSONDict) -> None:
+def _print_table(
+    authority: EffectiveAuthority,
+    model: dict[str, object],
+    budget: JSONDict,
+    locked: Mapping[str, list[str]],
+) -> None:
     console = Console()
     definition = authority.definition
     console.print(f"[bold]{definition.name}[/]  {definition.root}: {definition.path}")
@@ -407,7 +413,13 @@ def _print_table(authority: EffectiveAuthority, model: dict[str, object], budget
     tools = Table("tool", "status", *(["server"] if servers else []), title="Tools")
     tools.title_justify = "left"
     for name in authority.callable:
-        tools.add_row(name, "[green]callable[/]", *([servers.get(name, "")] if servers else []))
+        # A tool the workflow's phases lock is callable only once a phase unlocks it.
+        status = (
+            f"[yellow]locked until {' or '.join(locked[name])}[/]"
+            if name in locked
+            else "[green]callable[/]"
+        )
+        tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
     for name, reason in sorted(authority.left_out.items()):
         status = f"[dim]left out: {reason}[/]"
         tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
@@ -534,11 +546,16 @@ def explain(
     gate = workflow_view(authority)
     if as_json:
         payload = {**authority.to_json(), "sandbox": sandbox, "model": model, "budget": budget}
+        definition = authority.definition
+        payload["warnings"] = warning_objects(
+            authority.warnings, definition.warnings, file=definition.path
+        )
         if gate is not None:
             payload["workflow"] = gate
         typer.echo(json.dumps(payload, indent=2))
     else:
-        _print_table(authority, model, budget)
+        locked = gate.get("locked") if gate is not None else None
+        _print_table(authority, model, budget, locked if isinstance(locked, dict) else {})
         _print_sandbox(sandbox)
         if gate is not None:
             _print_workflow(gate)
