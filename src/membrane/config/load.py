@@ -8,23 +8,37 @@ are errors: a misspelt ``default-tools`` would otherwise leave the default silen
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any, Final
 
 from membrane.config.budget import Budget
+from membrane.config.shape import (
+    REQUIRED,
+    Field,
+    Invalid,
+    boolean,
+    choice,
+    integer,
+    list_of,
+    mapping_of,
+    number,
+    optional,
+    table,
+    text,
+)
 from membrane.config.values import (
     BUILTIN_ROLES,
     DEFAULT_ROLE,
+    SANDBOX_CHOICES,
     McpServerSpec,
     ModelEntry,
-    OmittedTools,
     RateLimit,
     RoleSpec,
     Settings,
@@ -60,41 +74,82 @@ def project_config_path(project: Path) -> Path:
     return project / ".membrane" / CONFIG_NAME
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+def _seconds(default: object = None) -> Field:
+    """A finite number of seconds above 0 (a whole number is read as a float)."""
+    return Field(number(gt=0), default=default)
 
 
-class _Role(_Strict):
-    allow: list[str] | None = None
-    deny: list[str] | None = None
-    permissions: list[Annotated[str, Field(min_length=1)]] | None = None
+def _count(minimum: int, default: object = None) -> Field:
+    return Field(integer(ge=minimum, le=MAX_SAFE_INT), default=default)
 
 
-class _RateLimit(_Strict):
-    max_calls: int = Field(ge=1, le=MAX_SAFE_INT)
-    window_seconds: float = Field(gt=0, allow_inf_nan=False)
-
-    @field_validator("window_seconds", mode="before")
-    @classmethod
-    def _int_seconds(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+_NAME = text(min_length=1)
+_NAMES = list_of(text())
+_STRINGS = mapping_of(text())
 
 
-class _McpServer(_Strict):
-    command: str | None = Field(default=None, min_length=1)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = Field(default=None, min_length=1)
-    url: str | None = Field(default=None, min_length=1)
-    headers: dict[str, str] = Field(default_factory=dict)
-    timeout: float = Field(default=60.0, gt=0, allow_inf_nan=False)
-    startup_timeout: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+@dataclass(frozen=True, slots=True)
+class _Role:
+    allow: list[str] | None
+    deny: list[str] | None
+    permissions: list[str] | None
 
-    @field_validator("timeout", "startup_timeout", mode="before")
-    @classmethod
-    def _int_seconds(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
+_ROLE = table(
+    "_Role",
+    {
+        "allow": Field(optional(_NAMES)),
+        "deny": Field(optional(_NAMES)),
+        "permissions": Field(optional(list_of(_NAME))),
+    },
+    _Role,
+)
+_RATE_LIMIT = table(
+    "_RateLimit",
+    {"max_calls": _count(1, REQUIRED), "window_seconds": _seconds(REQUIRED)},
+    RateLimit,
+)
+
+
+def _server(
+    *,
+    command: str | None,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    url: str | None,
+    headers: dict[str, str],
+    timeout: float,
+    startup_timeout: float,
+) -> McpServerSpec:
+    """The spec, named by ``mcp_server_spec`` once it is whole."""
+    return McpServerSpec(
+        name="",
+        command=command,
+        args=tuple(args),
+        env=MappingProxyType(env),
+        cwd=cwd,
+        url=url,
+        headers=MappingProxyType(headers),
+        timeout=timeout,
+        startup_timeout=startup_timeout,
+    )
+
+
+_MCP_SERVER = table(
+    "_McpServer",
+    {
+        "command": Field(optional(_NAME)),
+        "args": Field(_NAMES, factory=list),
+        "env": Field(_STRINGS, factory=dict),
+        "cwd": Field(optional(_NAME)),
+        "url": Field(optional(_NAME)),
+        "headers": Field(_STRINGS, factory=dict),
+        "timeout": _seconds(60.0),
+        "startup_timeout": _seconds(30.0),
+    },
+    _server,
+)
 
 #: A server name becomes the middle of ``mcp__NAME__TOOL``: no ``__`` inside, no edge ``_``.
 _MCP_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*(?<!_)")
@@ -113,16 +168,14 @@ def mcp_server_spec(name: str, raw: object, *, path: str, key: str) -> McpServer
             "use letters, digits, '-' and single '_' (its tools are named mcp__NAME__TOOL)",
         )
     try:
-        server = _McpServer.model_validate(raw)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        what = str(error["msg"]).removeprefix("Value error, ")
+        server = _MCP_SERVER(raw)
+    except Invalid as exc:
+        where = ".".join(str(part) for part in exc.loc)
         raise bad(
-            f"{('at ' + where + ': ') if where else ''}{what}",
+            f"{('at ' + where + ': ') if where else ''}{exc.message}",
             "an MCP server has `command` (with `args`, `env`, `cwd`) or `url`, and optional "
             "`headers`, `timeout`, `startup_timeout`",
-        ) from exc
+        ) from None
     if (server.command is None) == (server.url is None):
         raise bad(
             "needs exactly one of `command` (a stdio server) or `url` (streamable HTTP)",
@@ -132,92 +185,88 @@ def mcp_server_spec(name: str, raw: object, *, path: str, key: str) -> McpServer
         raise bad(f"has url {server.url!r}, which is not http(s)", "use an http:// or https:// url")
     if server.url is None and server.headers:
         raise bad("sets `headers` on a stdio server", "headers apply to a `url` server only")
-    return McpServerSpec(
-        name=name,
-        command=server.command,
-        args=tuple(server.args),
-        env=MappingProxyType(dict(server.env)),
-        cwd=server.cwd,
-        url=server.url,
-        headers=MappingProxyType(dict(server.headers)),
-        timeout=server.timeout,
-        startup_timeout=server.startup_timeout,
+    return dataclasses.replace(server, name=name)
+
+
+_MODEL_FIELDS: Final = {
+    "provider": Field(choice("openai", "anthropic", "scripted"), default=REQUIRED),
+    "model": Field(_NAME, default=REQUIRED),
+    "base_url": Field(optional(_NAME)),
+    "api_key_env": Field(optional(text(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"))),
+    "stream": Field(boolean, default=True),
+    "timeout": Field(optional(number(gt=0))),
+    "max_tokens": _count(1),
+    "reasoning": Field(optional(boolean)),
+}
+
+
+def _tool_string(value: object) -> object:
+    # A comma string, as in a definition's `tools:` ("Read, Grep", "*").
+    return _NAMES(value.split(",") if isinstance(value, str) else value)
+
+
+def _depth(value: object) -> object:
+    if value == PROVIDER_MANAGED or depth_problem(value, exact=True) is None:
+        return value
+    raise Invalid(
+        "value_error",
+        f'must be a whole number from 0 to {MAX_SAFE_INT}, or "provider-managed"',
+        value,
     )
 
 
-class _Model(_Strict):
-    provider: Literal["openai", "anthropic", "scripted"]
-    model: str = Field(min_length=1)
-    base_url: str | None = Field(default=None, min_length=1)
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    stream: bool = True
-    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    max_tokens: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
-    reasoning: bool | None = None
-
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _int_timeout(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+def _any_table(value: object) -> object:
+    if not isinstance(value, dict):
+        raise Invalid("dict_type", "Input should be a valid dictionary", value)
+    return value
 
 
-class _File(_Strict):
-    """One config file. ``None`` means the file leaves the key to the lower file or the default."""
-
-    default_tools: list[str] | None = None
-    fallback_subagent: str | None = Field(default=None, min_length=1)
-    max_depth: int | Literal["provider-managed"] | None = None
-    hide_delegation_at_cap: bool | None = None
-    persona: str | None = None
-    permission_mode: str | None = Field(default=None, min_length=1)
-    worktrees_enabled: bool | None = None
-    trace_tool_arguments: bool | None = None
-    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
-    grace_turns: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
-    default_max_turns: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
-    default_role: str | None = Field(default=None, min_length=1)
-    roles: dict[str, _Role] | None = None
-    rate_limits: dict[str, _RateLimit] | None = None
-    state_synchronous: Literal["full", "normal"] | None = None
+_FLAG = Field(optional(boolean))
+_OMITTED = Field(optional(choice("default", "inherit", "all")))
+#: One config file. ``None`` means the file leaves the key to the lower file or the default.
+_FILE_FIELDS: Final = {
+    "default_tools": Field(optional(_tool_string)),
+    "fallback_subagent": Field(optional(_NAME)),
+    "max_depth": Field(optional(_depth)),
+    "hide_delegation_at_cap": _FLAG,
+    "persona": Field(optional(text())),
+    "permission_mode": Field(optional(_NAME)),
+    "worktrees_enabled": _FLAG,
+    "trace_tool_arguments": _FLAG,
+    "max_concurrency": _count(1),
+    "grace_turns": _count(0),
+    "default_max_turns": _count(1),
+    "default_role": Field(optional(_NAME)),
+    "roles": Field(optional(mapping_of(_ROLE))),
+    "rate_limits": Field(optional(mapping_of(_RATE_LIMIT))),
+    "state_synchronous": Field(optional(choice("full", "normal"))),
     # Checked by ``mcp_server_spec`` so that an error names the server's own table.
-    mcp_servers: dict[str, dict[str, Any]] | None = None
-    sandbox: Literal["auto", "bubblewrap", "landlock", "guard"] | None = None
-    sandbox_network: bool | None = None
-    claude_code_agents: bool | None = None
-    opencode_agents: bool | None = None
-    pi_agents: bool | None = None
-    claude_code_omitted_tools: OmittedTools | None = None
-    opencode_omitted_tools: OmittedTools | None = None
-    pi_omitted_tools: OmittedTools | None = None
-    model_aliases: dict[str, str] | None = None
-    models: dict[str, _Model] | None = None
-    default_model: str | None = Field(default=None, min_length=1)
+    "mcp_servers": Field(optional(mapping_of(_any_table))),
+    "sandbox": Field(optional(choice(*SANDBOX_CHOICES))),
+    "sandbox_network": _FLAG,
+    "claude_code_agents": _FLAG,
+    "opencode_agents": _FLAG,
+    "pi_agents": _FLAG,
+    "claude_code_omitted_tools": _OMITTED,
+    "opencode_omitted_tools": _OMITTED,
+    "pi_omitted_tools": _OMITTED,
+    "model_aliases": Field(optional(_STRINGS)),
+    "models": Field(optional(mapping_of(table("_Model", _MODEL_FIELDS, ModelEntry)))),
+    "default_model": Field(optional(_NAME)),
     # Checked by ``Budget.parse`` so that an error names the kind.
-    budget: dict[str, Any] | None = None
-    receipt_ttl_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    outbox_max_attempts: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
-    lease_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    sweep_interval_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    "budget": Field(optional(_any_table)),
+    "receipt_ttl_seconds": _seconds(),
+    "outbox_max_attempts": _count(1),
+    "lease_seconds": _seconds(),
+    "sweep_interval_seconds": _seconds(),
+}
 
-    @field_validator(
-        "receipt_ttl_seconds", "lease_seconds", "sweep_interval_seconds", mode="before"
-    )
-    @classmethod
-    def _whole_seconds(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
-    @field_validator("default_tools", mode="before")
-    @classmethod
-    def _tool_string(cls, value: object) -> object:
-        # A comma string, as in a definition's `tools:` ("Read, Grep", "*").
-        return value.split(",") if isinstance(value, str) else value
+def _file(**values: Any) -> dict[str, Any]:
+    return values
 
-    @field_validator("max_depth", mode="before")
-    @classmethod
-    def _depth(cls, value: object) -> object:
-        if value == PROVIDER_MANAGED or depth_problem(value, exact=True) is None:
-            return value
-        raise ValueError(f'must be a whole number from 0 to {MAX_SAFE_INT}, or "provider-managed"')
+
+_FILE = table("_File", _FILE_FIELDS, _file)
 
 
 def _default_tools(tokens: list[str], path: Path) -> tuple[str, ...]:
@@ -280,12 +329,12 @@ def _default_tool_problem(token: str) -> tuple[str, str]:
     )
 
 
-CONFIG_KEYS = tuple(_File.model_fields)
+CONFIG_KEYS = tuple(_FILE_FIELDS)
 
 
-def _read(path: Path) -> _File | None:
+def _read(path: Path) -> dict[str, Any] | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        content = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -296,7 +345,7 @@ def _read(path: Path) -> _File | None:
             hint="check that it is a readable UTF-8 file",
         ) from exc
     try:
-        raw = tomllib.loads(text)
+        raw = tomllib.loads(content)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(
             f"{path}: invalid TOML: {exc}",
@@ -305,35 +354,32 @@ def _read(path: Path) -> _File | None:
             hint="fix the TOML syntax at the line named",
         ) from exc
     try:
-        parsed = _File.model_validate(raw)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        key = _key_path(raw, error["loc"])
-        if error["type"] == "extra_forbidden" and error["loc"][-1] == "api_key":
+        parsed = _FILE(raw)
+    except Invalid as exc:
+        key = _key_path(raw, exc.loc)
+        if exc.kind == "extra_forbidden" and exc.loc[-1] == "api_key":
             hint = "never write the key in a file: name its variable in `api_key_env`"
             message = f"{path}: unknown setting `{key}`"
-        elif error["type"] == "extra_forbidden" and error["loc"][0] == "models":
-            hint = f"a model entry takes {', '.join(_Model.model_fields)}"
+        elif exc.kind == "extra_forbidden" and exc.loc[0] == "models":
+            hint = f"a model entry takes {', '.join(_MODEL_FIELDS)}"
             message = f"{path}: unknown setting `{key}`"
-        elif error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(error["loc"][-1]), CONFIG_KEYS, n=1)
+        elif exc.kind == "extra_forbidden":
+            close = difflib.get_close_matches(str(exc.loc[-1]), CONFIG_KEYS, n=1)
             hint = (
                 f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
             )
             message = f"{path}: unknown setting `{key}`"
         else:
             hint = "see the settings reference for the expected type"
-            what = str(error["msg"]).removeprefix("Value error, ")
-            message = f"{path}: `{key}`: {what} (got {error.get('input')!r})"
-        raise SettingsError(message, path=str(path), key=key, hint=hint) from exc
-    if parsed.default_tools is None:
-        return parsed
-    tools = _default_tools(parsed.default_tools, path)
-    return parsed.model_copy(update={"default_tools": list(tools)})
+            message = f"{path}: `{key}`: {exc.message} (got {exc.value!r})"
+        raise SettingsError(message, path=str(path), key=key, hint=hint) from None
+    if parsed["default_tools"] is not None:
+        parsed["default_tools"] = _default_tools(parsed["default_tools"], path)
+    return parsed
 
 
 def _key_path(raw: object, loc: tuple[int | str, ...]) -> str:
-    """The dotted key of an error, without pydantic's union-member tags (``int``, ``str`` ...)."""
+    """The dotted key of an error: its table keys, up to a missing key or a list's index."""
     parts: list[str] = []
     for part in loc:
         if not isinstance(raw, dict):
@@ -376,18 +422,17 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         parsed = _read(path)
         if parsed is None:
             continue
-        for name, entry in (parsed.models or {}).items():
-            models[name] = ModelEntry(**entry.model_dump())
-        aliases.update(parsed.model_aliases or {})
-        budget.update(_budget(parsed.budget, path))
+        models.update(parsed["models"] or {})
+        aliases.update(parsed["model_aliases"] or {})
+        budget.update(_budget(parsed["budget"], path))
         own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases", "budget"}
-        for key, value in parsed.model_dump(exclude_none=True, exclude=own).items():
-            merged[key] = tuple(value) if key == "default_tools" else value
-        for name, role in (parsed.roles or {}).items():
+        merged.update(
+            (key, value) for key, value in parsed.items() if value is not None and key not in own
+        )
+        for name, role in (parsed["roles"] or {}).items():
             roles[name] = _role(name, role, path)
-        for tool, limit in (parsed.rate_limits or {}).items():
-            limits[tool] = RateLimit(max_calls=limit.max_calls, window_seconds=limit.window_seconds)
-        for name, raw in (parsed.mcp_servers or {}).items():
+        limits.update(parsed["rate_limits"] or {})
+        for name, raw in (parsed["mcp_servers"] or {}).items():
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
     default_role = merged.get("default_role", DEFAULT_ROLE)
     if default_role not in roles:
