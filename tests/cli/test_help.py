@@ -25,8 +25,8 @@ def test_no_help_shows_a_value_for_a_flag(words: str, capsys: pytest.CaptureFixt
 
 @pytest.mark.parametrize(
     ("words", "usage"),
-    [("run", "{AGENT} {TASK}"), ("explain", "{AGENT}"), ("resume", "{RUN_ID} {MESSAGE}"),
-     ("show", "{RUN_ID}"), ("agents validate", "[PATHS]...")],
+    [("run", "AGENT TASK"), ("explain", "AGENT"), ("resume", "RUN_ID MESSAGE"),
+     ("show", "RUN_ID"), ("lineage", "[RUN_ID]"), ("agents validate", "[PATHS]...")],
 )  # fmt: skip
 def test_usage_lines_name_the_arguments(
     words: str, usage: str, capsys: pytest.CaptureFixture[str]

@@ -1,6 +1,6 @@
 """The ``membrane`` command. Only this package prints.
 
-The typer application is ``membrane.cli.app.app``, built on first use, so that
+The root command group is ``membrane.cli.app.app``, built on first use, so that
 ``membrane --version`` and a command's start import only what they need.
 """
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -20,36 +19,35 @@ from rich.text import Text
 
 from membrane.cli.app import app, safe_text
 from membrane.cli.backend import open_session
+from membrane.cli.declare import Argument, Group, Option
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 
 __all__ = ["format_actions", "format_result"]
 
-actions_app = typer.Typer(
+actions_app = Group(
     name="actions",
     help="List and run the actions (tools) your caller's view holds.",
     no_args_is_help=True,
 )
-app.add_typer(actions_app)
+app.add_group(actions_app)
 
-ProjectOption = Annotated[Path, typer.Option(help="The project folder.")]
+ProjectOption = Annotated[Path, Option(help="The project folder.")]
 HeadlessOption = Annotated[
     bool,
-    typer.Option(
-        "--headless", help="Bootstrap the project's services in this process for one command."
-    ),
+    Option("--headless", help="Bootstrap the project's services in this process for one command."),
 ]
 RoleOption = Annotated[
     str | None,
-    typer.Option(
+    Option(
         help="The role to ask for: restarts an idle runtime under it (headless: the role of "
         "this command, default $MEMBRANE_ROLE, else none); ignored inside a run."
     ),
 ]
 SocketOption = Annotated[
-    Path | None, typer.Option("--socket", help="The runtime's socket (default: $MEMBRANE_SOCKET).")
+    Path | None, Option("--socket", help="The runtime's socket (default: $MEMBRANE_SOCKET).")
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+JsonOption = Annotated[bool, Option("--json", help="Print JSON.")]
 
 
 def format_actions(actions: list[JSONDict], *, as_json: bool) -> None:
@@ -99,8 +97,8 @@ def list_actions(
 
 @actions_app.command("run")
 def run_action(
-    name: Annotated[str, typer.Argument(metavar="NAME", help="The action to run.")],
-    args: Annotated[str, typer.Option("--args", help="Its arguments as a JSON object.")] = "{}",
+    name: Annotated[str, Argument(metavar="NAME", help="The action to run.")],
+    args: Annotated[str, Option("--args", help="Its arguments as a JSON object.")] = "{}",
     project: ProjectOption = Path("."),
     headless: HeadlessOption = False,
     role: RoleOption = None,

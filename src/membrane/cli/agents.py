@@ -7,9 +7,7 @@ import os
 import sys
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import typer
+from typing import TYPE_CHECKING, Annotated, Any
 
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
@@ -17,6 +15,7 @@ from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.roots import dialect_roots
 from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.cli.app import app, safe_text, table_console, warning_json
+from membrane.cli.declare import Argument, Exit, Group, Option, echo
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
@@ -25,18 +24,16 @@ from membrane.store.location import locate_state
 if TYPE_CHECKING:
     from rich.text import Text
 
-agents_app = typer.Typer(
+agents_app = Group(
     name="agents", help="List, show and validate agent definitions.", no_args_is_help=True
 )
-app.add_typer(agents_app, name="agents")
+app.add_group(agents_app, name="agents")
 
-_PROJECT = typer.Option(
-    None, "--project", help="The project directory (default: the current directory)."
+_PROJECT = Option("--project", help="The project directory (default: the current directory).")
+_WORKSPACE = Option(
+    "--workspace", help="The workspace holding .agents/agents (default: the project)."
 )
-_WORKSPACE = typer.Option(
-    None, "--workspace", help="The workspace holding .agents/agents (default: the project)."
-)
-_JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
+_JSON = Option("--json", help="Print JSON instead of a table.")
 
 
 def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
@@ -48,7 +45,7 @@ def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
 
 def _echo(text: str, *, err: bool = False) -> None:
     """Print file-derived text verbatim: no markup, and nothing the terminal cannot encode."""
-    typer.echo(safe_text(text, stream=sys.stderr if err else sys.stdout), err=err)
+    echo(safe_text(text, stream=sys.stderr if err else sys.stdout), err=err)
 
 
 def _cell(text: str) -> Text:
@@ -79,7 +76,9 @@ def _error_json(error: DefinitionError) -> dict[str, Any]:
 
 @agents_app.command("list")
 def list_agents(
-    as_json: bool = _JSON, project: Path | None = _PROJECT, workspace: Path | None = _WORKSPACE
+    as_json: Annotated[bool, _JSON] = False,
+    project: Annotated[Path | None, _PROJECT] = None,
+    workspace: Annotated[Path | None, _WORKSPACE] = None,
 ) -> None:
     """Every winning definition: its root and path, what it shadows, and its warnings."""
     catalog = _catalog(project, workspace)
@@ -129,12 +128,12 @@ def list_agents(
 
 @agents_app.command("show")
 def show_agent(
-    name: str = typer.Argument(
-        ..., metavar="NAME", help="The agent name (case-insensitive when unambiguous)."
-    ),
-    as_json: bool = _JSON,
-    project: Path | None = _PROJECT,
-    workspace: Path | None = _WORKSPACE,
+    name: Annotated[
+        str, Argument(metavar="NAME", help="The agent name (case-insensitive when unambiguous).")
+    ],
+    as_json: Annotated[bool, _JSON] = False,
+    project: Annotated[Path | None, _PROJECT] = None,
+    workspace: Annotated[Path | None, _WORKSPACE] = None,
 ) -> None:
     """One definition: every field it sets, with the line it is set on, and its prompt."""
     catalog = _catalog(project, workspace)
@@ -232,12 +231,15 @@ def _files(paths: list[Path]) -> list[Path]:
 
 @agents_app.command("validate")
 def validate_agents(
-    paths: list[Path] | None = typer.Argument(  # noqa: B008
-        None, metavar="PATHS", help="Files or directories (default: every root of the catalog)."
-    ),
-    project: Path | None = _PROJECT,
-    workspace: Path | None = _WORKSPACE,
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    paths: Annotated[
+        list[Path] | None,
+        Argument(
+            metavar="PATHS", help="Files or directories (default: every root of the catalog)."
+        ),
+    ] = None,
+    project: Annotated[Path | None, _PROJECT] = None,
+    workspace: Annotated[Path | None, _WORKSPACE] = None,
+    as_json: Annotated[bool, Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Print every warning and error as `file:line: code: message`; exit 1 if a file is unusable.
 
@@ -281,7 +283,7 @@ def validate_agents(
         }
         _echo(json.dumps(payload, indent=2))
         if errors:
-            raise typer.Exit(1)
+            raise Exit(1)
         return
     for warning in warnings:
         _echo(_warning_line(warning))
@@ -293,4 +295,4 @@ def validate_agents(
         err=True,
     )
     if errors:
-        raise typer.Exit(1)
+        raise Exit(1)

@@ -1,8 +1,9 @@
-"""The typer application and the one place that maps errors to exit codes.
+"""The command-line application and the one place that maps errors to exit codes.
 
 Start-up costs only what the command line needs: ``membrane --version`` imports no library,
-the typer application (``app``) is built on first use, and ``main`` imports only the command
-module that the first word of the command line names (``membrane.cli.commands``).
+the root command group (``app``) is built on first use, ``main`` imports only the command
+module that the first word of the command line names (``membrane.cli.commands``), and the
+line is parsed with the standard library's ``argparse`` (``membrane.cli.parsing``).
 """
 
 from __future__ import annotations
@@ -16,72 +17,41 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
-    import typer
     from rich.console import Console
-    from rich.text import Text
 
     from membrane.agents.definition import DefinitionWarning
+    from membrane.cli.declare import Group
     from membrane.errors import MembraneError
 
-    app: typer.Typer
+    app: Group
     err_console: Console
 
-#: Exit codes: 0 ok, 1 a check found problems (validate), 2 a developer's mistake, 3 a run failed.
+#: Exit codes: 0 ok, 1 a check found problems (validate), 2 a developer's mistake (a usage
+#: error too), 3 a run failed, 130 interrupted.
 EXIT_CONFIG = 2
 EXIT_RUN = 3
 
 
 def __getattr__(name: str) -> object:
-    # ``app`` and ``err_console`` are built when a command module (or a test) first asks.
-    if name in ("app", "err_console"):
-        _build()
-        return globals()[name]
+    # ``app`` is built when a command module (or a test) first asks; ``err_console``, a Rich
+    # console on stderr, only by the commands that print with Rich.
+    if name == "app":
+        from membrane.cli.declare import Group
+
+        built = Group(
+            name="membrane",
+            help="Delegate work to child agents under an exact, explainable capability boundary.",
+            no_args_is_help=True,
+        )
+        globals()["app"] = built
+        return built
+    if name == "err_console":
+        from rich.console import Console
+
+        console = Console(stderr=True, soft_wrap=True)
+        globals()["err_console"] = console
+        return console
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _app() -> typer.Typer:
-    _build()
-    built: typer.Typer = globals()["app"]
-    return built
-
-
-def _err_console() -> Console:
-    _build()
-    built: Console = globals()["err_console"]
-    return built
-
-
-def _build() -> None:
-    if "app" in globals():
-        return
-    import typer
-    from rich.console import Console
-
-    built = typer.Typer(
-        name="membrane",
-        help="Delegate work to child agents under an exact, explainable capability boundary.",
-        no_args_is_help=True,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        # Plain help: usage lines name the arguments (AGENT TASK), flags take no value, and
-        # brackets in help texts ([models.NAME]) are text, never markup.
-        rich_markup_mode=None,
-    )
-
-    def _version(value: bool) -> None:
-        if value:
-            typer.echo(f"membrane {__version__}")
-            raise typer.Exit()
-
-    @built.callback()
-    def _root(
-        version: bool = typer.Option(
-            False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-        ),
-    ) -> None:
-        """Membrane."""
-
-    globals().update(app=built, err_console=Console(stderr=True, soft_wrap=True))
 
 
 def safe_text(text: str, *, stream: TextIO | None = None) -> str:
@@ -121,16 +91,22 @@ def warning_json(warning: DefinitionWarning) -> dict[str, object]:
     }
 
 
-def error_text(exc: MembraneError) -> Text:
+def error_text(exc: MembraneError) -> str:
     """``code: message`` (plus the hint when the message does not already carry it), as plain
-    text: nothing in a message is read as Rich markup."""
-    from rich.text import Text
-
+    text, safe for stderr."""
     message = str(exc)
     hint = exc.data.get("hint")
     if isinstance(hint, str) and hint and hint not in message:
         message += f" (hint: {hint})"
-    return Text.assemble((exc.code, "bold red"), ": ", safe_text(message, stream=sys.stderr))
+    return safe_text(f"{exc.code}: {message}", stream=sys.stderr)
+
+
+def _print_error(exc: MembraneError) -> None:
+    text = error_text(exc)
+    if sys.stderr.isatty():  # the code in bold red, as a terminal shows it
+        code, _, rest = text.partition(":")
+        text = f"\x1b[1;31m{code}\x1b[0m:{rest}"
+    sys.stderr.write(text + "\n")
 
 
 def _register_commands(args: list[str]) -> None:
@@ -143,32 +119,46 @@ def _register_commands(args: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Every ``MembraneError`` becomes ``code: message`` on stderr and an exit code.
 
-    Usage errors are click's own (exit 2 with its message); everything else that escapes is a bug
-    and keeps its traceback.
+    A usage error (an unknown command or option, a missing argument, a bad value) prints the
+    usage line with it and exits 2; everything else that escapes is a bug and keeps its
+    traceback. With ``--json``, stderr carries the error as one JSON object instead.
     """
     args = sys.argv[1:] if argv is None else list(argv)
-    if args == ["--version"]:
+    if args[:1] == ["--version"]:
         sys.stdout.write(f"membrane {__version__}\n")
         return 0
+    from membrane.cli.declare import Exit, Group, UsageError
+    from membrane.cli.parsing import dispatch
     from membrane.errors import ConfigError, MembraneError
 
     _register_commands(args)
+    root = __getattr__("app") if "app" not in globals() else globals()["app"]
+    assert isinstance(root, Group)
     try:
-        _app()(args=args, prog_name="membrane", standalone_mode=True)
-    except MembraneError as exc:
-        code = EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
-        if "--json" in args:
-            # With --json, stderr carries the error as one JSON object too.
-            import json
-
-            sys.stderr.write(json.dumps({"error": exc.to_dict(), "exit_code": code}) + "\n")
-        else:
-            _err_console().print(error_text(exc), highlight=False)
-        return code
+        dispatch(root, args)
+    except Exit as exc:
+        return exc.code
     except SystemExit as exc:
         if exc.code is None:
             return 0
         return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:  # a command that does not stop cleanly itself (run does)
+        sys.stderr.write("Aborted!\n")
+        return 1
+    except MembraneError as exc:
+        code = EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
+        if "--json" in args:
+            import json
+
+            sys.stderr.write(json.dumps({"error": exc.to_dict(), "exit_code": code}) + "\n")
+        elif isinstance(exc, UsageError):
+            sys.stderr.write(
+                f"{exc.data['usage']}\nTry '{exc.data['help']}' for help.\n\n"
+                f"Error: {safe_text(exc.message, stream=sys.stderr)}\n"
+            )
+        else:
+            _print_error(exc)
+        return code
     return 0
 
 

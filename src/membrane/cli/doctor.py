@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-import typer
 
 from membrane.cli.app import app, safe_text
+from membrane.cli.declare import Exit, Option, echo
 
-_JSON = typer.Option("--json", help="Print one JSON document.")
-_PROJECT = typer.Option("--project", help="The project directory (default: the current directory).")
+_JSON = Option("--json", help="Print one JSON document.")
+_PROJECT = Option("--project", help="The project directory (default: the current directory).")
 
 
 async def _runtime_info(path: Path) -> dict[str, Any] | None:
@@ -132,7 +132,7 @@ def doctor(
     folder = require_folder("--project", project or Path.cwd())
     doc, problems = report(folder)
     if as_json:
-        typer.echo(safe_text(json.dumps(doc, indent=2)))
+        echo(safe_text(json.dumps(doc, indent=2)))
     else:
         runtime = doc["runtime"]
         lines = [
@@ -170,6 +170,6 @@ def doctor(
         lines.append("skill roots: " + (", ".join(doc["skills"]["roots"]) or "none"))
         for problem in problems:
             lines.append(f"problem:     {problem['problem']}\n  fix:       {problem['fix']}")
-        typer.echo(safe_text("\n".join(lines)))
+        echo(safe_text("\n".join(lines)))
     if problems:
-        raise typer.Exit(1)
+        raise Exit(1)

@@ -6,16 +6,16 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
-import typer
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from rich.console import Console
 from rich.table import Table
 
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
+from membrane.cli.declare import Argument, Option, echo
 from membrane.config.budget import budget_view
 from membrane.config.load import load_settings
 from membrane.errors import InvalidDepth, InvalidRequest, WorktreeUnavailable
@@ -479,35 +479,32 @@ def _print_permissions(console: Console, authority: EffectiveAuthority) -> None:
     console.print(table)
 
 
-_CALL = typer.Option(None, "--call", help="Call parameters as JSON, or @FILE holding them.")
-_PROJECT = typer.Option(
-    None, "--project", help="The project directory (default: the current directory)."
+_CALL = Option("--call", help="Call parameters as JSON, or @FILE holding them.")
+_PROJECT = Option("--project", help="The project directory (default: the current directory).")
+_WORKSPACE = Option(
+    "--workspace", help="The workspace holding .agents/agents (default: the project)."
 )
-_WORKSPACE = typer.Option(
-    None, "--workspace", help="The workspace holding .agents/agents (default: the project)."
+_PARENT = Option(
+    "--parent", help="The delegating parent as JSON, or @FILE (tools, model, transcript)."
 )
-_PARENT = typer.Option(
-    None, "--parent", help="The delegating parent as JSON, or @FILE (tools, model, transcript)."
-)
-_TOP_LEVEL = typer.Option(
-    False,
+_TOP_LEVEL = Option(
     "--top-level",
     help="Explain AGENT as the root agent a host starts directly (depth 0), not as a child.",
 )
-_JSON = typer.Option(False, "--json", help="Print the JSON contract instead of tables.")
+_JSON = Option("--json", help="Print the JSON contract instead of tables.")
 
 
 @app.command("explain")
 def explain(
-    agent: str = typer.Argument(
-        ..., metavar="AGENT", help="The agent type to explain, as a caller would name it."
-    ),
-    call: str | None = _CALL,
-    project: Path | None = _PROJECT,
-    workspace: Path | None = _WORKSPACE,
-    parent: str | None = _PARENT,
-    top_level: bool = _TOP_LEVEL,
-    as_json: bool = _JSON,
+    agent: Annotated[
+        str, Argument(metavar="AGENT", help="The agent type to explain, as a caller would name it.")
+    ],
+    call: Annotated[str | None, _CALL] = None,
+    project: Annotated[Path | None, _PROJECT] = None,
+    workspace: Annotated[Path | None, _WORKSPACE] = None,
+    parent: Annotated[str | None, _PARENT] = None,
+    top_level: Annotated[bool, _TOP_LEVEL] = False,
+    as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Show what AGENT would really get: fields and sources, prompt, tools, checkout.
 
@@ -552,7 +549,7 @@ def explain(
         )
         if gate is not None:
             payload["workflow"] = gate
-        typer.echo(json.dumps(payload, indent=2))
+        echo(json.dumps(payload, indent=2))
     else:
         locked = gate.get("locked") if gate is not None else None
         _print_table(authority, model, budget, locked if isinstance(locked, dict) else {})

@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from membrane.agents.frontmatter import parse_definition
 from membrane.cli.app import app, safe_text
+from membrane.cli.declare import Option, echo
 from membrane.config.load import load_settings
 from membrane.workspace import require_folder
 
@@ -61,9 +60,9 @@ answer rests on; say so when the files do not answer it.
 @app.command("init")
 def init(
     project: Annotated[
-        Path, typer.Option(help="The project folder (default: the current directory).")
+        Path, Option(help="The project folder (default: the current directory).")
     ] = Path("."),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: Annotated[bool, Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Write a starter .membrane/: config.toml with comments and one example agent.
 
@@ -88,10 +87,10 @@ def init(
     load_settings(project=folder)
     parse_definition(EXAMPLE_AGENT, path="example.md", root="project")
     if as_json:
-        typer.echo(json.dumps({"written": written, "kept": kept}, indent=2))
+        echo(json.dumps({"written": written, "kept": kept}, indent=2))
         return
     for shown in written:
-        typer.echo(safe_text(f"wrote {shown}"))
+        echo(safe_text(f"wrote {shown}"))
     for shown in kept:
-        typer.echo(safe_text(f"kept {shown} (it exists)"))
-    typer.echo("next: membrane agents list, then membrane explain example")
+        echo(safe_text(f"kept {shown} (it exists)"))
+    echo("next: membrane agents list, then membrane explain example")

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
 from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import app, err_console, safe_text
+from membrane.cli.declare import Argument, Option
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state
 from membrane.errors import UnknownRun
@@ -107,10 +107,10 @@ def _grow(tree: Tree, node: dict[str, Any]) -> None:
 @app.command("lineage")
 def lineage(
     run_id: Annotated[
-        str | None, typer.Argument(metavar="RUN_ID", help="The run whose tree to show.")
+        str | None, Argument(metavar="RUN_ID", help="The run whose tree to show.")
     ] = None,
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
-    as_json: Annotated[bool, typer.Option("--json", help="The tree as one JSON array.")] = False,
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    as_json: Annotated[bool, Option("--json", help="The tree as one JSON array.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Print the delegation tree of RUN_ID (default: every root) from the lineage ledger: each

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import app, err_console
+from membrane.cli.declare import Group, Option, echo
 from membrane.cli.run import MODEL_HELP, STATE_OPTION, parse_model
 from membrane.errors import InvalidRequest
 from membrane.extensions.hooks import ExtensionHooks
@@ -30,22 +30,22 @@ from membrane.workspace import Workspace
 
 __all__ = ["mcp_app"]
 
-mcp_app = typer.Typer(
+mcp_app = Group(
     help="MCP servers: the ones mounted as extensions, and a view served as one.",
     no_args_is_help=True,
 )
-app.add_typer(mcp_app, name="mcp")
+app.add_group(mcp_app, name="mcp")
 
-_PROJECT = typer.Option(help="The project folder.")
+_PROJECT = Option(help="The project folder.")
 
 
 @mcp_app.command("list")
 def list_servers(
     project: Annotated[Path, _PROJECT] = Path("."),
     start: Annotated[
-        bool, typer.Option("--start/--no-start", help="Start each server to list its tools.")
+        bool, Option("--start/--no-start", help="Start each server to list its tools.")
     ] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: Annotated[bool, Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Show the configured MCP servers, their state and their tools.
 
@@ -62,10 +62,10 @@ def list_servers(
 
     rows = anyio.run(gather)
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        typer.echo("no MCP servers configured (add [mcp_servers.NAME] to .membrane/config.toml)")
+        echo("no MCP servers configured (add [mcp_servers.NAME] to .membrane/config.toml)")
         return
     table = Table("server", "transport", "state", "tools", title="MCP servers")
     table.title_justify = "left"
@@ -89,18 +89,18 @@ def list_servers(
 @mcp_app.command("serve")
 def serve(
     role: Annotated[
-        str | None, typer.Option(help="The trusted role whose view is served (settings.roles).")
+        str | None, Option(help="The trusted role whose view is served (settings.roles).")
     ] = None,
     agent: Annotated[
-        str | None, typer.Option(help="Serve the view of this agent's effective authority.")
+        str | None, Option(help="Serve the view of this agent's effective authority.")
     ] = None,
     http: Annotated[
         int | None,
-        typer.Option("--http", help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio."),
+        Option("--http", help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio."),
     ] = None,
     project: Annotated[Path, _PROJECT] = Path("."),
     model: Annotated[
-        str | None, typer.Option(help="The model of the runs Task starts: " + MODEL_HELP)
+        str | None, Option(help="The model of the runs Task starts: " + MODEL_HELP)
     ] = None,
     state: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:

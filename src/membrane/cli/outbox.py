@@ -13,13 +13,13 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import app, err_console, safe_text
+from membrane.cli.declare import Argument, Group, Option
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state
 from membrane.errors import StoreError
@@ -28,8 +28,8 @@ from membrane.store.sqlite import SQLiteStore
 
 __all__ = ["outbox_app"]
 
-outbox_app = typer.Typer(help="The run outbox: deliveries owed to runs, and dead letters.")
-app.add_typer(outbox_app, name="outbox")
+outbox_app = Group(help="The run outbox: deliveries owed to runs, and dead letters.")
+app.add_group(outbox_app, name="outbox")
 
 #: More items than any listing shows at once.
 _LIMIT = 10_000
@@ -64,9 +64,9 @@ def _rows(state: Path, *, dead: bool) -> list[dict[str, Any]]:
 
 @outbox_app.command("list")
 def list_items(
-    dead: Annotated[bool, typer.Option("--dead", help="List the dead letters instead.")] = False,
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per item.")] = False,
+    dead: Annotated[bool, Option("--dead", help="List the dead letters instead.")] = False,
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    as_json: Annotated[bool, Option("--json", help="One JSON object per item.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """List the undelivered outbox items (--dead: the dead letters), oldest first, each with
@@ -102,9 +102,9 @@ def list_items(
 def retry(
     item_id: Annotated[
         int,
-        typer.Argument(metavar="ITEM_ID", help="The dead letter's id (see outbox list --dead)."),
+        Argument(metavar="ITEM_ID", help="The dead letter's id (see outbox list --dead)."),
     ],
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Queue the dead letter ID again, due now, with its attempts counted from zero."""

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
@@ -24,6 +23,7 @@ from rich.tree import Tree
 from membrane.cli.app import EXIT_RUN, app, err_console
 from membrane.cli.approve import TerminalApprover, terminal_approver
 from membrane.cli.backend import RunFollower, runtime_answers, runtime_session
+from membrane.cli.declare import Argument, Exit, Option, echo
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.config.budget import Budget
 from membrane.errors import RunError
@@ -64,21 +64,19 @@ MODEL_HELP = (
 )
 
 #: ``--headless``: this process, even when a machine runtime answers.
-HEADLESS_OPTION = typer.Option(
+HEADLESS_OPTION = Option(
     "--headless",
     help="Run in this process, even when a machine runtime (membrane serve) answers.",
 )
 #: ``--socket PATH``: the machine runtime to use.
-SOCKET_OPTION = typer.Option(
-    "--socket", help="The machine runtime's socket (default: $MEMBRANE_SOCKET)."
-)
+SOCKET_OPTION = Option("--socket", help="The machine runtime's socket (default: $MEMBRANE_SOCKET).")
 
 #: ``--state PATH``: the store file to use instead of the project's default one.
 BUDGET_HELP = (
     "What the run and its whole subtree may spend, e.g. tokens=200000,children=20,seconds=900 "
     "(kinds: tokens, turns, tool_calls, children, seconds); within the settings' [budget]."
 )
-STATE_OPTION = typer.Option(
+STATE_OPTION = Option(
     "--state",
     help="The state file (default: $MEMBRANE_HOME/projects/<project-id>/state.db).",
 )
@@ -357,7 +355,7 @@ def report_run(
                 f'"MESSAGE" --project {project}'
             )
         )
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise Exit(EXIT_INTERRUPTED)
     root = state.nodes.get(result.run_id)
     if root is not None and result.error is not None and not root.error:
         root.error = f"{result.error.get('code')}: {result.error.get('message')}"
@@ -415,7 +413,7 @@ async def run_on_runtime(
             if as_json:
                 _print_json({"kind": "started", "runtime_pid": pid, **run})
             else:
-                typer.echo(
+                echo(
                     f"started {run.get('agent')} as run {run.get('run_id')} in the background "
                     f"(runtime pid {pid}); membrane runs shows it"
                 )
@@ -440,21 +438,19 @@ def _worktree_line(worktree: dict[str, Any]) -> str:
 @app.command("run")
 def run(
     agent: Annotated[
-        str, typer.Argument(metavar="AGENT", help="The agent type, as the catalog dispatches it.")
+        str, Argument(metavar="AGENT", help="The agent type, as the catalog dispatches it.")
     ],
-    task: Annotated[str, typer.Argument(metavar="TASK", help="The task for the agent.")],
-    model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
-    workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
-    background: Annotated[
-        bool, typer.Option("--background", help="Start as a background run.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+    task: Annotated[str, Argument(metavar="TASK", help="The task for the agent.")],
+    model: Annotated[str | None, Option(help=MODEL_HELP)] = None,
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    workspace: Annotated[Path | None, Option(help="The workspace folder.")] = None,
+    background: Annotated[bool, Option("--background", help="Start as a background run.")] = False,
+    as_json: Annotated[bool, Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
-    budget: Annotated[str | None, typer.Option(help=BUDGET_HELP)] = None,
+    budget: Annotated[str | None, Option(help=BUDGET_HELP)] = None,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
-    announce_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    announce_fd: Annotated[int | None, Option(hidden=True)] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
 
@@ -484,7 +480,7 @@ def run(
             )
         )
         if outcome is not None and not outcome.ok:
-            raise typer.Exit(EXIT_RUN)
+            raise Exit(EXIT_RUN)
         return
     ws = Workspace.open(project, workspace=workspace)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
@@ -528,7 +524,7 @@ def run(
         )
     )
     if not result.ok:
-        raise typer.Exit(EXIT_RUN)
+        raise Exit(EXIT_RUN)
 
 
 def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path | None) -> None:
@@ -566,7 +562,7 @@ def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path | None
     if as_json:
         _print_json({"kind": "started", "pid": child.pid, "log": str(log), **info})
         return
-    typer.echo(
+    echo(
         f"started {info.get('agent')} as run {info.get('run_id')} in the background "
         f"(pid {child.pid}, log {log}); membrane runs shows it"
     )

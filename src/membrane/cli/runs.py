@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 
 import anyio
-import typer
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -25,6 +24,7 @@ from rich.text import Text
 
 from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
 from membrane.cli.backend import runtime_answers, runtime_session
+from membrane.cli.declare import Argument, Exit, Option
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.run import (
     HEADLESS_OPTION,
@@ -116,8 +116,8 @@ def existing_state(project: Path, state: Path | None, *, home: Path | None = Non
 
 @app.command("runs")
 def runs(
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per run.")] = False,
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    as_json: Annotated[bool, Option("--json", help="One JSON object per run.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
@@ -166,15 +166,15 @@ async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow]
 def resume(
     run_id: Annotated[
         str,
-        typer.Argument(metavar="RUN_ID", help="The stored run to continue (see membrane runs)."),
+        Argument(metavar="RUN_ID", help="The stored run to continue (see membrane runs)."),
     ],
     message: Annotated[
-        str, typer.Argument(metavar="MESSAGE", help="The next user message of its conversation.")
+        str, Argument(metavar="MESSAGE", help="The next user message of its conversation.")
     ],
-    model: Annotated[str | None, typer.Option(help=MODEL_HELP)] = None,
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
-    workspace: Annotated[Path | None, typer.Option(help="The workspace folder.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON event per line.")] = False,
+    model: Annotated[str | None, Option(help=MODEL_HELP)] = None,
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    workspace: Annotated[Path | None, Option(help="The workspace folder.")] = None,
+    as_json: Annotated[bool, Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
@@ -195,7 +195,7 @@ def resume(
             lambda: run_on_runtime(project, "runs/resume", params, socket=socket, as_json=as_json)
         )
         if outcome is not None and not outcome.ok:
-            raise typer.Exit(EXIT_RUN)
+            raise Exit(EXIT_RUN)
         return
     ws = Workspace.open(project, workspace=workspace)
     chosen = parse_model(model, ws.settings)
@@ -212,4 +212,4 @@ def resume(
 
     result = anyio.run(lambda: drive_run(ws, start, model=chosen, as_json=as_json, state_file=path))
     if not result.ok:
-        raise typer.Exit(EXIT_RUN)
+        raise Exit(EXIT_RUN)

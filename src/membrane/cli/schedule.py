@@ -12,20 +12,19 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from membrane.cli.app import app, safe_text
+from membrane.cli.declare import Argument, Group, Option, echo
 
-schedule_app = typer.Typer(
+schedule_app = Group(
     name="schedule", help="Schedule agents to run later, once or on a cron expression."
 )
-app.add_typer(schedule_app, name="schedule")
+app.add_group(schedule_app, name="schedule")
 
-_PROJECT = typer.Option("--project", help="The project directory (default: the current directory).")
-_STATE = typer.Option(
+_PROJECT = Option("--project", help="The project directory (default: the current directory).")
+_STATE = Option(
     "--state", help="The state file (default: $MEMBRANE_HOME/projects/<project-id>/state.db)."
 )
-_JSON = typer.Option("--json", help="Print JSON instead of text.")
+_JSON = Option("--json", help="Print JSON instead of text.")
 
 
 def _book(project: Path | None, state: Path | None):  # type: ignore[no-untyped-def]
@@ -50,36 +49,34 @@ def _emit(described: object, as_json: bool) -> None:
     from membrane.durable.schedules import format_schedule
 
     if as_json:
-        typer.echo(safe_text(json.dumps(described, indent=2)))
+        echo(safe_text(json.dumps(described, indent=2)))
     elif isinstance(described, list):
-        typer.echo("\n".join(safe_text(format_schedule(d)) for d in described) or "no schedules")
+        echo("\n".join(safe_text(format_schedule(d)) for d in described) or "no schedules")
     else:
-        typer.echo(safe_text(format_schedule(described)))  # type: ignore[arg-type]
+        echo(safe_text(format_schedule(described)))  # type: ignore[arg-type]
 
 
 @schedule_app.command("add")
 def add(
-    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent to start.")],
-    task: Annotated[str, typer.Argument(metavar="TASK", help="The task it is given.")],
+    agent: Annotated[str, Argument(metavar="AGENT", help="The agent to start.")],
+    task: Annotated[str, Argument(metavar="TASK", help="The task it is given.")],
     delay: Annotated[
-        str | None, typer.Option("--in", help="Once, after this long: 90s, 30m, 2h, 1d.")
+        str | None, Option("--in", help="Once, after this long: 90s, 30m, 2h, 1d.")
     ] = None,
     at: Annotated[
         str | None,
-        typer.Option("--at", help="Once, at this ISO 8601 time with Z or an offset."),
+        Option("--at", help="Once, at this ISO 8601 time with Z or an offset."),
     ] = None,
     cron: Annotated[
         str | None,
-        typer.Option("--cron", help="Recurring, on this cron expression (host time zone)."),
+        Option("--cron", help="Recurring, on this cron expression (host time zone)."),
     ] = None,
     tz: Annotated[
-        str | None, typer.Option("--tz", help="The time zone for --cron (default: the host's).")
+        str | None, Option("--tz", help="The time zone for --cron (default: the host's).")
     ] = None,
     catch_up: Annotated[
         str,
-        typer.Option(
-            "--catch-up", help="A due time missed while no runtime ran: once (fire) or skip."
-        ),
+        Option("--catch-up", help="A due time missed while no runtime ran: once (fire) or skip."),
     ] = "once",
     as_json: Annotated[bool, _JSON] = False,
     project: Annotated[Path | None, _PROJECT] = None,
@@ -110,7 +107,7 @@ def list_schedules(
 @schedule_app.command("remove")
 def remove(
     schedule_id: Annotated[
-        str, typer.Argument(metavar="SCHEDULE_ID", help="The schedule's id (from `schedule list`).")
+        str, Argument(metavar="SCHEDULE_ID", help="The schedule's id (from `schedule list`).")
     ],
     project: Annotated[Path | None, _PROJECT] = None,
     state: Annotated[Path | None, _STATE] = None,
@@ -119,4 +116,4 @@ def remove(
     store, book = _book(project, state)
     with store:
         book.remove(schedule_id)
-    typer.echo(f"removed {schedule_id}")
+    echo(f"removed {schedule_id}")

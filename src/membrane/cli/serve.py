@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-import typer
 from rich.text import Text
 
 from membrane.cli.app import app, err_console
+from membrane.cli.declare import Option
 from membrane.cli.model_choice import parse_model
 from membrane.server import Server, default_socket_path
 
@@ -21,7 +21,7 @@ __all__ = ["serve"]
 def serve(
     socket: Annotated[
         Path | None,
-        typer.Option(
+        Option(
             "--socket",
             help="The socket path (default: $MEMBRANE_SOCKET, else "
             "~/.membrane/sock/membrane.sock).",
@@ -29,7 +29,7 @@ def serve(
     ] = None,
     role: Annotated[
         str | None,
-        typer.Option(
+        Option(
             help="The default role of callers without a token (default: "
             "$MEMBRANE_ROLE, else the settings' default_role)."
         ),

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-import typer
 from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
 from membrane.cli.app import app, safe_text
+from membrane.cli.declare import Argument, Option
 from membrane.cli.lineage import lineage_tree
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state, list_runs
@@ -170,16 +170,16 @@ def _grow(tree: Tree, nodes: list[dict[str, Any]]) -> None:
 @app.command("show")
 def show(
     run_id: Annotated[
-        str, typer.Argument(metavar="RUN_ID", help="The stored run to show (see membrane runs).")
+        str, Argument(metavar="RUN_ID", help="The stored run to show (see membrane runs).")
     ],
-    project: Annotated[Path, typer.Option(help="The project folder.")] = Path("."),
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
     full: Annotated[
-        bool, typer.Option("--full", help="Show tool results and texts in full, never cut.")
+        bool, Option("--full", help="Show tool results and texts in full, never cut.")
     ] = False,
     width: Annotated[
-        int, typer.Option(help="Cut tool results and texts at this many characters.")
+        int, Option(help="Cut tool results and texts at this many characters.")
     ] = WIDTH,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    as_json: Annotated[bool, Option("--json", help="Print one JSON document.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Show what the stored run RUN_ID did: its result, usage and worktree branch, each tool

@@ -5,26 +5,27 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from membrane.cli.app import app, safe_text
+from membrane.cli.declare import Group, Option, echo
 
-skills_app = typer.Typer(name="skills", help="List the Agent Skills found on the skill roots.")
-app.add_typer(skills_app, name="skills")
+skills_app = Group(name="skills", help="List the Agent Skills found on the skill roots.")
+app.add_group(skills_app, name="skills")
 
 
-_JSON = typer.Option(False, "--json", help="Print one JSON document.")
-_PROJECT = typer.Option(
-    None, "--project", help="The project directory (default: the current directory)."
-)
+_JSON = Option("--json", help="Print one JSON document.")
+_PROJECT = Option("--project", help="The project directory (default: the current directory).")
 
 
 @skills_app.command("list")
-def list_skills(as_json: bool = _JSON, project: Path | None = _PROJECT) -> None:
+def list_skills(
+    as_json: Annotated[bool, _JSON] = False, project: Annotated[Path | None, _PROJECT] = None
+) -> None:
     """Every skill found, nearest root first: a nearer skill shadows a farther one of its name."""
     from membrane.agents.skills import discover_skills, skill_roots
     from membrane.config.load import membrane_home
@@ -51,7 +52,7 @@ def list_skills(as_json: bool = _JSON, project: Path | None = _PROJECT) -> None:
             ],
             "warnings": warnings,
         }
-        typer.echo(safe_text(json.dumps(payload, indent=2)))
+        echo(safe_text(json.dumps(payload, indent=2)))
         return
     table = Table(title="Agent skills", show_lines=False)
     for column in ("name", "description", "folder", "shadows"):
@@ -61,8 +62,8 @@ def list_skills(as_json: bool = _JSON, project: Path | None = _PROJECT) -> None:
         cells = (skill.name, skill.description, str(skill.folder), shadows)
         table.add_row(*(Text(safe_text(c)) for c in cells))
     Console(soft_wrap=not sys.stdout.isatty()).print(table)
-    typer.echo("roots, nearest first:")
+    echo("roots, nearest first:")
     for root in catalog.roots:
-        typer.echo(safe_text(f"  {root}"))
+        echo(safe_text(f"  {root}"))
     for problem in catalog.problems:
-        typer.echo(safe_text(str(problem)), err=True)
+        echo(safe_text(str(problem)), err=True)

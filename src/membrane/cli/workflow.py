@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.text import Text
 
 from membrane.cli.app import app, safe_text
+from membrane.cli.declare import Argument, Group, Option
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state
 from membrane.errors import StoreError, UnknownRun
@@ -30,10 +30,10 @@ from membrane.workflow.planning import PlanningControl
 
 __all__ = ["workflow_app"]
 
-workflow_app = typer.Typer(help="A run's planning gate: its state, and the host's answers.")
-app.add_typer(workflow_app, name="workflow")
+workflow_app = Group(help="A run's planning gate: its state, and the host's answers.")
+app.add_group(workflow_app, name="workflow")
 
-_PROJECT = typer.Option(help="The project folder.")
+_PROJECT = Option(help="The project folder.")
 
 
 def _control(
@@ -83,9 +83,9 @@ def _answer(project: Path, state_file: Path | None, run_id: str, act: str, *args
 
 @workflow_app.command("show")
 def show(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
+    run_id: Annotated[str, Argument(help="The run.")],
     project: Annotated[Path, _PROJECT] = Path("."),
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
+    as_json: Annotated[bool, Option("--json", help="One JSON object.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Print RUN_ID's planning state. Nothing is changed."""
@@ -99,7 +99,7 @@ def show(
 
 @workflow_app.command("approve")
 def approve(
-    run_id: Annotated[str, typer.Argument(help="The run whose plan is ready.")],
+    run_id: Annotated[str, Argument(help="The run whose plan is ready.")],
     project: Annotated[Path, _PROJECT] = Path("."),
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
@@ -109,7 +109,7 @@ def approve(
 
 @workflow_app.command("accept-light")
 def accept_light(
-    run_id: Annotated[str, typer.Argument(help="The run whose intake is recorded.")],
+    run_id: Annotated[str, Argument(help="The run whose intake is recorded.")],
     project: Annotated[Path, _PROJECT] = Path("."),
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
@@ -119,8 +119,8 @@ def accept_light(
 
 @workflow_app.command("waive")
 def waive(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
-    round_name: Annotated[str, typer.Argument(metavar="ROUND", help="functional, ui or extras")],
+    run_id: Annotated[str, Argument(help="The run.")],
+    round_name: Annotated[str, Argument(metavar="ROUND", help="functional, ui or extras")],
     project: Annotated[Path, _PROJECT] = Path("."),
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
@@ -130,8 +130,8 @@ def waive(
 
 @workflow_app.command("decide")
 def decide(
-    run_id: Annotated[str, typer.Argument(help="The run.")],
-    choice: Annotated[str, typer.Argument(help="stop or finishing_worker")],
+    run_id: Annotated[str, Argument(help="The run.")],
+    choice: Annotated[str, Argument(help="stop or finishing_worker")],
     project: Annotated[Path, _PROJECT] = Path("."),
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
