@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from membrane.errors import InvalidDepth, StoreError
 from membrane.json_types import JSONDict, JSONObject
@@ -39,6 +39,7 @@ __all__ = [
     "EdgeStatus",
     "Lease",
     "LineageEdge",
+    "NewEdge",
     "OutboxItem",
     "Receipt",
     "ReceiptStatus",
@@ -166,6 +167,17 @@ class WorkflowRecord:
     state: JSONObject
     version: int
     updated_at: float
+
+
+class NewEdge(TypedDict):
+    """The fields ``Store.record_edge`` takes (as keywords): a lineage edge before it is
+    stored, without its status (``running``) and the times the store stamps."""
+
+    parent_id: str
+    child_id: str
+    child_role: str
+    brief_digest: str
+    spawn_fingerprint: JSONObject
 
 
 def brief_digest(brief: str) -> str:
@@ -350,15 +362,7 @@ class Store(Protocol):
         """Move an ``interrupted`` edge back to ``running`` (its run was resumed)."""
         ...
 
-    def record_edge(
-        self,
-        *,
-        parent_id: str,
-        child_id: str,
-        child_role: str,
-        brief_digest: str,
-        spawn_fingerprint: JSONObject,
-    ) -> LineageEdge:
+    def record_edge(self, **edge: Unpack[NewEdge]) -> LineageEdge:
         """Record a ``running`` edge; ``child_id`` must be a stored session."""
         ...
 
@@ -507,6 +511,31 @@ def load_json(text: object, *, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise StoreError(f"{what} should hold a JSON object, found {text!r}", what=what)
     return value
+
+
+def edge_exists(child_id: str) -> StoreError:
+    """The error for a second lineage edge of ``child_id``."""
+    return StoreError(
+        f"session {child_id!r} already has a lineage edge; a child has one parent",
+        child_id=child_id,
+    )
+
+
+def edge_ended(edge: LineageEdge) -> StoreError:
+    """The error for ending an ``edge`` that is not running any more."""
+    return StoreError(
+        f"the lineage edge of {edge.child_id!r} already ended as {edge.status!r}",
+        child_id=edge.child_id,
+        status=edge.status,
+    )
+
+
+def decoded(row: Sequence[Any], index: int, *, what: str) -> list[Any]:
+    """``row`` with its JSON column at ``index`` decoded (``load_json``), for building a value
+    whose fields follow the row's column order."""
+    values = list(row)
+    values[index] = load_json(row[index], what=what)
+    return values
 
 
 def missing(kind: str, key: object) -> StoreError:

@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, Unpack
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
+    NewEdge,
     OutboxItem,
     Receipt,
     SessionHeader,
@@ -37,6 +38,8 @@ from membrane.store.base import (
     check_start,
     dump_json,
     dump_messages,
+    edge_ended,
+    edge_exists,
     loadable_edges,
     missing,
 )
@@ -420,35 +423,20 @@ class MemoryStore(MemoryDurable, Store):
 
     # -- lineage ------------------------------------------------------------------------------
 
-    def record_edge(
-        self,
-        *,
-        parent_id: str,
-        child_id: str,
-        child_role: str,
-        brief_digest: str,
-        spawn_fingerprint: JSONObject,
-    ) -> LineageEdge:
-        fingerprint = _normalise(spawn_fingerprint, what=f"spawn fingerprint of {child_id!r}")
+    def record_edge(self, **edge: Unpack[NewEdge]) -> LineageEdge:
+        child_id = edge["child_id"]
+        fingerprint = _normalise(
+            edge["spawn_fingerprint"], what=f"spawn fingerprint of {child_id!r}"
+        )
         with self._open("record_edge") as state:
             if child_id in state.edges:
-                raise StoreError(
-                    f"session {child_id!r} already has a lineage edge; a child has one parent",
-                    child_id=child_id,
-                )
+                raise edge_exists(child_id)
             if child_id not in state.sessions:
                 raise missing("session", child_id)
-            edge = LineageEdge(
-                parent_id=parent_id,
-                child_id=child_id,
-                child_role=child_role,
-                brief_digest=brief_digest,
-                spawn_fingerprint=fingerprint,
-                status="running",
-                created_at=self._clock(),
-            )
-            self._put(state.edges, child_id, edge)
-            return _fresh(edge)
+            stored = LineageEdge(**edge, status="running", created_at=self._clock())
+            stored = replace(stored, spawn_fingerprint=fingerprint)
+            self._put(state.edges, child_id, stored)
+            return _fresh(stored)
 
     def complete_edge(
         self, child_id: str, *, status: EdgeStatus, result_summary: str | None = None
@@ -459,11 +447,7 @@ class MemoryStore(MemoryDurable, Store):
             if edge is None:
                 raise missing("lineage edge", child_id)
             if edge.status != "running":
-                raise StoreError(
-                    f"the lineage edge of {child_id!r} already ended as {edge.status!r}",
-                    child_id=child_id,
-                    status=edge.status,
-                )
+                raise edge_ended(edge)
             edge = replace(
                 edge, status=status, result_summary=result_summary, completed_at=self._clock()
             )

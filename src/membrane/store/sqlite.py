@@ -24,13 +24,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
+    NewEdge,
     Receipt,
     SessionHeader,
     Store,
@@ -40,6 +41,8 @@ from membrane.store.base import (
     check_start,
     dump_json,
     dump_messages,
+    edge_ended,
+    edge_exists,
     load_json,
     loadable_edges,
     missing,
@@ -451,33 +454,32 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     # -- lineage ------------------------------------------------------------------------------
 
-    def record_edge(
-        self,
-        *,
-        parent_id: str,
-        child_id: str,
-        child_role: str,
-        brief_digest: str,
-        spawn_fingerprint: JSONObject,
-    ) -> LineageEdge:
-        fingerprint = dump_json(spawn_fingerprint, what=f"spawn fingerprint of {child_id!r}")
+    def record_edge(self, **edge: Unpack[NewEdge]) -> LineageEdge:
+        child_id = edge["child_id"]
+        fingerprint = dump_json(
+            edge["spawn_fingerprint"], what=f"spawn fingerprint of {child_id!r}"
+        )
         with self._write("record_edge") as conn:
             if self._edge(conn, child_id) is not None:
-                raise StoreError(
-                    f"session {child_id!r} already has a lineage edge; a child has one parent",
-                    child_id=child_id,
-                )
+                raise edge_exists(child_id)
             try:
                 conn.execute(
                     f"INSERT INTO lineage_edges ({_EDGE_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, 'running', ?, NULL, NULL)",
-                    (parent_id, child_id, child_role, brief_digest, fingerprint, self._clock()),
+                    (
+                        edge["parent_id"],
+                        child_id,
+                        edge["child_role"],
+                        edge["brief_digest"],
+                        fingerprint,
+                        self._clock(),
+                    ),
                 )
             except sqlite3.IntegrityError as exc:
                 raise missing("session", child_id) from exc
-            edge = self._edge(conn, child_id)
-            assert edge is not None
-            return edge
+            stored = self._edge(conn, child_id)
+            assert stored is not None
+            return stored
 
     def complete_edge(
         self, child_id: str, *, status: EdgeStatus, result_summary: str | None = None
@@ -493,11 +495,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             if edge is None:
                 raise missing("lineage edge", child_id)
             if cursor.rowcount == 0:
-                raise StoreError(
-                    f"the lineage edge of {child_id!r} already ended as {edge.status!r}",
-                    child_id=child_id,
-                    status=edge.status,
-                )
+                raise edge_ended(edge)
             return edge
 
     def edges(self, *, parent_id: str | None = None) -> list[LineageEdge]:

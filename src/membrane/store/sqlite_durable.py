@@ -19,6 +19,7 @@ from membrane.store.base import (
     Lease,
     LineageEdge,
     WorkflowRecord,
+    decoded,
     dump_json,
     load_json,
     missing,
@@ -169,27 +170,9 @@ class SQLiteDurable:
 
 
 def _workflow(row: tuple[Any, ...]) -> WorkflowRecord:
-    run_id, workflow, state, version, updated_at = row
-    return WorkflowRecord(
-        run_id,
-        workflow,
-        load_json(state, what=f"workflow state of {run_id!r}"),
-        version,
-        updated_at,
-    )
+    return WorkflowRecord(*decoded(row, 2, what=f"workflow state of {row[0]!r}"))
 
 
 def edge_row(row: tuple[Any, ...]) -> LineageEdge:
     """A ``lineage_edges`` row (in the column order the stores select) as a ``LineageEdge``."""
-    parent_id, child_id, role, digest, fingerprint, status, created_at, summary, completed_at = row
-    return LineageEdge(
-        parent_id=parent_id,
-        child_id=child_id,
-        child_role=role,
-        brief_digest=digest,
-        spawn_fingerprint=load_json(fingerprint, what=f"lineage edge of {child_id!r}"),
-        status=status,
-        created_at=created_at,
-        result_summary=summary,
-        completed_at=completed_at,
-    )
+    return LineageEdge(*decoded(row, 4, what=f"lineage edge of {row[1]!r}"))

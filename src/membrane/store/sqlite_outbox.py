@@ -13,7 +13,7 @@ from typing import Any
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONObject
-from membrane.store.base import DeadLetter, OutboxItem, dump_json, load_json, missing
+from membrane.store.base import DeadLetter, OutboxItem, decoded, dump_json, load_json, missing
 from membrane.store.sqlite_schedules import Connected
 
 __all__ = ["SQLiteOutbox"]
@@ -183,26 +183,8 @@ def _check_outbox_exists(conn: sqlite3.Connection, item_id: int) -> None:
 
 
 def _outbox(row: tuple[Any, ...]) -> OutboxItem:
-    item_id, recipient, payload, attempts, next_at, created_at, delivered_at = row
-    return OutboxItem(
-        id=item_id,
-        recipient=recipient,
-        payload=load_json(payload, what=f"outbox item {item_id}"),
-        attempts=attempts,
-        next_attempt_at=next_at,
-        created_at=created_at,
-        delivered_at=delivered_at,
-    )
+    return OutboxItem(*decoded(row, 2, what=f"outbox item {row[0]}"))
 
 
 def _dead(row: tuple[Any, ...]) -> DeadLetter:
-    item_id, recipient, payload, attempts, created_at, last_error, dead_at = row
-    return DeadLetter(
-        id=item_id,
-        recipient=recipient,
-        payload=load_json(payload, what=f"dead letter {item_id}"),
-        attempts=attempts,
-        created_at=created_at,
-        last_error=last_error,
-        dead_at=dead_at,
-    )
+    return DeadLetter(*decoded(row, 2, what=f"dead letter {row[0]}"))
