@@ -5,6 +5,9 @@
   statements each start runs;
 * a turn of a child on SQLite (one tool call per turn, ``full``), against one raw
   ``INSERT``+``COMMIT`` under the same mode, and the commits each turn costs;
+* group commit under ``full`` against the path before it (SQLite syncing every ``COMMIT`` on
+  the event loop, ``SQLiteStore(group_commit=False)``) in the same run: durable starts and
+  turns with several children at once, and the longest stall of the event loop meanwhile;
 * ``start()`` with n live children (100 / 1,000 / 10,000), with the garbage collector on,
   against the same starts with it off (what the collector's pauses add), and the objects that
   only the collector can free per finished child (reference cycles);
@@ -22,6 +25,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal
 
@@ -174,6 +178,130 @@ async def turns(folder: Path) -> None:
     )
 
 
+# -- group commit against syncing every COMMIT on the loop ----------------------------------
+
+
+class Ticker:
+    """The longest gap between two wake-ups of a task that sleeps 1 ms at a time: how long
+    the event loop was kept from running it."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self.running = True
+
+    async def run(self) -> None:
+        last = time.perf_counter()
+        while self.running:
+            await anyio.sleep(0.001)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last - 0.001)
+            last = now
+
+
+async def _at_once(work: int, tasks: int, job: Callable[[int], Awaitable[object]]) -> float:
+    """Run ``job(0..work-1)`` from ``tasks`` tasks at once; the seconds it took."""
+    begin = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for first in range(tasks):
+
+            async def chain(first: int = first) -> None:
+                for number in range(first, work, tasks):
+                    await job(number)
+
+            group.start_soon(chain)
+    return time.perf_counter() - begin
+
+
+async def _group_starts(
+    folder: Path, *, group: bool, count: int, tasks: int
+) -> tuple[float, float]:
+    release = anyio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse(text="done")
+
+    folder.mkdir(parents=True)
+    store = SQLiteStore(folder / "state.db", synchronous="full", group_commit=group)
+    runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=count + 10)
+    ticker = Ticker()
+    async with runtime, anyio.create_task_group() as ticking:
+        await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
+        ticking.start_soon(ticker.run)
+
+        async def start(number: int) -> None:
+            request = SubagentStartRequest(
+                "worker", f"job {number}", background=True, request_id=f"r{number}"
+            )
+            await runtime.start(request)
+
+        elapsed = await _at_once(count, tasks, start)
+        ticker.running = False
+        release.set()
+    store.close()
+    return count / elapsed, ticker.longest
+
+
+async def _group_turns(folder: Path, *, group: bool, turns: int, children: int) -> float:
+    async def answer(request: ModelRequest) -> ModelResponse:
+        turn = sum(1 for m in request.messages if m.role == "assistant") + 1
+        if turn < turns:
+            call = ToolCall(f"c{turn}", "Read", {"path": "a"})
+            return ModelResponse(tool_calls=(call,), stop_reason="tool_calls")
+        return ModelResponse(text="done")
+
+    folder.mkdir(parents=True)
+    store = SQLiteStore(folder / "state.db", synchronous="full", group_commit=group)
+    runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=children + 1)
+    request = SubagentStartRequest("worker", "go", call=CallParams(max_turns=turns + 1))
+    async with runtime:
+
+        async def child(number: int) -> None:
+            await runtime.run(request)
+
+        elapsed = await _at_once(children, children, child)
+    store.close()
+    return children * turns / elapsed
+
+
+async def group_commit(folder: Path) -> None:
+    count, tasks = max(64, int(640 * SCALE)), 16
+    turns, children = max(20, int(200 * SCALE)), 8
+    rows = {}
+    for group in (True, False):
+        name = "group" if group else "inline"
+        starts, stall = await _group_starts(
+            folder / f"starts-{name}", group=group, count=count, tasks=tasks
+        )
+        per_second = await _group_turns(
+            folder / f"turns-{name}", group=group, turns=turns, children=children
+        )
+        rows[name] = (starts, stall, per_second)
+    print("\nGroup commit under FULL against syncing every COMMIT on the loop (same run)")
+    print(f"{'path':>8}  {'starts/s':>10}  {'loop stall':>10}  {'turns/s':>10}")
+    for name, (starts, stall, per_second) in rows.items():
+        print(f"{name:>8}  {starts:>10,.0f}  {show(stall):>10}  {per_second:>10,.0f}")
+    (g_starts, g_stall, g_turns), (i_starts, i_stall, i_turns) = rows["group"], rows["inline"]
+    goal(
+        f"durable starts under FULL, {tasks} at once, group commit vs a sync per COMMIT",
+        ">= 1.00x",
+        f"{g_starts / i_starts:.2f}x",
+        g_starts >= i_starts,
+    )
+    goal(
+        f"turns under FULL, {children} children at once, group commit vs a sync per COMMIT",
+        ">= 1.00x",
+        f"{g_turns / i_turns:.2f}x",
+        g_turns >= i_turns,
+    )
+    goal(
+        "longest event-loop stall during durable starts under FULL, group commit vs inline",
+        "<= 0.50x",
+        f"{g_stall / i_stall:.2f}x ({show(g_stall)} vs {show(i_stall)})",
+        g_stall <= 0.5 * i_stall,
+    )
+
+
 # -- start() with live children, and the collector --------------------------------------------
 
 
@@ -299,6 +427,7 @@ async def main() -> None:
         folder = Path(temp)
         await starts(folder / "starts")
         await turns(folder / "turns")
+        await group_commit(folder / "group")
         await collector(folder / "collector")
         await function_model()
     print()

@@ -69,7 +69,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -125,8 +125,10 @@ class AgentLoop:
     ``messages`` are earlier conversation messages (a resume, or a fork's copy of its parent's);
     ``task``, when not empty, is added as the next user message. ``resumed`` says the run
     continues a stored run (``SubagentRuntime.resume``), as ``session_start`` reports it.
-    ``max_turns=None`` means no limit. The loop belongs to one event loop and is not
-    thread-safe.
+    ``max_turns=None`` means no limit. ``barrier``, when given, is awaited before every model
+    request, once the turn's ``turn`` event (and with it what the runtime stores of the turns
+    before) is emitted: a store's durability barrier, so that nothing the next request acts on
+    can be lost (``Store.barrier``). The loop belongs to one event loop and is not thread-safe.
     """
 
     def __init__(
@@ -150,6 +152,7 @@ class AgentLoop:
         emit: Emit = _ignore,
         max_output_retries: int = 3,
         spending: Spending | None = None,
+        barrier: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         check_count(max_turns, what="max_turns", minimum=1, optional=True)
         check_count(grace_turns, what="grace_turns", minimum=0)
@@ -174,6 +177,7 @@ class AgentLoop:
         self._emit = emit
         self._max_output_retries = max_output_retries
         self._spending = spending
+        self._barrier = barrier
         self._steering: deque[str] = deque()
         self._notices: deque[tuple[str, Callable[[], None] | None]] = deque()
         #: Why each malformed call of the last reply cannot run, by its stand-in's id.
@@ -300,6 +304,8 @@ class AgentLoop:
             self._turns += 1
             turn = self._turns
             self._emit("turn", {"turn": turn})
+            if self._barrier is not None:
+                await self._barrier()
             response = await self._request()
             reply = response.message()
             self._messages.append(reply)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from membrane.agents.definition import UNSET, AgentDefinition
@@ -73,6 +73,7 @@ class ChildBuilder:
         child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
         workflows: WorkflowBinder | None = None,
         approver: Approver | None = None,
+        barrier: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         if on_step is not None and not callable(on_step):
             raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
@@ -88,6 +89,7 @@ class ChildBuilder:
         self._child_env = child_env
         self._workflows = workflows
         self._approver = approver
+        self._barrier = barrier
 
     async def build(
         self,
@@ -175,6 +177,7 @@ class ChildBuilder:
             extensions=tuple(authority.extensions_loaded),
             resumed=resumed,
             spending=spending,
+            barrier=self._barrier,
             network=definition.network is True,
             env={
                 **child_environment(skill_roots=self._deployment().skill_roots),

@@ -18,7 +18,7 @@ before returning; nothing it returns is observable until the runtime publishes i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -125,6 +125,9 @@ class ChildSpec:
     #: The budgets the child draws on (DESIGN rule 12); a provider that runs the agent loop
     #: hands it over, and the runtime enforces ``children`` and ``seconds`` for every provider.
     spending: Spending | None = None
+    #: Awaited before each model request of a provider that runs the agent loop: the store's
+    #: durability barrier (``Store.barrier``), so a turn's end is durable before the next one.
+    barrier: Callable[[], Awaitable[None]] | None = None
 
 
 class ProviderChild(Protocol):

@@ -260,6 +260,7 @@ class SubagentRuntime:
             child_env=child_env,
             workflows=WorkflowBinder(options.workflows, self.store, self._hub.commit),
             approver=options.approver,
+            barrier=self.store.barrier,
         )
         publisher = Publisher(
             self.store,
@@ -354,8 +355,11 @@ class SubagentRuntime:
             return self._launch(await self._starts.fresh(request, role=role, allowed=allowed))
 
         if request.request_id is not None:
-            return await self._receipts.start(request.request_id, act)
-        return await act()
+            info = await self._receipts.start(request.request_id, act)
+        else:
+            info = await act()
+        await self.store.barrier()  # acknowledged only once durable (``state_synchronous``)
+        return info
 
     async def run(self, request: SubagentStartRequest) -> RunResult:
         """``start()`` and ``wait()`` in one call."""
@@ -378,6 +382,7 @@ class SubagentRuntime:
         assert record.result is not None
         if caller is not None:
             self._outbox.settled_by_wait(record)
+        await self.store.barrier()
         return record.result
 
     async def wait_all(
@@ -406,6 +411,7 @@ class SubagentRuntime:
             for record in records:
                 if record.finished:
                     self._outbox.settled_by_wait(record)
+        await self.store.barrier()
         return [self._info(record) for record in records]
 
     def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
@@ -467,6 +473,7 @@ class SubagentRuntime:
         self._scheduler.request_stop(record)
         async with self._slots.lending(caller):
             await record.done.wait()
+        await self.store.barrier()
         return self._info(record)
 
     @property
@@ -570,6 +577,7 @@ class SubagentRuntime:
             record = await self._starts.resumed(run_id, message, caller=caller)
         info = self._launch(record)
         self._outbox.resumed(record)
+        await self.store.barrier()
         return info
 
 

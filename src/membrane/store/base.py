@@ -199,6 +199,14 @@ class Store(Protocol):
         caller catches rolls back only the inner block. Never hold one across an ``await``."""
         ...
 
+    async def barrier(self) -> None:
+        """Return once every transaction committed before the call is as durable as the
+        store's mode promises. The places that acknowledge to the outside (a start's run id,
+        a completed receipt, a written message, a turn's end before the next model request,
+        a run's result) await it; a store whose commits are durable when they return (or
+        that promises no more than surviving the process) returns at once."""
+        ...
+
     def create_session(self, header: SessionHeader) -> None: ...
 
     def get_header(self, session_id: str) -> SessionHeader | None: ...

@@ -157,6 +157,9 @@ class MemoryStore(MemoryDurable, Store):
         setattr(state, name, old + 1)
         return old + 1
 
+    async def barrier(self) -> None:
+        """Nothing to wait for: memory is never durable, so nothing waits on a disk."""
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

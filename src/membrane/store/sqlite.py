@@ -1,13 +1,18 @@
 """``SQLiteStore``: the embedded, durable default store.
 
-One file in WAL mode (readers never block the writer, and several processes may share it),
-``synchronous=FULL`` so a committed transaction survives a crash or power loss, and
+One file in WAL mode (readers never block the writer, and several processes may share it) and
 ``foreign_keys=ON`` so events and lineage edges cannot outlive their session.
 
+Durability is group commit (``sqlite_flush``): the store's connection commits without syncing,
+and a flusher thread per store syncs the WAL for every commit made since its last pass. Under
+``synchronous="full"`` (the default) ``barrier()`` waits for that sync, so what a caller
+acknowledges after it survives a power loss; the event loop itself never waits for the disk.
+``group_commit=False`` keeps the older path: every ``COMMIT`` syncs on the committing thread.
+
 Thread safety: one connection guarded by a re-entrant lock; a transaction holds the lock from
-``BEGIN`` to ``COMMIT``, so other threads wait for it. Calls are short, which suits the asyncio
-runtime calling them directly. A transaction must not span an ``await``: another task on the
-same thread would join it.
+``BEGIN`` to ``COMMIT``, so other threads wait for it. Calls are short (no fsync), which suits
+the asyncio runtime calling them directly. A transaction must not span an ``await``: another
+task on the same thread would join it.
 
 Every ``sqlite3`` error is translated at this boundary into ``StoreError``.
 
@@ -18,6 +23,7 @@ outbox and its dead letters are in ``sqlite_outbox``, leases and workflow state 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -49,6 +55,7 @@ from membrane.store.base import (
 )
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
 from membrane.store.sqlite_durable import SQLiteDurable, edge_row
+from membrane.store.sqlite_flush import Flusher
 from membrane.store.sqlite_outbox import SQLiteOutbox
 from membrane.store.sqlite_schedules import SQLiteSchedules
 
@@ -71,12 +78,18 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     """A ``Store`` in one SQLite file, created (with its folder) when absent.
 
     ``timeout`` is how long a write waits for another process's transaction to finish.
-    ``synchronous="full"`` (the default) syncs every commit to disk, so it survives power loss;
-    ``"normal"`` syncs only at checkpoints: a commit still survives the process being killed, but
-    the last ones may be lost if the machine itself goes down. It is about ten times faster.
-    ``clock`` stamps rows (seconds since the epoch). ``migrations`` exists for upgrade tests.
-    ``trace``, when given, is called with the text of every SQL statement the store runs (after
-    it opened), for diagnostics and for counting what an operation costs.
+    ``synchronous="full"`` (the default): ``barrier()`` returns once every commit made before
+    it is synced to disk, so what is acknowledged after it survives power loss; ``"normal"``
+    syncs only at checkpoints and ``barrier()`` returns at once: a commit still survives the
+    process being killed, but the last ones may be lost if the machine itself goes down.
+    Either way a ``COMMIT`` never waits for the disk: the flusher thread syncs (group commit).
+    ``group_commit=False`` syncs every ``COMMIT`` on the thread that commits, as SQLite's own
+    ``synchronous`` setting does (the path before group commit, kept for comparison).
+    ``fsync`` is what the flusher syncs the WAL with (``os.fsync``); it runs on the flusher's
+    thread only. ``clock`` stamps rows (seconds since the epoch). ``migrations`` exists for
+    upgrade tests. ``trace``, when given, is called with the text of every SQL statement the
+    store's connection runs (after it opened), for diagnostics and for counting what an
+    operation costs.
     """
 
     def __init__(
@@ -85,6 +98,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         *,
         timeout: float = 30.0,
         synchronous: Literal["full", "normal"] = "full",
+        group_commit: bool = True,
+        fsync: Callable[[int], object] = os.fsync,
         clock: Callable[[], float] = time.time,
         migrations: tuple[Migration, ...] = MIGRATIONS,
         trace: Callable[[str], object] | None = None,
@@ -94,6 +109,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         self._lock = threading.RLock()
         self._nesting = 0
         self._conn: sqlite3.Connection | None = None
+        self._flusher: Flusher | None = None
         where = str(self.path)
         if synchronous not in ("full", "normal"):
             raise StoreError(
@@ -120,6 +136,13 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                 )
             conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self.schema_version = migrate(conn, path=where, migrations=migrations)
+            if group_commit:
+                # COMMIT writes the WAL and returns; the flusher syncs and checkpoints.
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+                self._flusher = Flusher(
+                    self.path, wait=synchronous == "full", fsync=fsync, timeout=timeout
+                )
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(
@@ -180,6 +203,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
+                if self._flusher is not None:
+                    self._flusher.written()
             else:
                 conn.execute(f"RELEASE sp{level}")
 
@@ -191,8 +216,16 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         with self._write("transaction", atomic=False):
             yield
 
+    async def barrier(self) -> None:
+        if self._flusher is not None:
+            await self._flusher.barrier()
+
     def close(self) -> None:
+        """Sync and checkpoint what was committed, then close (idempotent)."""
         with self._lock:
+            if self._flusher is not None:
+                self._flusher.close()
+                self._flusher = None
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

@@ -113,6 +113,7 @@ class InProcessProvider:
             hooks=self.hooks.only(request.extensions) if self.hooks is not None else None,
             emit=request.emit,
             spending=request.spending,
+            barrier=request.barrier,
         )
         return _InProcessChild(scope, loop)
 

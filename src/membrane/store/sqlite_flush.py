@@ -1,0 +1,207 @@
+"""Group commit for ``SQLiteStore``: commits are made durable off the event loop.
+
+The store's own connection (the one the event loop uses) commits under WAL with
+``synchronous=NORMAL`` and ``wal_autocheckpoint=0``: a ``COMMIT`` writes its frames to the
+``-wal`` file (the OS page cache) and returns without an ``fsync``, so a process that is killed
+afterwards loses nothing. A ``Flusher`` is one thread per store that makes those frames
+durable: it ``fsync``\\ s the WAL once for every commit made since its last pass (one sync for a
+whole batch), then wakes whoever waits on ``barrier()``. It also runs the checkpoints, on a
+connection of its own whose ``synchronous=FULL`` syncs the WAL before copying it into the
+database and the database after, so the loop never runs one.
+
+Under ``full``, the places that acknowledge to the outside await ``barrier()`` (see
+``Store.barrier``): it returns once every commit made before the call is on disk, so what was
+acknowledged survives a power loss, as it did when every ``COMMIT`` synced. Under ``normal``
+nobody waits and the flusher syncs only at its checkpoints, which is what ``normal`` always
+promised (a commit survives the process, the last ones may be lost with the machine).
+
+One fsync stays on the writer: SQLite syncs the WAL *header* when a writer starts the log
+again after a checkpoint has copied all of it (the guard against an out-of-order write that
+would bring old frames back). The flusher checkpoints only every ``checkpoint_commits``
+commits, so that is one small sync per checkpoint cycle instead of one per commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from membrane.errors import StoreError
+
+__all__ = ["Flusher"]
+
+_log = logging.getLogger("membrane.store")
+
+#: Commits between two checkpoints: about SQLite's own default of 1000 WAL pages, since a
+#: commit writes a few pages.
+CHECKPOINT_COMMITS = 256
+
+#: Barrier waits parked in worker threads at once (more queue for a token).
+_WAITERS = 64
+
+
+class Flusher:
+    """The durability thread of one store file.
+
+    ``written()`` is called (by the store, on whatever thread commits) after every top-level
+    ``COMMIT``; ``await barrier()`` returns once every commit counted before it is durable
+    (at once when ``wait`` is false: the ``normal`` mode). ``fsync`` syncs a file descriptor
+    (``os.fsync``; a test injects one that counts or stalls); it is only ever called on the
+    flusher's thread. ``close()`` makes everything durable, checkpoints and stops the thread.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        wait: bool,
+        fsync: Callable[[int], object] = os.fsync,
+        checkpoint_commits: int = CHECKPOINT_COMMITS,
+        timeout: float = 30.0,
+    ) -> None:
+        self._path = path
+        self._wal = Path(f"{path}-wal")
+        self._wait = wait
+        self._fsync = fsync
+        self._checkpoint_commits = checkpoint_commits
+        self._cond = threading.Condition()
+        self._written = 0
+        self._synced = 0
+        self._closing = False
+        self._failure: StoreError | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._fd: int | None = None
+        try:
+            self._conn = sqlite3.connect(
+                str(path), timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {path} for flushing: {exc}", path=str(path)) from exc
+        self._thread = threading.Thread(
+            target=self._run, name=f"membrane-flush:{path.name}", daemon=True
+        )
+        self._thread.start()
+
+    # -- the writer's side (any thread) ------------------------------------------------------
+
+    def written(self) -> None:
+        """Count one more commit and wake the thread; never blocks on the disk."""
+        with self._cond:
+            self._written += 1
+            self._cond.notify_all()
+
+    async def barrier(self) -> None:
+        """Return once every commit counted so far is durable (at once under ``normal``).
+
+        Raises ``StoreError`` when the flusher could not sync (the disk failed): what was
+        committed is then not known to be durable."""
+        if not self._wait:
+            return
+        with self._cond:
+            target = self._written
+            if self._synced >= target:
+                self._raise_failure()
+                return
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(_WAITERS)
+        await anyio.to_thread.run_sync(
+            self._wait_for, target, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    def _wait_for(self, target: int) -> None:
+        with self._cond:
+            while self._synced < target and self._failure is None and not self._closed():
+                self._cond.wait()
+            self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _closed(self) -> bool:
+        return self._closing and not self._thread.is_alive()
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        since_checkpoint = 0
+        while True:
+            with self._cond:
+                while self._synced == self._written and not self._closing:
+                    self._cond.wait()
+                target, closing = self._written, self._closing
+            done = target - self._synced
+            try:
+                if done and self._wait:
+                    self._sync_wal()
+            except OSError as exc:
+                with self._cond:
+                    self._failure = StoreError(
+                        f"the store {self._path} could not make its commits durable: {exc}",
+                        path=str(self._path),
+                    )
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._synced = target
+                self._cond.notify_all()
+            since_checkpoint += done
+            if closing or since_checkpoint >= self._checkpoint_commits:
+                self._checkpoint()
+                since_checkpoint = 0
+            if closing:
+                with self._cond:
+                    if self._synced == self._written:
+                        return
+
+    def _sync_wal(self) -> None:
+        """``fsync`` the WAL file: every frame written before it reached the disk. The file is
+        reopened when SQLite replaced it (a different inode under the same name)."""
+        fd = self._fd
+        if fd is not None and os.fstat(fd).st_ino != _inode(self._wal):
+            os.close(fd)
+            fd = self._fd = None
+        if fd is None:
+            try:
+                fd = self._fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return  # no WAL: every commit is already in the database file
+        self._fsync(fd)
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database, as far as readers allow (``PASSIVE``: it never
+        waits for, nor blocks, the writer); SQLite syncs both files around it. A checkpoint
+        that fails (another process holds the file) is tried again at the next one: the WAL
+        only grows meanwhile, nothing is lost."""
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            _log.warning("a checkpoint of %s failed, to be tried again: %s", self._path, exc)
+
+    def close(self) -> None:
+        """Sync and checkpoint what was committed, then stop the thread (idempotent)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._conn.close()
+        with self._cond:
+            self._cond.notify_all()
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except FileNotFoundError:
+        return None

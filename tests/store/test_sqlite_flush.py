@@ -1,0 +1,161 @@
+"""Group commit on a real SQLite file: the thread that commits never syncs, one flusher thread
+syncs the WAL once for a whole batch of commits, ``barrier()`` waits for that sync under
+``full`` only, and a disk that fails a sync fails the barrier."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from membrane.errors import StoreError
+from membrane.store import SessionHeader, SQLiteStore
+
+pytestmark = pytest.mark.anyio
+
+
+def header(session_id: str) -> SessionHeader:
+    return SessionHeader(session_id, "reviewer", None, 0, "running")
+
+
+class Disk:
+    """An ``fsync`` for the store that records the thread of every call and, once ``stall()``
+    was called, blocks inside the sync until ``release()``."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+        self.entered = threading.Event()
+        self._gate = threading.Event()
+        self._gate.set()
+
+    def fsync(self, fd: int) -> None:
+        self.threads.append(threading.get_ident())
+        self.entered.set()
+        self._gate.wait()
+        os.fsync(fd)
+
+    def stall(self) -> None:
+        self.entered.clear()
+        self._gate.clear()
+
+    def release(self) -> None:
+        self._gate.set()
+
+    async def stalled(self) -> None:
+        """Return once a sync is blocked inside ``fsync``."""
+        with anyio.fail_after(30):
+            await anyio.to_thread.run_sync(self.entered.wait)
+
+
+def count_commits(into: list[str]) -> Callable[[str], None]:
+    def trace(statement: str) -> None:
+        if statement.strip().upper() == "COMMIT":
+            into.append(statement)
+
+    return trace
+
+
+async def test_the_thread_that_commits_never_syncs_and_no_sync_is_spent_on_nothing(
+    tmp_path: Path,
+) -> None:
+    disk = Disk()
+    commits: list[str] = []
+    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync, trace=count_commits(commits))
+    for number in range(20):
+        store.create_session(header(f"s{number}"))
+        store.append_event(f"s{number}", "published", {"n": number})
+        await store.barrier()
+    assert len(commits) == 40
+    assert 1 <= len(disk.threads) <= len(commits)  # each sync covers at least one commit
+    assert threading.get_ident() not in disk.threads
+    store.close()
+    assert threading.get_ident() not in disk.threads
+    conn = sqlite3.connect(tmp_path / "state.db")
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 20
+    conn.close()
+
+
+async def test_one_sync_makes_a_whole_batch_of_commits_durable(tmp_path: Path) -> None:
+    disk = Disk()
+    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
+    disk.stall()
+    store.create_session(header("first"))
+    await disk.stalled()
+    # The flusher is stuck in the disk; commits go on without it.
+    for number in range(50):
+        store.create_session(header(f"s{number}"))
+    disk.release()
+    with anyio.fail_after(30):
+        await store.barrier()
+    assert len(disk.threads) == 2  # the stalled sync, then one for the 50 commits behind it
+    store.close()
+
+
+async def test_a_barrier_under_full_returns_only_after_the_sync(tmp_path: Path) -> None:
+    disk = Disk()
+    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
+    disk.stall()
+    store.create_session(header("a"))
+    await disk.stalled()
+    passed = anyio.Event()
+
+    async def wait() -> None:
+        await store.barrier()
+        passed.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        assert not passed.is_set()
+        assert store.get_header("a") is not None  # committed and readable, not yet durable
+        disk.release()
+        with anyio.fail_after(30):
+            await passed.wait()
+    store.close()
+
+
+async def test_under_normal_nothing_waits_and_the_flusher_never_syncs_a_commit(
+    tmp_path: Path,
+) -> None:
+    disk = Disk()
+    disk.stall()  # a sync would block for ever: nothing may reach it
+    store = SQLiteStore(tmp_path / "state.db", synchronous="normal", fsync=disk.fsync)
+    for number in range(10):
+        store.create_session(header(f"s{number}"))
+        with anyio.fail_after(30):
+            await store.barrier()
+    store.close()
+    assert disk.threads == []
+    with SQLiteStore(tmp_path / "state.db") as again:
+        assert len(again.list_sessions()) == 10
+
+
+async def test_a_sync_that_fails_fails_the_barrier_with_store_error(tmp_path: Path) -> None:
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    store = SQLiteStore(tmp_path / "state.db", fsync=broken)
+    store.create_session(header("a"))
+    with anyio.fail_after(30), pytest.raises(StoreError) as caught:
+        await store.barrier()
+    assert caught.value.code == "store-error"
+    assert "could not make its commits durable" in str(caught.value)
+    store.close()
+
+
+async def test_the_inline_path_keeps_no_flusher_and_its_barrier_returns_at_once(
+    tmp_path: Path,
+) -> None:
+    disk = Disk()
+    disk.stall()
+    store = SQLiteStore(tmp_path / "state.db", group_commit=False, fsync=disk.fsync)
+    store.create_session(header("a"))
+    with anyio.fail_after(30):
+        await store.barrier()
+    store.close()
+    assert disk.threads == []
