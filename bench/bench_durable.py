@@ -124,6 +124,7 @@ async def _traced(folder: Path, name: str, stored: bool) -> tuple[float, float]:
         for i in range(ROUNDS):
             if stored:
                 runtime.message(first.run_id, f"note {i}", request_id=f"m{i}")
+                await store.barrier()  # durable, as the raw loop's synced COMMIT is
             else:
                 await runtime.run(SubagentStartRequest("worker", f"job {i}", request_id=f"r{i}"))
         durable = time.perf_counter() - begin

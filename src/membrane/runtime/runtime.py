@@ -449,7 +449,11 @@ class SubagentRuntime:
         caller: str | None = None, kind: str = "ping",
     ) -> Delivery:  # fmt: skip
         """Send ``text`` (``kind``: ``ping`` or ``brief``) to a run live here or stored, once per
-        ``request_id`` (``membrane.durable.messages``); ``caller``: only to its own children."""
+        ``request_id`` (``membrane.durable.messages``); ``caller``: only to its own children.
+
+        It returns once the message is committed (it survives the process); under
+        ``state_synchronous = "full"`` it survives a power cut once ``await
+        runtime.store.barrier()`` returns, which the recipient's next model request awaits."""
         self._scheduler.require_open()
         self._recipient(run_id, caller)
         return self._messenger.message(

@@ -29,11 +29,12 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING
 
 from membrane.errors import StoreError
+
+if TYPE_CHECKING:
+    import anyio
 
 __all__ = ["Flusher"]
 
@@ -110,6 +111,8 @@ class Flusher:
             if self._synced >= target:
                 self._raise_failure()
                 return
+        import anyio.to_thread  # only a process that waits for the disk needs it
+
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(_WAITERS)
         await anyio.to_thread.run_sync(
