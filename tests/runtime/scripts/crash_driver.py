@@ -81,17 +81,22 @@ async def message(runtime: SubagentRuntime, store: SQLiteStore, run_id: str) -> 
     return {"delivery": delivery.id, "replayed": delivery.replayed}
 
 
-async def main(scenario: str, db: str, project: str, home: str, run_id: str) -> None:
+def runtime_on(store: SQLiteStore, project: str, home: str) -> SubagentRuntime:
+    """A runtime on ``store`` for the project folder ``project``, children answering at once."""
     root = Path(project)
     settings = Settings()
-    store = SQLiteStore(db)
-    runtime = SubagentRuntime(
+    return SubagentRuntime(
         catalog=Catalog(project=root, home=Path(home), settings=settings),
         registry=ToolRegistry(),
         provider=InProcessProvider(FunctionModel(answer)),
         store=store,
         options=RuntimeOptions(settings=settings, project=root),
     )
+
+
+async def main(scenario: str, db: str, project: str, home: str, run_id: str) -> None:
+    store = SQLiteStore(db)
+    runtime = runtime_on(store, project, home)
     async with runtime:
         try:
             with anyio.fail_after(60):

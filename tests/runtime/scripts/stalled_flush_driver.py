@@ -16,26 +16,12 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
+from crash_driver import runtime_on
 
-from membrane.agents.catalog import Catalog
-from membrane.config.values import Settings
-from membrane.models.base import ModelRequest, ModelResponse
-from membrane.runtime import (
-    InProcessProvider,
-    RuntimeOptions,
-    SubagentRuntime,
-    SubagentStartRequest,
-)
+from membrane.runtime import SubagentStartRequest
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
-
-
-async def answer(request: ModelRequest) -> ModelResponse:
-    return ModelResponse(text=f"{request.agent} done")
 
 
 def stalling(db: str) -> Callable[[int], None]:
@@ -56,16 +42,8 @@ def stalling(db: str) -> Callable[[int], None]:
 
 
 async def main(db: str, project: str, home: str, mode: str) -> None:
-    root = Path(project)
-    settings = Settings()
     store = SQLiteStore(db, fsync=stalling(db)) if mode == "stall" else SQLiteStore(db)
-    runtime = SubagentRuntime(
-        catalog=Catalog(project=root, home=Path(home), settings=settings),
-        registry=ToolRegistry(),
-        provider=InProcessProvider(FunctionModel(answer)),
-        store=store,
-        options=RuntimeOptions(settings=settings, project=root),
-    )
+    runtime = runtime_on(store, project, home)
     async with runtime:
         with anyio.fail_after(60):
             info = await runtime.start(
