@@ -10,7 +10,7 @@ import pytest
 
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
-from membrane.runtime import InProcessProvider, SubagentStartRequest
+from membrane.runtime import InProcessProvider, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
@@ -80,6 +80,38 @@ async def test_a_result_the_parents_wait_collected_leaves_no_pending_notice(
     lead_messages = [m["content"] for m in store.transcript(result.run_id)]
     assert not any(text.startswith("<task_notification") for text in lead_messages)
     assert any("worker report" in text for text in lead_messages)
+
+
+async def test_a_child_that_ended_before_its_parent_waited_is_heard_once_through_the_wait(
+    project: Project,
+) -> None:
+    project.agent("lead", tools="Read", allowed_subagents="[worker]")
+    project.agent("worker")
+    runtimes: list[SubagentRuntime] = []
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if request.agent == "worker":
+            return ModelResponse(text="worker report")
+        results = [m for m in request.messages if m.role == "tool"]
+        if not results:
+            call = ToolCall("t1", "Task", {"agent": "worker", "task": "s", "background": True})
+            return ModelResponse(tool_calls=(call,), stop_reason="tool_calls")
+        if len(results) == 1:
+            run_id = json.loads(results[0].content)["run_id"]
+            await runtimes[0].wait(run_id)  # it ends, and its notice is queued in the lead
+            return ModelResponse(tool_calls=(ToolCall("t2", "TaskWait", {"ids": [run_id]}),))
+        return ModelResponse(text="lead done")
+
+    store = SQLiteStore(project.root / "state.db")
+    async with project.runtime(FunctionModel(answer), store=store) as runtime:
+        runtimes.append(runtime)
+        with anyio.fail_after(20):
+            result = await runtime.run(SubagentStartRequest("lead", "go"))
+        assert result.status == "completed"
+        assert runtime.outbox.pending() == []
+    lead_messages = [m["content"] for m in store.transcript(result.run_id)]
+    assert not any(text.startswith("<task_notification") for text in lead_messages)
+    assert sum("worker report" in text for text in lead_messages) == 1
 
 
 async def test_a_provider_whose_notify_fails_leaves_the_notice_pending_not_the_runtime_broken(

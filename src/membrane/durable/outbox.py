@@ -131,6 +131,8 @@ class OutboxDrainer:
         self._stop = stop
         #: Items whose notice is queued in a live parent, awaiting its turn boundary.
         self._in_flight: dict[int, LiveRun] = {}
+        #: The ``on_delivered`` of each notice in flight, which names it to ``withdraw``.
+        self._offered: dict[int, Callable[[], None]] = {}
         self._wakeup: anyio.Event | None = None
         self._closed = False
         self._failures = 0
@@ -194,9 +196,16 @@ class OutboxDrainer:
         record.outbox_item = None
         parent = None if record.parent_id is None else self._runs.live(record.parent_id)
         if parent is not None and not parent.finished:
+            offered = self._offered.get(item_id)
+            if self._in_flight.get(item_id) is parent and _withdraw(parent, offered):
+                # Its notice still waited in the parent for a turn boundary: the wait's result
+                # carries it instead (the child ended before the parent began to wait).
+                self._in_flight.pop(item_id, None)
+                self._offered.pop(item_id, None)
             parent.settled.append((item_id, len(parent.child.messages())))
             return
         self._in_flight.pop(item_id, None)
+        self._offered.pop(item_id, None)
         try:
             self._store.mark_delivered(item_id)
         except StoreError as exc:
@@ -276,6 +285,7 @@ class OutboxDrainer:
     def close(self) -> None:
         self._closed = True
         self._in_flight.clear()
+        self._offered.clear()
         self.wake()
 
     # -- one item -------------------------------------------------------------------------------
@@ -294,6 +304,7 @@ class OutboxDrainer:
         waiting = self._in_flight.get(item.id)
         if waiting is not None and (waiting is not record or record.finished):
             del self._in_flight[item.id]
+            self._offered.pop(item.id, None)
             waiting = None
         if waiting is not None:
             # Queued in a live recipient for its turn boundary: not a failed attempt.
@@ -339,9 +350,11 @@ class OutboxDrainer:
         if not _takes_notices(record):
             return None
         notice = render(item.payload, delivery=item.id)
-        if notice is None or not _notify(record, notice, partial(self._ack, item.id, record)):
+        ack = partial(self._ack, item.id, record)
+        if notice is None or not _notify(record, notice, ack):
             return None
         self._in_flight[item.id] = record
+        self._offered[item.id] = ack
         return "waiting"
 
     def _cancel(self, item: OutboxItem, record: LiveRun) -> bool:
@@ -366,6 +379,7 @@ class OutboxDrainer:
         in one transaction. On failure the item stays pending; the next pass finds the notice
         in the conversation and acknowledges it then."""
         self._in_flight.pop(item_id, None)
+        self._offered.pop(item_id, None)
         store = self._store
 
         def work() -> None:
@@ -389,6 +403,13 @@ def _takes_notices(record: LiveRun) -> bool:
         and not record.stop_requested
         and callable(getattr(record.child, "notify", None))
     )
+
+
+def _withdraw(record: LiveRun, on_delivered: Callable[[], None] | None) -> bool:
+    """Take back a notice queued in ``record`` that has not joined its conversation, where its
+    provider's child can (``withdraw``, as the in-process child's loop does)."""
+    withdraw = getattr(record.child, "withdraw", None)
+    return on_delivered is not None and callable(withdraw) and withdraw(on_delivered) is True
 
 
 def _notify(record: LiveRun, notice: str, on_delivered: Callable[[], None] | None) -> bool:

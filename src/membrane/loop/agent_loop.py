@@ -126,9 +126,11 @@ class AgentLoop:
     ``task``, when not empty, is added as the next user message. ``resumed`` says the run
     continues a stored run (``SubagentRuntime.resume``), as ``session_start`` reports it.
     ``max_turns=None`` means no limit. ``barrier``, when given, is awaited before every model
-    request, once the turn's ``turn`` event (and with it what the runtime stores of the turns
-    before) is emitted: a store's durability barrier, so that nothing the next request acts on
-    can be lost (``Store.barrier``). The loop belongs to one event loop and is not thread-safe.
+    request after the first, once the turn's ``turn`` event (and with it what the runtime
+    stores of the turns before) is emitted: a store's durability barrier, so that nothing the
+    next request acts on can be lost (``Store.barrier``; the first request acts on the task,
+    which the start made durable before the run began). The loop belongs to one event loop and
+    is not thread-safe.
     """
 
     def __init__(
@@ -232,6 +234,15 @@ class AgentLoop:
         self._notices.append((message, on_delivered))
         return True
 
+    def withdraw(self, on_delivered: Callable[[], None]) -> bool:
+        """Drop the queued notice that ``notify`` was given ``on_delivered`` for, unless it has
+        joined the conversation already (then ``False``)."""
+        for entry in self._notices:
+            if entry[1] is on_delivered:
+                self._notices.remove(entry)
+                return True
+        return False
+
     def stop(self) -> None:
         """End the run with status ``stopped``; a stop before ``run()`` means it never starts."""
         self._stop_requested = True
@@ -304,7 +315,7 @@ class AgentLoop:
             self._turns += 1
             turn = self._turns
             self._emit("turn", {"turn": turn})
-            if self._barrier is not None:
+            if self._barrier is not None and turn > 1:
                 await self._barrier()
             response = await self._request()
             reply = response.message()

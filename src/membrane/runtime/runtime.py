@@ -352,13 +352,14 @@ class SubagentRuntime:
         validate_request(request, registry=self.registry)
 
         async def act() -> RunInfo:
-            return self._launch(await self._starts.fresh(request, role=role, allowed=allowed))
+            return await self._launch_durable(
+                await self._starts.fresh(request, role=role, allowed=allowed)
+            )
 
-        if request.request_id is not None:
-            info = await self._receipts.start(request.request_id, act)
-        else:
-            info = await act()
-        await self.store.barrier()  # acknowledged only once durable (``state_synchronous``)
+        if request.request_id is None:
+            return await act()
+        info = await self._receipts.start(request.request_id, act)
+        await self.store.barrier()  # a replayed receipt: acknowledged once durable too
         return info
 
     async def run(self, request: SubagentStartRequest) -> RunResult:
@@ -534,6 +535,17 @@ class SubagentRuntime:
         """The ``emit`` callback of one child; silent until the child is published."""
         return emitter(run_id, hub=self._hub, store=self.store, runs=self._runs)
 
+    async def _launch_durable(self, record: RunRecord) -> RunInfo:
+        """Launch a published ``record`` once its publication is durable (``Store.barrier``,
+        under ``state_synchronous = "full"``), so that a start or resume acknowledges only
+        what survives a power cut. A barrier that is cancelled or fails still launches it:
+        it is published, and a retry of its request id finds it."""
+        try:
+            await self.store.barrier()
+        finally:
+            info = self._launch(record)
+        return info
+
     def _launch(self, record: RunRecord) -> RunInfo:
         if record.spending is not None:
             record.spending.bind(partial(self._end_over_budget, record))
@@ -579,9 +591,8 @@ class SubagentRuntime:
         held = not isinstance(run_id, str) or (live is not None and not live.finished)
         with self._sweeper.leases.claimed(run_id, held=held):  # RunLeased: driven elsewhere
             record = await self._starts.resumed(run_id, message, caller=caller)
-        info = self._launch(record)
+        info = await self._launch_durable(record)
         self._outbox.resumed(record)
-        await self.store.barrier()
         return info
 
 

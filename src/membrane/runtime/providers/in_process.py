@@ -139,6 +139,10 @@ class _InProcessChild:
     def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
         return self._loop.notify(message, on_delivered=on_delivered)
 
+    def withdraw(self, on_delivered: Callable[[], None]) -> bool:
+        """Take back a notice not yet in the conversation (``AgentLoop.withdraw``)."""
+        return self._loop.withdraw(on_delivered)
+
     def stop(self) -> None:
         self._loop.stop()
 
