@@ -451,10 +451,7 @@ class SubagentRuntime:
     ) -> Delivery:  # fmt: skip
         """Send ``text`` (``kind``: ``ping`` or ``brief``) to a run live here or stored, once per
         ``request_id`` (``membrane.durable.messages``); ``caller``: only to its own children.
-
-        It returns once the message is committed (it survives the process); under
-        ``state_synchronous = "full"`` it survives a power cut once ``await
-        runtime.store.barrier()`` returns, which the recipient's next model request awaits."""
+        Committed on return; under ``full``, power-safe once ``store.barrier()`` returns."""
         self._scheduler.require_open()
         self._recipient(run_id, caller)
         return self._messenger.message(
@@ -536,20 +533,14 @@ class SubagentRuntime:
         return emitter(run_id, hub=self._hub, store=self.store, runs=self._runs)
 
     async def _launch_durable(self, record: RunRecord) -> RunInfo:
-        """Launch a published ``record`` once its publication is durable (``Store.barrier``,
-        under ``state_synchronous = "full"``), so that a start or resume acknowledges only
-        what survives a power cut. A barrier that is cancelled or fails still launches it:
-        it is published, and a retry of its request id finds it."""
+        """Launch a published ``record`` once its publication is durable (``Store.barrier``);
+        a barrier cancelled or failed still launches it: it is published."""
         try:
             await self.store.barrier()
         finally:
-            info = self._launch(record)
-        return info
-
-    def _launch(self, record: RunRecord) -> RunInfo:
-        if record.spending is not None:
-            record.spending.bind(partial(self._end_over_budget, record))
-        self._scheduler.launch(record)
+            if record.spending is not None:
+                record.spending.bind(partial(self._end_over_budget, record))
+            self._scheduler.launch(record)
         return self._info(record)
 
     def _end_over_budget(self, record: RunRecord, error: MembraneError) -> None:
