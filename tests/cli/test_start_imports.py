@@ -84,8 +84,11 @@ def test_agents_list_imports_only_its_own_command(tmp_path: Path) -> None:
         "membrane.cli.commands",
         "membrane.cli.declare",
         "membrane.cli.parsing",
+        "membrane.cli.screen",
     }
     assert not any(m.startswith(("membrane.runtime", "membrane.loop")) for m in modules)
+    # Piped, the table is plain text: no command-line library, no Rich, no JSON Schema.
+    assert libraries(modules) & {"typer", "click", "rich", "jsonschema"} == set()
 
 
 def test_every_command_word_names_the_module_that_registers_it() -> None:
@@ -111,5 +114,17 @@ def test_explain_imports_neither_the_runtime_nor_the_agent_loop(tmp_path: Path) 
     )
     code, modules = imported("explain", "a", "--json", "--project", str(project))
     assert code == 0
+    assert libraries(modules) & {"typer", "click", "rich"} == set()
     assert "membrane.runtime.runtime" not in modules
     assert not any(m.startswith(("membrane.loop", "membrane.durable", "mcp.")) for m in modules)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("runs",), ("lineage",), ("show", "nosuch"), ("outbox", "list"), ("skills", "list")],
+)
+def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    _, modules = imported(*args, "--project", str(project), cwd=tmp_path)
+    assert libraries(modules) & {"typer", "click", "rich"} == set()

@@ -12,14 +12,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from membrane.cli.app import app, safe_text
 from membrane.cli.backend import open_session
 from membrane.cli.declare import Argument, Group, Option
+from membrane.cli.screen import Screen, Table
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 
@@ -40,8 +37,8 @@ HeadlessOption = Annotated[
 RoleOption = Annotated[
     str | None,
     Option(
-        help="The role to ask for: restarts an idle runtime under it (headless: the role of "
-        "this command, default $MEMBRANE_ROLE, else none); ignored inside a run."
+        help="The role to ask for: restarts an idle runtime under it; headless, the role of "
+        "this command (default: $MEMBRANE_ROLE, else none); ignored inside a run."
     ),
 ]
 SocketOption = Annotated[
@@ -55,16 +52,11 @@ def format_actions(actions: list[JSONDict], *, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps({"actions": actions}, ensure_ascii=False) + "\n")
         return
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("action", no_wrap=True)
-    table.add_column("description")
+    table = Table(("action", "description"), whole=("action",))
     for action in actions:
         description = str(action.get("description") or "").strip().splitlines()
-        table.add_row(
-            Text(safe_text(str(action["name"]))),
-            Text(safe_text(description[0] if description else "")),
-        )
-    Console().print(table)
+        table.add_row(str(action["name"]), description[0] if description else "")
+    Screen().table(table)
 
 
 def format_result(result: Any, *, as_json: bool) -> None:

@@ -7,22 +7,20 @@ import os
 import sys
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.roots import dialect_roots
 from membrane.agents.translation import MEMBRANE, Dialect
-from membrane.cli.app import app, safe_text, table_console, warning_json
+from membrane.cli.app import app, safe_text, warning_json
 from membrane.cli.declare import Argument, Exit, Group, Option, echo
+from membrane.cli.screen import Screen, Table
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownSubagent
 from membrane.store.location import locate_state
-
-if TYPE_CHECKING:
-    from rich.text import Text
 
 agents_app = Group(
     name="agents", help="List, show and validate agent definitions.", no_args_is_help=True
@@ -46,13 +44,6 @@ def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
 def _echo(text: str, *, err: bool = False) -> None:
     """Print file-derived text verbatim: no markup, and nothing the terminal cannot encode."""
     echo(safe_text(text, stream=sys.stderr if err else sys.stdout), err=err)
-
-
-def _cell(text: str) -> Text:
-    """A table cell or title that Rich shows as written (``[red]`` in a name stays ``[red]``)."""
-    from rich.text import Text
-
-    return Text(safe_text(text))
 
 
 def _where(root: str, path: str) -> str:
@@ -105,18 +96,13 @@ def list_agents(
         }
         _echo(json.dumps(payload, indent=2))
         return
-    console = table_console()
-    from rich.table import Table
-
-    table = Table(title="Agent definitions", show_lines=False)
-    for column in ("name", "root", "dialect", "path", "shadows", "warnings"):
-        table.add_column(column, overflow="fold")
+    columns = ("name", "root", "dialect", "path", "shadows", "warnings")
+    table = Table(columns, title="Agent definitions")
     for name, d in winners.items():
         shadows = "\n".join(_where(s.root, s.path) for s in catalog.shadowed.get(name, []))
         label = name if d.is_enabled else f"{name} (disabled)"
-        row = (label, d.root, d.dialect, d.path, shadows or "-", str(len(d.warnings)))
-        table.add_row(*map(_cell, row))
-    console.print(table)
+        table.add_row(label, d.root, d.dialect, d.path, shadows or "-", str(len(d.warnings)))
+    Screen().table(table)
     lines = [_warning_line(w) for d in winners.values() for w in d.warnings]
     lines += [_warning_line(w) for w in catalog.warnings]
     lines += [_error_line(e) for e in catalog.errors]
@@ -155,12 +141,8 @@ def show_agent(
 
 
 def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition]) -> None:
-    console = table_console()
-    from rich.table import Table
-
-    table = Table(title=_cell(f"{definition.name} ({definition.root}: {definition.path})"))
-    for column in ("field", "value", "line"):
-        table.add_column(column, overflow="fold")
+    title = f"{definition.name} ({definition.root}: {definition.path})"
+    table = Table(("field", "value", "line"), title=title)
     data = definition.to_json()
     for key, value in data.items():
         if key in ("name", "root", "path", "body", "lines", "extra", "warnings"):
@@ -169,12 +151,11 @@ def _print_definition(definition: AgentDefinition, shadows: list[AgentDefinition
         if isinstance(value, str):
             shown = value
         line = definition.lines.get(key)
-        table.add_row(*map(_cell, (key, shown, "-" if line is None else str(line))))
+        table.add_row(key, shown, "-" if line is None else str(line))
     for key, value in definition.extra.items():
         line = definition.lines.get(key)
-        row = (f"{key} (ignored)", json.dumps(value), "-" if line is None else str(line))
-        table.add_row(*map(_cell, row))
-    console.print(table)
+        table.add_row(f"{key} (ignored)", json.dumps(value), "-" if line is None else str(line))
+    Screen().table(table)
     if shadows:
         _echo("shadows: " + ", ".join(_where(s.root, s.path) for s in shadows))
     for warning in definition.warnings:

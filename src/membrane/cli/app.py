@@ -67,20 +67,6 @@ def safe_text(text: str, *, stream: TextIO | None = None) -> str:
         return text.encode("ascii", "backslashreplace").decode("ascii")
 
 
-#: Piped output has no width to fit: a table is as wide as its longest cell.
-_PIPED_WIDTH = 4096
-
-
-def table_console() -> Console:
-    """A console for tables: the terminal's width on a terminal; piped, wide enough that no
-    cell (a path, a name) is broken across lines."""
-    from rich.console import Console
-
-    if sys.stdout.isatty():
-        return Console()
-    return Console(width=_PIPED_WIDTH)
-
-
 def warning_json(warning: DefinitionWarning) -> dict[str, object]:
     """The one shape of a warning in every command's JSON: ``{code, message, file, line}``."""
     return {

@@ -10,14 +10,16 @@ approver, and such a call fails with ``approval-unavailable``: no one can answer
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
 from membrane.tools.permissions import ApprovalRequest
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
 
 __all__ = ["TerminalApprover", "terminal_approver"]
 
@@ -43,12 +45,16 @@ class TerminalApprover:
             finally:
                 if live is not None:
                     live.start()
+        from rich.text import Text
+
         answer = line.strip().lower() in ("y", "yes")
         self._console.print(Text("approved" if answer else "refused", style="dim"))
         return answer
 
 
 def _question(request: ApprovalRequest) -> Text:
+    from rich.text import Text
+
     text = Text()
     text.append(f"{request.agent} asks to run {request.tool}", style="bold")
     if request.subject:
@@ -58,9 +64,12 @@ def _question(request: ApprovalRequest) -> Text:
     return text
 
 
-def terminal_approver(console: Console) -> TerminalApprover | None:
-    """An approver reading this process's terminal, or ``None`` when stdin is not one."""
+def terminal_approver() -> TerminalApprover | None:
+    """An approver asking on stderr and reading this process's terminal, or ``None`` when stdin
+    is not one (Rich is imported only then)."""
     stdin = sys.stdin
     if stdin is None or not stdin.isatty():
         return None
-    return TerminalApprover(console=console, stdin=stdin)
+    from rich.console import Console
+
+    return TerminalApprover(console=Console(stderr=True, soft_wrap=True), stdin=stdin)

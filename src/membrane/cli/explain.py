@@ -10,12 +10,11 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from rich.console import Console
-from rich.table import Table
 
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
+from membrane.cli.screen import Screen, Styled, Table
 from membrane.config.budget import budget_view
 from membrane.config.load import load_settings
 from membrane.errors import InvalidDepth, InvalidRequest, WorktreeUnavailable
@@ -350,8 +349,7 @@ def sandbox_view(authority: EffectiveAuthority, *, project: Path, home: Path | N
 
 
 def _print_sandbox(summary: JSONDict) -> None:
-    console = Console()
-    table = Table("", "", title="Sandbox", title_justify="left", show_header=False)
+    table = Table(("", ""), title="Sandbox", show_header=False)
     for key in ("backend", "requested", "error", "writable", "read_only", "network", "note"):
         if key in summary:
             value = summary[key]
@@ -363,7 +361,7 @@ def _print_sandbox(summary: JSONDict) -> None:
             entry = machine.get(name)
             if isinstance(entry, dict):
                 table.add_row(f"machine: {name}", str(entry.get("detail")))
-    console.print(table, highlight=False)
+    Screen().table(table)
 
 
 def workflow_view(authority: EffectiveAuthority) -> dict[str, object] | None:
@@ -378,19 +376,19 @@ def workflow_view(authority: EffectiveAuthority) -> dict[str, object] | None:
 
 
 def _print_workflow(view: dict[str, object]) -> None:
-    console = Console()
+    screen = Screen()
     if "error" in view:
-        console.print(f"[red]workflow {view['name']}: {view['error']}[/]", highlight=False)
+        screen.line(f"workflow {view['name']}: {view['error']}", style="red")
         return
-    table = Table("phase", "unlocks", title=f"Workflow {view['name']}", title_justify="left")
+    table = Table(("phase", "unlocks"), title=f"Workflow {view['name']}")
     for phase in view["phases"]:  # type: ignore[attr-defined]
         mark = " (starts here)" if phase["name"] == view["phase"] else ""
         table.add_row(phase["name"] + mark, ", ".join(phase["unlocks"]) or "-")
-    console.print(table)
+    screen.table(table)
     locked = view["locked"]
     if locked:
         for tool, phases in locked.items():  # type: ignore[attr-defined]
-            console.print(f"{tool}: locked until {' or '.join(phases)}", highlight=False)
+            screen.line(f"{tool}: locked until {' or '.join(phases)}")
 
 
 def _print_table(
@@ -399,42 +397,41 @@ def _print_table(
     budget: JSONDict,
     locked: Mapping[str, list[str]],
 ) -> None:
-    console = Console()
+    screen = Screen()
     definition = authority.definition
-    console.print(f"[bold]{definition.name}[/]  {definition.root}: {definition.path}")
+    screen.line(f"{definition.name}  {definition.root}: {definition.path}", style="bold")
 
-    invocation = Table("field", "value", "source", title="Invocation", title_justify="left")
+    invocation = Table(("field", "value", "source"), title="Invocation")
     for name, sourced in authority.invocation.items():
         invocation.add_row(name, json.dumps(sourced.value), sourced.source)
-    console.print(invocation)
+    screen.table(invocation)
 
     # A third column names the MCP server of each mcp__SERVER__TOOL, when there is one.
     servers = {n: s for n in (*authority.callable, *authority.left_out) if (s := mcp_server_of(n))}
-    tools = Table("tool", "status", *(["server"] if servers else []), title="Tools")
-    tools.title_justify = "left"
+    tools = Table(("tool", "status", *(["server"] if servers else [])), title="Tools")
     for name in authority.callable:
         # A tool the workflow's phases lock is callable only once a phase unlocks it.
         status = (
-            f"[yellow]locked until {' or '.join(locked[name])}[/]"
+            Styled(f"locked until {' or '.join(locked[name])}", "yellow")
             if name in locked
-            else "[green]callable[/]"
+            else Styled("callable", "green")
         )
         tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
     for name, reason in sorted(authority.left_out.items()):
-        status = f"[dim]left out: {reason}[/]"
+        status = Styled(f"left out: {reason}", "dim")
         tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
-    console.print(tools)
-    _print_permissions(console, authority)
+    screen.table(tools)
+    _print_permissions(screen, authority)
 
     if authority.skills is not None or authority.skills_left_out:
-        skills = Table("skill", "status", title="Skills", title_justify="left")
+        skills = Table(("skill", "status"), title="Skills")
         for name in sorted(authority.skills or {}):
-            skills.add_row(name, "[green]loadable with Skill[/]")
+            skills.add_row(name, Styled("loadable with Skill", "green"))
         for name, reason in sorted(authority.skills_left_out.items()):
-            skills.add_row(name, f"[dim]left out: {reason}[/]")
-        console.print(skills)
+            skills.add_row(name, Styled(f"left out: {reason}", "dim"))
+        screen.table(skills)
 
-    facts = Table("", "", title="Composition", title_justify="left", show_header=False)
+    facts = Table(("", ""), title="Composition", show_header=False)
     facts.add_row("extensions loaded", ", ".join(authority.extensions_loaded) or "none")
     facts.add_row("extensions excluded", ", ".join(authority.extensions_excluded) or "none")
     facts.add_row("prompt mode", authority.prompt_mode)
@@ -449,34 +446,34 @@ def _print_table(
     # A child also draws on what remains of its ancestors' budgets when it starts.
     facts.add_row("budget", ", ".join(limits) or "none of its own")
     facts.add_row("may delegate", "yes" if authority.may_delegate else "no")
-    console.print(facts)
+    screen.table(facts)
 
-    console.rule("System prompt")
-    console.print(authority.system_prompt, markup=False, highlight=False)
+    screen.rule("System prompt")
+    screen.line(authority.system_prompt)
     if authority.task_prefix:
-        console.rule("Task prefix")
-        console.print(authority.task_prefix, markup=False, highlight=False)
+        screen.rule("Task prefix")
+        screen.line(authority.task_prefix)
     if authority.warnings:
-        console.rule("Warnings")
+        screen.rule("Warnings")
         for warning in authority.warnings:
-            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            screen.line(f"warning: {warning}", style="yellow")
 
 
-def _print_permissions(console: Console, authority: EffectiveAuthority) -> None:
+def _print_permissions(screen: Screen, authority: EffectiveAuthority) -> None:
     """Each governed tool's rules, in the order they apply (the last match wins)."""
     permissions = authority.permissions
     if not permissions.tools and permissions.mode == "default":
         return
     title = f"Permissions (mode {permissions.mode}; the last matching rule wins)"
-    table = Table("tool", "rule", "verdict", "from", title=title, title_justify="left")
+    table = Table(("tool", "rule", "verdict", "from"), title=title)
     for name, rules in sorted(permissions.tools.items()):
         for rule in rules:
             table.add_row(name, rule.text or rule.tool, rule.verdict, rule.source)
         default = "ask" if name in permissions.by_rules else "allow"
-        table.add_row(name, "[dim]any other call[/]", default, "default")
+        table.add_row(name, Styled("any other call", "dim"), default, "default")
     if permissions.inherits_parent:
-        table.add_row("*", "[dim]the parent's rules[/]", "-", "inherit")
-    console.print(table)
+        table.add_row("*", Styled("the parent's rules", "dim"), "-", "inherit")
+    screen.table(table)
 
 
 _CALL = Option("--call", help="Call parameters as JSON, or @FILE holding them.")

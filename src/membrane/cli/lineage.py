@@ -14,14 +14,11 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-from rich.console import Console
-from rich.text import Text
-from rich.tree import Tree
-
-from membrane.cli.app import app, err_console, safe_text
+from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state
+from membrane.cli.screen import Cell, Node, Screen, Styled
 from membrane.errors import UnknownRun
 from membrane.store.base import LineageEdge, SessionHeader
 from membrane.store.sqlite import SQLiteStore
@@ -82,26 +79,24 @@ def _node(
     return node
 
 
-def _label(node: dict[str, Any]) -> Text:
-    text = Text()
-    text.append(safe_text(str(node["agent"] or "?")), style="bold")
-    text.append(f" {node['run_id']}")
+def _label(node: dict[str, Any]) -> list[Cell]:
+    text: list[Cell] = [Styled(str(node["agent"] or "?"), "bold"), f" {node['run_id']}"]
     edge = node.get("edge")
     if edge is None:
         text.append(f" {node['status'] or '-'}")
         return text
     text.append(f" [{edge['status']}]")
-    text.append(f" model={safe_text(str(edge['model'] or '-'))}")
+    text.append(f" model={edge['model'] or '-'}")
     text.append(f" brief={edge['brief_digest'][:12]}")
     if edge["summary"]:
         summary = " ".join(str(edge["summary"]).split())
-        text.append(f"\n  {safe_text(summary[:120])}", style="dim")
+        text.append(Styled(f"\n  {summary[:120]}", "dim"))
     return text
 
 
-def _grow(tree: Tree, node: dict[str, Any]) -> None:
+def _grow(tree: Node, node: dict[str, Any]) -> None:
     for child in node["children"]:
-        _grow(tree.add(_label(child)), child)
+        _grow(tree.add(*_label(child)), child)
 
 
 @app.command("lineage")
@@ -126,10 +121,10 @@ def lineage(
         sys.stdout.write(json.dumps(nodes, ensure_ascii=False) + "\n")
         return
     if not nodes:
-        err_console.print(Text(f"no runs in {state}"))
+        Screen(err=True).line(f"no runs in {state}")
         return
-    console = Console(soft_wrap=True)
+    screen = Screen()
     for node in nodes:
-        tree = Tree(_label(node))
+        tree = Node(tuple(_label(node)))
         _grow(tree, node)
-        console.print(tree)
+        screen.tree(tree)

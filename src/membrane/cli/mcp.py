@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from membrane.cli.app import app, err_console
+from membrane.cli.app import app
 from membrane.cli.declare import Group, Option, echo
 from membrane.cli.run import MODEL_HELP, STATE_OPTION, parse_model
+from membrane.cli.screen import Screen, Table
 from membrane.errors import InvalidRequest
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
@@ -67,8 +65,7 @@ def list_servers(
     if not rows:
         echo("no MCP servers configured (add [mcp_servers.NAME] to .membrane/config.toml)")
         return
-    table = Table("server", "transport", "state", "tools", title="MCP servers")
-    table.title_justify = "left"
+    table = Table(("server", "transport", "state", "tools"), title="MCP servers")
     for row in rows:
         state = str(row["state"])
         if row.get("cached"):
@@ -80,10 +77,18 @@ def list_servers(
         table.add_row(
             f"{row['name']}\n{row['target']}",
             str(row["transport"]),
-            Text(state),
-            Text(listed or "-"),
+            state,
+            listed or "-",
         )
-    Console(soft_wrap=True).print(table)
+    Screen().table(table)
+
+
+def _note(kind: str, message: str, *, as_json: bool) -> None:
+    """A warning or note of ``mcp serve`` on stderr (stdout may carry the protocol)."""
+    if as_json:
+        echo(json.dumps({kind: message}, ensure_ascii=False), err=True)
+    else:
+        Screen(err=True).line(f"{kind}: {message}")
 
 
 @mcp_app.command("serve")
@@ -103,6 +108,9 @@ def serve(
         str | None, Option(help="The model of the runs Task starts: " + MODEL_HELP)
     ] = None,
     state: Annotated[Path | None, STATE_OPTION] = None,
+    as_json: Annotated[
+        bool, Option("--json", help="Print warnings and notes on stderr as JSON Lines.")
+    ] = False,
 ) -> None:
     """Speak MCP (stdio, or streamable HTTP on loopback) offering exactly one view.
 
@@ -143,7 +151,7 @@ def serve(
                     else {s for name in allowed if (s := mcp_server_of(name)) is not None}
                 )
             for problem in (await servers.ensure(sorted(wanted))).values():
-                err_console.print(Text(f"warning: {problem}"))
+                _note("warning", str(problem), as_json=as_json)
             authority = None
             if definition is not None:
                 authority = agent_authority(
@@ -159,9 +167,8 @@ def serve(
             allowed = ("*",) if definition is None else _allowed(definition.allowed_subagents)
             if chosen is None or not delegation:
                 if delegation and chosen is None:
-                    err_console.print(
-                        Text("note: Task is not offered: no model (--model or default_model)")
-                    )
+                    why = "Task is not offered: no model (--model or default_model)"
+                    _note("note", why, as_json=as_json)
                 await _serve(scope, agent or f"role:{role}", ws, http)
                 return
             hooks = ExtensionHooks.from_extensions(ws.extensions.values())

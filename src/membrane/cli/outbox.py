@@ -13,15 +13,11 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from membrane.cli.app import app, err_console, safe_text
+from membrane.cli.app import app
 from membrane.cli.declare import Argument, Group, Option
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state
+from membrane.cli.screen import Screen, Table
 from membrane.errors import StoreError
 from membrane.store.base import DeadLetter, OutboxItem
 from membrane.store.sqlite import SQLiteStore
@@ -78,24 +74,22 @@ def list_items(
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
         if not rows:
-            err_console.print(Text(f"no {what} in {state}"))
+            Screen(err=True).line(f"no {what} in {state}")
         return
-    console = Console(soft_wrap=True)
     if not rows:
-        console.print(Text(safe_text(f"no {what} in {state}")))
+        Screen().line(f"no {what} in {state}")
         return
-    table = Table(title=Text(safe_text(f"{what} in {state}")), box=box.SIMPLE_HEAD)
-    for column in ("id", "kind", "recipient", "attempts", "last error"):
-        table.add_column(column, no_wrap=column != "last error")
+    columns = ("id", "kind", "recipient", "attempts", "last error")
+    table = Table(columns, title=f"{what} in {state}", right=("id", "attempts"), whole=columns[:4])
     for row in rows:
         table.add_row(
             str(row["id"]),
-            Text(safe_text(str(row["kind"]))),
-            Text(safe_text(row["recipient"])),
+            str(row["kind"]),
+            row["recipient"],
             str(row["attempts"]),
-            Text(safe_text(row["last_error"] or "-")),
+            row["last_error"] or "-",
         )
-    console.print(table)
+    Screen().table(table)
 
 
 @outbox_app.command("retry")
@@ -105,9 +99,12 @@ def retry(
         Argument(metavar="ITEM_ID", help="The dead letter's id (see outbox list --dead)."),
     ],
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    as_json: Annotated[
+        bool, Option("--json", help="Print the requeued item as one JSON object.")
+    ] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
-    """Queue the dead letter ID again, due now, with its attempts counted from zero."""
+    """Queue the dead letter ITEM_ID again, due now, with its attempts counted from zero."""
     state = existing_state(project, state_file)
     if not state.exists():
         raise StoreError(f"no dead letter {item_id}: {state} does not exist", path=str(state))
@@ -116,6 +113,9 @@ def retry(
         item = store.revive_outbox(item_id)
     finally:
         store.close()
-    Console(soft_wrap=True).print(
-        Text(safe_text(f"requeued outbox item {item.id} for {item.recipient}"))
-    )
+    if as_json:
+        done = {"id": item.id, "recipient": item.recipient, "attempts": item.attempts,
+                "next_attempt_at": item.next_attempt_at}  # fmt: skip
+        sys.stdout.write(json.dumps(done, ensure_ascii=False) + "\n")
+        return
+    Screen().line(f"requeued outbox item {item.id} for {item.recipient}")

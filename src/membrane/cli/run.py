@@ -12,19 +12,16 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
-from rich.console import Console, Group
-from rich.live import Live
-from rich.text import Text
-from rich.tree import Tree
 
-from membrane.cli.app import EXIT_RUN, app, err_console
+from membrane.cli.app import EXIT_RUN, app
 from membrane.cli.approve import TerminalApprover, terminal_approver
 from membrane.cli.backend import RunFollower, runtime_answers, runtime_session
 from membrane.cli.declare import Argument, Exit, Option, echo
 from membrane.cli.model_choice import absolute_spec, parse_model
+from membrane.cli.screen import Node, Screen, Styled, rich_tree
 from membrane.config.budget import Budget
 from membrane.errors import RunError
 from membrane.extensions.hooks import ExtensionHooks
@@ -42,6 +39,9 @@ from membrane.runtime import (
 from membrane.runtime.events import TERMINAL_KINDS
 from membrane.workflow.planning import builtin_workflows
 from membrane.workspace import Workspace
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 __all__ = [
     "HEADLESS_OPTION",
@@ -162,30 +162,31 @@ class RunState:
             if isinstance(error, dict):
                 node.error = f"{error.get('code')}: {error.get('message')}"
 
-    def tree(self, *, summary: bool = False) -> Tree:
-        root = Tree(Text("delegation", style="bold"))
-        branches: dict[str | None, Tree] = {None: root}
+    def tree(self, *, summary: bool = False) -> Node:
+        root = Node((Styled("delegation", "bold"),))
+        branches: dict[str | None, Node] = {None: root}
         for node in self.nodes.values():
             parent = branches.get(node.parent_id, root)
-            branches[node.run_id] = parent.add(self._label(node, summary=summary))
+            branches[node.run_id] = parent.add(*self._label(node, summary=summary))
         return root
 
-    def _label(self, node: _Node, *, summary: bool) -> Text:
-        label = Text()
-        label.append(node.agent, style="bold")
-        label.append(f" {node.run_id} ", style="dim")
-        label.append(node.status, style=_STATUS_STYLE.get(node.status, ""))
-        label.append(f"  turn {node.turn}")
+    def _label(self, node: _Node, *, summary: bool) -> list[Styled]:
+        label = [
+            Styled(node.agent, "bold"),
+            Styled(f" {node.run_id} ", "dim"),
+            Styled(node.status, _STATUS_STYLE.get(node.status, "")),
+            Styled(f"  turn {node.turn}", ""),
+        ]
         if node.last_call and not summary:
-            label.append(f"  last call {node.last_call}", style="cyan")
+            label.append(Styled(f"  last call {node.last_call}", "cyan"))
         if summary:
-            label.append(f"\n  tools: {', '.join(node.tools) or 'none'}", style="dim")
+            label.append(Styled(f"\n  tools: {', '.join(node.tools) or 'none'}", "dim"))
         for vetoed in node.vetoed:
-            label.append(f"\n  vetoed: {vetoed}", style="red")
+            label.append(Styled(f"\n  vetoed: {vetoed}", "red"))
         for code in node.rejected:
             # A child that started and then failed is not a rejected start.
             what = "failed child" if code == "child-failed" else "rejected start"
-            label.append(f"\n  {what}: {code}", style="red")
+            label.append(Styled(f"\n  {what}: {code}", "red"))
         return label
 
 
@@ -211,7 +212,7 @@ async def _stream_until_done(
     stream: AsyncIterator[LifecycleEvent],
     state: RunState,
     info: RunInfo,
-    live: Live,
+    live: Live | None,
     *,
     as_json: bool,
 ) -> bool:
@@ -232,8 +233,8 @@ async def _stream_until_done(
             state.apply(event)
             if as_json:
                 _print_json(event.to_dict())
-            else:
-                live.update(state.tree())
+            elif live is not None:
+                live.update(rich_tree(state.tree()))
             if event.run_id == info.run_id and event.kind in TERMINAL_KINDS:
                 break
         group.cancel_scope.cancel()
@@ -259,16 +260,22 @@ async def follow_run(
     """``start`` the run, show its tree until it ends (``--json``: every event) and return the
     tree, the run, its result and whether Ctrl-C stopped it. ``approver`` pauses the live tree
     while it asks."""
-    console = Console()
+    screen = Screen()
     state = RunState()
     info = await start()
     line = announce(info)
     if line is not None and not as_json:
-        console.print(Text(line))
-    live = Live(state.tree(), console=console, transient=True)
-    if approver is not None and not as_json:
+        screen.line(line)
+    live: Live | None = None
+    if screen.is_terminal and not as_json:
+        # The live tree is for a terminal; piped, only the report at the end is printed.
+        from rich.console import Console
+        from rich.live import Live
+
+        live = Live(rich_tree(state.tree()), console=Console(), transient=True)
+    if approver is not None:
         approver.live = live
-    with live if not as_json else contextlib.nullcontext():
+    with live if live is not None else contextlib.nullcontext():
         interrupted = await _stream_until_done(follower.stream, state, info, live, as_json=as_json)
     if interrupted:
         # Ctrl-C: stop the run (its children with it) before anything else is printed.
@@ -301,7 +308,7 @@ async def drive_run(
     servers = McpServers.of(ws)
     provider = InProcessProvider(model, hooks=hooks)
     # On a terminal, an `ask` rule's call is put to the user; otherwise no one can approve it.
-    approver = terminal_approver(err_console)
+    approver = terminal_approver()
     runtime = SubagentRuntime(
         catalog=ws.catalog,
         registry=ws.registry,
@@ -346,14 +353,12 @@ def report_run(
     as_json: bool,
 ) -> RunResult:
     """Print how the followed run ended: the one formatter of both modes."""
-    console = Console()
+    screen, errors = Screen(), Screen(err=True)
     if interrupted:
         stopped = ", ".join(f"{n.agent} ({n.run_id})" for n in state.nodes.values()) or info.run_id
-        err_console.print(
-            Text(
-                f"interrupted: stopped {stopped}. Resume it with: membrane resume {info.run_id} "
-                f'"MESSAGE" --project {project}'
-            )
+        errors.line(
+            f"interrupted: stopped {stopped}. Resume it with: membrane resume {info.run_id} "
+            f'"MESSAGE" --project {project}'
         )
         raise Exit(EXIT_INTERRUPTED)
     root = state.nodes.get(result.run_id)
@@ -362,32 +367,32 @@ def report_run(
     if not result.ok:
         # The run's failure is an error like any other: ``code: message`` on stderr (exit 3).
         failure = root.error if root is not None and root.error else f"run {result.status}"
-        err_console.print(Text(f"{result.agent} {result.run_id}: {failure}"))
+        errors.line(f"{result.agent} {result.run_id}: {failure}")
     if as_json:
         # stdout holds only JSON lines; what was skipped still has to reach the user.
         for warning in warnings:
-            err_console.print(Text(f"warning: {warning}", style="yellow"))
+            errors.line(f"warning: {warning}", style="yellow")
         _print_json({"kind": "result", **result.to_dict()})
         return result
     for warning in warnings:
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        screen.line(f"warning: {warning}", style="yellow")
     for node in state.nodes.values():
-        heading = Text(f"{node.agent} ({node.run_id}) {node.status}", style="bold")
-        console.print(heading)
+        screen.line(f"{node.agent} ({node.run_id}) {node.status}", style="bold")
         if node.note:
-            console.print(Text(f"note: {node.note}", style="yellow"))
+            screen.line(f"note: {node.note}", style="yellow")
         if node.worktree:
-            console.print(Text(_worktree_line(node.worktree)))
-        console.print(Text(node.text or "(no text)"))
+            screen.line(_worktree_line(node.worktree))
+        screen.line(node.text or "(no text)")
         if node.usage or node.usage_total:
-            console.print(Text(_usage_line(node), style="dim"))
+            screen.line(_usage_line(node), style="dim")
         if node.budget:
             left = ", ".join(f"{kind}={value}" for kind, value in node.budget.items())
-            console.print(Text(f"budget in force at its start: {left}", style="dim"))
+            screen.line(f"budget in force at its start: {left}", style="dim")
         if node.error:
-            console.print(Text(node.error, style="red"))
-        console.print()
-    console.print(Group(Text("Who spawned whom", style="bold"), state.tree(summary=True)))
+            screen.line(node.error, style="red")
+        screen.line()
+    screen.line("Who spawned whom", style="bold")
+    screen.tree(state.tree(summary=True))
     return result
 
 

@@ -14,15 +14,11 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any
 
 import anyio
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from membrane.cli.app import EXIT_RUN, app, err_console, safe_text
+from membrane.cli.app import EXIT_RUN, app
 from membrane.cli.backend import runtime_answers, runtime_session
 from membrane.cli.declare import Argument, Exit, Option
 from membrane.cli.model_choice import absolute_spec, parse_model
@@ -34,6 +30,7 @@ from membrane.cli.run import (
     drive_run,
     run_on_runtime,
 )
+from membrane.cli.screen import Screen, Table
 from membrane.config.load import membrane_home
 from membrane.errors import UnknownRun
 from membrane.runtime import RunInfo, SubagentRuntime
@@ -42,9 +39,6 @@ from membrane.store.location import locate_state, migrate_legacy_state
 from membrane.workspace import Workspace, require_folder
 
 __all__ = ["RunRow", "existing_state", "list_runs", "resume", "runs"]
-
-#: The widest a piped table may grow before Rich wraps its cells.
-_PIPE_WIDTH: Final = 400
 
 
 def _when(seconds: float) -> str:
@@ -55,52 +49,29 @@ def _when(seconds: float) -> str:
         return str(seconds)
 
 
-def _cell(text: str) -> Text:
-    # Stored names are user text: shown as written, never read as Rich markup.
-    return Text(safe_text(text))
-
-
 def _table(rows: list[RunRow], state: Path) -> Table:
-    ids = max(len(row.run_id) for row in rows)
     table = Table(
-        title=_cell(f"runs in {state}"),
-        title_justify="left",
+        ("run", "agent", "parent", "depth", "status", "created", "pending", "tokens in/out",
+         "subtree in/out"),
+        title=f"runs in {state}",
         caption="pending: completion notices still owed to the run; resume takes them",
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
-    # A run id is what the reader copies into ``membrane resume``: never cut, never wrapped.
-    table.add_column("run", no_wrap=True, min_width=ids)
-    table.add_column("agent")
-    table.add_column("parent", no_wrap=True, min_width=min(ids, 6))
-    table.add_column("depth", justify="right")
-    table.add_column("status")
-    table.add_column("created", no_wrap=True)
-    table.add_column("pending", justify="right")
-    table.add_column("tokens in/out", justify="right", no_wrap=True)
-    table.add_column("subtree in/out", justify="right", no_wrap=True)
+        right=("depth", "pending", "tokens in/out", "subtree in/out"),
+        # A run id is what the reader copies into ``membrane resume``: never cut, never wrapped.
+        whole=("run", "parent", "created", "tokens in/out", "subtree in/out"),
+    )  # fmt: skip
     for row in rows:
         table.add_row(
-            _cell(row.run_id),
-            _cell(row.agent),
-            _cell(row.parent_id or "-"),
+            row.run_id,
+            row.agent,
+            row.parent_id or "-",
             str(row.depth),
-            _cell(row.status),
+            row.status,
             _when(row.created_at),
             str(row.pending_notices),
             f"{row.usage.input_tokens}/{row.usage.output_tokens}",
             f"{row.usage_total.input_tokens}/{row.usage_total.output_tokens}",
         )
     return table
-
-
-def _print_table(table: Table) -> None:
-    console = Console()
-    if not console.is_terminal:
-        # Piped output is read by tools and people alike: as wide as the table, never wrapped.
-        width = Console(width=_PIPE_WIDTH).measure(table).maximum
-        console = Console(width=max(console.width, width))
-    console.print(table)
 
 
 def existing_state(project: Path, state: Path | None, *, home: Path | None = None) -> Path:
@@ -140,17 +111,14 @@ def runs(
         else:
             rows, why = list_runs(state), f"no runs stored in {state}"
     if not rows:
-        if as_json:
-            err_console.print(Text(safe_text(why, stream=sys.stderr)))
-        else:
-            Console(soft_wrap=True).print(_cell(why))
+        Screen(err=as_json).line(why)
         return
     if as_json:
         for row in rows:
             sys.stdout.write(json.dumps(row.to_dict(), ensure_ascii=False) + "\n")
         sys.stdout.flush()
         return
-    _print_table(_table(rows, state))
+    Screen().table(_table(rows, state))
 
 
 async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:

@@ -111,9 +111,10 @@ def remove(
     ],
     project: Annotated[Path | None, _PROJECT] = None,
     state: Annotated[Path | None, _STATE] = None,
+    as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Remove a schedule."""
     store, book = _book(project, state)
     with store:
         book.remove(schedule_id)
-    echo(f"removed {schedule_id}")
+    echo(json.dumps({"removed": schedule_id}) if as_json else f"removed {schedule_id}")

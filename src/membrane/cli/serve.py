@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Annotated
 
 import anyio
-from rich.text import Text
 
-from membrane.cli.app import app, err_console
-from membrane.cli.declare import Option
+from membrane.cli.app import app
+from membrane.cli.declare import Option, echo
 from membrane.cli.model_choice import parse_model
 from membrane.server import Server, default_socket_path
 
@@ -34,6 +34,9 @@ def serve(
             "$MEMBRANE_ROLE, else the settings' default_role)."
         ),
     ] = None,
+    as_json: Annotated[
+        bool, Option("--json", help="Announce the listening socket on stderr as a JSON object.")
+    ] = False,
 ) -> None:
     """Serve every project's actions and runs over JSON-RPC on a private Unix socket.
 
@@ -49,11 +52,15 @@ def serve(
         async with anyio.create_task_group() as group:
             await group.start(server.serve)
             # Launchers wait for this line: the socket answers from here on.
-            err_console.print(
-                Text(
+            if as_json:
+                listening = {"listening": str(path), "pid": os.getpid(),
+                             "default_role": server.default_role}  # fmt: skip
+                echo(json.dumps(listening, ensure_ascii=False), err=True)
+            else:
+                echo(
                     f"membrane serve: listening on {path} (pid {os.getpid()}, default role "
-                    f"{server.default_role})"
+                    f"{server.default_role})",
+                    err=True,
                 )
-            )
 
     anyio.run(main)

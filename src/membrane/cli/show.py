@@ -15,15 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final
 
-from rich.console import Console
-from rich.text import Text
-from rich.tree import Tree
-
-from membrane.cli.app import app, safe_text
+from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option
 from membrane.cli.lineage import lineage_tree
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state, list_runs
+from membrane.cli.screen import Node, Screen
 from membrane.errors import InvalidRequest, UnknownRun
 from membrane.store.sqlite import SQLiteStore
 
@@ -109,62 +106,54 @@ def _message(message: Mapping[str, Any], width: int | None) -> dict[str, Any]:
 
 
 def _print(report: dict[str, Any]) -> None:
-    console = Console(soft_wrap=True)
+    screen = Screen()
     run = report["run"]
-    head = Text()
-    head.append(safe_text(run["agent"]), style="bold")
-    head.append(f" {run['run_id']} {run['status']}")
-    console.print(head)
+    screen.line(f"{run['agent']} {run['run_id']} {run['status']}", style="bold")
     parent = run["parent_id"] or "-"
-    console.print(Text(f"parent {parent}, depth {run['depth']}", style="dim"))
+    screen.line(f"parent {parent}, depth {run['depth']}", style="dim")
     worktree = run.get("worktree")
     if isinstance(worktree, Mapping):
         changes = "with changes" if worktree.get("has_changes") else "no changes"
-        console.print(Text(f"worktree branch {worktree.get('branch')} ({changes})"))
+        screen.line(f"worktree branch {worktree.get('branch')} ({changes})")
     usage, total = run["usage"], run["usage_total"]
-    console.print(
-        Text(
-            f"usage: {usage['input_tokens']} in, {usage['output_tokens']} out "
-            f"(subtree {total['input_tokens']} in, {total['output_tokens']} out)",
-            style="dim",
-        )
+    screen.line(
+        f"usage: {usage['input_tokens']} in, {usage['output_tokens']} out "
+        f"(subtree {total['input_tokens']} in, {total['output_tokens']} out)",
+        style="dim",
     )
     if run.get("error"):
         error = run["error"]
-        console.print(Text(f"{error.get('code')}: {error.get('message')}", style="red"))
-    console.rule("Tool calls")
+        screen.line(f"{error.get('code')}: {error.get('message')}", style="red")
+    screen.rule("Tool calls")
     if not report["tool_calls"]:
-        console.print(Text("(none)", style="dim"))
+        screen.line("(none)", style="dim")
     for call in report["tool_calls"]:
         arguments = json.dumps(call["arguments"], ensure_ascii=False)
-        line = Text()
-        line.append(safe_text(str(call["name"])), style="bold")
-        line.append(f" {safe_text(arguments)}")
-        console.print(line)
+        screen.line(f"{call['name']} {arguments}", style="bold")
         result = call["result"]
         style = "red" if call["is_error"] else ""
         shown = "(no result)" if result is None else result
         more = " ... (cut; --full shows all)" if call["result_truncated"] else ""
-        console.print(Text("  -> " + safe_text(shown) + more, style=style))
-    console.rule("Result")
+        screen.line("  -> " + shown + more, style=style)
+    screen.rule("Result")
     more = " ... (cut; --full shows all)" if run["text_truncated"] else ""
-    console.print(Text(safe_text(run["text"] or "(no text)") + more))
-    console.rule("Events")
+    screen.line((run["text"] or "(no text)") + more)
+    screen.rule("Events")
     for event in report["events"]:
         data = json.dumps(event["data"], ensure_ascii=False)
-        console.print(Text(f"{event['seq']:>5} {event['kind']:<12} {safe_text(data)}"))
+        screen.line(f"{event['seq']:>5} {event['kind']:<12} {data}")
     if report["lineage"]:
-        console.rule("Lineage below")
-        tree = Tree(Text(f"{run['agent']} {run['run_id']}"))
+        screen.rule("Lineage below")
+        tree = Node((f"{run['agent']} {run['run_id']}",))
         _grow(tree, report["lineage"])
-        console.print(tree)
+        screen.tree(tree)
 
 
-def _grow(tree: Tree, nodes: list[dict[str, Any]]) -> None:
+def _grow(tree: Node, nodes: list[dict[str, Any]]) -> None:
     for node in nodes:
         edge = node.get("edge") or {}
         label = f"{node['agent']} {node['run_id']} [{edge.get('status', node['status'])}]"
-        _grow(tree.add(Text(safe_text(label))), node["children"])
+        _grow(tree.add(label), node["children"])
 
 
 @app.command("show")

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from membrane.cli.app import app, safe_text
 from membrane.cli.declare import Group, Option, echo
+from membrane.cli.screen import Screen, Table
 
 skills_app = Group(name="skills", help="List the Agent Skills found on the skill roots.")
 app.add_group(skills_app, name="skills")
@@ -54,14 +50,11 @@ def list_skills(
         }
         echo(safe_text(json.dumps(payload, indent=2)))
         return
-    table = Table(title="Agent skills", show_lines=False)
-    for column in ("name", "description", "folder", "shadows"):
-        table.add_column(column, overflow="fold")
+    table = Table(("name", "description", "folder", "shadows"), title="Agent skills")
     for skill in catalog.skills.values():
         shadows = "\n".join(str(f) for f in catalog.shadowed.get(skill.name, ())) or "-"
-        cells = (skill.name, skill.description, str(skill.folder), shadows)
-        table.add_row(*(Text(safe_text(c)) for c in cells))
-    Console(soft_wrap=not sys.stdout.isatty()).print(table)
+        table.add_row(skill.name, skill.description, str(skill.folder), shadows)
+    Screen().table(table)
     echo("roots, nearest first:")
     for root in catalog.roots:
         echo(safe_text(f"  {root}"))

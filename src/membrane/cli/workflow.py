@@ -16,13 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
-from rich.console import Console
-from rich.text import Text
-
-from membrane.cli.app import app, safe_text
+from membrane.cli.app import app
 from membrane.cli.declare import Argument, Group, Option
 from membrane.cli.run import STATE_OPTION
 from membrane.cli.runs import existing_state
+from membrane.cli.screen import Screen
 from membrane.errors import StoreError, UnknownRun
 from membrane.store.sqlite import SQLiteStore
 from membrane.workflow.engine import WorkflowState
@@ -34,6 +32,7 @@ workflow_app = Group(help="A run's planning gate: its state, and the host's answ
 app.add_group(workflow_app, name="workflow")
 
 _PROJECT = Option(help="The project folder.")
+_JSON = Option("--json", help="Print the planning state as one JSON object.")
 
 
 def _control(
@@ -62,10 +61,12 @@ def _print(state: WorkflowState, *, as_json: bool) -> None:
         f"decisions: {', '.join(f'{k}={v}' for k, v in state.decisions.items()) or '-'}",
         f"approved at: {state.stamps.get('approved_at', '-')}",
     ]
-    Console(soft_wrap=True).print(Text(safe_text("\n".join(lines))))
+    Screen().line("\n".join(lines))
 
 
-def _answer(project: Path, state_file: Path | None, run_id: str, act: str, *args: str) -> None:
+def _answer(
+    project: Path, state_file: Path | None, run_id: str, act: str, *args: str, as_json: bool
+) -> None:
     store, control = _control(project, state_file, run_id)
     try:
         methods: dict[str, Callable[..., WorkflowState]] = {
@@ -78,14 +79,14 @@ def _answer(project: Path, state_file: Path | None, run_id: str, act: str, *args
         state = method(run_id, *args)
     finally:
         store.close()
-    _print(state, as_json=False)
+    _print(state, as_json=as_json)
 
 
 @workflow_app.command("show")
 def show(
     run_id: Annotated[str, Argument(help="The run.")],
     project: Annotated[Path, _PROJECT] = Path("."),
-    as_json: Annotated[bool, Option("--json", help="One JSON object.")] = False,
+    as_json: Annotated[bool, _JSON] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Print RUN_ID's planning state. Nothing is changed."""
@@ -101,20 +102,22 @@ def show(
 def approve(
     run_id: Annotated[str, Argument(help="The run whose plan is ready.")],
     project: Annotated[Path, _PROJECT] = Path("."),
+    as_json: Annotated[bool, _JSON] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Approve RUN_ID's plan: ready -> developing, stamped with the approval time."""
-    _answer(project, state_file, run_id, "approve")
+    _answer(project, state_file, run_id, "approve", as_json=as_json)
 
 
 @workflow_app.command("accept-light")
 def accept_light(
     run_id: Annotated[str, Argument(help="The run whose intake is recorded.")],
     project: Annotated[Path, _PROJECT] = Path("."),
+    as_json: Annotated[bool, _JSON] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Accept the light plan for RUN_ID: intake -> light_plan (the approval gate stays)."""
-    _answer(project, state_file, run_id, "accept-light")
+    _answer(project, state_file, run_id, "accept-light", as_json=as_json)
 
 
 @workflow_app.command("waive")
@@ -122,10 +125,11 @@ def waive(
     run_id: Annotated[str, Argument(help="The run.")],
     round_name: Annotated[str, Argument(metavar="ROUND", help="functional, ui or extras")],
     project: Annotated[Path, _PROJECT] = Path("."),
+    as_json: Annotated[bool, _JSON] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Waive a planning round of RUN_ID (kept apart from a round the system auto-skipped)."""
-    _answer(project, state_file, run_id, "waive", round_name)
+    _answer(project, state_file, run_id, "waive", round_name, as_json=as_json)
 
 
 @workflow_app.command("decide")
@@ -133,7 +137,8 @@ def decide(
     run_id: Annotated[str, Argument(help="The run.")],
     choice: Annotated[str, Argument(help="stop or finishing_worker")],
     project: Annotated[Path, _PROJECT] = Path("."),
+    as_json: Annotated[bool, _JSON] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Take RUN_ID's finishing decision: stop at validated code, or a finishing worker."""
-    _answer(project, state_file, run_id, "decide", choice)
+    _answer(project, state_file, run_id, "decide", choice, as_json=as_json)
