@@ -46,9 +46,7 @@ def test_columns_line_up(deep_project: Path, capsys: pytest.CaptureFixture[str])
     assert len(starts) == 1
 
 
-def test_agents_show_piped_is_plain(
-    deep_project: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_agents_show_piped_is_plain(deep_project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["agents", "show", "reviewer", "--project", str(deep_project)]) == 0
     out = capsys.readouterr().out
     title = out.splitlines()[0]

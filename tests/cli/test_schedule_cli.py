@@ -52,8 +52,8 @@ def test_add_list_and_remove_a_schedule_in_the_projects_state(
     states = list((isolated_home / "projects").glob("*/state.db"))
     assert len(states) == 1  # durable, outside the checkout
     assert not (project / ".membrane").exists()
-    code, out, _ = cli(capsys, "schedule", "remove", listed["schedule_id"], *where)
-    assert code == 0
+    code, out, _ = cli(capsys, "schedule", "remove", listed["schedule_id"], "--json", *where)
+    assert code == 0 and json.loads(out) == {"removed": listed["schedule_id"]}
     code, out, err = cli(capsys, "schedule", "remove", listed["schedule_id"], *where)
     assert code == 2 and "unknown-schedule" in err
 

@@ -160,8 +160,13 @@ async def test_a_message_to_a_stored_run_waits_for_its_resume_and_dead_letters_m
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (row["id"], row["kind"], row["recipient"]) == (sent.id, "ping", result.run_id)
     assert "not running in this process" in row["last_error"]
-    assert main(["outbox", "retry", str(sent.id), "--state", str(db)]) == 0
-    capsys.readouterr()
+    assert main(["outbox", "retry", str(sent.id), "--json", "--state", str(db)]) == 0
+    requeued = json.loads(capsys.readouterr().out)
+    assert (requeued["id"], requeued["recipient"], requeued["attempts"]) == (
+        sent.id,
+        result.run_id,
+        0,
+    )
     assert main(["outbox", "list", "--json", "--state", str(db)]) == 0
     (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (row["id"], row["attempts"]) == (sent.id, 0)
