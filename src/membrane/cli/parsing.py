@@ -9,7 +9,6 @@ command prints its help (``membrane.cli.helptext``).
 from __future__ import annotations
 
 import argparse
-import difflib
 import types
 import typing
 from collections.abc import Sequence
@@ -163,6 +162,8 @@ def _parser(params: list[Param], prog: str) -> argparse.ArgumentParser:
 
 
 def _closest(word: str, choices: Sequence[str]) -> str:
+    import difflib  # only for a mistake: a command that parses needs none of it
+
     close = difflib.get_close_matches(word, list(choices), n=1)
     return f" Did you mean '{close[0]}'?" if close else ""
 
