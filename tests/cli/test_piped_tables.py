@@ -53,3 +53,31 @@ def test_agents_show_piped_is_plain(deep_project: Path, capsys: pytest.CaptureFi
     assert title == f"reviewer (project: {deep_project / '.membrane/agents/reviewer.md'})"
     assert any(line.split()[:2] == ["description", "Reviews."] for line in out.splitlines())
     assert not set(out) & set("┏━┃│─┡┗╇")
+
+
+def test_on_a_terminal_rich_draws_the_table_with_a_box(deep_project: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm"}
+    done = subprocess.run(
+        [sys.executable, "-m", "membrane", "agents", "list", "--project", str(deep_project)],
+        stdout=follower, stderr=subprocess.PIPE, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal is closed once everything is read
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(leader)
+    assert done.returncode == 0, done.stderr
+    text = drawn.decode("utf-8", "replace")
+    assert "reviewer" in text and set(text) & set("┏━┃│")

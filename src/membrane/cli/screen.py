@@ -175,7 +175,7 @@ class Screen:
     def rule(self, title: str) -> None:
         """A heading between sections."""
         if self.is_terminal:
-            self._rich().rule(self._safe(title))
+            self._rich().rule(self._text(title))
             return
         self.line(f"-- {title} --")
 
