@@ -312,3 +312,21 @@ def test_definitions_handed_out_stay_as_they_were(agents: Path) -> None:
     after = catalog.definitions()
     assert after["a1"].description == "Edited." and "a2" not in after and "a0b" in after
     assert list(after) == sorted(after) and after.get("a2") is None
+
+
+def test_permission_rules_and_budgets_come_back_from_the_cache_unparsed(
+    agents: Path, counts: Counter[str], tmp_path: Path
+) -> None:
+    (agents / "group-0" / "a0.md").write_text(
+        "---\nname: a0\ndescription: Rules.\ntools: Read, Bash(git log:*)\n"
+        "budget: tokens=1000,turns=5\n---\nB.\n"
+    )
+    cache = tmp_path / "definitions.json"
+    project = agents.parent.parent
+    first = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert first.definitions()["a0"].rules  # the Bash(git log:*) rule
+    counts.clear()
+    second = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert counts["parse"] == 0
+    assert second.definitions() == first.definitions()
+    assert second.definitions()["a0"].budget == first.definitions()["a0"].budget

@@ -12,6 +12,11 @@ names the Membrane version and the size and time of the parser's own modules, so
 that changed never serves an old answer. A missing, unreadable, malformed or foreign cache
 is ignored (and rewritten); a cache that cannot be written is skipped silently: it is only
 ever a shortcut.
+
+An entry is ``[digest, root, fields]``, with only the fields that differ from their defaults.
+A hit decodes those fields and fills the definition's slots directly: no per-definition
+validation beyond the digest, since the entry was checked to decode to exactly the parsed
+definition when it was written, and the fingerprint rules out a different parser.
 """
 
 from __future__ import annotations
@@ -20,18 +25,23 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import fields
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Final
 
 from membrane._version import __version__
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.config.budget import Budget
+from membrane.config.values import McpServerSpec
+from membrane.tools.permissions import PermissionRule
 
 __all__ = ["CACHE_FILE", "DefinitionCache"]
 
 #: The cache's file name inside the state folder.
 CACHE_FILE: Final = "definitions.json"
-_FORMAT: Final = 1
+_new = object.__new__
+_FORMAT: Final = 2
 _PARSER_MODULES: Final = (
     "definition",
     "fields",
@@ -44,7 +54,51 @@ _PARSER_MODULES: Final = (
     "claude_code",
     "opencode",
 )
-_FIELDS: Final = {f.name for f in fields(AgentDefinition)}
+_FIELDS: Final = fields(AgentDefinition)
+_NAMES: Final = frozenset(f.name for f in _FIELDS)
+#: Each field's default, for the fields that have a plain one (``UNSET`` for most).
+_DEFAULTS: Final = {f.name: f.default for f in _FIELDS if f.default is not MISSING}
+#: The fields whose default is a fresh empty mapping.
+_EMPTY_MAPPINGS: Final = frozenset(f.name for f in _FIELDS if f.default_factory is not MISSING)
+#: Each field's slot, set in declaration order; a decoded definition is built slot by slot
+#: (what the dataclass's own ``__init__`` does, without its keyword handling).
+_SLOTS: Final = tuple((f.name, getattr(AgentDefinition, f.name).__set__) for f in _FIELDS)
+_DIRECT: Final = not hasattr(AgentDefinition, "__post_init__")
+
+
+def _tokens(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _rules(value: list[list[Any]]) -> tuple[PermissionRule, ...]:
+    return tuple(PermissionRule(*rule) for rule in value)
+
+
+def _warnings(value: list[list[Any]]) -> tuple[DefinitionWarning, ...]:
+    return tuple(DefinitionWarning(*warning) for warning in value)
+
+
+def _servers(value: dict[str, Any]) -> dict[str, McpServerSpec | None]:
+    return {
+        name: None if spec is None else McpServerSpec(**{**spec, "args": tuple(spec["args"])})
+        for name, spec in value.items()
+    }
+
+
+#: How the fields JSON cannot carry as they are come back.
+_DECODERS: Final[dict[str, Callable[[Any], Any]]] = {
+    "tools": tuple,
+    "disallowed_tools": tuple,
+    "ask_tools": tuple,
+    "exclude_extensions": tuple,
+    "allowed_subagents": tuple,
+    "extensions": _tokens,
+    "skills": _tokens,
+    "rules": _rules,
+    "warnings": _warnings,
+    "budget": lambda value: Budget(**value),
+    "mcp_servers": _servers,
+}
 
 
 def _fingerprint() -> str:
@@ -59,23 +113,53 @@ def _fingerprint() -> str:
     return ";".join(parts)
 
 
+def _plain(value: Any) -> Any:
+    """A field's value as JSON data (the inverse of ``_DECODERS``)."""
+    if isinstance(value, PermissionRule):
+        return [value.tool, value.pattern, value.verdict, value.text, value.source, value.grants]
+    if isinstance(value, DefinitionWarning):
+        return [value.path, value.line, value.code, value.message]
+    if isinstance(value, Budget):
+        return value.to_dict()
+    if isinstance(value, McpServerSpec):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
 def _encode(definition: AgentDefinition) -> dict[str, Any]:
-    return definition.to_json()
+    """The fields that differ from their default, as JSON data."""
+    out: dict[str, Any] = {}
+    for name, _ in _SLOTS:
+        value = getattr(definition, name)
+        if name in _EMPTY_MAPPINGS and not value:
+            continue
+        if name in _DEFAULTS and value == _DEFAULTS[name] and type(value) is type(_DEFAULTS[name]):
+            continue
+        out[name] = _plain(value)
+    return out
 
 
 def _decode(data: dict[str, Any]) -> AgentDefinition:
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in _FIELDS:
-            raise ValueError(f"unknown field {key!r}")
-        if key == "warnings":
-            value = tuple(
-                DefinitionWarning(w["path"], w["line"], w["code"], w["message"]) for w in value
-            )
-        elif isinstance(value, list) and key != "extra":
-            value = tuple(value)
-        values[key] = value
-    return AgentDefinition(**values)
+    """The definition ``_encode`` wrote; ``ValueError``/``TypeError``/``KeyError`` for
+    anything else."""
+    if not isinstance(data, dict) or data.keys() - _NAMES:
+        raise ValueError("not an encoded definition")
+    values = _DEFAULTS.copy()
+    values.update(data)
+    for key in _DECODERS.keys() & data.keys():
+        values[key] = _DECODERS[key](data[key])
+    for key in _EMPTY_MAPPINGS - data.keys():
+        values[key] = {}
+    if not _DIRECT:
+        return AgentDefinition(**values)
+    definition = _new(AgentDefinition)
+    for name, setter in _SLOTS:
+        setter(definition, values[name])
+    return definition
 
 
 class DefinitionCache:
@@ -83,18 +167,19 @@ class DefinitionCache:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._entries: dict[str, dict[str, Any]] | None = None
+        #: path -> [digest (hex), root, the encoded definition]
+        self._entries: dict[str, list[Any]] | None = None
         self._fingerprint = ""
         self._dirty = False
         #: Lookups answered from the cache, and parses it could not spare.
         self.hits = 0
         self.misses = 0
 
-    def _load(self) -> dict[str, dict[str, Any]]:
+    def _load(self) -> dict[str, list[Any]]:
         if self._entries is not None:
             return self._entries
         self._fingerprint = _fingerprint()
-        entries: dict[str, dict[str, Any]] = {}
+        entries: dict[str, list[Any]] = {}
         if self.path is not None:
             try:
                 data = json.loads(self.path.read_bytes())
@@ -111,11 +196,17 @@ class DefinitionCache:
         """The definition parsed from ``path``'s content ``digest`` under ``root``, if kept."""
         if self.path is None:
             return None
-        entry = self._load().get(path)
-        if entry is not None and entry.get("digest") == digest.hex() and entry.get("root") == root:
+        entries = self._entries if self._entries is not None else self._load()
+        entry = entries.get(path)
+        if (
+            type(entry) is list
+            and len(entry) == 3
+            and entry[0] == digest.hex()
+            and entry[1] == root
+        ):
             try:
-                found = _decode(entry["definition"])
-            except (KeyError, TypeError, ValueError):
+                found = _decode(entry[2])
+            except Exception:  # a damaged entry is a miss, never an error
                 found = None
             if found is not None:
                 self.hits += 1
@@ -128,9 +219,15 @@ class DefinitionCache:
         decoded); always true without a cache file, where there is nothing to keep."""
         if self.path is None:
             return True
-        entry = self._load().get(path)
+        return self._matches(self._load().get(path), root=root, digest=digest)
+
+    @staticmethod
+    def _matches(entry: object, *, root: str, digest: bytes) -> bool:
         return (
-            entry is not None and entry.get("digest") == digest.hex() and entry.get("root") == root
+            type(entry) is list
+            and len(entry) == 3
+            and entry[0] == digest.hex()
+            and entry[1] == root
         )
 
     def put(self, path: str, *, root: str, digest: bytes, definition: AgentDefinition) -> None:
@@ -140,11 +237,11 @@ class DefinitionCache:
         try:
             encoded = json.loads(json.dumps(_encode(definition), allow_nan=False))
             exact = _decode(encoded) == definition
-        except (TypeError, ValueError):
+        except Exception:  # anything JSON or the decoder cannot carry stays uncached
             exact = False
         entries = self._load()
         if exact:
-            entries[path] = {"digest": digest.hex(), "root": root, "definition": encoded}
+            entries[path] = [digest.hex(), root, encoded]
             self._dirty = True
         elif entries.pop(path, None) is not None:
             self._dirty = True

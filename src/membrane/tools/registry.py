@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -158,6 +161,35 @@ def json_schema(tool: Tool) -> dict[str, Any]:
     return mark.schema
 
 
+def wire_schema(tool: Tool) -> dict[str, Any]:
+    """``{"name", "description", "input_schema"}`` for ``tool`` (memoised on the tool)."""
+    entry: dict[str, Any] | None = tool.memo.get("wire")
+    if entry is None:
+        entry = tool.memo["wire"] = {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": json_schema(tool),
+        }
+    return entry
+
+
+_MEMO = attrgetter("memo")
+
+
+def wires_of(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """``wire_schema`` of each of ``tools``, in order: the memoised entries in C-level passes,
+    and only the tools that have none yet (found by C-level searches) rendered in Python."""
+    wires: list[dict[str, Any] | None] = list(map(dict.get, map(_MEMO, tools), repeat("wire")))
+    index = -1
+    while True:
+        try:
+            index = wires.index(None, index + 1)
+        except ValueError:
+            break
+        wires[index] = wire_schema(tools[index])
+    return wires  # type: ignore[return-value]  # no None is left
+
+
 def plain_json(value: Any) -> Any:
     """A JSON-shaped copy: mappings become dicts, tuples and lists become lists."""
     if isinstance(value, Mapping):
@@ -189,6 +221,14 @@ class ToolRegistry:
         self._extensions: dict[str, ExtensionTools] = {}
         self._snapshot: Mapping[str, Tool] | None = None
         self._restrictable: frozenset[str] | None = None
+        #: Every name in sorted order, kept up to date name by name; ``_ordered`` is the
+        #: tuple handed out, rebuilt (one C-level copy) after the names changed.
+        self._order: list[str] = []
+        self._ordered: tuple[str, ...] | None = None
+        self._ordered_tools: tuple[Tool, ...] | None = None
+        self._ordered_wires: tuple[dict[str, Any], ...] | None = None
+        #: Names whose tool has ``requires``.
+        self._requiring: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -215,8 +255,14 @@ class ToolRegistry:
             )
         if previous is not None:
             self._by_origin[previous.origin].discard(tool.name)
+        else:
+            insort(self._order, tool.name)
         self._tools[tool.name] = tool
         self._by_origin.setdefault(tool.origin, set()).add(tool.name)
+        if tool.requires:
+            self._requiring.add(tool.name)
+        else:
+            self._requiring.discard(tool.name)
         self._commit("registered" if previous is None else "replaced", tool.name, tool, previous)
 
     def remove(self, name: str) -> None:
@@ -225,6 +271,8 @@ class ToolRegistry:
         if previous is None:
             raise ToolSpecError(f"no global tool named {name!r} to remove", name=name)
         self._by_origin[previous.origin].discard(name)
+        del self._order[bisect_left(self._order, name)]
+        self._requiring.discard(name)
         self._commit("removed", name, None, previous)
 
     def get(self, name: str) -> Tool | None:
@@ -241,6 +289,30 @@ class ToolRegistry:
         if self._restrictable is None:
             self._restrictable = frozenset(self._tools)
         return self._restrictable
+
+    def sorted_names(self) -> tuple[str, ...]:
+        """Every global tool name, sorted."""
+        if self._ordered is None:
+            self._ordered = tuple(self._order)
+        return self._ordered
+
+    def sorted_tools(self) -> tuple[Tool, ...]:
+        """Every global tool, in the order of ``sorted_names()``."""
+        if self._ordered_tools is None:
+            self._ordered_tools = tuple(map(self._tools.__getitem__, self._order))
+        return self._ordered_tools
+
+    def sorted_wires(self) -> tuple[dict[str, Any], ...]:
+        """``wire_schema`` of every global tool, in the order of ``sorted_names()`` (built
+        once per version; scopes take their share of it instead of each looking up every
+        tool's entry)."""
+        if self._ordered_wires is None:
+            self._ordered_wires = tuple(wires_of(self.sorted_tools()))
+        return self._ordered_wires
+
+    def requiring_names(self) -> frozenset[str]:
+        """Names of the global tools that require something (``Tool.requires``)."""
+        return frozenset(self._requiring)
 
     def names_of_origin(self, origin: str) -> frozenset[str]:
         """Global tool names whose origin is exactly ``origin`` (e.g. ``extension:alpha``)."""
@@ -283,8 +355,11 @@ class ToolRegistry:
     ) -> None:
         self.version += 1
         self._snapshot = None
+        self._ordered_tools = None
+        self._ordered_wires = None
         if tool is None or previous is None:
             self._restrictable = None
+            self._ordered = None
         change = RegistryChange(self.version, kind, name, tool, previous)
         self._log.append(change)
         errors: list[BaseException] = []

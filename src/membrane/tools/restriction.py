@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Protocol, final, runtime_checkable
 
 from membrane.errors import EmptyToolFilter, ToolFilterError, UnknownToolInFilter
@@ -93,10 +94,10 @@ class Restriction:
     def stamp(self) -> Hashable:
         return self._stamp
 
-    def narrow(self, names: set[str]) -> set[str]:
+    def narrow(self, names: AbstractSet[str]) -> AbstractSet[str]:
         """The subset of ``names`` this restriction admits, by set algebra (no per-tool call)."""
         kept = names if self.allow is None else names & self.allow
-        return kept - self.deny if self.deny else set(kept)
+        return kept - self.deny if self.deny else kept
 
     def validate(
         self,

@@ -24,15 +24,18 @@ whose ``stamp`` moved, rebuilds the layer; set algebra keeps that fast for ``Res
 from __future__ import annotations
 
 import dataclasses
-from bisect import insort
+from bisect import bisect_left
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import compress
+from operator import and_
 from types import MappingProxyType
 
 from membrane.errors import ToolSpecError
+from membrane.json_types import JSONDict
 from membrane.tools.permissions import ToolGate
-from membrane.tools.registry import RegistryChange, ToolRegistry, check_tool, retag
+from membrane.tools.registry import RegistryChange, ToolRegistry, check_tool, retag, wire_schema
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.spec import Tool
 from membrane.tools.view import ToolView
@@ -54,6 +57,8 @@ class _GlobalLayer:
     filter_key: tuple[int, tuple[Hashable, ...]]
     tools: Mapping[str, Tool]
     names: tuple[str, ...] | None  # sorted; None when not needed since the last replay
+    #: The wire entries of ``names`` in order, taken from the registry's; None after a replay.
+    wires: tuple[JSONDict, ...] | None = None
 
 
 class Scope:
@@ -246,27 +251,40 @@ class Scope:
         self, registry_version: int, filter_key: tuple[int, tuple[Hashable, ...]]
     ) -> _GlobalLayer:
         registry = self.registry
-        everything = registry.tools()
-        candidates = set(registry.restrictable_names())
+        order = registry.sorted_names()
+        # One flag per registered name, in name order: the allow-lists intersected by one
+        # C-level pass each, the (few) denied and requiring names cleared one by one.
+        keep: list[bool] | None = None
+        denied: set[str] = set()
         others: list[ToolPredicate] = []
         for predicate in self._restrictions:
-            if type(predicate) is Restriction:
-                candidates = predicate.narrow(candidates)
-            else:
+            if type(predicate) is not Restriction:
                 others.append(predicate)
-        if others:
-            candidates = {
-                name for name in candidates if all(p.admits(everything[name]) for p in others)
-            }
+                continue
+            denied |= predicate.deny
+            allow = predicate.allow
+            if allow is not None:
+                flags = map(allow.__contains__, order)
+                keep = list(flags) if keep is None else list(map(and_, keep, flags))
+        if keep is None:
+            keep = [True] * len(order)
+        everything = registry.tools()
         requirements = registry.requirements
-        candidates = {
-            name
-            for name in candidates
-            if not everything[name].requires or requirements.admits(everything[name])
-        }
-        names = tuple(sorted(candidates))
-        tools = {name: everything[name] for name in names}
-        return _GlobalLayer(registry_version, filter_key, tools, names)
+        for name in registry.requiring_names():
+            if not requirements.admits(everything[name]):
+                denied.add(name)
+        for name in denied:
+            index = bisect_left(order, name)
+            if index < len(order) and order[index] == name:
+                keep[index] = False
+        if others:
+            for index in compress(range(len(order)), keep):
+                tool = everything[order[index]]
+                keep[index] = all(p.admits(tool) for p in others)
+        names = tuple(compress(order, keep))
+        tools = dict(zip(names, compress(registry.sorted_tools(), keep), strict=True))
+        wires = tuple(compress(registry.sorted_wires(), keep))
+        return _GlobalLayer(registry_version, filter_key, tools, names, wires)
 
     def _replay(
         self, layer: _GlobalLayer, changes: Sequence[RegistryChange], registry_version: int
@@ -305,24 +323,49 @@ class Scope:
 
     def _compose(self, layer: _GlobalLayer, key: Hashable) -> ToolView:
         names = layer.names if layer.names is not None else tuple(sorted(layer.tools))
+        wires = layer.wires if layer.names is not None else None
         limiter = self.registry.rate_limits
         if not self._locals and not self._reserved and not self._gates:
-            return ToolView(layer.tools, names, key=key, limiter=limiter, gate=self._call_gate)
+            return ToolView(
+                layer.tools,
+                names,
+                key=key,
+                limiter=limiter,
+                gate=self._call_gate,
+                schemas=wires,
+            )
         tools = dict(layer.tools)
         ordered = list(names)
-        for name, tool in self._locals.items():
+        shown = None if wires is None else list(wires)
+
+        def put(name: str, tool: Tool) -> None:
+            index = bisect_left(ordered, name)
             if name not in tools:
-                insort(ordered, name)
+                ordered.insert(index, name)
+                if shown is not None:
+                    shown.insert(index, wire_schema(tool))
+            elif shown is not None:
+                shown[index] = wire_schema(tool)
             tools[name] = tool
+
+        for name, tool in self._locals.items():
+            put(name, tool)
         if self._gates:
             for name in [n for n, t in tools.items() if not self._opened(t)]:
-                del tools[name]
-                ordered.remove(name)
+                index = bisect_left(ordered, name)
+                del tools[name], ordered[index]
+                if shown is not None:
+                    del shown[index]
         for name, tool in self._reserved.items():
-            if name not in tools:
-                insort(ordered, name)
-            tools[name] = tool
-        return ToolView(tools, tuple(ordered), key=key, limiter=limiter, gate=self._call_gate)
+            put(name, tool)
+        return ToolView(
+            tools,
+            tuple(ordered),
+            key=key,
+            limiter=limiter,
+            gate=self._call_gate,
+            schemas=None if shown is None else tuple(shown),
+        )
 
     def __repr__(self) -> str:
         return (

@@ -7,6 +7,10 @@ so what a model is shown and what it can run are the same set. Nothing executes 
 A view is immutable. Everything derived from it (sorted schemas, the SDK) is computed on first
 use, and everything derived from one tool (its wire schema, its compiled validator) is memoised
 on that tool object, so views that share tools share that work.
+
+A view is a ``frozenset`` of its names, so the per-call visibility check ``name in view`` is
+the set's own C-level lookup, with no Python code in the way. It compares and hashes by
+identity, like any other view object, and iterates its names in sorted order.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
 from membrane.tools.permissions import ToolGate
 from membrane.tools.ratelimit import RateLimiter
-from membrane.tools.registry import check_tool, json_schema, retag
+from membrane.tools.registry import check_tool, json_schema, retag, wire_schema, wires_of
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["ToolView", "anthropic_schema", "openai_schema", "wire_schema"]
@@ -39,32 +43,55 @@ __all__ = ["ToolView", "anthropic_schema", "openai_schema", "wire_schema"]
 _SHOWN = 200
 
 
-class ToolView:
+class ToolView(frozenset[str]):
     """Visible tools of one scope at one resolution, keyed by exact name.
 
     ``names`` is sorted. ``key`` identifies the resolution (registry version, scope version,
     predicate stamps); two views with equal keys from one scope are the same object. ``gate``
     checks every call's arguments (the scope's permission rules) before its handler runs.
+    As a set, the view holds exactly the visible names (see the module docstring).
     """
 
     __slots__ = ("_gate", "_limiter", "_schemas", "_sdk", "_tools", "key", "names")
 
-    def __init__(
-        self,
+    _tools: Mapping[str, Tool]
+    _limiter: RateLimiter | None
+    _gate: ToolGate | None
+    names: tuple[str, ...]
+    key: Hashable
+    _schemas: tuple[JSONDict, ...] | None
+    _sdk: str | None
+
+    def __new__(
+        cls,
         tools: Mapping[str, Tool],
         names: tuple[str, ...] | None = None,
         *,
         key: Hashable = None,
         limiter: RateLimiter | None = None,
         gate: ToolGate | None = None,
-    ) -> None:
-        self._tools = tools
-        self._limiter = limiter
-        self._gate = gate
-        self.names: tuple[str, ...] = tuple(sorted(tools)) if names is None else names
-        self.key = key
-        self._schemas: tuple[JSONDict, ...] | None = None
-        self._sdk: str | None = None
+        schemas: tuple[JSONDict, ...] | None = None,
+    ) -> ToolView:
+        """``schemas``, when given, are the wire entries of ``names`` in order (the scope took
+        them from the registry's); otherwise they are computed on first use."""
+        view = super().__new__(cls, tools)
+        view._tools = tools
+        view._limiter = limiter
+        view._gate = gate
+        view.names = tuple(sorted(tools)) if names is None else names
+        view.key = key
+        view._schemas = schemas
+        view._sdk = None
+        return view
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
 
     @classmethod
     def of(cls, tools: Iterable[Tool]) -> ToolView:
@@ -122,14 +149,10 @@ class ToolView:
         view._schemas = None if schemas is None else tuple(schemas)
         return view
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
+    # ``name in view`` and ``len(view)`` are the frozenset's own.
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
-
-    def __len__(self) -> int:
-        return len(self.names)
 
     def get(self, name: str) -> Tool:
         """The visible tool ``name``; ``ToolNotVisible`` otherwise."""
@@ -154,7 +177,7 @@ class ToolView:
         """
         if self._schemas is None:
             tools = self._tools
-            self._schemas = tuple(wire_schema(tools[name]) for name in self.names)
+            self._schemas = tuple(wires_of(list(map(tools.__getitem__, self.names))))
         return list(self._schemas)
 
     def anthropic_tools(self) -> list[JSONDict]:
@@ -233,18 +256,6 @@ class ToolView:
     def __repr__(self) -> str:
         shown = ", ".join(self.names[:8]) + (", ..." if len(self.names) > 8 else "")
         return f"ToolView({len(self.names)} tools: {shown})"
-
-
-def wire_schema(tool: Tool) -> JSONDict:
-    """``{"name", "description", "input_schema"}`` for ``tool`` (memoised on the tool)."""
-    entry = tool.memo.get("wire")
-    if entry is None:
-        entry = tool.memo["wire"] = {
-            "name": tool.name,
-            "description": tool.description,
-            "input_schema": json_schema(tool),
-        }
-    return entry
 
 
 def anthropic_schema(tool: Tool) -> JSONDict:
