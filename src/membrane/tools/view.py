@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
+from typing import Protocol
 
 import anyio
 from jsonschema.exceptions import best_match
@@ -34,13 +35,20 @@ from membrane.errors import (
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
 from membrane.tools.permissions import ToolGate
-from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.registry import check_tool, json_schema, retag, wire_schema, wires_of
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["ToolView", "anthropic_schema", "openai_schema", "wire_schema"]
 
 _SHOWN = 200
+
+
+class _Limiter(Protocol):
+    """What a view needs of the deployment's ``RateLimiter``."""
+
+    def __bool__(self) -> bool: ...
+
+    def acquire(self, session: str, tool: str) -> None: ...
 
 
 class ToolView(frozenset[str]):
@@ -55,7 +63,7 @@ class ToolView(frozenset[str]):
     __slots__ = ("_gate", "_limiter", "_schemas", "_sdk", "_tools", "key", "names")
 
     _tools: Mapping[str, Tool]
-    _limiter: RateLimiter | None
+    _limiter: _Limiter | None
     _gate: ToolGate | None
     names: tuple[str, ...]
     key: Hashable
@@ -68,7 +76,7 @@ class ToolView(frozenset[str]):
         names: tuple[str, ...] | None = None,
         *,
         key: Hashable = None,
-        limiter: RateLimiter | None = None,
+        limiter: _Limiter | None = None,
         gate: ToolGate | None = None,
         schemas: tuple[JSONDict, ...] | None = None,
     ) -> ToolView:
