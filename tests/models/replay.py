@@ -25,7 +25,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from membrane.models.sdk import SdkModel
+
 EXCHANGES = Path(__file__).resolve().parent / "exchanges"
+#: The models a test built; the ``close_models`` fixture closes them after the test.
+OPEN: list[SdkModel[Any]] = []
 
 
 def load(provider: str, name: str) -> list[dict[str, Any]]:

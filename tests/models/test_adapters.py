@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import sys
 from typing import Any
 
 import anyio
 import pytest
-from replay import ReplayServer, load
+from replay import OPEN, ReplayServer, load
 
 from membrane import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from membrane.errors import (
+    ExtraNotInstalled,
     ModelAuthFailed,
     ModelContextExceeded,
     ModelError,
@@ -22,7 +23,7 @@ from membrane.models.anthropic import AnthropicModel
 from membrane.models.openai import OpenAIModel
 from membrane.models.retry import RetryPolicy
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("close_models")]
 
 KEY = "sk-test-abcdefgh12345678"
 GREP = {"name": "Grep", "description": "Search.", "input_schema": {"type": "object"}}
@@ -43,17 +44,6 @@ class Sleeps:
 
     async def __call__(self, seconds: float) -> None:
         self.waits.append(seconds)
-
-
-OPEN: list[OpenAIModel | AnthropicModel] = []
-
-
-@pytest.fixture(autouse=True)
-async def close_models() -> AsyncIterator[None]:
-    """Close every client a test built while its event loop still runs."""
-    yield
-    while OPEN:
-        await OPEN.pop().aclose()
 
 
 def openai(server: ReplayServer, *, stream: bool = True, **kw: Any) -> OpenAIModel:
@@ -267,8 +257,23 @@ async def test_a_missing_key_is_auth_failed_before_any_request(
     with pytest.raises(ModelAuthFailed) as caught:
         OpenAIModel("gpt-4o")
     assert caught.value.data["env"] == "OPENAI_API_KEY"
-    with pytest.raises(ModelAuthFailed):
+    with pytest.raises(ModelAuthFailed) as caught:
         AnthropicModel("claude-haiku-4-5", api_key_env="MY_KEY")
+    assert caught.value.data == {"provider": "anthropic", "env": "MY_KEY"}
+
+
+@pytest.mark.parametrize(
+    ("adapter", "package"), [(OpenAIModel, "openai"), (AnthropicModel, "anthropic")]
+)
+async def test_a_missing_sdk_is_extra_not_installed_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch, adapter: type[OpenAIModel | AnthropicModel], package: str
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # the import now fails as if not installed
+    with pytest.raises(ExtraNotInstalled) as caught:
+        adapter("some-model", api_key=KEY)
+    assert caught.value.code == "extra-not-installed"
+    assert caught.value.data == {"extra": package, "package": package}
+    assert f"pip install 'membrane[{package}]'" in caught.value.message
 
 
 async def test_openai_honours_the_sdk_environment(monkeypatch: pytest.MonkeyPatch) -> None:

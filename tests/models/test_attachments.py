@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
 
 import pytest
-from replay import ReplayServer, load
+from replay import OPEN, ReplayServer, load
 
 from membrane import Message, ModelRequest, ToolCall
 from membrane.models import (
@@ -19,7 +18,7 @@ from membrane.models.anthropic import AnthropicModel
 from membrane.models.openai import OpenAIModel
 from membrane.tools.spec import Attachment
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("close_models")]
 
 KEY = "sk-test-abcdefgh12345678"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
@@ -65,15 +64,6 @@ REQUEST = ModelRequest(
         Message("user", "and now?"),
     ),
 )
-
-OPEN: list[OpenAIModel | AnthropicModel] = []
-
-
-@pytest.fixture(autouse=True)
-async def close_models() -> AsyncIterator[None]:
-    yield
-    while OPEN:
-        await OPEN.pop().aclose()
 
 
 async def test_openai_sends_attachments_as_user_parts_after_the_tool_messages() -> None:

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from membrane.errors import ExtraNotInstalled
+from membrane import _extras
 
 __all__ = ["require"]
 
 
-def require(module: str = "mcp", *, extra: str = "mcp", package: str = "mcp") -> ModuleType:
-    """``import module``, or ``ExtraNotInstalled`` saying which extra brings it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ExtraNotInstalled(
-            f"this needs the {package!r} package, which is not installed: "
-            f"pip install 'membrane[{extra}]'",
-            extra=extra,
-            package=package,
-        ) from exc
+def require(module: str = "mcp", *, package: str = "mcp") -> ModuleType:
+    """``import module``, or ``ExtraNotInstalled`` saying the ``mcp`` extra brings it."""
+    return _extras.require(module, extra="mcp", package=package)

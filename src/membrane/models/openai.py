@@ -22,109 +22,34 @@ with a ``base_url`` (or ``OPENAI_BASE_URL``) a key is optional, as local servers
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from membrane.errors import ExtraNotInstalled, ModelAuthFailed, ModelError
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.models.convert import from_openai_response, to_openai_messages
-from membrane.models.retry import (
-    Failure,
-    RetryPolicy,
-    incomplete_failure,
-    status_failure,
-    transport_error_types,
-    transport_failure,
-    with_retries,
-)
+from membrane.models.sdk import Assembler, SdkModel
 from membrane.models.stream import OpenAIStream
 from membrane.models.thinking import dropped_note
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI  # noqa: F401  (named in the quoted base class)
 
 __all__ = ["OpenAIModel"]
 
-_REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 _EFFORT = {"off": "none", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
-#: A stand-in key for servers that need none (the SDK refuses to build a client without one).
-_NO_KEY = "not-needed"
 
 
-def _sdk() -> Any:
-    try:
-        import openai
-    except ImportError as exc:
-        raise ExtraNotInstalled(
-            "the openai provider needs the openai package: pip install 'membrane[openai]'",
-            extra="openai",
-            package="openai",
-        ) from exc
-    return openai
+class OpenAIModel(SdkModel["AsyncOpenAI"]):
+    """A ``Model`` on Chat Completions. ``model`` is the provider's model id; the key comes
+    from ``api_key``, else ``api_key_env`` (default ``OPENAI_API_KEY``)."""
 
-
-class OpenAIModel:
-    """A ``Model`` on Chat Completions. ``model`` is the provider's model id."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        base_url: str | None = None,
-        stream: bool = True,
-        timeout: float = 600.0,
-        max_tokens: int | None = None,
-        reasoning: bool | None = None,
-        retry: RetryPolicy | None = None,
-        name: str | None = None,
-    ) -> None:
-        self._sdk = _sdk()
-        self._transport = transport_error_types()
-        self.model = model
-        self.name = name or f"openai:{model}"
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        key = api_key if api_key is not None else os.environ.get(api_key_env) or None
-        if key is None and self.base_url is None:
-            raise ModelAuthFailed(
-                f"no API key for {self.name}: set {api_key_env}",
-                provider="openai",
-                env=api_key_env,
-            )
-        self._key = key or _NO_KEY
-        self.stream = stream
-        self.timeout = timeout
-        self.max_tokens = max_tokens
-        self.reasoning = bool(_REASONING.match(model)) if reasoning is None else reasoning
-        self.retry = retry or RetryPolicy()
-        self._client: AsyncOpenAI | None = None
-
-    def __repr__(self) -> str:
-        return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
-
-    def client(self) -> AsyncOpenAI:
-        """The SDK client (built on first use; its own retries are off)."""
-        if self._client is None:
-            self._client = self._sdk.AsyncOpenAI(
-                api_key=self._key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the client's connections (a new client is built if the model is used again)."""
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-
-    async def __aenter__(self) -> OpenAIModel:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    provider = "openai"
+    key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    reasoning_models = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+    client_class = "AsyncOpenAI"
+    error_class = "OpenAIError"
 
     def body(self, request: ModelRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The request keyword arguments, and the notes on what could not be honoured."""
@@ -142,31 +67,23 @@ class OpenAIModel:
             body[key] = self.max_tokens
         return body, tuple(notes)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
-        body, notes = self.body(request)
-        attempt = self._streamed if self.stream else self._whole
-        response = await with_retries(lambda: attempt(body), self._classify, self.retry)
-        if notes:
-            return dataclasses.replace(response, notes=(*notes, *response.notes))
-        return response
+    async def _create(self, body: dict[str, Any], *, stream: bool) -> Any:
+        completions = self.client().chat.completions
+        if stream:
+            return await completions.create(
+                **body, stream=True, stream_options={"include_usage": True}
+            )
+        return await completions.create(**body)
 
-    async def _whole(self, body: dict[str, Any]) -> ModelResponse:
-        completion = await self.client().chat.completions.create(**body)
-        return from_openai_response(completion.model_dump())
+    def _parse(self, reply: dict[str, Any]) -> ModelResponse:
+        return from_openai_response(reply)
 
-    async def _streamed(self, body: dict[str, Any]) -> ModelResponse:
-        stream = await self.client().chat.completions.create(
-            **body, stream=True, stream_options={"include_usage": True}
-        )
-        assembler = OpenAIStream()
-        try:
-            async for chunk in stream:
-                assembler.feed(chunk.model_dump())
-        finally:
-            with anyio.CancelScope(shield=True):
-                await stream.close()
+    def _assembler(self) -> Assembler:
+        return OpenAIStream()
+
+    def _assembled(self, assembler: Assembler) -> ModelResponse:
         response = assembler.response()
-        if not assembler.has_usage:
+        if isinstance(assembler, OpenAIStream) and not assembler.has_usage:
             note = (
                 f"{self.name} reported no usage for a streamed reply; set stream = false on "
                 "its model entry to have its tokens counted"
@@ -174,29 +91,5 @@ class OpenAIModel:
             return dataclasses.replace(response, notes=(*response.notes, note))
         return response
 
-    def _classify(self, exc: Exception) -> Failure | None:
-        sdk = self._sdk
-        secrets = (self._key,)
-        if isinstance(exc, sdk.APIStatusError):
-            error = getattr(exc, "body", None)
-            kind = None
-            if isinstance(error, dict):
-                inner = error.get("error", error)
-                kind = inner.get("code") or inner.get("type") if isinstance(inner, dict) else None
-            return status_failure(
-                "openai",
-                exc.status_code,
-                str(exc.message),
-                exc.response.headers,
-                kind=kind if isinstance(kind, str) else None,
-                secrets=secrets,
-            )
-        if isinstance(exc, sdk.APIConnectionError):
-            return transport_failure("openai", exc, timeout=isinstance(exc, sdk.APITimeoutError))
-        if isinstance(exc, ModelError):
-            return incomplete_failure(exc)
-        if isinstance(exc, self._transport):
-            return transport_failure("openai", exc, timeout="Timeout" in type(exc).__name__)
-        if isinstance(exc, sdk.OpenAIError):
-            return status_failure("openai", 0, str(exc), None, secrets=secrets)
-        return None
+    def _error_kind(self, error: Mapping[str, Any]) -> object:
+        return error.get("code") or error.get("type")

@@ -44,8 +44,9 @@ from typing import IO, Any
 import anyio
 from anyio.abc import TaskGroup
 
+from membrane._extras import require
 from membrane.config.values import McpServerSpec
-from membrane.errors import ExtraNotInstalled, InvalidRequest, MembraneError
+from membrane.errors import InvalidRequest, MembraneError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.runtime.provider import (
     ChildOutcome,
@@ -67,16 +68,7 @@ _PAGE = 2000
 
 
 def _acp() -> Any:
-    try:
-        import acp
-    except ImportError as exc:
-        raise ExtraNotInstalled(
-            "the ACP provider needs the 'agent-client-protocol' package, which is not "
-            "installed: pip install 'membrane[acp]'",
-            extra="acp",
-            package="agent-client-protocol",
-        ) from exc
-    return acp
+    return require("acp", extra="acp", package="agent-client-protocol", feature="the ACP provider")
 
 
 class AcpProvider:
