@@ -2,10 +2,10 @@
 edges, with the same semantics as ``membrane.store.sqlite_durable`` (the contract tests run
 against both).
 
-``MemoryDurable`` is a mixin over ``MemoryStore``'s plumbing (``_open`` yields the state under
-the lock, ``_put``/``_drop`` change a table through the transaction's undo log, ``_clock``);
-its containers live in ``DurableState``, inside the store's state, so a failed
-``transaction()`` rolls them back too.
+``MemoryDurable`` is a mixin over ``MemoryStore``'s plumbing, typed by the ``Opened`` protocol
+(``_open`` yields the state under the lock, ``_put``/``_drop`` change a table through the
+transaction's undo log, ``_clock``); its containers live in ``DurableState``, inside the
+store's state, so a failed ``transaction()`` rolls them back too.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from membrane.store.base import (
     missing,
 )
 
-__all__ = ["DurableState", "MemoryDurable"]
+__all__ = ["DurableState", "MemoryDurable", "Opened"]
 
 
 @dataclass(slots=True)
@@ -49,40 +49,42 @@ class _Core(Protocol):
     edges: dict[str, LineageEdge]
 
 
-class MemoryDurable:
-    """Dead letters, leases and workflow state in memory."""
+class Opened(Protocol):
+    """What the mixin uses of ``MemoryStore``: its clock, ``_open`` (the state under the lock)
+    and ``_put``/``_drop`` (a change through the transaction's undo log)."""
 
     _clock: Callable[[], float]
 
-    def _open(self, action: str) -> AbstractContextManager[_Core]:
-        raise NotImplementedError  # supplied by MemoryStore
+    def _open(self: Opened, action: str) -> AbstractContextManager[_Core]: ...
 
-    def _put(self, table: dict[Any, Any], key: object, value: object) -> None:
-        raise NotImplementedError  # supplied by MemoryStore
+    def _put(self: Opened, table: dict[Any, Any], key: object, value: object) -> None: ...
 
-    def _drop(self, table: dict[Any, Any], key: object) -> Any:
-        raise NotImplementedError  # supplied by MemoryStore
+    def _drop(self: Opened, table: dict[Any, Any], key: object) -> Any: ...
+
+
+class MemoryDurable:
+    """Dead letters, leases and workflow state in memory."""
 
     # -- the outbox's attempts and dead letters -------------------------------------------------
 
-    def postpone_outbox(self, item_id: int, *, next_attempt_at: float) -> None:
+    def postpone_outbox(self: Opened, item_id: int, *, next_attempt_at: float) -> None:
         with self._open("postpone_outbox") as state:
             item = state.outbox.get(item_id)
             if item is not None and item.delivered_at is None:
                 self._put(state.outbox, item_id, replace(item, next_attempt_at=next_attempt_at))
 
-    def note_outbox_error(self, item_id: int, error: str) -> None:
+    def note_outbox_error(self: Opened, item_id: int, error: str) -> None:
         with self._open("note_outbox_error") as state:
             item = state.outbox.get(item_id)
             if item is not None and item.delivered_at is None:
                 self._put(state.durable.errors, item_id, str(error))
 
-    def outbox_error(self, item_id: int) -> str | None:
+    def outbox_error(self: Opened, item_id: int) -> str | None:
         with self._open("outbox_error") as state:
             found: str | None = state.durable.errors.get(item_id)
             return found
 
-    def bury_outbox(self, item_id: int, *, error: str) -> DeadLetter:
+    def bury_outbox(self: Opened, item_id: int, *, error: str) -> DeadLetter:
         with self._open("bury_outbox") as state:
             item = state.outbox.get(item_id)
             if item is None or item.delivered_at is not None:
@@ -101,14 +103,16 @@ class MemoryDurable:
             self._put(state.durable.dead, item_id, dead)
             return copy.deepcopy(dead)
 
-    def dead_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[DeadLetter]:
+    def dead_outbox(
+        self: Opened, *, recipient: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
         if limit < 1:
             raise StoreError(f"dead_outbox limit must be at least 1, got {limit}", limit=limit)
         with self._open("dead_outbox") as state:
             found = [d for d in state.durable.dead.values() if recipient in (None, d.recipient)]
         return copy.deepcopy(sorted(found, key=lambda d: d.id)[:limit])
 
-    def revive_outbox(self, item_id: int) -> OutboxItem:
+    def revive_outbox(self: Opened, item_id: int) -> OutboxItem:
         with self._open("revive_outbox") as state:
             dead = state.durable.dead.get(item_id)
             if dead is None:
@@ -122,7 +126,7 @@ class MemoryDurable:
 
     # -- run leases -----------------------------------------------------------------------------
 
-    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+    def claim_lease(self: Opened, run_id: str, *, owner: str, ttl: float) -> Lease:
         with self._open("claim_lease") as state:
             now = self._clock()
             held = state.durable.leases.get(run_id)
@@ -133,7 +137,7 @@ class MemoryDurable:
             self._put(state.durable.leases, run_id, held)
             return held
 
-    def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
+    def renew_lease(self: Opened, run_id: str, *, owner: str, ttl: float) -> Lease | None:
         with self._open("renew_lease") as state:
             held = state.durable.leases.get(run_id)
             if held is None or held.owner != owner:
@@ -142,18 +146,18 @@ class MemoryDurable:
             self._put(state.durable.leases, run_id, held)
             return held
 
-    def release_lease(self, run_id: str, *, owner: str) -> None:
+    def release_lease(self: Opened, run_id: str, *, owner: str) -> None:
         with self._open("release_lease") as state:
             held = state.durable.leases.get(run_id)
             if held is not None and held.owner == owner:
                 self._drop(state.durable.leases, run_id)
 
-    def get_lease(self, run_id: str) -> Lease | None:
+    def get_lease(self: Opened, run_id: str) -> Lease | None:
         with self._open("get_lease") as state:
             found: Lease | None = state.durable.leases.get(run_id)
             return found
 
-    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
+    def renew_owner_leases(self: Opened, owner: str, *, ttl: float) -> list[str]:
         with self._open("renew_owner_leases") as state:
             until = self._clock() + ttl
             held = [lease for lease in state.durable.leases.values() if lease.owner == owner]
@@ -161,13 +165,13 @@ class MemoryDurable:
                 self._put(state.durable.leases, lease.run_id, replace(lease, expires_at=until))
             return sorted(lease.run_id for lease in held)
 
-    def release_owner_leases(self, owner: str) -> None:
+    def release_owner_leases(self: Opened, owner: str) -> None:
         with self._open("release_owner_leases") as state:
             leases = state.durable.leases
             for run_id in [r for r, lease in leases.items() if lease.owner == owner]:
                 self._drop(leases, run_id)
 
-    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
+    def expired_leases(self: Opened, *, now: float | None = None, limit: int = 100) -> list[Lease]:
         with self._open("expired_leases") as state:
             moment = self._clock() if now is None else now
             found = [lease for lease in state.durable.leases.values() if lease.expires_at <= moment]
@@ -175,13 +179,13 @@ class MemoryDurable:
 
     # -- workflow state -------------------------------------------------------------------------
 
-    def get_workflow(self, run_id: str) -> WorkflowRecord | None:
+    def get_workflow(self: Opened, run_id: str) -> WorkflowRecord | None:
         with self._open("get_workflow") as state:
             found: WorkflowRecord | None = copy.deepcopy(state.durable.workflows.get(run_id))
             return found
 
     def put_workflow(
-        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
+        self: Opened, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
     ) -> WorkflowRecord:
         encoded: dict[str, Any] = json.loads(
             dump_json(state, what=f"workflow state of {run_id!r}") or "{}"
@@ -204,7 +208,7 @@ class MemoryDurable:
 
     # -- lineage --------------------------------------------------------------------------------
 
-    def reopen_edge(self, child_id: str) -> LineageEdge:
+    def reopen_edge(self: Opened, child_id: str) -> LineageEdge:
         with self._open("reopen_edge") as state:
             edge = state.edges.get(child_id)
             if edge is None or edge.status != "interrupted":
