@@ -4,46 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from store_support import Clock
 
 from membrane.errors import InvalidDepth, StoreError
 from membrane.limits import MAX_SAFE_INT
 from membrane.store import (
-    MemoryStore,
     SessionHeader,
-    SQLiteStore,
     Store,
     brief_digest,
 )
-
-
-class Clock:
-    """A clock the test moves by hand, so timestamps and due times are exact."""
-
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Store]:
-    opened: Store
-    if request.param == "sqlite":
-        opened = SQLiteStore(tmp_path / "state.db", clock=clock)
-    else:
-        opened = MemoryStore(clock=clock)
-    yield opened
-    opened.close()
 
 
 def header(session_id: str, *, parent: str | None = None, depth: int = 0) -> SessionHeader:

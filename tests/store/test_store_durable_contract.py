@@ -5,38 +5,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_support import Clock
 
 from membrane.errors import StoreError
-from membrane.store import MemoryStore, SessionHeader, SQLiteStore, Store
+from membrane.store import SessionHeader, SQLiteStore, Store
 from membrane.store.migrations import MIGRATIONS
-
-
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Store]:
-    opened: Store
-    if request.param == "sqlite":
-        opened = SQLiteStore(tmp_path / "state.db", clock=clock)
-    else:
-        opened = MemoryStore(clock=clock)
-    yield opened
-    opened.close()
 
 
 def _session(store: Store, run_id: str, parent: str | None = None) -> None:

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from membrane.errors import StoreError
-from membrane.store import MemoryStore, SessionHeader, SQLiteStore, Store
+from membrane.store import SessionHeader, SQLiteStore, Store
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    opened: Store = (
-        SQLiteStore(tmp_path / "state.db") if request.param == "sqlite" else MemoryStore()
-    )
-    opened.create_session(SessionHeader("s1", "reviewer", None, 0, "running", meta={"a": 1}))
-    yield opened
-    opened.close()
+@pytest.fixture
+def store(store: Store) -> Store:
+    """Each kind of store (``conftest.store``) with the session ``s1`` in it."""
+    store.create_session(SessionHeader("s1", "reviewer", None, 0, "running", meta={"a": 1}))
+    return store
 
 
 def message(text: str, **extra: Any) -> dict[str, Any]:
