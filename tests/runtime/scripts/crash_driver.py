@@ -18,23 +18,17 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import anyio
+from script_runtime import script_runtime
 
-from membrane.agents.catalog import Catalog
-from membrane.config.values import Settings
 from membrane.errors import ChildFailed, RequestPending, RunLeased
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import (
-    InProcessProvider,
-    RuntimeOptions,
     SubagentRuntime,
     SubagentStartRequest,
 )
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
 
 RESUMABLE = ("interrupted", "completed", "failed", "stopped")
 
@@ -83,15 +77,7 @@ async def message(runtime: SubagentRuntime, store: SQLiteStore, run_id: str) -> 
 
 def runtime_on(store: SQLiteStore, project: str, home: str) -> SubagentRuntime:
     """A runtime on ``store`` for the project folder ``project``, children answering at once."""
-    root = Path(project)
-    settings = Settings()
-    return SubagentRuntime(
-        catalog=Catalog(project=root, home=Path(home), settings=settings),
-        registry=ToolRegistry(),
-        provider=InProcessProvider(FunctionModel(answer)),
-        store=store,
-        options=RuntimeOptions(settings=settings, project=root),
-    )
+    return script_runtime(store, project, home, answer)
 
 
 async def main(scenario: str, db: str, project: str, home: str, run_id: str) -> None:

@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import anyio
+from script_runtime import script_runtime
 
-from membrane.agents.catalog import Catalog
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import (
-    InProcessProvider,
-    RuntimeOptions,
-    SubagentRuntime,
     SubagentStartRequest,
 )
-from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
 
 
 async def never(request: ModelRequest) -> ModelResponse:
@@ -32,14 +25,7 @@ async def never(request: ModelRequest) -> ModelResponse:
 
 
 async def main(db: str, project: str, home: str, length: int, cap: int) -> None:
-    root = Path(project)
-    runtime = SubagentRuntime(
-        catalog=Catalog(project=root, home=Path(home)),
-        registry=ToolRegistry(),
-        provider=InProcessProvider(FunctionModel(never)),
-        store=SQLiteStore(db),
-        options=RuntimeOptions(project=root),
-    )
+    runtime = script_runtime(db, project, home, never)
     async with runtime:
         ids: list[str] = []
         for _ in range(length):

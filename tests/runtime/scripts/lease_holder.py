@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import anyio
+from script_runtime import script_runtime
 
-from membrane.agents.catalog import Catalog
-from membrane.config.values import Settings
 from membrane.errors import RunLeased
 from membrane.models.base import ModelRequest, ModelResponse
-from membrane.runtime import InProcessProvider, RuntimeOptions, SubagentRuntime
-from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
 
 
 async def block(request: ModelRequest) -> ModelResponse:
@@ -31,15 +25,7 @@ async def block(request: ModelRequest) -> ModelResponse:
 
 
 async def main(db: str, project: str, home: str, run_id: str) -> None:
-    root = Path(project)
-    settings = Settings()
-    runtime = SubagentRuntime(
-        catalog=Catalog(project=root, home=Path(home), settings=settings),
-        registry=ToolRegistry(),
-        provider=InProcessProvider(FunctionModel(block)),
-        store=SQLiteStore(db),
-        options=RuntimeOptions(settings=settings, project=root),
-    )
+    runtime = script_runtime(db, project, home, block)
     async with runtime:
         try:
             await runtime.resume(run_id, "go on")

@@ -12,24 +12,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import anyio
+from script_runtime import script_runtime
 
-from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import (
-    InProcessProvider,
-    RuntimeOptions,
-    SubagentRuntime,
     SubagentStartRequest,
 )
-from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
-from membrane.tools.registry import ToolRegistry
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import ToolContext
 
 
 async def read(arguments: Mapping[str, Any], context: ToolContext) -> str:
@@ -51,24 +44,7 @@ async def answer(request: ModelRequest) -> ModelResponse:
 
 
 async def main(db: str, project: str, home: str) -> None:
-    root = Path(project)
-    registry = ToolRegistry()
-    registry.register(
-        Tool(
-            name="Read",
-            description="Read a file.",
-            input_schema={"type": "object", "additionalProperties": True},
-            handler=read,
-        )
-    )
-    settings = Settings(max_depth=1)
-    runtime = SubagentRuntime(
-        catalog=Catalog(project=root, home=Path(home), settings=settings),
-        registry=registry,
-        provider=InProcessProvider(FunctionModel(answer)),
-        store=SQLiteStore(db),
-        options=RuntimeOptions(settings=settings, project=root),
-    )
+    runtime = script_runtime(db, project, home, answer, read=read, settings=Settings(max_depth=1))
     async with runtime:
         await runtime.start(SubagentStartRequest("lead", "delegate the survey"))
         await anyio.sleep_forever()
