@@ -5,12 +5,18 @@ Usage: kill_series.py FOLDER
 A ``lead`` starts a ``worker`` in the background with ``Task`` and waits for it with
 ``TaskWait``; the worker calls ``Read`` and forges calls to ``Secret`` (a host tool outside its
 view, whose handler would create MARKER), ``secret`` and ``Bash``, then answers. With K = 0 the
-run goes to its end and counts the transactions it commits, N; then, for every K in 1..N, a
-fresh process (forked after the imports, so the series is cheap) runs the same delegation in
-``FOLDER/k<K>`` and kills itself with SIGKILL just before its K-th ``COMMIT`` reaches SQLite:
-writes 1..K-1 are on disk and the K-th is not. The script prints one JSON list, an entry per
-K with its folder and how the process ended. The test imports ``runtime`` and ``answer`` to
-recover each delegation in another process.
+run goes to its end; then, for K = 1, 2, ..., a fresh process (forked after the imports, so the
+series is cheap) runs the same delegation in ``FOLDER/k<K>`` and kills itself with SIGKILL just
+before its K-th ``COMMIT`` reaches SQLite: writes 1..K-1 are on disk and the K-th is not. The
+series ends with the first K whose run commits fewer than K times and so ends by itself.
+
+The kill points come from each run, not from a count taken once: how the lead and the worker
+interleave (whether the worker's notice reaches the lead at a turn boundary or through its
+``TaskWait``) is up to the scheduler, and a loaded machine may take another path with another
+number of commits. The leases are long (no renewal or sweep falls inside a run, however slow),
+so every commit is the delegation's own. The script prints one JSON list, an entry per K with
+its folder and how the process ended. The test imports ``runtime`` and ``answer`` to recover
+each delegation in another process.
 """
 
 from __future__ import annotations
@@ -42,7 +48,10 @@ from membrane.tools.spec import Tool, ToolContext
 ANSWER = "the survey found 3 files"
 LEAD_REQUEST = "kill-series-lead"
 FORGED = ("Secret", "secret", "Bash")
-SETTINGS = Settings(max_depth=1)
+#: Leases long enough that the sweeper's first pass (at the start) is its only one in a run.
+SETTINGS = Settings(max_depth=1, lease_seconds=1800.0, sweep_interval_seconds=3600.0)
+#: More kills than this and the delegation is not ending: the series stops there.
+MAX_KILLS = 200
 
 
 def registry(marker: Path) -> ToolRegistry:
@@ -154,13 +163,14 @@ def series(base: Path) -> list[dict[str, object]]:
     status = forked(base / "k0", 0)
     if status != 0:
         raise SystemExit(f"the delegation did not run to its end (wait status {status})")
-    total = int((base / "k0" / "commits").read_text())
     cases: list[dict[str, object]] = [{"k": 0, "folder": str(base / "k0"), "signal": 0}]
-    for kill_at in range(1, total + 1):
+    for kill_at in range(1, MAX_KILLS + 1):
         folder = base / f"k{kill_at}"
         status = forked(folder, kill_at)
         killed = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
         cases.append({"k": kill_at, "folder": str(folder), "signal": killed})
+        if not killed:
+            break  # this run committed fewer than kill_at times: every write point was hit
     return cases
 
 
