@@ -3,10 +3,6 @@ by a later process goes on with what was left, never with a fresh budget."""
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +13,7 @@ import pytest
 from membrane import InProcessProvider, RuntimeOptions, SubagentRuntime, Workspace
 from membrane.store import SQLiteStore
 from membrane.testing import ScriptedModel
+from process_support import first_line_then_kill
 
 SCRIPT = Path(__file__).parent / "scripts" / "spend_then_hang.py"
 LIMIT = 1000
@@ -34,22 +31,8 @@ RESUMED = (
 
 
 def _spend_then_kill(team: Path, state: Path) -> str:
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(team), str(state), str(LIMIT), str(BEFORE_KILL)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = process.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise AssertionError(f"the run printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
-        run_id = str(json.loads(line)["run_id"])
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL
-    return run_id
+    found = first_line_then_kill(SCRIPT, team, state, LIMIT, BEFORE_KILL, what="the run")
+    return str(found["run_id"])
 
 
 def _usage_events(state: Path, run_id: str) -> list[dict[str, Any]]:

@@ -5,11 +5,7 @@ pending with bounded backoff otherwise, and delivered to the parent's resumed ru
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +21,7 @@ from membrane.store import OutboxItem, SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+from process_support import first_line_then_kill
 
 from .conftest import Project, after_leases_expire
 
@@ -331,22 +328,10 @@ async def test_a_notice_the_stored_transcript_already_holds_is_acknowledged_not_
 
 
 def _kill_lead_with_its_notice_pending(project: Project, db: Path) -> dict[str, str]:
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(db), str(project.root), str(project.home)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    found: dict[str, str] = first_line_then_kill(
+        SCRIPT, db, project.root, project.home, what="the lead process"
     )
-    try:
-        line = process.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise AssertionError(f"the lead process printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
-        ids: dict[str, str] = json.loads(line)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL
-    return ids
+    return found
 
 
 async def test_a_notice_pending_when_the_parents_process_is_killed_reaches_its_resumed_run_once(

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -15,6 +11,7 @@ from membrane.errors import DepthLimitExceeded
 from membrane.runtime import SubagentStartRequest
 from membrane.store import SQLiteStore
 from membrane.testing import ScriptedModel
+from process_support import first_line_then_kill
 
 from .conftest import Project
 
@@ -22,30 +19,10 @@ SCRIPT = Path(__file__).parent / "scripts" / "depth_chain.py"
 
 
 def _run_chain_then_kill(project: Project, db: Path, *, length: int, cap: int) -> list[str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(SCRIPT),
-            str(db),
-            str(project.root),
-            str(project.home),
-            str(length),
-            str(cap),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    found: list[str] = first_line_then_kill(
+        SCRIPT, db, project.root, project.home, length, cap, what="the chain process"
     )
-    try:
-        line = process.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise AssertionError(f"the chain process printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
-        ids: list[str] = json.loads(line)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL
-    return ids
+    return found
 
 
 @pytest.mark.anyio

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -36,6 +33,7 @@ from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.workspace import Workspace
+from process_support import first_line_then_kill
 
 from .conftest import Project, after_leases_expire
 
@@ -71,22 +69,8 @@ def offered(request: ModelRequest) -> set[str]:
 
 
 def _run_chain_then_kill(project: Project, db: Path) -> str:
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(db), str(project.root), str(project.home)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = process.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise AssertionError(f"the chain process printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
-        worker: str = json.loads(line)["worker"]
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL
-    return worker
+    found = first_line_then_kill(SCRIPT, db, project.root, project.home, what="the chain process")
+    return str(found["worker"])
 
 
 async def test_a_killed_childs_resume_keeps_its_depth_and_conversation_and_its_cap(

@@ -4,9 +4,6 @@ its parent is written, never lost."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -16,6 +13,7 @@ from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider
 from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
+from process_support import first_line_then_kill
 
 from .conftest import Project, after_leases_expire
 
@@ -23,22 +21,10 @@ SCRIPT = Path(__file__).parent / "scripts" / "background_crash.py"
 
 
 def _run_then_kill(project: Project, db: Path, point: str) -> dict[str, str]:
-    process = subprocess.Popen(
-        [sys.executable, str(SCRIPT), str(db), str(project.root), str(project.home), point],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    found: dict[str, str] = first_line_then_kill(
+        SCRIPT, db, project.root, project.home, point, what="the crash script"
     )
-    try:
-        line = process.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            raise AssertionError(f"the crash script printed nothing: {process.stderr.read()}")  # type: ignore[union-attr]
-        ids: dict[str, str] = json.loads(line)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL
-    return ids
+    return found
 
 
 @pytest.mark.anyio

@@ -1,0 +1,34 @@
+"""What the crash tests share: a script run in a fresh Python, killed once it has spoken."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["first_line_then_kill"]
+
+
+def first_line_then_kill(script: Path, *args: object, what: str = "the script") -> Any:
+    """Run ``script`` with ``args``, read the JSON line it prints first, then kill it with
+    SIGKILL (a crash, with nothing cleaned up) and check that the kill is what ended it."""
+    process = subprocess.Popen(
+        [sys.executable, str(script), *(str(arg) for arg in args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stderr is not None
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"{what} printed nothing: {process.stderr.read()}")
+        found = json.loads(line)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    return found
