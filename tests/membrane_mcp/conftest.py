@@ -17,6 +17,7 @@ from membrane.models.base import Message, ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, RuntimeOptions, SubagentRuntime
 from membrane.testing import FunctionModel, MemoryStore
 from membrane.workspace import Workspace
+from project_support import agent_file
 
 HERE = Path(__file__).resolve().parent
 DYNAMIC_SERVER = HERE / "dynamic_server.py"
@@ -41,16 +42,7 @@ class McpProject:
     servers: dict[str, Mapping[str, object]] = field(default_factory=dict)
 
     def agent(self, name: str, body: str = "Do the task.", **frontmatter: object) -> None:
-        lines = [f"name: {name}", f"description: The {name} agent."]
-        for key, value in frontmatter.items():
-            if isinstance(value, list | tuple):
-                value = "[" + ", ".join(str(v) for v in value) + "]"
-            elif isinstance(value, bool):
-                value = "true" if value else "false"
-            lines.append(f"{key}: {value}")
-        path = self.root / ".membrane" / "agents" / f"{name}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("---\n" + "\n".join(lines) + "\n---\n" + body + "\n", encoding="utf-8")
+        agent_file(self.root, name, body, **frontmatter)
 
     def server(self, name: str, entry: Mapping[str, object]) -> None:
         self.servers[name] = entry

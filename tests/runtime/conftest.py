@@ -18,6 +18,7 @@ from membrane.store.base import Store
 from membrane.testing import ScriptedModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+from project_support import agent_file
 
 
 def after_leases_expire() -> Callable[[], float]:
@@ -52,17 +53,7 @@ class Project:
     settings: Settings = field(default_factory=Settings)
 
     def agent(self, name: str, body: str = "Do the task.", **frontmatter: object) -> Path:
-        lines = [f"name: {name}", f"description: The {name} agent."]
-        for key, value in frontmatter.items():
-            if isinstance(value, list | tuple):
-                value = "[" + ", ".join(str(v) for v in value) + "]"
-            elif isinstance(value, bool):
-                value = "true" if value else "false"
-            lines.append(f"{key}: {value}")
-        path = self.root / ".membrane" / "agents" / f"{name}.md"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("---\n" + "\n".join(lines) + "\n---\n" + body + "\n", encoding="utf-8")
-        return path
+        return agent_file(self.root, name, body, **frontmatter)
 
     def catalog(self) -> Catalog:
         return Catalog(project=self.root, home=self.home, settings=self.settings)
