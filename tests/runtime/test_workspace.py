@@ -16,6 +16,7 @@ from membrane.runtime import (
     SubagentRuntime,
     SubagentStartRequest,
 )
+from membrane.store import MemoryStore
 from membrane.store.location import project_id
 from membrane.testing import ScriptedModel
 from membrane.workspace import Workspace, memory_file
@@ -157,23 +158,21 @@ def test_an_unreadable_memory_file_is_a_warning_not_a_silent_empty_memory(
 
 
 async def _first_system_prompt(ws: Workspace, agent: str) -> str:
-    """Run ``agent`` as ``membrane run`` builds its runtime; the system prompt of turn 1."""
+    """Run ``agent`` as ``membrane run`` builds its runtime (``on_workspace``, with an option
+    of its own); the system prompt of turn 1."""
     model = ScriptedModel({"agents": {agent: [{"text": "noted"}]}})
-    runtime = SubagentRuntime(
-        catalog=ws.catalog,
-        registry=ws.registry,
-        provider=InProcessProvider(model),
-        options=RuntimeOptions(
-            settings=ws.settings,
-            project=ws.project,
-            deployment=ws.deployment(),
-            memory=ws.memory_for,
-        ),
+    steps: list[str] = []
+    runtime = SubagentRuntime.on_workspace(
+        ws,
+        InProcessProvider(model),
+        store=MemoryStore(),
+        options=RuntimeOptions(on_setup_step=steps.append),
     )
     with anyio.fail_after(30):
         async with runtime:
             result = await runtime.run(SubagentStartRequest(agent, "What do you remember?"))
     assert result.status == "completed"
+    assert steps, "the options given beside the workspace's reach the runtime"
     return model.requests[0].system
 
 

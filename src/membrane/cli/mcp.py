@@ -20,7 +20,7 @@ from membrane.mcp.serve import ServedView, agent_authority, view_scope
 from membrane.mcp.tasks import ServedRuns, add_delegation
 from membrane.models.base import Model
 from membrane.resolve.authority import mcp_server_of
-from membrane.runtime import InProcessProvider, RuntimeOptions, SubagentRuntime
+from membrane.runtime import InProcessProvider, SubagentRuntime
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 from membrane.vocabulary import DELEGATION_TOOLS
@@ -211,18 +211,7 @@ async def _serve_with_runs(
 ) -> None:
     """Serve ``scope`` with the delegation tools, on a runtime held open meanwhile."""
     store = ws.open_store(state)
-    runtime = SubagentRuntime(
-        catalog=ws.catalog,
-        registry=ws.registry,
-        provider=InProcessProvider(model, hooks=hooks),
-        store=store,
-        options=RuntimeOptions(
-            settings=ws.settings,
-            project=ws.project,
-            deployment=ws.deployment(),
-            memory=ws.memory_for,
-        ),
-    )
+    runtime = SubagentRuntime.on_workspace(ws, InProcessProvider(model, hooks=hooks), store=store)
     try:
         async with runtime:
             add_delegation(

@@ -309,20 +309,8 @@ async def drive_run(
     provider = InProcessProvider(model, hooks=hooks)
     # On a terminal, an `ask` rule's call is put to the user; otherwise no one can approve it.
     approver = terminal_approver()
-    runtime = SubagentRuntime(
-        catalog=ws.catalog,
-        registry=ws.registry,
-        provider=provider,
-        store=store,
-        options=RuntimeOptions(
-            settings=ws.settings,
-            project=ws.project,
-            deployment=ws.deployment(),
-            memory=ws.memory_for,
-            workflows=builtin_workflows(),
-            approver=approver,
-        ),
-    )
+    options = RuntimeOptions(workflows=builtin_workflows(), approver=approver)
+    runtime = SubagentRuntime.on_workspace(ws, provider, store=store, options=options)
     try:
         async with servers, runtime, runtime.events() as stream:
             servers.hooks(ws.catalog.definitions, into=hooks)

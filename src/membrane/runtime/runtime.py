@@ -133,22 +133,36 @@ class SubagentRuntime:
             assert model is not None
             hooks = ExtensionHooks.from_extensions(ws.extensions.values())
             provider = InProcessProvider(model, hooks=hooks)
-        options = RuntimeOptions(
-            settings=ws.settings,
-            project=ws.project,
-            deployment=ws.deployment(),
-            memory=ws.memory_for,
-        )
         store = ws.open_store(state)
-        runtime = cls(
+        runtime = cls.on_workspace(ws, provider, store=store)
+        runtime._owned_store = store
+        return runtime
+
+    @classmethod
+    def on_workspace(
+        cls,
+        ws: Workspace,
+        provider: Provider,
+        *,
+        store: Store,
+        options: RuntimeOptions | None = None,
+    ) -> SubagentRuntime:
+        """A runtime over the opened project ``ws``, as ``open``, ``membrane run`` and
+        ``membrane mcp serve`` build it: the workspace's catalog, registry, settings, project,
+        deployment and memory; ``options`` adds the rest (workflows, an approver, ...)."""
+        return cls(
             catalog=ws.catalog,
             registry=ws.registry,
             provider=provider,
             store=store,
-            options=options,
+            options=dataclasses.replace(
+                options or RuntimeOptions(),
+                settings=ws.settings,
+                project=ws.project,
+                deployment=ws.deployment(),
+                memory=ws.memory_for,
+            ),
         )
-        runtime._owned_store = store
-        return runtime
 
     def __init__(
         self,
