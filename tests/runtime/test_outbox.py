@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,13 @@ import pytest
 from membrane.durable.outbox import MAX_DELAY, backoff, task_notification
 from membrane.errors import StoreError
 from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
-from membrane.runtime import InProcessProvider, SubagentStartRequest
+from membrane.runtime import (
+    InProcessProvider,
+    LifecycleEvent,
+    RunResult,
+    SubagentRuntime,
+    SubagentStartRequest,
+)
 from membrane.store import OutboxItem, SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
@@ -62,6 +68,41 @@ def hold_tool(released: anyio.Event) -> Tool:
         return "held"
 
     return Tool(name="Read", description="Read.", input_schema={"type": "object"}, handler=hold)
+
+
+async def start_beside_a_held_read(request: ModelRequest) -> ModelResponse:
+    """The worker reports; the lead starts it in the background beside a held ``Read``, then
+    answers."""
+    if request.agent == "worker":
+        return ModelResponse(text=REPORT)
+    if replies(request) == 0:
+        start = background_task("t1")
+        return ModelResponse(
+            tool_calls=(*start.tool_calls, ToolCall("h1", "Read", {})), stop_reason="tool_calls"
+        )
+    return ModelResponse(text="lead done")
+
+
+async def run_lead_until_the_worker_ends(
+    runtime: SubagentRuntime, *, check: Callable[[LifecycleEvent], None], then: anyio.Event
+) -> RunResult:
+    """Run ``lead``; when its worker's end is announced, ``check`` that event and set
+    ``then`` (which releases the lead's held ``Read``)."""
+    stream = runtime.events()
+
+    async def watch() -> None:
+        async for event in stream:
+            if event.agent == "worker" and event.kind == "completed":
+                check(event)
+                then.set()
+                return
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            result = await runtime.run(SubagentStartRequest("lead", "delegate"))
+    stream.close()
+    return result
 
 
 @pytest.fixture
@@ -117,43 +158,23 @@ async def test_a_background_childs_completion_reaches_a_live_parent_through_the_
     agents.registry = ToolRegistry()
     agents.registry.register(hold_tool(released))
 
-    async def answer(request: ModelRequest) -> ModelResponse:
-        if request.agent == "worker":
-            return ModelResponse(text=REPORT)
-        if replies(request) == 0:
-            start = background_task("t1")
-            return ModelResponse(
-                tool_calls=(*start.tool_calls, ToolCall("h1", "Read", {})),
-                stop_reason="tool_calls",
-            )
-        return ModelResponse(text="lead done")
-
-    model = FunctionModel(answer)
+    model = FunctionModel(start_beside_a_held_read)
     store = SQLiteStore(tmp_path / "state.db")
     async with agents.runtime(InProcessProvider(model), store=store) as runtime:
-        stream = runtime.events()
 
-        async def watch() -> None:
-            async for event in stream:
-                if event.agent == "worker" and event.kind == "completed":
-                    # The end and its item are committed; the notice waits for the boundary.
-                    item = only_item(store, event.parent_id or "")
-                    assert item.payload == {
-                        "kind": "completion",
-                        "run_id": event.run_id,
-                        "agent": "worker",
-                        "status": "completed",
-                        "text": REPORT,
-                        "error": None,
-                    }
-                    released.set()
-                    return
+        def check(event: LifecycleEvent) -> None:
+            # The end and its item are committed; the notice waits for the boundary.
+            item = only_item(store, event.parent_id or "")
+            assert item.payload == {
+                "kind": "completion",
+                "run_id": event.run_id,
+                "agent": "worker",
+                "status": "completed",
+                "text": REPORT,
+                "error": None,
+            }
 
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as group:
-                group.start_soon(watch)
-                result = await runtime.run(SubagentStartRequest("lead", "delegate"))
-        stream.close()
+        result = await run_lead_until_the_worker_ends(runtime, check=check, then=released)
         lead = next(i for i in runtime.runs() if i.agent == "lead")
         worker = next(i for i in runtime.runs() if i.agent == "worker")
     assert (result.status, result.text) == ("completed", "lead done")
@@ -183,34 +204,14 @@ async def test_the_outbox_item_is_written_in_the_same_transaction_as_the_childs_
     agents.registry = ToolRegistry()
     agents.registry.register(hold_tool(released))
 
-    async def answer(request: ModelRequest) -> ModelResponse:
-        if request.agent == "worker":
-            return ModelResponse(text=REPORT)
-        if replies(request) == 0:
-            start = background_task("t1")
-            return ModelResponse(
-                tool_calls=(*start.tool_calls, ToolCall("h1", "Read", {})),
-                stop_reason="tool_calls",
-            )
-        return ModelResponse(text="lead done")
-
-    model = FunctionModel(answer)
+    model = FunctionModel(start_beside_a_held_read)
     store = EndFails(tmp_path / "state.db")
     async with agents.runtime(InProcessProvider(model), store=store) as runtime:
-        stream = runtime.events()
 
-        async def watch() -> None:
-            async for event in stream:
-                if event.agent == "worker" and event.kind == "completed":
-                    assert event.seq == 0  # delivered, but not durable
-                    released.set()
-                    return
+        def check(event: LifecycleEvent) -> None:
+            assert event.seq == 0  # delivered, but not durable
 
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as group:
-                group.start_soon(watch)
-                result = await runtime.run(SubagentStartRequest("lead", "delegate"))
-        stream.close()
+        result = await run_lead_until_the_worker_ends(runtime, check=check, then=released)
         worker = next(i for i in runtime.runs() if i.agent == "worker")
     assert result.status == "completed"
     header = store.get_header(worker.run_id)
