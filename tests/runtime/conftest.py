@@ -3,6 +3,7 @@ registry of simple tools, and a factory for runtimes on it."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -85,3 +86,22 @@ def project(tmp_path: Path, isolated_home: Path) -> Project:
         registry.register(echo_tool(name))
     registry.register(echo_tool("Write", mutating=True))
     return Project(root=root, home=isolated_home, registry=registry)
+
+
+def git(cwd: Path, *args: str) -> str:
+    """``git -C cwd ARGS``; its standard output, stripped (a failure raises)."""
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(project: Project) -> Project:
+    """The project as a real git repository with one commit (``README.md``) and an identity."""
+    git(project.root, "init", "-q", "-b", "main")
+    git(project.root, "config", "user.email", "dev@example.com")
+    git(project.root, "config", "user.name", "Dev")
+    (project.root / "README.md").write_text("hello\n")
+    git(project.root, "add", "README.md")
+    git(project.root, "commit", "-q", "-m", "initial")
+    return project

@@ -13,26 +13,9 @@ from membrane.errors import SetupFailed, WorktreeUnavailable
 from membrane.runtime import SubagentStartRequest
 from membrane.testing import ScriptedModel
 
-from .conftest import Project
+from .conftest import Project, git
 
 CRASH = Path(__file__).parent / "worktree_crash_child.py"
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-@pytest.fixture
-def repo(project: Project) -> Project:
-    _git(project.root, "init", "-q", "-b", "main")
-    _git(project.root, "config", "user.email", "dev@example.com")
-    _git(project.root, "config", "user.name", "Dev")
-    (project.root / "README.md").write_text("hello\n")
-    _git(project.root, "add", "README.md")
-    _git(project.root, "commit", "-q", "-m", "initial")
-    return project
 
 
 def _reader() -> ScriptedModel:
@@ -65,7 +48,7 @@ async def test_an_isolated_child_works_in_its_own_worktree_and_reports_the_outco
     assert str(worktrees) in model.requests[0].system
     assert result.worktree is not None
     assert set(result.worktree) >= {"branch", "commit", "has_changes"}
-    assert result.worktree["commit"] == _git(repo.root, "rev-parse", "HEAD")
+    assert result.worktree["commit"] == git(repo.root, "rev-parse", "HEAD")
     assert result.worktree["has_changes"] is False
     assert events[0].data["checkout"] == "worktree"
     assert events[-1].kind == "completed"
@@ -110,7 +93,7 @@ async def test_a_setup_failure_removes_the_worktree_it_made(repo: Project) -> No
         assert runtime.runs() == []
     worktrees = repo.root / ".membrane" / "worktrees"
     assert [p for p in worktrees.iterdir() if not p.name.startswith(".")] == []
-    assert "worktree" not in _git(repo.root, "worktree", "list").split("\n", 1)[-1]
+    assert "worktree" not in git(repo.root, "worktree", "list").split("\n", 1)[-1]
 
 
 @pytest.mark.anyio
@@ -127,4 +110,4 @@ async def test_opening_a_runtime_prunes_the_worktrees_of_a_crashed_one(repo: Pro
         pruned = runtime.pruned_worktrees
     assert not left.exists()
     assert [o.has_changes for o in pruned] == [True]
-    assert pruned[0].branch is not None and pruned[0].branch in _git(repo.root, "branch")
+    assert pruned[0].branch is not None and pruned[0].branch in git(repo.root, "branch")

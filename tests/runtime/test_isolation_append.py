@@ -5,7 +5,6 @@ write into the main checkout, by absolute path, by ``..`` or through the shell."
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +16,17 @@ from membrane.runtime import RunResult, SubagentStartRequest
 from membrane.testing import ScriptedModel
 from membrane.tools.registry import ToolRegistry
 
-from .conftest import Project
+from .conftest import Project, git
 
 NOTE = "written by the child\n"
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 @pytest.fixture
-def repo(project: Project) -> Project:
-    """A real git repository with one commit, and the real built-in tools."""
-    _git(project.root, "init", "-q", "-b", "main")
-    _git(project.root, "config", "user.email", "dev@example.com")
-    _git(project.root, "config", "user.name", "Dev")
-    (project.root / "README.md").write_text("hello\n")
-    _git(project.root, "add", "README.md")
-    _git(project.root, "commit", "-q", "-m", "initial")
+def repo(repo: Project) -> Project:
+    """The git repository (``conftest.repo``) with the real built-in tools."""
     registry = ToolRegistry()
     register_builtin_tools(registry)
-    return dataclasses.replace(project, registry=registry)
+    return dataclasses.replace(repo, registry=registry)
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -141,7 +128,7 @@ async def test_an_append_mode_childs_builtin_tools_cannot_write_into_the_main_ch
     assert worker.worktree["has_changes"] is True
     branch, commit = worker.worktree["branch"], worker.worktree["commit"]
     assert branch.startswith("membrane/agent-")
-    assert _git(main, "rev-parse", branch) == commit
-    assert _git(main, "show", f"{branch}:notes.txt") + "\n" == NOTE
-    assert _git(main, "rev-parse", "HEAD") != commit
+    assert git(main, "rev-parse", branch) == commit
+    assert git(main, "show", f"{branch}:notes.txt") + "\n" == NOTE
+    assert git(main, "rev-parse", "HEAD") != commit
     assert not worktree.exists()
