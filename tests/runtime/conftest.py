@@ -14,9 +14,10 @@ import pytest
 
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
+from membrane.models.base import Message
 from membrane.runtime import InProcessProvider, Provider, RuntimeOptions, SubagentRuntime
 from membrane.store.base import Store
-from membrane.testing import ScriptedModel
+from membrane.testing import FunctionModel, ScriptedModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 from project_support import agent_file
@@ -105,3 +106,19 @@ def repo(project: Project) -> Project:
     git(project.root, "add", "README.md")
     git(project.root, "commit", "-q", "-m", "initial")
     return project
+
+
+def call_turn(name: str, **arguments: object) -> dict[str, object]:
+    """A scripted model turn that calls the tool ``name`` with ``arguments``."""
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def tool_results(model: ScriptedModel | FunctionModel, agent: str) -> list[Message]:
+    """Every tool result the agent's runs were shown, in order, without repeats."""
+    seen: dict[str | None, Message] = {}
+    for request in model.requests:
+        if request.agent == agent:
+            for message in request.messages:
+                if message.role == "tool":
+                    seen.setdefault(message.tool_call_id, message)
+    return list(seen.values())

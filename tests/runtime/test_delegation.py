@@ -13,22 +13,7 @@ from membrane.models.base import Message, ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
 from membrane.testing import FunctionModel, ScriptedModel
 
-from .conftest import Project
-
-
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def _tool_results(model: ScriptedModel | FunctionModel, agent: str) -> list[Message]:
-    """Every tool result the agent's runs were shown, in order, without repeats."""
-    seen: dict[str | None, Message] = {}
-    for request in model.requests:
-        if request.agent == agent:
-            for message in request.messages:
-                if message.role == "tool":
-                    seen.setdefault(message.tool_call_id, message)
-    return list(seen.values())
+from .conftest import Project, call_turn, tool_results
 
 
 def _error_code(message: Message) -> str | None:
@@ -42,7 +27,7 @@ async def test_a_foreground_task_returns_the_childs_result_inline(project: Proje
     model = ScriptedModel(
         {
             "agents": {
-                "lead": [_call("Task", agent="worker", task="count TODOs"), {"text": "ok"}],
+                "lead": [call_turn("Task", agent="worker", task="count TODOs"), {"text": "ok"}],
                 "worker": [{"text": "7 TODOs"}],
             }
         }
@@ -50,7 +35,7 @@ async def test_a_foreground_task_returns_the_childs_result_inline(project: Proje
     async with project.runtime(model) as runtime:
         result = await runtime.run(SubagentStartRequest("lead", "lead"))
         runs = runtime.runs()
-    [answer] = _tool_results(model, "lead")
+    [answer] = tool_results(model, "lead")
     data = json.loads(answer.content)
     assert (data["status"], data["text"]) == ("completed", "7 TODOs")
     assert result.status == "completed"
@@ -97,7 +82,7 @@ async def test_a_background_task_returns_at_once_and_its_completion_reaches_the_
             group.start_soon(watch)
             result = await runtime.run(SubagentStartRequest("lead", "lead"))
         stream.close()
-    started = json.loads(_tool_results(model, "lead")[0].content)
+    started = json.loads(tool_results(model, "lead")[0].content)
     assert started["status"] in ("running", "queued") and started["background"] is True
     last = [r for r in model.requests if r.agent == "lead"][-1]
     notices = [m.content for m in last.messages if m.role == "user"]
@@ -141,7 +126,7 @@ async def test_task_wait_list_and_stop_manage_the_parents_own_children(project: 
     async with project.runtime(model) as runtime:
         with anyio.fail_after(20):
             await runtime.run(SubagentStartRequest("lead", "lead"))
-    results = _tool_results(model, "lead")
+    results = tool_results(model, "lead")
     waited = json.loads(results[2].content)["runs"]
     assert [(r["run_id"], r["status"]) for r in waited] == [(ids["worker"], "completed")]
     assert waited[0]["result"]["text"] == "worked"
@@ -173,7 +158,7 @@ async def test_at_the_cap_the_tool_stays_visible_and_a_start_is_an_errored_resul
     project.agent("lead", tools="Read", allowed_subagents="[lead]")
     project.settings = Settings(max_depth=1)
     model = ScriptedModel(
-        {"agents": {"lead": [_call("Task", agent="lead", task="deeper"), {"text": "stopped"}]}}
+        {"agents": {"lead": [call_turn("Task", agent="lead", task="deeper"), {"text": "stopped"}]}}
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "top"))
@@ -183,7 +168,7 @@ async def test_at_the_cap_the_tool_stays_visible_and_a_start_is_an_errored_resul
     assert len(sessions) == 2
     at_cap = [r for r in model.requests if r.agent == "lead"][2]
     assert "Task" in [tool["name"] for tool in at_cap.tools]
-    results = _tool_results(model, "lead")
+    results = tool_results(model, "lead")
     codes = [_error_code(m) for m in results]
     assert codes.count("depth-limit-exceeded") == 1
 
@@ -194,12 +179,12 @@ async def test_a_subagent_outside_allowed_subagents_is_refused(project: Project)
     project.agent("worker")
     project.agent("admin")
     model = ScriptedModel(
-        {"agents": {"lead": [_call("Task", agent="admin", task="x"), {"text": "ok"}]}}
+        {"agents": {"lead": [call_turn("Task", agent="admin", task="x"), {"text": "ok"}]}}
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "lead"))
         assert len(runtime.runs()) == 1
-    [refused] = _tool_results(model, "lead")
+    [refused] = tool_results(model, "lead")
     assert _error_code(refused) == "unknown-subagent"
 
 
@@ -211,8 +196,8 @@ async def test_task_arguments_are_checked_against_its_schema(project: Project) -
         {
             "agents": {
                 "lead": [
-                    _call("Task", agent="worker", task="x", max_turns=0),
-                    _call("Task", agent="worker", task="x", priority="high"),
+                    call_turn("Task", agent="worker", task="x", max_turns=0),
+                    call_turn("Task", agent="worker", task="x", priority="high"),
                     {"text": "ok"},
                 ]
             }
@@ -221,7 +206,7 @@ async def test_task_arguments_are_checked_against_its_schema(project: Project) -
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "lead"))
         assert len(runtime.runs()) == 1
-    codes = [_error_code(m) for m in _tool_results(model, "lead")]
+    codes = [_error_code(m) for m in tool_results(model, "lead")]
     assert codes == ["tool-arguments-invalid", "tool-arguments-invalid"]
 
 
@@ -233,7 +218,7 @@ async def test_call_fields_of_task_reach_the_child(project: Project) -> None:
         {
             "agents": {
                 "lead": [
-                    _call("Task", agent="worker", task="x", model="small", thinking="low"),
+                    call_turn("Task", agent="worker", task="x", model="small", thinking="low"),
                     {"text": "ok"},
                 ],
                 "worker": [{"text": "w"}],

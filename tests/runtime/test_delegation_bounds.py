@@ -15,21 +15,7 @@ from membrane.runtime.delegation import DelegationConfig
 from membrane.testing import FunctionModel, ScriptedModel
 from membrane.tools.restriction import Restriction
 
-from .conftest import Project, echo_tool
-
-
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def _tool_results(model: ScriptedModel | FunctionModel, agent: str) -> list[Message]:
-    seen: dict[str | None, Message] = {}
-    for request in model.requests:
-        if request.agent == agent:
-            for message in request.messages:
-                if message.role == "tool":
-                    seen.setdefault(message.tool_call_id, message)
-    return list(seen.values())
+from .conftest import Project, call_turn, echo_tool, tool_results
 
 
 def _error(message: Message) -> dict[str, Any]:
@@ -47,7 +33,7 @@ async def test_a_task_that_would_fall_back_to_an_agent_not_allowed_is_refused(
     model = ScriptedModel(
         {
             "agents": {
-                "lead": [_call("Task", agent="reviewer", task="x"), {"text": "done"}],
+                "lead": [call_turn("Task", agent="reviewer", task="x"), {"text": "done"}],
                 "general-purpose": [{"text": "I should never run"}],
             }
         }
@@ -56,7 +42,7 @@ async def test_a_task_that_would_fall_back_to_an_agent_not_allowed_is_refused(
         await runtime.run(SubagentStartRequest("lead", "go"))
         agents = [info.agent for info in runtime.runs()]
     assert agents == ["lead"]
-    error = _error(_tool_results(model, "lead")[0])
+    error = _error(tool_results(model, "lead")[0])
     assert error["code"] == "unknown-subagent"
     assert "reviewer" in error["message"]
     assert "general-purpose" not in error["message"]
@@ -68,14 +54,14 @@ async def test_a_fallback_to_an_allowed_agent_still_starts(project: Project) -> 
     model = ScriptedModel(
         {
             "agents": {
-                "lead": [_call("Task", agent="reviewer", task="x"), {"text": "done"}],
+                "lead": [call_turn("Task", agent="reviewer", task="x"), {"text": "done"}],
                 "general-purpose": [{"text": "general answer"}],
             }
         }
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "go"))
-    result = json.loads(_tool_results(model, "lead")[0].content)
+    result = json.loads(tool_results(model, "lead")[0].content)
     assert (result["agent"], result["text"]) == ("general-purpose", "general answer")
 
 
@@ -87,11 +73,11 @@ async def test_an_unknown_subagent_error_names_only_the_agents_the_parent_may_st
     project.agent("lead", tools="Read", allowed_subagents="[zzqx]")
     project.agent("topsecret-exfil")
     model = ScriptedModel(
-        {"agents": {"lead": [_call("Task", agent="zzqx", task="x"), {"text": "done"}]}}
+        {"agents": {"lead": [call_turn("Task", agent="zzqx", task="x"), {"text": "done"}]}}
     )
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "go"))
-    error = _error(_tool_results(model, "lead")[0])
+    error = _error(tool_results(model, "lead")[0])
     assert error["code"] == "unknown-subagent"
     assert "zzqx" in error["message"]
     for hidden in ("topsecret", "general-purpose", "explorer", "known"):
@@ -116,7 +102,7 @@ async def test_a_filter_error_shown_to_the_model_suggests_no_hidden_tool(
     project.agent("worker")
     delegation = DelegationConfig(tool_filter=Restriction(deny=["AdminSecret1"]))
     model = ScriptedModel(
-        {"agents": {"lead": [_call("Task", agent="worker", task="x"), {"text": "done"}]}}
+        {"agents": {"lead": [call_turn("Task", agent="worker", task="x"), {"text": "done"}]}}
     )
     async with project.runtime(model, delegation=delegation) as runtime:
         # Valid at mount; the registry changes before the model's call.
@@ -124,7 +110,7 @@ async def test_a_filter_error_shown_to_the_model_suggests_no_hidden_tool(
         await runtime.run(SubagentStartRequest("lead", "go"))
         agents = [info.agent for info in runtime.runs()]
     assert agents == ["lead"]
-    error = _error(_tool_results(model, "lead")[0])
+    error = _error(tool_results(model, "lead")[0])
     assert error["code"] == "unknown-tool-in-filter"
     assert "AdminSecret" not in error["message"]
 
@@ -147,7 +133,7 @@ async def test_a_foreground_child_that_fails_is_an_error_result_with_its_error(
     model = FunctionModel(answer)
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "go"))
-    error = _error(_tool_results(model, "lead")[0])
+    error = _error(tool_results(model, "lead")[0])
     assert error["code"] == "child-failed"
     assert "model-error" in error["message"] and "the provider is down" in error["message"]
 
@@ -172,6 +158,6 @@ async def test_a_foreground_child_cut_off_by_its_turn_limit_is_an_error_result_w
     model = FunctionModel(answer)
     async with project.runtime(model) as runtime:
         await runtime.run(SubagentStartRequest("lead", "go"))
-    error = _error(_tool_results(model, "lead")[0])
+    error = _error(tool_results(model, "lead")[0])
     assert error["code"] == "child-failed"
     assert "aborted" in error["message"] and "partial findings" in error["message"]

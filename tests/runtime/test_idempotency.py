@@ -25,11 +25,7 @@ from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import MemoryStore, SessionHeader, SQLiteStore, Store
 from membrane.testing import FunctionModel, ScriptedModel
 
-from .conftest import Project
-
-
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+from .conftest import Project, call_turn
 
 
 @pytest.mark.anyio
@@ -149,9 +145,9 @@ async def test_an_identical_task_call_is_deduplicated_and_a_new_request_id_start
         {
             "agents": {
                 "lead": [
-                    _call("Task", **task),
-                    _call("Task", **task),
-                    _call("Task", **task, request_id="again"),
+                    call_turn("Task", **task),
+                    call_turn("Task", **task),
+                    call_turn("Task", **task, request_id="again"),
                     {"text": "done"},
                 ],
                 "worker": [{"text": "counted"}] * 2,
@@ -171,7 +167,7 @@ async def test_an_identical_task_call_is_deduplicated_and_a_new_request_id_start
 async def test_identical_task_calls_of_two_parents_start_two_children(project: Project) -> None:
     project.agent("lead", tools="Read", allowed_subagents="[worker]")
     project.agent("worker")
-    task = _call("Task", agent="worker", task="count", request_id="same")
+    task = call_turn("Task", agent="worker", task="count", request_id="same")
     model = ScriptedModel(
         {"agents": {"lead": [task, {"text": "done"}] * 2, "worker": [{"text": "n"}] * 2}}
     )
