@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
+from cli_support import error_code, json_lines, state_of, write
 
 from membrane.cli.app import main
 from membrane.config.load import membrane_home
@@ -54,48 +54,28 @@ agents:
 """
 
 
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def project(tmp_path: Path, isolated_home: Path) -> Path:
     root = tmp_path / "project"
     for name, text in (("lead", LEAD), ("helper", HELPER), ("broken", BROKEN)):
-        _write(root / ".membrane" / "agents" / f"{name}.md", text)
-    _write(root / "notes.txt", "a note\n")
+        write(root / ".membrane" / "agents" / f"{name}.md", text)
+    write(root / "notes.txt", "a note\n")
     return root
 
 
 @pytest.fixture
 def script(tmp_path: Path) -> Path:
-    return _write(tmp_path / "script.yaml", SCRIPT)
+    return write(tmp_path / "script.yaml", SCRIPT)
 
 
 def _sessions(project: Path) -> dict[str, tuple[str, str, str]]:
     """``run_id -> (agent, status, meta)`` from the project's state file."""
-    connection = sqlite3.connect(_state(project))
+    connection = sqlite3.connect(state_of(project))
     try:
         rows = connection.execute("SELECT session_id, agent, status, meta FROM sessions")
         return {run_id: (agent, status, meta) for run_id, agent, status, meta in rows}
     finally:
         connection.close()
-
-
-def _state(project: Path) -> Path:
-    """Where the project's state lives: under the test's ``MEMBRANE_HOME``."""
-    return locate_state(project, home=membrane_home()).path
-
-
-def _json_lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
-
-
-def _error_code(err: str) -> str:
-    """The stable code that starts ``code: message`` on stderr."""
-    return err.strip().split(":", 1)[0]
 
 
 @pytest.mark.parametrize(
@@ -122,9 +102,9 @@ def test_a_missing_or_unusable_model_is_a_configuration_error_and_nothing_runs(
         args += ["--model", model]
     assert main(args) == 2
     captured = capsys.readouterr()
-    assert _error_code(captured.err) == code
+    assert error_code(captured.err) == code
     assert captured.out == ""
-    assert not (_state(project)).exists()
+    assert not (state_of(project)).exists()
 
 
 def test_a_project_that_does_not_exist_is_a_configuration_error(
@@ -133,7 +113,7 @@ def test_a_project_that_does_not_exist_is_a_configuration_error(
     missing = tmp_path / "no-such-project"
     args = ["run", "helper", "task", "--project", str(missing), "--model", f"scripted:{script}"]
     assert main(args) == 2
-    assert _error_code(capsys.readouterr().err) == "invalid-request"
+    assert error_code(capsys.readouterr().err) == "invalid-request"
     assert not missing.exists()
 
 
@@ -143,7 +123,7 @@ def test_a_run_whose_model_fails_exits_3_with_an_error_result(
     args = ["run", "broken", "try", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--json"]) == 3
     captured = capsys.readouterr()
-    lines = _json_lines(captured.out)
+    lines = json_lines(captured.out)
     result = lines[-1]
     assert f"{result['run_id']}: model-error: " in captured.err
     assert result["kind"] == "result"
@@ -162,7 +142,7 @@ def test_json_mode_streams_every_event_of_the_tree_then_the_result(
 ) -> None:
     args = ["run", "lead", "go", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--json"]) == 0
-    lines = _json_lines(capsys.readouterr().out)
+    lines = json_lines(capsys.readouterr().out)
     published = {e["agent"]: e for e in lines if e["kind"] == "published"}
     assert set(published) == {"lead", "helper", "broken"}
     sessions = _sessions(project)
@@ -191,7 +171,7 @@ def test_background_json_marks_the_published_run_as_background(
 ) -> None:
     args = ["run", "helper", "read", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--background", "--json"]) == 0
-    (started,) = _json_lines(capsys.readouterr().out)
+    (started,) = json_lines(capsys.readouterr().out)
     assert (started["kind"], started["agent"], started["background"]) == ("started", "helper", True)
     assert started["run_id"] in _sessions(project)
     assert Path(started["log"]).is_file()
@@ -230,11 +210,11 @@ def test_text_mode_says_why_a_child_failed(
 def test_json_mode_reports_a_broken_extension_on_stderr_and_keeps_stdout_json(
     project: Path, script: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _write(project / ".membrane" / "extensions" / "flaky.py", "raise RuntimeError('down')\n")
+    write(project / ".membrane" / "extensions" / "flaky.py", "raise RuntimeError('down')\n")
     args = ["run", "helper", "read", "--project", str(project), "--model", f"scripted:{script}"]
     assert main([*args, "--json"]) == 0
     captured = capsys.readouterr()
-    assert _json_lines(captured.out)[-1]["status"] == "completed"
+    assert json_lines(captured.out)[-1]["status"] == "completed"
     assert "flaky" in captured.err
 
 
@@ -242,17 +222,17 @@ def test_an_unknown_agent_type_is_refused_before_anything_runs(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The model-facing fallback is for Task calls; a top-level run never guesses its agent.
-    script = _write(tmp_path / "default.yaml", "default:\n  - text: fallback answer\n")
+    script = write(tmp_path / "default.yaml", "default:\n  - text: fallback answer\n")
     args = ["run", "nobody", "go", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 2
-    assert _error_code(capsys.readouterr().err) == "unknown-agent"
+    assert error_code(capsys.readouterr().err) == "unknown-agent"
     assert not locate_state(project.resolve(), home=membrane_home()).path.exists()
 
 
 def test_an_unknown_agent_type_without_a_fallback_is_a_configuration_error(
     project: Path, script: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _write(project / ".membrane" / "config.toml", 'fallback_subagent = "none"\n')
+    write(project / ".membrane" / "config.toml", 'fallback_subagent = "none"\n')
     args = ["run", "nobody", "go", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 2
-    assert _error_code(capsys.readouterr().err) == "unknown-agent"
+    assert error_code(capsys.readouterr().err) == "unknown-agent"

@@ -4,18 +4,16 @@ prints it as ``membrane run`` does."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import error_code, json_lines, state_of, write
 
 from membrane.cli.app import main
-from membrane.config.load import membrane_home
 from membrane.store import SQLiteStore
-from membrane.store.location import locate_state
 
 LEAD = """\
 ---
@@ -54,45 +52,26 @@ agents:
 """
 
 
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def project(tmp_path: Path, isolated_home: Path) -> Path:
     root = tmp_path / "project"
-    _write(root / ".membrane" / "agents" / "lead.md", LEAD)
-    _write(root / ".membrane" / "agents" / "worker.md", WORKER)
-    _write(root / ".membrane" / "config.toml", "max_concurrency = 1\n")
+    write(root / ".membrane" / "agents" / "lead.md", LEAD)
+    write(root / ".membrane" / "agents" / "worker.md", WORKER)
+    write(root / ".membrane" / "config.toml", "max_concurrency = 1\n")
     return root
-
-
-def _state(project: Path) -> Path:
-    """Where the project's state lives: under the test's ``MEMBRANE_HOME``."""
-    return locate_state(project, home=membrane_home()).path
-
-
-def _json_lines(out: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in out.splitlines()]
-
-
-def _error_code(err: str) -> str:
-    return err.strip().split(":", 1)[0]
 
 
 def _run_lead(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
     """Run the lead in the background; return its run id once it has ended."""
-    script = _write(tmp_path / "run.yaml", RUN_SCRIPT)
+    script = write(tmp_path / "run.yaml", RUN_SCRIPT)
     args = ["run", "lead", "go", "--background", "--json"]
     assert main([*args, "--project", str(project), "--model", f"scripted:{script}"]) == 0
-    (started,) = _json_lines(capsys.readouterr().out)
+    (started,) = json_lines(capsys.readouterr().out)
     # The run goes on in its own process; its JSON lines go to the log it names.
     deadline = time.monotonic() + 120  # bounds a hung run; no duration is asserted
     while _alive(started["pid"]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    result = _json_lines(Path(started["log"]).read_text(encoding="utf-8"))[-1]
+    result = json_lines(Path(started["log"]).read_text(encoding="utf-8"))[-1]
     assert (result["kind"], result["status"]) == ("result", "completed")
     return str(result["run_id"])
 
@@ -107,7 +86,7 @@ def _alive(pid: int) -> bool:
 
 def _runs(project: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     assert main(["runs", "--project", str(project), "--json"]) == 0
-    return {row["run_id"]: row for row in _json_lines(capsys.readouterr().out)}
+    return {row["run_id"]: row for row in json_lines(capsys.readouterr().out)}
 
 
 def test_runs_lists_each_stored_run_with_its_depth_status_and_owed_notices(
@@ -139,7 +118,7 @@ def test_runs_lists_each_stored_run_with_its_depth_status_and_owed_notices(
 def test_runs_without_a_state_file_lists_nothing_and_creates_no_file(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    state = _state(project)
+    state = state_of(project)
     assert main(["runs", "--project", str(project)]) == 0
     assert "no runs" in capsys.readouterr().out
     assert main(["runs", "--project", str(project), "--json"]) == 0
@@ -155,7 +134,7 @@ def test_runs_of_a_project_that_does_not_exist_is_a_configuration_error(
 ) -> None:
     missing = tmp_path / "nowhere"
     assert main(["runs", "--project", str(missing)]) == 2
-    assert _error_code(capsys.readouterr().err) == "invalid-request"
+    assert error_code(capsys.readouterr().err) == "invalid-request"
     assert not missing.exists()
 
 
@@ -163,10 +142,10 @@ def test_resume_continues_an_ended_run_which_takes_the_notice_owed_to_it(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lead_id = _run_lead(project, tmp_path, capsys)
-    script = _write(tmp_path / "resume.yaml", RESUME_SCRIPT)
+    script = write(tmp_path / "resume.yaml", RESUME_SCRIPT)
     args = ["resume", lead_id, "What did the worker find?", "--json"]
     assert main([*args, "--project", str(project), "--model", f"scripted:{script}"]) == 0
-    lines = _json_lines(capsys.readouterr().out)
+    lines = json_lines(capsys.readouterr().out)
     (published,) = [e for e in lines if e["kind"] == "published"]
     assert (published["run_id"], published["agent"]) == (lead_id, "lead")
     assert published["data"]["resumed"] is True
@@ -177,7 +156,7 @@ def test_resume_continues_an_ended_run_which_takes_the_notice_owed_to_it(
     rows = _runs(project, capsys)
     assert rows[lead_id]["status"] == "completed"
     assert [row["pending_notices"] for row in rows.values()] == [0, 0]
-    store = SQLiteStore(_state(project))
+    store = SQLiteStore(state_of(project))
     try:
         contents = [str(message["content"]) for message in store.transcript(lead_id)]
     finally:
@@ -191,7 +170,7 @@ def test_resume_in_text_mode_prints_the_run_and_its_tree_as_run_does(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lead_id = _run_lead(project, tmp_path, capsys)
-    script = _write(tmp_path / "resume.yaml", RESUME_SCRIPT)
+    script = write(tmp_path / "resume.yaml", RESUME_SCRIPT)
     args = ["resume", lead_id, "What did the worker find?", "--project", str(project)]
     assert main([*args, "--model", f"scripted:{script}"]) == 0
     out = capsys.readouterr().out
@@ -204,11 +183,11 @@ def test_resume_of_an_unknown_run_is_unknown_run(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _run_lead(project, tmp_path, capsys)
-    script = _write(tmp_path / "resume.yaml", RESUME_SCRIPT)
+    script = write(tmp_path / "resume.yaml", RESUME_SCRIPT)
     args = ["resume", "no-such-run", "hello", "--project", str(project)]
     assert main([*args, "--model", f"scripted:{script}"]) == 3
     captured = capsys.readouterr()
-    assert _error_code(captured.err) == "unknown-run"
+    assert error_code(captured.err) == "unknown-run"
     assert "no-such-run" in captured.err
     assert captured.out == ""
 
@@ -216,18 +195,18 @@ def test_resume_of_an_unknown_run_is_unknown_run(
 def test_resume_without_a_state_file_is_unknown_run_and_creates_no_file(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = _write(tmp_path / "resume.yaml", RESUME_SCRIPT)
+    script = write(tmp_path / "resume.yaml", RESUME_SCRIPT)
     args = ["resume", "abc", "hello", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 3
-    assert _error_code(capsys.readouterr().err) == "unknown-run"
-    assert not (_state(project)).exists()
+    assert error_code(capsys.readouterr().err) == "unknown-run"
+    assert not (state_of(project)).exists()
 
 
 def test_a_corrupt_stored_depth_is_invalid_depth_for_runs_and_resume(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lead_id = _run_lead(project, tmp_path, capsys)
-    connection = sqlite3.connect(_state(project))
+    connection = sqlite3.connect(state_of(project))
     try:
         connection.execute(
             "UPDATE sessions SET delegation_depth = -1 WHERE session_id = ?", (lead_id,)
@@ -236,12 +215,12 @@ def test_a_corrupt_stored_depth_is_invalid_depth_for_runs_and_resume(
     finally:
         connection.close()
     assert main(["runs", "--project", str(project)]) == 2
-    assert _error_code(capsys.readouterr().err) == "invalid-depth"
-    script = _write(tmp_path / "resume.yaml", RESUME_SCRIPT)
+    assert error_code(capsys.readouterr().err) == "invalid-depth"
+    script = write(tmp_path / "resume.yaml", RESUME_SCRIPT)
     args = ["resume", lead_id, "again", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 2
     captured = capsys.readouterr()
-    assert _error_code(captured.err) == "invalid-depth"
+    assert error_code(captured.err) == "invalid-depth"
     assert captured.out == ""
 
 
@@ -249,8 +228,8 @@ def test_resume_with_an_empty_message_is_invalid_request(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     lead_id = _run_lead(project, tmp_path, capsys)
-    script = _write(tmp_path / "resume.yaml", RESUME_SCRIPT)
+    script = write(tmp_path / "resume.yaml", RESUME_SCRIPT)
     args = ["resume", lead_id, "  ", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 2
-    assert _error_code(capsys.readouterr().err) == "invalid-request"
+    assert error_code(capsys.readouterr().err) == "invalid-request"
     assert _runs(project, capsys)[lead_id]["status"] == "completed"
