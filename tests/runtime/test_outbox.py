@@ -84,16 +84,20 @@ async def start_beside_a_held_read(request: ModelRequest) -> ModelResponse:
 
 
 async def run_lead_until_the_worker_ends(
-    runtime: SubagentRuntime, *, check: Callable[[LifecycleEvent], None], then: anyio.Event
+    runtime: SubagentRuntime,
+    *,
+    then: anyio.Event,
+    check: Callable[[LifecycleEvent], None] | None = None,
 ) -> RunResult:
     """Run ``lead``; when its worker's end is announced, ``check`` that event and set
-    ``then`` (which releases the lead's held ``Read``)."""
+    ``then`` (which lets the lead go on)."""
     stream = runtime.events()
 
     async def watch() -> None:
         async for event in stream:
             if event.agent == "worker" and event.kind == "completed":
-                check(event)
+                if check is not None:
+                    check(event)
                 then.set()
                 return
 
@@ -129,26 +133,13 @@ async def _run_lead_until_its_notice_is_dropped(project: Project, db: Path) -> t
     project.registry.register(hold_tool(anyio.Event()))
     store = SQLiteStore(db)
     async with project.runtime(InProcessProvider(FunctionModel(answer)), store=store) as runtime:
-        stream = runtime.events()
-
-        async def watch() -> None:
-            async for event in stream:
-                if event.agent == "worker" and event.kind == "completed":
-                    ended.set()
-                    return
-
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as group:
-                group.start_soon(watch)
-                lead = await runtime.start(SubagentStartRequest("lead", "delegate"))
-                result = await runtime.wait(lead.run_id)
-        stream.close()
+        result = await run_lead_until_the_worker_ends(runtime, then=ended)
         assert (result.status, result.text) == ("completed", "lead done")
-        item = only_item(store, lead.run_id)
+        item = only_item(store, result.run_id)
         assert item.delivered_at is None
-        assert notices(store.transcript(lead.run_id)) == []
+        assert notices(store.transcript(result.run_id)) == []
     store.close()
-    return lead.run_id, item.id
+    return result.run_id, item.id
 
 
 async def test_a_background_childs_completion_reaches_a_live_parent_through_the_outbox(
