@@ -68,22 +68,28 @@ def offered(request: ModelRequest) -> set[str]:
     return {entry["name"] for entry in request.tools}
 
 
-def _run_chain_then_kill(project: Project, db: Path) -> str:
-    found = first_line_then_kill(SCRIPT, db, project.root, project.home, what="the chain process")
-    return str(found["worker"])
+async def _killed_chain(
+    project: Project, tmp_path: Path, **worker: object
+) -> tuple[SQLiteStore, str]:
+    """lead -> worker (``worker`` adds to its frontmatter), run in another process that is
+    killed with the worker mid-run; the store reopened once the leases expired, and the
+    worker's id."""
+    project.agent("lead", allowed_subagents=["worker"])
+    project.agent("worker", tools="Read", **worker)
+    project.settings = Settings(max_depth=1)
+    db = tmp_path / "state.db"
+    root, home = project.root, project.home
+    with anyio.fail_after(60):
+        found = await anyio.to_thread.run_sync(
+            lambda: first_line_then_kill(SCRIPT, db, root, home, what="the chain process")
+        )
+    return SQLiteStore(db, clock=after_leases_expire()), str(found["worker"])
 
 
 async def test_a_killed_childs_resume_keeps_its_depth_and_conversation_and_its_cap(
     project: Project, tmp_path: Path
 ) -> None:
-    project.agent("lead", allowed_subagents=["worker"])
-    project.agent("worker", tools="Read", allowed_subagents=["worker"])
-    project.settings = Settings(max_depth=1)
-    db = tmp_path / "state.db"
-    with anyio.fail_after(60):
-        worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
-
-    store = SQLiteStore(db, clock=after_leases_expire())
+    store, worker = await _killed_chain(project, tmp_path, allowed_subagents=["worker"])
     crashed = store.get_header(worker)
     assert crashed is not None and crashed.status == "running"
     assert crashed.delegation_depth == 1
@@ -304,14 +310,7 @@ async def test_a_header_with_controls_but_no_task_or_conversation_cannot_be_resu
 async def test_a_parent_killed_during_its_first_turn_resumes_from_its_task(
     project: Project, tmp_path: Path
 ) -> None:
-    project.agent("lead", allowed_subagents=["worker"])
-    project.agent("worker", tools="Read")
-    project.settings = Settings(max_depth=1)
-    db = tmp_path / "state.db"
-    with anyio.fail_after(60):
-        worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
-
-    store = SQLiteStore(db, clock=after_leases_expire())
+    store, worker = await _killed_chain(project, tmp_path)
     lead = store.get_header(worker).parent_id  # type: ignore[union-attr]
     assert lead is not None
     crashed = store.get_header(lead)
@@ -543,13 +542,7 @@ async def test_two_concurrent_resumes_of_one_run_publish_it_once(project: Projec
 async def test_a_resumed_parent_repeating_a_task_call_learns_its_child_was_interrupted(
     project: Project, tmp_path: Path
 ) -> None:
-    project.agent("lead", allowed_subagents=["worker"])
-    project.agent("worker", tools="Read")
-    project.settings = Settings(max_depth=1)
-    db = tmp_path / "state.db"
-    with anyio.fail_after(60):
-        worker = await anyio.to_thread.run_sync(lambda: _run_chain_then_kill(project, db))
-    store = SQLiteStore(db, clock=after_leases_expire())
+    store, worker = await _killed_chain(project, tmp_path)
     lead = store.get_header(worker).parent_id  # type: ignore[union-attr]
     assert lead is not None
 
