@@ -538,6 +538,17 @@ def edge_ended(edge: LineageEdge) -> StoreError:
     )
 
 
+def stale_workflow(run_id: str, *, current: int, expected: int) -> StoreError:
+    """The error for a workflow write that expected version ``expected`` of ``run_id``'s
+    state, which another writer moved to ``current``."""
+    return StoreError(
+        f"the workflow state of {run_id!r} is at version {current}, not "
+        f"{expected}: another writer changed it; read it again",
+        run_id=run_id,
+        version=current,
+    )
+
+
 def decoded(row: Sequence[Any], index: int, *, what: str) -> list[Any]:
     """``row`` with its JSON column at ``index`` decoded (``load_json``), for building a value
     whose fields follow the row's column order."""

@@ -27,6 +27,7 @@ from membrane.store.base import (
     WorkflowRecord,
     dump_json,
     missing,
+    stale_workflow,
 )
 
 __all__ = ["DurableState", "MemoryDurable", "Opened"]
@@ -194,12 +195,7 @@ class MemoryDurable:
             held = core.durable.workflows.get(run_id)
             current = 0 if held is None else held.version
             if current != expected_version:
-                raise StoreError(
-                    f"the workflow state of {run_id!r} is at version {current}, not "
-                    f"{expected_version}: another writer changed it; read it again",
-                    run_id=run_id,
-                    version=current,
-                )
+                raise stale_workflow(run_id, current=current, expected=expected_version)
             if run_id not in core.sessions:
                 raise missing("session", run_id)
             record = WorkflowRecord(run_id, workflow, encoded, current + 1, self._clock())

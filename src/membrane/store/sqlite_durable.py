@@ -23,6 +23,7 @@ from membrane.store.base import (
     dump_json,
     load_json,
     missing,
+    stale_workflow,
 )
 from membrane.store.sqlite_schedules import Connected
 
@@ -128,12 +129,7 @@ class SQLiteDurable:
             ).fetchone()
             current = 0 if row is None else int(row[0])
             if current != expected_version:
-                raise StoreError(
-                    f"the workflow state of {run_id!r} is at version {current}, not "
-                    f"{expected_version}: another writer changed it; read it again",
-                    run_id=run_id,
-                    version=current,
-                )
+                raise stale_workflow(run_id, current=current, expected=expected_version)
             try:
                 conn.execute(
                     "INSERT INTO workflow_state (run_id, workflow, state, version, updated_at) "
