@@ -4,6 +4,7 @@ settled once it returns, and a provider whose ``notify`` fails never takes the r
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -20,8 +21,11 @@ from .conftest import Project
 pytestmark = pytest.mark.anyio
 
 
-def _background_then_wait(*, timeout: float | None) -> tuple[FunctionModel, anyio.Event]:
-    """``lead`` starts ``worker`` in the background, then waits for it with ``TaskWait``."""
+def _background_then_wait(
+    *, timeout: float | None, before_wait: Callable[[str], Awaitable[object]] | None = None
+) -> tuple[FunctionModel, anyio.Event]:
+    """``lead`` starts ``worker`` in the background, then waits for it with ``TaskWait``
+    (after ``before_wait(worker_run_id)``, when given)."""
     release_other = anyio.Event()
     waits: list[float] = []
 
@@ -37,6 +41,8 @@ def _background_then_wait(*, timeout: float | None) -> tuple[FunctionModel, anyi
             return ModelResponse(tool_calls=(call,), stop_reason="tool_calls")
         if len(results) == 1:
             run_id = json.loads(results[0].content)["run_id"]
+            if before_wait is not None:
+                await before_wait(run_id)
             arguments: dict[str, object] = {"ids": [run_id]}
             if timeout is not None:
                 arguments["timeout"] = timeout
@@ -65,45 +71,24 @@ async def test_a_task_wait_timeout_is_honoured_while_an_unrelated_run_holds_the_
         release_other.set()
 
 
+@pytest.mark.parametrize("ended_first", [False, True], ids=["waiting", "ended-first"])
 async def test_a_result_the_parents_wait_collected_leaves_no_pending_notice(
-    project: Project,
+    project: Project, ended_first: bool
 ) -> None:
-    project.agent("lead", tools="Read", allowed_subagents="[worker]")
-    project.agent("worker")
-    model, _ = _background_then_wait(timeout=None)
-    store = SQLiteStore(project.root / "state.db")
-    async with project.runtime(model, store=store) as runtime:
-        with anyio.fail_after(20):
-            result = await runtime.run(SubagentStartRequest("lead", "go"))
-        assert result.status == "completed"
-        assert runtime.outbox.pending() == []
-    lead_messages = [m["content"] for m in store.transcript(result.run_id)]
-    assert not any(text.startswith("<task_notification") for text in lead_messages)
-    assert any("worker report" in text for text in lead_messages)
-
-
-async def test_a_child_that_ended_before_its_parent_waited_is_heard_once_through_the_wait(
-    project: Project,
-) -> None:
+    """Also when the child ended before the parent began to wait: its notice, already queued
+    in the parent, is taken back, so the parent hears the result once, through the wait."""
     project.agent("lead", tools="Read", allowed_subagents="[worker]")
     project.agent("worker")
     runtimes: list[SubagentRuntime] = []
 
-    async def answer(request: ModelRequest) -> ModelResponse:
-        if request.agent == "worker":
-            return ModelResponse(text="worker report")
-        results = [m for m in request.messages if m.role == "tool"]
-        if not results:
-            call = ToolCall("t1", "Task", {"agent": "worker", "task": "s", "background": True})
-            return ModelResponse(tool_calls=(call,), stop_reason="tool_calls")
-        if len(results) == 1:
-            run_id = json.loads(results[0].content)["run_id"]
-            await runtimes[0].wait(run_id)  # it ends, and its notice is queued in the lead
-            return ModelResponse(tool_calls=(ToolCall("t2", "TaskWait", {"ids": [run_id]}),))
-        return ModelResponse(text="lead done")
+    async def until_it_ended(run_id: str) -> object:
+        return await runtimes[0].wait(run_id)
 
+    model, _ = _background_then_wait(
+        timeout=None, before_wait=until_it_ended if ended_first else None
+    )
     store = SQLiteStore(project.root / "state.db")
-    async with project.runtime(FunctionModel(answer), store=store) as runtime:
+    async with project.runtime(model, store=store) as runtime:
         runtimes.append(runtime)
         with anyio.fail_after(20):
             result = await runtime.run(SubagentStartRequest("lead", "go"))

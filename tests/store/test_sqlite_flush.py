@@ -80,27 +80,13 @@ async def test_the_thread_that_commits_never_syncs_and_no_sync_is_spent_on_nothi
     conn.close()
 
 
-async def test_one_sync_makes_a_whole_batch_of_commits_durable(tmp_path: Path) -> None:
+async def test_a_barrier_waits_for_the_sync_and_one_sync_covers_a_whole_batch(
+    tmp_path: Path,
+) -> None:
     disk = Disk()
     store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
     disk.stall()
     store.create_session(header("first"))
-    await disk.stalled()
-    # The flusher is stuck in the disk; commits go on without it.
-    for number in range(50):
-        store.create_session(header(f"s{number}"))
-    disk.release()
-    with anyio.fail_after(30):
-        await store.barrier()
-    assert len(disk.threads) == 2  # the stalled sync, then one for the 50 commits behind it
-    store.close()
-
-
-async def test_a_barrier_under_full_returns_only_after_the_sync(tmp_path: Path) -> None:
-    disk = Disk()
-    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
-    disk.stall()
-    store.create_session(header("a"))
     await disk.stalled()
     passed = anyio.Event()
 
@@ -112,10 +98,16 @@ async def test_a_barrier_under_full_returns_only_after_the_sync(tmp_path: Path) 
         group.start_soon(wait)
         await anyio.wait_all_tasks_blocked()
         assert not passed.is_set()
-        assert store.get_header("a") is not None  # committed and readable, not yet durable
+        assert store.get_header("first") is not None  # committed and readable, not yet durable
+        # The flusher is stuck in the disk; commits go on without it.
+        for number in range(50):
+            store.create_session(header(f"s{number}"))
         disk.release()
         with anyio.fail_after(30):
             await passed.wait()
+    with anyio.fail_after(30):
+        await store.barrier()
+    assert len(disk.threads) == 2  # the stalled sync, then one for the 50 commits behind it
     store.close()
 
 
