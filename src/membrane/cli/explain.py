@@ -6,10 +6,9 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
@@ -17,11 +16,23 @@ from membrane.cli.declare import Argument, Option, echo
 from membrane.cli.screen import Screen, Styled, Table
 from membrane.config.budget import budget_view
 from membrane.config.load import load_settings
+from membrane.config.shape import (
+    REQUIRED,
+    Field,
+    Invalid,
+    boolean,
+    choice,
+    integer,
+    list_of,
+    optional,
+    table,
+    text,
+)
 from membrane.errors import InvalidDepth, InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
 from membrane.limits import depth_problem
 from membrane.mcp.mount import McpServers, servers_named
-from membrane.models.base import Message
+from membrane.models.base import Message, MessageKind, Role
 from membrane.models.specs import model_view
 from membrane.resolve import (
     CallParams,
@@ -50,53 +61,89 @@ from membrane.workspace import Workspace
 __all__ = ["explain"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ParentTool:
+    name: str
+    origin: str
+    deferred: bool
+    mutating: bool
 
 
-class _ParentTool(_Strict):
-    name: str = Field(min_length=1)
-    origin: str = "builtin"
-    deferred: bool = False
-    mutating: bool = False
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ParentParts:
+    tools: list[_ParentTool] | None
+    system_prompt: str
+    model: str | None
+    transcript: list[Message]
+    permission_mode: str | None
+    depth: int
+    cwd: str | None
 
 
-class _ParentMessage(_Strict):
-    role: Literal["user", "assistant", "tool"]
-    content: str = ""
-    kind: Literal["text", "summary"] = "text"
+def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
+    return Message(role, content, kind=kind)
 
 
-class _Parent(_Strict):
-    tools: list[_ParentTool] | None = None
-    system_prompt: str = ""
-    model: str | None = None
-    transcript: list[_ParentMessage] = []
-    permission_mode: str | None = None
-    depth: int = 0
-    cwd: str | None = None
+_PARENT_TOOL = table(
+    "_ParentTool",
+    {
+        "name": Field(text(min_length=1), default=REQUIRED),
+        "origin": Field(text(), default="builtin"),
+        "deferred": Field(boolean, default=False),
+        "mutating": Field(boolean, default=False),
+    },
+    _ParentTool,
+)
+_PARENT_TOOLS = list_of(_PARENT_TOOL)
 
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _names(cls, value: object) -> object:
-        if isinstance(value, list):
-            return [{"name": item} if isinstance(item, str) else item for item in value]
-        return value
+
+def _tools(value: object) -> object:
+    if isinstance(value, list):  # a bare name stands for {"name": NAME}
+        value = [{"name": item} if isinstance(item, str) else item for item in value]
+    return _PARENT_TOOLS(value)
+
+
+_PARENT_TABLE = table(
+    "_Parent",
+    {
+        "tools": Field(optional(_tools)),
+        "system_prompt": Field(text(), default=""),
+        "model": Field(optional(text())),
+        "transcript": Field(
+            list_of(
+                table(
+                    "_ParentMessage",
+                    {
+                        "role": Field(choice("user", "assistant", "tool"), default=REQUIRED),
+                        "content": Field(text(), default=""),
+                        "kind": Field(choice("text", "summary"), default="text"),
+                    },
+                    _message,
+                )
+            ),
+            factory=list,
+        ),
+        "permission_mode": Field(optional(text())),
+        "depth": Field(integer(), default=0),
+        "cwd": Field(optional(text())),
+    },
+    _ParentParts,
+)
 
 
 def _read_json(option: str, value: str) -> object:
     """``value`` is JSON text or ``@FILE``; ``InvalidRequest`` says which and where it broke."""
     source = option
-    text = value
+    content = value
     if value.startswith("@"):
         path = Path(value[1:])
         source = f"{option} {path}"
         try:
-            text = path.read_text(encoding="utf-8")
+            content = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise InvalidRequest(f"{option}: cannot read {path}: {exc}", field=option) from exc
     try:
-        return json.loads(text)
+        return json.loads(content)
     except json.JSONDecodeError as exc:
         raise InvalidRequest(
             f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
@@ -138,19 +185,17 @@ def _parent(
     if raw is None:
         return ParentContext(tools=dict(registry.tools()), permission_mode=permission, cwd=str(cwd))
     try:
-        parsed = _Parent.model_validate(raw)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
-        got = "" if error["type"] == "missing" else f" (got {error.get('input')!r})"
-        if error["type"] in ("model_type", "model_attributes_type"):
-            error["msg"] = "Input should be a JSON object"
+        parsed = _PARENT_TABLE(raw)
+    except Invalid as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
+        got = "" if exc.kind == "missing" else f" (got {exc.value!r})"
+        what = "Input should be a JSON object" if exc.kind == "model_type" else exc.message
         raise InvalidRequest(
-            f"--parent{where}: {error['msg']}{got}; expected an object with tools (names or "
+            f"--parent{where}: {what}{got}; expected an object with tools (names or "
             "{name, origin, deferred, mutating}), system_prompt, model, transcript "
             "([{role, content, kind}]), permission_mode, depth and cwd",
             field=where.lstrip("."),
-        ) from exc
+        ) from None
     tools: dict[str, Tool] = {}
     if parsed.tools is None:
         tools = dict(registry.tools())
@@ -169,7 +214,7 @@ def _parent(
         tools=tools,
         system_prompt=parsed.system_prompt,
         model=parsed.model,
-        transcript=tuple(Message(m.role, m.content, kind=m.kind) for m in parsed.transcript),
+        transcript=tuple(parsed.transcript),
         permission_mode=parsed.permission_mode or permission,
         depth=parsed.depth,
         cwd=parsed.cwd or str(cwd),
