@@ -9,21 +9,23 @@ nothing is fetched over the network, at registration or later.
 The result is cached by the schema's canonical JSON text (``json.dumps(..., sort_keys=True)``):
 MCP servers and extensions repeat the same schemas across many tools, and the meta-schema check
 costs about a millisecond, so a repeated schema is checked once per process.
+
+A schema written only with the plain keywords of ``_plainly_valid`` (typed properties, bounds,
+``enum``, ``required``, descriptions: what the built-in tools and most MCP servers use) is valid
+under the default dialect by construction, so it is accepted without importing the JSON Schema
+libraries at all; anything else (a ``$schema``, a reference, a combinator, a ``pattern``) goes
+through the full check above.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
-import referencing.jsonschema
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
-from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
-from referencing import Registry, Specification
-from referencing._core import Resolver  # public type, exported only from here
-from referencing.exceptions import NoSuchResource, Unresolvable, Unretrievable
+if TYPE_CHECKING:
+    from referencing import Specification
+    from referencing._core import Resolver  # public type, exported only from here
 
 __all__ = ["SchemaProblem", "schema_problem"]
 
@@ -34,8 +36,6 @@ _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 #: Past this many distinct schemas the cache starts over (it only saves time, never decides).
 _CACHE_SIZE = 16_384
 
-#: The JSON Schema meta-schemas, the only documents a ``$ref`` may reach outside its schema.
-_META_SCHEMAS: Registry[Any] = REGISTRY
 _checked: dict[str, SchemaProblem | None] = {}
 
 
@@ -55,7 +55,7 @@ def schema_problem(plain: dict[str, Any]) -> SchemaProblem | None:
         return SchemaProblem("(root)", f"it is not JSON data ({exc})")
     if key in _checked:
         return _checked[key]
-    problem = _check(plain)
+    problem = None if _plainly_valid(plain) else _check(plain)
     if len(_checked) >= _CACHE_SIZE:
         _checked.clear()
     _checked[key] = problem
@@ -63,6 +63,13 @@ def schema_problem(plain: dict[str, Any]) -> SchemaProblem | None:
 
 
 def _check(plain: dict[str, Any]) -> SchemaProblem | None:
+    import referencing.jsonschema
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    # The JSON Schema meta-schemas, the only documents a ``$ref`` may reach outside its schema.
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
+
     cls = validator_for(plain)
     try:
         cls.check_schema(plain)
@@ -74,7 +81,7 @@ def _check(plain: dict[str, Any]) -> SchemaProblem | None:
         dialect, default=referencing.jsonschema.DRAFT202012
     )
     root = specification.create_resource(plain)
-    resolver = _META_SCHEMAS.resolver_with_root(root)
+    resolver = REGISTRY.resolver_with_root(root)
     return _first_unresolvable(plain, resolver, specification, [])
 
 
@@ -112,6 +119,8 @@ def _first_unresolvable(
 
 def _follow(node: dict[str, Any], keyword: str, ref: str, resolver: Resolver[Any]) -> str | None:
     """Why ``ref`` is unusable: it points nowhere, or a chain of references loops to itself."""
+    from referencing.exceptions import NoSuchResource, Unresolvable, Unretrievable
+
     seen = {id(node)}
     try:
         resolved = resolver.lookup(ref)
@@ -133,3 +142,69 @@ def _follow(node: dict[str, Any], keyword: str, ref: str, resolver: Resolver[Any
             "definition inside the schema, e.g. '#/$defs/NAME'"
         )
     return None
+
+
+_TYPES: Final = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+_TEXT_KEYWORDS: Final = frozenset({"title", "description", "format"})
+_ANY_KEYWORDS: Final = frozenset({"const", "default"})
+_LIST_KEYWORDS: Final = frozenset({"enum", "examples"})
+_NUMBER_KEYWORDS: Final = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_COUNT_KEYWORDS: Final = frozenset(
+    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"}
+)
+_FLAG_KEYWORDS: Final = frozenset({"uniqueItems", "readOnly", "writeOnly", "deprecated"})
+_SUBSCHEMA_KEYWORDS: Final = frozenset({"items", "additionalProperties"})
+
+
+def _plainly_valid(node: object) -> bool:
+    """Whether ``node`` is a schema of the default dialect (2020-12) that uses only keywords
+    whose values are checked here exactly as its meta-schema checks them: every other keyword
+    (``$schema``, ``$ref``, ``$defs``, ``anyOf``, ``pattern``, ...) answers ``False``, which
+    sends the schema to the full check; ``True`` is never wrong."""
+    if isinstance(node, bool):
+        return True
+    if not isinstance(node, dict):
+        return False
+    for keyword, value in node.items():
+        if keyword == "type":
+            if isinstance(value, str):
+                if value not in _TYPES:
+                    return False
+            elif not (
+                isinstance(value, list)
+                and value
+                and all(isinstance(t, str) and t in _TYPES for t in value)
+                and len(set(value)) == len(value)
+            ):
+                return False
+        elif keyword == "properties":
+            if not isinstance(value, dict) or not all(map(_plainly_valid, value.values())):
+                return False
+        elif keyword == "required":
+            if not (
+                isinstance(value, list)
+                and all(isinstance(name, str) for name in value)
+                and len(set(value)) == len(value)
+            ):
+                return False
+        elif keyword in _SUBSCHEMA_KEYWORDS:
+            if not _plainly_valid(value):
+                return False
+        elif keyword in _TEXT_KEYWORDS:
+            if not isinstance(value, str):
+                return False
+        elif keyword in _NUMBER_KEYWORDS:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return False
+        elif keyword in _COUNT_KEYWORDS:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return False
+        elif keyword in _FLAG_KEYWORDS:
+            if not isinstance(value, bool):
+                return False
+        elif keyword in _LIST_KEYWORDS:
+            if not isinstance(value, list):
+                return False
+        elif keyword not in _ANY_KEYWORDS:
+            return False
+    return True
