@@ -26,7 +26,6 @@ from types import MappingProxyType
 from typing import Any, Literal, cast, overload
 
 import anyio
-import pydantic
 
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
 from membrane.extensions.hooks import hook_problem
@@ -279,6 +278,8 @@ def _derived_schema(label: str, parameters: Mapping[str, inspect.Parameter]) -> 
         annotation = Any if parameter.annotation is parameter.empty else parameter.annotation
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (annotation, default)
+    import pydantic  # only a function tool without a schema pays for it
+
     try:
         derived = pydantic.create_model(f"{label}_arguments", **fields).model_json_schema()
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
