@@ -9,10 +9,8 @@ are errors: a misspelt ``default-tools`` would otherwise leave the default silen
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -321,6 +319,8 @@ def _default_tool_problem(token: str) -> tuple[str, str]:
         )
     choices = [*ASSIGNABLE_TOOLS, "*", "none"]
     by_lower = {choice.lower(): choice for choice in choices}
+    import difflib  # error paths only: a start that reads good settings never needs it
+
     close = difflib.get_close_matches(low, list(by_lower), n=1, cutoff=0.6)
     known = f"use {', '.join(choices)}"
     return (
@@ -344,6 +344,8 @@ def _read(path: Path) -> dict[str, Any] | None:
             key=None,
             hint="check that it is a readable UTF-8 file",
         ) from exc
+    import tomllib  # only when there is a file to read
+
     try:
         raw = tomllib.loads(content)
     except tomllib.TOMLDecodeError as exc:
@@ -364,6 +366,8 @@ def _read(path: Path) -> dict[str, Any] | None:
             hint = f"a model entry takes {', '.join(_MODEL_FIELDS)}"
             message = f"{path}: unknown setting `{key}`"
         elif exc.kind == "extra_forbidden":
+            import difflib
+
             close = difflib.get_close_matches(str(exc.loc[-1]), CONFIG_KEYS, n=1)
             hint = (
                 f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
