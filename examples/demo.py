@@ -3,7 +3,8 @@
 The lead delegates to ``scout`` and ``auditor``; ``scout`` tries a tool outside its scope and is
 vetoed; ``auditor`` (at the depth cap of this workspace) tries to start a grandchild and is
 rejected; the results come back to the lead. Everything printed comes from the run's events.
-Pass ``--json`` for one JSON event per line.
+Pass ``--json`` for one JSON event per line. The run is ``--headless``: it runs in this process
+and leaves no machine runtime behind.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ def demo(extra: list[str]) -> int:
     code = main(["explain", "lead", "--top-level", "--project", str(WORKSPACE)])
     if code != 0:
         return code
-    print("\n== membrane run lead (scripted model, state under $MEMBRANE_HOME)\n", flush=True)
+    print(
+        "\n== membrane run lead --headless (scripted model, state under $MEMBRANE_HOME)\n",
+        flush=True,
+    )
     args = ["run", "lead", TASK, "--project", str(WORKSPACE), "--model", f"scripted:{SCRIPT}"]
+    args.append("--headless")
     return main([*args, *extra])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -15,6 +16,11 @@ from membrane import Tool, ToolContext
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Real agent files from public repositories; present beside the repo in development only.
 CORPUS_DIR = REPO_ROOT.parent / "shared" / "corpus" / "agents"
+
+# Project commands are runtime-backed by default and start `membrane serve` in the background
+# when none answers; a test (and every process it starts) runs them headless unless it tests
+# the runtime-backed path, whose tests build their environment without this variable.
+os.environ["MEMBRANE_HEADLESS"] = "1"
 
 
 @pytest.fixture

@@ -39,9 +39,12 @@ def _membrane() -> Path:
 
 
 def _run(args: list[str], *, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    """``args`` in a subprocess with a private ``MEMBRANE_HOME`` and no inherited run identity."""
+    """``args`` in a subprocess with a private ``MEMBRANE_HOME`` and no inherited run identity,
+    headless as ``make demo`` is (no machine runtime is started)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMBRANE_")}
-    env.update(MEMBRANE_HOME=str(home), COLUMNS="200", PYTHONIOENCODING="utf-8")
+    env.update(
+        MEMBRANE_HOME=str(home), MEMBRANE_HEADLESS="1", COLUMNS="200", PYTHONIOENCODING="utf-8"
+    )
     return subprocess.run(
         args, cwd=cwd, env=env, capture_output=True, text=True, timeout=BOUND_SECONDS
     )

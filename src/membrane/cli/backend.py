@@ -1,18 +1,23 @@
 """How a project command reaches Membrane: runtime-backed (the default) or ``--headless``.
 
-Runtime-backed: connect to the machine runtime's socket (starting ``membrane serve`` in the
-background when nothing answers), ``initialize`` with the caller's identity from the
-environment, and register the project. The environment's ``MEMBRANE_ROLE`` is sent as
-metadata and grants nothing; only ``--role``, a trusted flag of the person at the command,
-asks for a role: a runtime whose ``defaultRole`` differs is restarted under it when idle, and
-with runs in flight the command fails with ``runtime-role-mismatch``. A command run inside a
-run (``MEMBRANE_TOKEN`` set) never starts or restarts a runtime: its token binds it to its
-run's view, and ``--role`` is ignored.
+Runtime-backed: connect to the machine runtime's socket, ``initialize`` with the caller's
+identity from the environment, and register the project. When no runtime answers, start
+``membrane serve --idle-exit SECONDS`` in the background (detached, in a session of its own,
+its output appended to ``$MEMBRANE_HOME/logs/serve.log``) and wait until it answers; it exits
+by itself after ``$MEMBRANE_IDLE_EXIT`` seconds (default 300) with no connection and no run
+in flight, and the next command starts another. The socket's lock settles a race between two
+commands starting one: exactly one binds, both use it. The environment's ``MEMBRANE_ROLE`` is
+sent as metadata and grants nothing; only ``--role``, a trusted flag of the person at the
+command, asks for a role: a runtime whose ``defaultRole`` differs is restarted under it when
+idle, and with runs in flight the command fails with ``runtime-role-mismatch``. A command run
+inside a run (``MEMBRANE_TOKEN`` set) never starts or restarts a runtime: its token binds it
+to its run's view, and ``--role`` is ignored.
 
-Headless: the same project services (``ProjectHost``) bootstrapped in this process for one
-command. Its role is ``--role``, else ``MEMBRANE_ROLE``, else none: the command runs with the
-person's own authority in their own process. Inside a run it is refused, since only the
-runtime can honour the run's token.
+Headless (``--headless``, or ``MEMBRANE_HEADLESS=1`` in the environment outside a run): the
+same project services (``ProjectHost``) bootstrapped in this process for one command. Its role
+is ``--role``, else ``MEMBRANE_ROLE``, else none: the command runs with the person's own
+authority in their own process. Inside a run ``--headless`` is refused and
+``MEMBRANE_HEADLESS`` ignored, since only the runtime can honour the run's token.
 
 Both give a ``ProjectSession`` with the same operations, so every command has one formatter.
 """
@@ -33,7 +38,8 @@ import anyio
 
 import membrane
 from membrane.cli.model_choice import parse_model
-from membrane.errors import InvalidRequest, RuntimeUnavailable
+from membrane.config.load import membrane_home
+from membrane.errors import InvalidRequest, ProtocolError, RuntimeUnavailable
 from membrane.json_types import JSONDict
 from membrane.runtime import LifecycleEvent, RunInfo, RunResult
 from membrane.server import Caller, Client, ProjectHost, TokenBook, identity_from_env
@@ -43,14 +49,21 @@ from membrane.tools.view import wire_schema
 from membrane.workspace import Workspace, require_folder
 
 __all__ = [
+    "HEADLESS_ENV",
+    "IDLE_EXIT_ENV",
     "ProjectSession",
     "RunFollower",
     "headless_session",
     "open_session",
-    "runtime_answers",
+    "runtime_backed",
     "runtime_session",
 ]
 
+#: Set to ``1`` to make every project command headless outside a run (as ``--headless``).
+HEADLESS_ENV: Final = "MEMBRANE_HEADLESS"
+#: Seconds a runtime started in the background stays up idle (``0``: until stopped).
+IDLE_EXIT_ENV: Final = "MEMBRANE_IDLE_EXIT"
+_IDLE_EXIT_DEFAULT: Final = 300.0
 #: How long a runtime started in the background may take to answer.
 _START_BOUND: Final = 30.0
 _POLL: Final = 0.05
@@ -199,22 +212,31 @@ async def runtime_session(
     identity = identity_from_env()
     inside_run = "token" in identity
     wanted = None if inside_run else role
-    for attempt in range(2):
+    restarted = False
+    for attempt in range(3):
         if not inside_run and not probe_socket(path):
             await _start_runtime(path, wanted)
-        async with Client.connect(path) as client:
-            info = await client.request(
-                "initialize",
-                {
-                    "clientInfo": {"name": "membrane-cli", "version": membrane.__version__},
-                    "identity": identity,
-                },
-            )
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(Client.connect(path))
+                info = await client.request(
+                    "initialize",
+                    {
+                        "clientInfo": {"name": "membrane-cli", "version": membrane.__version__},
+                        "identity": identity,
+                    },
+                )
+            except (RuntimeUnavailable, ProtocolError):
+                # An idle runtime may exit between the probe and the connect: start another.
+                if inside_run or attempt == 2:
+                    raise
+                continue
             running = info["runtimeInfo"]["defaultRole"]
-            if wanted is not None and running != wanted and attempt == 0:
+            if wanted is not None and running != wanted and not restarted:
                 # An idle runtime under another role is restarted; a busy one refuses.
                 await client.request("runtime/shutdown", {"requestedRole": wanted})
                 await _wait_gone(path)
+                restarted = True
                 continue
             reply = await client.request("projects/add", {"root": str(root)})
             yield ProjectSession(
@@ -226,30 +248,56 @@ async def runtime_session(
                 warnings=tuple(str(w) for w in reply.get("warnings", ())),
             )
             return
+    raise RuntimeUnavailable(
+        f"no runtime stays up on {path}", socket=str(path), hint="run `membrane doctor`"
+    )
 
 
-def runtime_answers(*, headless: bool, socket: Path | None, local_only: bool = False) -> bool:
-    """Whether ``run``, ``runs`` and ``resume`` go through the machine runtime: always inside
-    a run (``MEMBRANE_TOKEN``: only the runtime can honour it), never with ``--headless`` or
-    an option only this process can serve (``local_only``: ``--state``, ``--workspace``), and
-    otherwise when a runtime answers on the socket."""
+def headless_by_default() -> bool:
+    """Whether ``MEMBRANE_HEADLESS`` makes commands headless (ignored inside a run)."""
+    value = os.environ.get(HEADLESS_ENV, "").strip().lower()
+    off = value in ("", "0", "false", "no", "off")
+    return not (off or os.environ.get("MEMBRANE_TOKEN"))
+
+
+def runtime_backed(*, headless: bool, local_only: bool = False) -> bool:
+    """Whether a project command goes through the machine runtime (starting one when none
+    answers): always inside a run (``MEMBRANE_TOKEN``: only the runtime can honour it), and
+    otherwise unless ``--headless``, ``MEMBRANE_HEADLESS`` or an option only this process can
+    serve (``local_only``: ``--state``, ``--workspace``) keeps it here."""
     if os.environ.get("MEMBRANE_TOKEN"):
         return True
-    if headless or local_only:
-        return False
-    return probe_socket(socket if socket is not None else default_socket_path())
+    return not (headless or local_only or headless_by_default())
 
 
 def open_session(
     project: Path, *, headless: bool, role: str | None, socket: Path | None = None
 ) -> contextlib.AbstractAsyncContextManager[ProjectSession]:
-    if headless:
+    if headless or headless_by_default():
         return headless_session(project, role=role)
     return runtime_session(project, role=role, socket=socket)
 
 
+def _idle_exit() -> float | None:
+    raw = os.environ.get(IDLE_EXIT_ENV, "").strip()
+    if not raw:
+        return _IDLE_EXIT_DEFAULT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise InvalidRequest(
+            f"{IDLE_EXIT_ENV} must be a number of seconds (0: stay up until stopped), "
+            f"not {raw[:40]!r}",
+            field=IDLE_EXIT_ENV,
+        )
+    return seconds or None
+
+
 async def _start_runtime(path: Path, role: str | None) -> None:
     """Start ``membrane serve`` in the background and wait until the socket answers."""
+    idle = _idle_exit()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # The runtime's role is what was asked for with --role, never the environment's claim.
     env = {
@@ -260,7 +308,12 @@ async def _start_runtime(path: Path, role: str | None) -> None:
     argv = [sys.executable, "-m", "membrane", "serve", "--socket", str(path)]
     if role is not None:
         argv += ["--role", role]
-    log = open(path.with_name(path.name + ".log"), "ab")  # noqa: SIM115 (the child keeps it)
+    if idle is not None:
+        argv += ["--idle-exit", repr(idle)]
+    logs = membrane_home() / "logs"
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log_path = logs / "serve.log"
+    log = open(log_path, "ab")  # noqa: SIM115 (the child keeps it)
     try:
         proc = subprocess.Popen(
             argv,
@@ -268,6 +321,7 @@ async def _start_runtime(path: Path, role: str | None) -> None:
             stdout=log,
             stderr=log,
             env=env,
+            cwd=logs,
             start_new_session=True,
         )
     finally:
@@ -282,7 +336,7 @@ async def _start_runtime(path: Path, role: str | None) -> None:
     if not probe_socket(path):
         raise RuntimeUnavailable(
             f"no runtime answers on {path}, and `membrane serve` started in the background did "
-            f"not come up (see {path.with_name(path.name + '.log')})",
+            f"not come up (see {log_path})",
             socket=str(path),
             hint="run `membrane doctor`, or pass --headless",
         )

@@ -18,7 +18,7 @@ import anyio
 
 from membrane.cli.app import EXIT_RUN, app
 from membrane.cli.approve import TerminalApprover, terminal_approver
-from membrane.cli.backend import RunFollower, runtime_answers, runtime_session
+from membrane.cli.backend import RunFollower, runtime_backed, runtime_session
 from membrane.cli.declare import Argument, Exit, Option, echo
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.screen import Node, Screen, Styled, rich_tree
@@ -63,10 +63,10 @@ MODEL_HELP = (
     "(default: the default_model setting)."
 )
 
-#: ``--headless``: this process, even when a machine runtime answers.
+#: ``--headless``: this process; no machine runtime is used or started.
 HEADLESS_OPTION = Option(
     "--headless",
-    help="Run in this process, even when a machine runtime (membrane serve) answers.",
+    help="Run in this process: no machine runtime (membrane serve) is used or started.",
 )
 #: ``--socket PATH``: the machine runtime to use.
 SOCKET_OPTION = Option("--socket", help="The machine runtime's socket (default: $MEMBRANE_SOCKET).")
@@ -447,9 +447,10 @@ def run(
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
 
-    Runtime-backed when a machine runtime (membrane serve) answers on the socket, and always
-    inside a run: the runtime runs it and this command follows it. Otherwise, with --headless,
-    --state or --workspace, in this process. Both print the same way.
+    Runtime-backed by default: the machine runtime (membrane serve, started in the background
+    when none answers on the socket) runs it and this command follows it. With --headless
+    (or MEMBRANE_HEADLESS=1), --state or --workspace, in this process; inside a run always
+    through the runtime. Both print the same way.
 
     With --background the command returns as soon as the run has started, printing its id;
     the run goes on in the runtime, or in a process of its own (its output in a log file next
@@ -458,7 +459,7 @@ def run(
     is imported and its setup() runs, so run only trusted projects.
     """
     local_only = state is not None or workspace is not None or announce_fd is not None
-    if runtime_answers(headless=headless, socket=socket, local_only=local_only):
+    if runtime_backed(headless=headless, local_only=local_only):
         params: dict[str, Any] = {"agent": agent, "task": task, "exact": True}
         spec = absolute_spec(model)
         if spec is not None:

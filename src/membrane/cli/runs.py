@@ -1,11 +1,13 @@
 """``membrane runs`` and ``membrane resume``: the runs a project's store holds, and continuing one.
 
-Both read the project's state (``$MEMBRANE_HOME/projects/<project-id>/state.db``, or
-``--state``) and never create it: a project without one has no runs to list or resume. A
-legacy ``<project>/.membrane/state.db`` is moved there first (``membrane.store.location``).
-``runs`` only reads the store (it imports no extension); ``resume`` opens the project as
-``membrane run`` does and prints the resumed run the same way. With a runtime answering on the
-socket (and always inside a run) both go through it instead, with the same output.
+Both are runtime-backed by default (``cli.backend``: the machine runtime, started in the
+background when none answers, serves them), with the same output as headless. Headless
+(``--headless``, ``MEMBRANE_HEADLESS=1``, ``--state``) they read the project's state
+(``$MEMBRANE_HOME/projects/<project-id>/state.db``, or ``--state``) and never create it: a
+project without one has no runs to list or resume. A legacy ``<project>/.membrane/state.db``
+is moved there first (``membrane.store.location``). Headless ``runs`` only reads the store (it
+imports no extension); ``resume`` opens the project as ``membrane run`` does and prints the
+resumed run the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Annotated, Any
 import anyio
 
 from membrane.cli.app import EXIT_RUN, app
-from membrane.cli.backend import runtime_answers, runtime_session
+from membrane.cli.backend import runtime_backed, runtime_session
 from membrane.cli.declare import Argument, Exit, Option
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.run import (
@@ -96,11 +98,11 @@ def runs(
     """List the runs stored in the project's state, oldest first: id, agent, parent, depth,
     status, creation time and the completion notices still owed to each.
 
-    Runtime-backed when a runtime answers (and always inside a run, which sees only its own
-    descendants); otherwise, or with --headless or --state, only the store is read here: no
-    extension is imported and no file is created.
+    Runtime-backed by default, starting a runtime when none answers (inside a run, only its
+    own descendants); with --headless (or MEMBRANE_HEADLESS=1) or --state only the store is
+    read here: no extension is imported and no file is created.
     """
-    if runtime_answers(headless=headless, socket=socket, local_only=state_file is not None):
+    if runtime_backed(headless=headless, local_only=state_file is not None):
         rows, state = anyio.run(lambda: _served_runs(project, socket))
         why = f"no runs stored in {state}"
     else:
@@ -154,7 +156,7 @@ def resume(
     still owed to it. Every project extension is imported, so resume only trusted projects.
     """
     local_only = state is not None or workspace is not None
-    if runtime_answers(headless=headless, socket=socket, local_only=local_only):
+    if runtime_backed(headless=headless, local_only=local_only):
         params: dict[str, Any] = {"runId": run_id, "message": message}
         spec = absolute_spec(model)
         if spec is not None:

@@ -12,6 +12,7 @@ import anyio
 from membrane.cli.app import app
 from membrane.cli.declare import Option, echo
 from membrane.cli.model_choice import parse_model
+from membrane.errors import InvalidRequest
 from membrane.server import Server, default_socket_path
 
 __all__ = ["serve"]
@@ -37,15 +38,30 @@ def serve(
     as_json: Annotated[
         bool, Option("--json", help="Announce the listening socket on stderr as a JSON object.")
     ] = False,
+    idle_exit: Annotated[
+        float | None,
+        Option(
+            "--idle-exit",
+            metavar="SECONDS",
+            help="Exit after SECONDS with no connection open and no run in flight (default: "
+            "never; a runtime a command starts in the background uses $MEMBRANE_IDLE_EXIT, "
+            "else 300).",
+        ),
+    ] = None,
 ) -> None:
     """Serve every project's actions and runs over JSON-RPC on a private Unix socket.
 
-    Runs until SIGTERM or SIGINT, which drain the calls in flight, stop the runs and remove
-    the socket. A second serve on a live socket fails with runtime-already-running.
+    Runs until SIGTERM or SIGINT (or, with --idle-exit, until idle that long), which drain
+    the calls in flight, stop the runs and remove the socket. A second serve on a live socket
+    fails with runtime-already-running.
     """
+    if idle_exit is not None and not idle_exit > 0:
+        raise InvalidRequest("--idle-exit must be a positive number of seconds", field="idle_exit")
     path = socket.expanduser().absolute() if socket is not None else default_socket_path()
     launch_role = role or os.environ.get("MEMBRANE_ROLE") or None
-    server = Server(socket_path=path, models=parse_model, default_role=launch_role)
+    server = Server(
+        socket_path=path, models=parse_model, default_role=launch_role, idle_exit=idle_exit
+    )
     server.bind()
 
     async def main() -> None:

@@ -4,9 +4,10 @@ One server per machine user serves many projects over one socket. Its life:
 
 1. bind: the private socket and its lock (``transport.bind_socket``);
 2. serve: accept connections (peer uid checked), start the background services;
-3. on SIGTERM/SIGINT (or ``shutdown()``): stop accepting, let in-flight calls finish (at most
-   ``drain_seconds``), close every connection, close every project (which stops its runs),
-   remove the socket and release the lock.
+3. on SIGTERM/SIGINT, ``shutdown()``, or ``idle_exit`` seconds with no connection and no run
+   in flight (a runtime a command started in the background): stop accepting, let in-flight
+   calls finish (at most ``drain_seconds``), close every connection, close every project
+   (which stops its runs), remove the socket and release the lock.
 
 Background services are started in one place, ``Server.services``: each is an async callable
 that gets the server and runs until the server cancels it at shutdown.
@@ -19,6 +20,7 @@ import hashlib
 import os
 import signal
 import socket
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
 from functools import partial
@@ -54,6 +56,8 @@ Service = Callable[["Server"], Coroutine[Any, Any, None]]
 _REPLIES: Final = 1024
 #: How long a refused peer's input is drained before its connection is closed.
 _REFUSAL_LINGER: Final = 2.0
+#: The longest pause between two looks at whether an ``idle_exit`` server is idle.
+_IDLE_LOOK: Final = 5.0
 
 
 def build_hash() -> str:
@@ -94,7 +98,9 @@ class Replies:
 
 class Server:
     """The machine runtime. ``default_role`` is the launch role (``--role`` or the launch
-    environment's ``MEMBRANE_ROLE``); ``None`` takes the settings' ``default_role``."""
+    environment's ``MEMBRANE_ROLE``); ``None`` takes the settings' ``default_role``.
+    ``idle_exit``: shut down after that many seconds with no connection open and no run in
+    flight (``None``: never)."""
 
     def __init__(
         self,
@@ -105,6 +111,7 @@ class Server:
         services: Sequence[Service] = (),
         drain_seconds: float = 30.0,
         handle_signals: bool = True,
+        idle_exit: float | None = None,
     ) -> None:
         self.socket_path = socket_path
         self.default_role = default_role or load_settings(project=None).default_role
@@ -114,6 +121,9 @@ class Server:
         self._extra_services = tuple(services)
         self._drain_seconds = drain_seconds
         self._handle_signals = handle_signals
+        self.idle_exit = idle_exit
+        #: When a connection last opened or closed (``time.monotonic``).
+        self._last_seen = time.monotonic()
         self._hosts: dict[str, ProjectHost] = {}
         self._adding = anyio.Lock()
         self._connections: set[Connection] = set()
@@ -127,7 +137,9 @@ class Server:
 
     def services(self) -> tuple[Service, ...]:
         """The background services ``serve`` starts: the one place to add one."""
-        return self._extra_services
+        if self.idle_exit is None:
+            return self._extra_services
+        return (_exit_when_idle, *self._extra_services)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Bind, serve until asked to stop, then drain and clean up (see the module docstring).
@@ -235,10 +247,12 @@ class Server:
             return
         conn = Connection(reader, writer, dispatch=partial(_dispatch, self), peer_pid=peer.pid)
         self._connections.add(conn)
+        self._last_seen = time.monotonic()
         try:
             await conn.serve()
         finally:
             self._connections.discard(conn)
+            self._last_seen = time.monotonic()
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -271,6 +285,13 @@ class Server:
     def busy(self) -> bool:
         """Whether any run is live in any project."""
         return any(host.busy() for host in self._hosts.values())
+
+    def idle_since(self) -> float | None:
+        """Since when (``time.monotonic``) no connection is open and no run is in flight;
+        ``None`` while either holds."""
+        if self._connections or self.busy():
+            return None
+        return self._last_seen
 
     def stop_for_role(self, caller: Caller, requested: str) -> None:
         """Shut down so that a launcher can start a runtime under ``requested``; refused to a
@@ -344,6 +365,23 @@ class Server:
             return
         watched.add(host.project_id)
         conn.group.start_soon(_watch, conn, host, caller, names)
+
+
+async def _exit_when_idle(server: Server) -> None:
+    """The ``idle_exit`` service: shut the server down once it has been idle that long."""
+    limit = server.idle_exit
+    assert limit is not None
+    look = min(max(limit / 4, 0.05), _IDLE_LOOK)
+    busy_until = time.monotonic()
+    while True:
+        await anyio.sleep(look)
+        since = server.idle_since()
+        if since is None:
+            busy_until = time.monotonic()
+            continue
+        if time.monotonic() - max(since, busy_until) >= limit:
+            server.shutdown()
+            return
 
 
 async def _watch(
