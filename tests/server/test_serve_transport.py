@@ -275,25 +275,40 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
     home = tmp_path / "home"
     home.mkdir()
     project = make_project(tmp_path / "project")
-    gate = tmp_path / "gate"
+    # Two FIFOs, so neither side polls: the handler says it started by opening ``started``, and
+    # waits on ``gate`` until the test writes to it.
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    os.mkfifo(started)
+    os.mkfifo(gate)
     (project / ".membrane" / "extensions").mkdir()
     (project / ".membrane" / "extensions" / "slow.py").write_text(
-        "import anyio, pathlib\n"
+        "import anyio\n"
         "from membrane.tools import Tool\n"
+        "def _wait():\n"
+        f"    with open({str(started)!r}, 'w') as said:\n"
+        "        said.write('in')\n"
+        f"    with open({str(gate)!r}) as opened:\n"
+        "        return opened.read()\n"
         "async def wait(arguments, context):\n"
-        f"    pathlib.Path({str(gate) + '.started'!r}).write_text('in')\n"
-        f"    gate = pathlib.Path({str(gate)!r})\n"
-        "    while not gate.exists():\n"
-        "        await anyio.sleep(0.01)\n"
-        "    return 'released'\n"
+        "    return await anyio.to_thread.run_sync(_wait)\n"
         "def setup(api):\n"
         "    api.register_tool(\n"
-        "        Tool('wait_gate', 'Waits for the gate file.', {'type': 'object'}, wait)\n"
+        "        Tool('wait_gate', 'Waits for the gate FIFO.', {'type': 'object'}, wait)\n"
         "    )\n"
     )
     (project / ".membrane" / "config.toml").write_text('[roles.external]\nallow = ["wait_gate"]\n')
     socket_path = tmp_path / "sock" / "m.sock"
     proc = serve(socket_path, home)
+    assert proc.stderr is not None
+    stderr = proc.stderr
+
+    def draining() -> str:
+        # The server says so once its listening socket is closed (or stderr ends).
+        line = stderr.readline()
+        while line and "draining" not in line:
+            line = stderr.readline()
+        return line
+
     try:
         with anyio.fail_after(START_BOUND):
             async with Client.connect(socket_path) as client:
@@ -308,21 +323,18 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
                         )
 
                     group.start_soon(call)
-                    # The call is in flight once its handler has started (it says so in a
-                    # file). SIGTERM then stops new connections, and only after a second
-                    # client is refused is the gate opened: the reply must still come.
-                    started = gate.with_name("gate.started")
-                    while not started.exists():
-                        await anyio.sleep(0.01)
+                    # The call is in flight once its handler has opened ``started``.
+                    said = await anyio.to_thread.run_sync(started.read_text, abandon_on_cancel=True)
+                    assert said == "in"
                     proc.send_signal(signal.SIGTERM)
-                    while True:
-                        try:
-                            async with Client.connect(socket_path) as other:
-                                await other.request("initialize", {})
-                        except Exception:
-                            break
-                        await anyio.sleep(0.01)
-                    gate.write_text("open")
+                    line = await anyio.to_thread.run_sync(draining, abandon_on_cancel=True)
+                    assert "draining 1 call(s) in flight" in line, line
+                    # Draining: a new connection is refused at once, the call goes on.
+                    with pytest.raises(RuntimeUnavailable):
+                        async with Client.connect(socket_path):
+                            pass
+                    assert proc.poll() is None
+                    await anyio.to_thread.run_sync(gate.write_text, "released")
         assert replies == [{"result": "released"}]
         assert proc.wait(timeout=START_BOUND) == 0
         assert not socket_path.exists()

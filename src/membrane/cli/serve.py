@@ -78,5 +78,11 @@ def serve(
                     f"{server.default_role})",
                     err=True,
                 )
+            await server.draining.wait()
+            echo(
+                f"membrane serve: draining {server.in_flight()} call(s) in flight; new "
+                "connections are refused",
+                err=True,
+            )
 
     anyio.run(main)

@@ -129,6 +129,9 @@ class Server:
         self._connections: set[Connection] = set()
         self._stop = anyio.Event()
         self._accept_done = anyio.Event()
+        #: Set once shutdown has begun and the listening socket is closed (a connect is
+        #: refused from then on); the calls in flight are still finishing.
+        self.draining = anyio.Event()
         self._hash = build_hash()
         self._hosts_group: TaskGroup | None = None
         self._bound: tuple[socket.socket, SocketLock, int] | None = None
@@ -157,7 +160,9 @@ class Server:
                     accepting = anyio.CancelScope()
                     group.start_soon(self._accept, sock, group, accepting)
                     if self._handle_signals:
-                        group.start_soon(self._signals)
+                        # Installed before ``started``: a SIGTERM right after the socket
+                        # answers drains, never kills.
+                        await group.start(self._signals)
                     for service in self.services():
                         group.start_soon(service, self)
                     task_status.started()
@@ -184,8 +189,9 @@ class Server:
         """Ask the server to drain and stop (what SIGTERM does)."""
         self._stop.set()
 
-    async def _signals(self) -> None:
+    async def _signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for _ in signals:
                 self.shutdown()
                 return
@@ -197,6 +203,7 @@ class Server:
         await self._accept_done.wait()
         for conn in self._connections:
             conn.accepting = False
+        self.draining.set()
         with anyio.move_on_after(self._drain_seconds):
             for conn in list(self._connections):
                 await conn.idle.wait()
@@ -281,6 +288,10 @@ class Server:
             session_id=session if isinstance(session, str) and session else None,
             claimed=claimed,
         )
+
+    def in_flight(self) -> int:
+        """The requests running now, over every connection."""
+        return sum(conn.in_flight for conn in self._connections)
 
     def busy(self) -> bool:
         """Whether any run is live in any project."""
