@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -180,6 +181,63 @@ async def test_a_childs_bash_is_bound_by_the_childs_view_and_its_token_dies_with
             with pytest.raises(MembraneError) as caught:
                 await client.request("initialize", {"identity": {"token": token}})
     assert caught.value.code == "token-invalid"
+
+
+#: Run by a child's Bash: its own token, over the socket, on its own run's planning gate.
+_GATE_CLIENT = """
+import anyio, os
+from membrane.server import Client
+from membrane.server.transport import default_socket_path
+
+async def main():
+    env = os.environ
+    async with Client.connect(default_socket_path()) as client:
+        info = await client.request("initialize", {"identity": {"token": env["MEMBRANE_TOKEN"]}})
+        print("CALLER=" + str(info["caller"]["runId"] == env["MEMBRANE_RUN_ID"]))
+        added = await client.request("projects/add", {"root": env["MEMBRANE_PROJECT"]})
+        at = {"projectId": added["projectId"], "runId": env["MEMBRANE_RUN_ID"]}
+        asks = (
+            ("GET", "workflow/get", {}),
+            ("APPROVE", "workflow/answer", {"answer": "approve"}),
+            ("WAIVE", "workflow/answer", {"answer": "waive", "value": "extras"}),
+        )
+        for label, method, extra in asks:
+            try:
+                await client.request(method, {**at, **extra})
+                print(label + "=answered")
+            except Exception as exc:
+                print(label + "=" + str(getattr(exc, "code", type(exc).__name__)))
+
+anyio.run(main)
+"""
+
+
+async def test_a_runs_token_can_neither_read_nor_answer_a_planning_gate(
+    ops: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    socket, home, project = ops
+    code = base64.b64encode(_GATE_CLIENT.encode()).decode()
+    command = f"{PY} -c \"import base64; exec(base64.b64decode('{code}'))\" 2>&1"
+    script = tmp_path / "reader.json"
+    turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
+    script.write_text(json.dumps({"agents": {"reader": turns}}))
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(socket) as client:
+            await client.request("initialize", {})
+            reply = await client.request("projects/add", {"root": str(project)})
+            ids = {"projectId": reply["projectId"]}
+            start = {**ids, "agent": "reader", "task": "ask", "model": f"scripted:{script}"}
+            run_id = (await client.request("runs/start", start))["run"]["run_id"]
+            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+            # The host (no token) reads the same gate.
+            shown = await client.request("workflow/get", {**ids, "runId": run_id})
+    assert done["status"] == "completed", done
+    out = _bash_output(home, project, run_id)
+    lines = dict(line.split("=", 1) for line in out.splitlines() if "=" in line[:9])
+    # The token was live and bound to its run; only the gate was refused to it.
+    assert lines.get("CALLER") == "True", out
+    assert (lines["GET"], lines["APPROVE"], lines["WAIVE"]) == ("caller-refused",) * 3, out
+    assert shown["workflow"]["waived_rounds"] == []
 
 
 async def test_a_cli_inside_a_run_never_starts_a_runtime(tmp_path: Path) -> None:

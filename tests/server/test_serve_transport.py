@@ -329,10 +329,14 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
                     proc.send_signal(signal.SIGTERM)
                     line = await anyio.to_thread.run_sync(draining, abandon_on_cancel=True)
                     assert "draining 1 call(s) in flight" in line, line
-                    # Draining: a new connection is refused at once, the call goes on.
+                    # Draining: a new connection is refused at once.
                     with pytest.raises(RuntimeUnavailable):
                         async with Client.connect(socket_path):
                             pass
+                    # A new request on an open connection is not run; the call goes on.
+                    with pytest.raises(RuntimeUnavailable) as late:
+                        await client.request("actions/list", ids)
+                    assert late.value.data.get("shutting_down") is True
                     assert proc.poll() is None
                     await anyio.to_thread.run_sync(gate.write_text, "released")
         assert replies == [{"result": "released"}]

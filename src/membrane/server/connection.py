@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 from anyio.abc import TaskGroup
 
-from membrane.errors import MembraneError
+from membrane.errors import MembraneError, RuntimeUnavailable
 from membrane.json_types import JSONDict, JSONValue
 from membrane.server.framing import (
     INTERNAL_ERROR,
@@ -132,7 +132,10 @@ class Connection:
                     await self.send(
                         membrane_error_frame(
                             message.id,
-                            MembraneError("the runtime is shutting down; no new call is taken"),
+                            RuntimeUnavailable(
+                                "the runtime is shutting down; no new call is taken",
+                                shutting_down=True,
+                            ),
                         )
                     )
                     continue
