@@ -66,6 +66,10 @@ class Place:
         assert isinstance(runtime, dict)
         return runtime
 
+    def log(self) -> str:
+        """What the runtimes started in the background wrote."""
+        return (self.home / "logs" / "serve.log").read_text()
+
     def server_pid(self) -> int | None:
         """The pid of the live ``membrane serve`` holding this socket's lock, if any."""
         pid = SocketLock(self.socket).holder()
@@ -118,8 +122,7 @@ async def test_run_starts_a_runtime_and_the_next_command_reuses_it(place: Place)
     pid = place.server_pid()
     assert pid is not None and info["pid"] == pid and info["socketPath"] == str(place.socket)
     # Its output goes to a log under the state home, and it listens detached from the command.
-    log = (place.home / "logs" / "serve.log").read_text()
-    assert f"listening on {place.socket} (pid {pid}" in log
+    assert f"listening on {place.socket} (pid {pid}" in place.log()
     assert os.getsid(pid) == pid
 
     # The next commands use the same runtime, which holds the first run.
@@ -141,8 +144,10 @@ async def test_an_idle_runtime_started_by_a_command_exits_by_itself(place: Place
     assert done.returncode == 0, done.stderr
     names = [action["name"] for action in json.loads(done.stdout)["actions"]]
     assert "Read" in names
-    pid = place.server_pid()
+    # The runtime the command started (it may have exited already: the lock keeps its pid).
+    pid = SocketLock(place.socket).holder()
     assert pid is not None
+    assert f"listening on {place.socket} (pid {pid}" in place.log()
     # No connection and no run in flight: it drains, removes its socket and exits.
     await _gone(place, pid)
     assert not place.socket.exists()
@@ -150,8 +155,9 @@ async def test_an_idle_runtime_started_by_a_command_exits_by_itself(place: Place
     # The next command starts another.
     listed = place.cli("runs", "--json", MEMBRANE_IDLE_EXIT="0.5")
     assert listed.returncode == 0, listed.stderr
-    second = place.server_pid()
+    second = SocketLock(place.socket).holder()
     assert second is not None and second != pid
+    assert f"listening on {place.socket} (pid {second}" in place.log()
 
 
 async def test_headless_starts_no_runtime_and_prints_the_same(place: Place) -> None:
