@@ -84,12 +84,13 @@ class Connection:
         self.state: dict[str, object] = {}
         self._dispatch = dispatch
         self._group: TaskGroup | None = None
+        #: The requests' own tasks (plain asyncio tasks: cheaper to start than the group's).
+        self._calls: set[asyncio.Task[None]] = set()
         self._closed = False
         writer.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
-        #: Requests running now; the server's drain waits for them.
+        #: Requests running now; the server's drain waits for them (``wait_idle``).
         self.in_flight = 0
-        self.idle = anyio.Event()
-        self.idle.set()
+        self._idle: anyio.Event | None = None
         self.accepting = True
 
     @property
@@ -105,7 +106,12 @@ class Connection:
                 await self._read()
             finally:
                 group.cancel_scope.cancel()
+                self._cancel_calls()
         await self.close()
+
+    def _cancel_calls(self) -> None:
+        for task in list(self._calls):
+            task.cancel()
 
     async def _read(self) -> None:
         reader = self.reader
@@ -140,17 +146,26 @@ class Connection:
                     )
                     continue
                 self._begin()
-                self.group.start_soon(self._handle, message)
+                task = asyncio.get_running_loop().create_task(self._handle(message))
+                self._calls.add(task)
+                task.add_done_callback(self._calls.discard)
             # Notifications and responses from a client need no answer.
+
+    async def wait_idle(self) -> None:
+        """Return once no request of this connection is running."""
+        while self.in_flight:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     def _begin(self) -> None:
         self.in_flight += 1
-        self.idle = anyio.Event() if self.idle.is_set() else self.idle
 
     def _end(self) -> None:
         self.in_flight -= 1
-        if self.in_flight == 0:
-            self.idle.set()
+        if self.in_flight == 0 and self._idle is not None:
+            self._idle.set()
+            self._idle = None
 
     async def _handle(self, request: Request) -> None:
         try:
@@ -193,6 +208,7 @@ class Connection:
         self._closed = True
         if self._group is not None:
             self._group.cancel_scope.cancel()
+        self._cancel_calls()
         with contextlib.suppress(Exception):
             self.writer.close()
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):

@@ -121,11 +121,13 @@ def parse_frame(line: bytes) -> Request | Notification | Response:
     return Request(id=msg_id, method=method, params=params)
 
 
+#: One encoder for every frame (``json.dumps`` with options builds a new one per call).
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def encode(message: JSONDict) -> bytes:
     """``message`` as one line. Values JSON cannot hold are written as strings."""
-    return (
-        json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
-    )
+    return _ENCODER.encode(message).encode() + b"\n"
 
 
 def result_frame(id: RequestId, result: JSONValue) -> bytes:

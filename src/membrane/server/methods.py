@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -208,18 +208,41 @@ async def _actions_list(server: Server, conn: Connection, params: JSONDict) -> J
     return {"actions": actions}
 
 
+_CALL_KEYS: Final = frozenset(_Call.model_fields)
+
+
+def _call_params(params: JSONDict) -> tuple[str, str, dict[str, Any], str | None]:
+    """``actions/call``'s ``(projectId, name, arguments, requestId)``. Params that are plainly
+    well formed (the hot path) are taken as they are; any others go through ``_Call``, which
+    accepts exactly these and names the problem of the rest."""
+    if params.keys() <= _CALL_KEYS:
+        project, name = params.get("projectId"), params.get("name")
+        arguments, request_id = params.get("arguments", {}), params.get("requestId")
+        if (
+            type(project) is str
+            and project
+            and type(name) is str
+            and name
+            and type(arguments) is dict
+            and (request_id is None or (type(request_id) is str and request_id))
+        ):
+            return project, name, arguments, request_id
+    p = _parse(_Call, params)
+    return p.projectId, p.name, p.arguments, p.requestId
+
+
 async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
     caller = _caller(conn)
-    p = _parse(_Call, params)
-    host = server.project(p.projectId, caller)
+    project_id, name, arguments, request_id = _call_params(params)
+    host = server.project(project_id, caller)
 
     async def act() -> JSONValue:
-        result = await host.call(caller, p.name, p.arguments)
+        result = await host.call(caller, name, arguments)
         return {"result": plain(result)}
 
-    if p.requestId is None:
+    if request_id is None:
         return await act()
-    return await server.replies.once((host.project_id, caller.session_id, p.requestId), act)
+    return await server.replies.once((host.project_id, caller.session_id, request_id), act)
 
 
 async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSONValue:

@@ -206,7 +206,7 @@ class Server:
         self.draining.set()
         with anyio.move_on_after(self._drain_seconds):
             for conn in list(self._connections):
-                await conn.idle.wait()
+                await conn.wait_idle()
         for conn in list(self._connections):
             await conn.close()
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 from jsonschema.exceptions import best_match
@@ -229,8 +229,9 @@ class ToolView(frozenset[str]):
                 reason="not an object",
             )
         values = arguments if isinstance(arguments, dict) else dict(arguments)
+        validator = _validator(tool)
         try:
-            error = best_match(_validator(tool).iter_errors(values))
+            error = None if validator is None else best_match(validator.iter_errors(values))
         except Exception as exc:
             # The schema passed registration but the validator still failed on it (a
             # reference or keyword it could not follow): the tool's spec is at fault.
@@ -287,11 +288,23 @@ def openai_schema(tool: Tool) -> JSONDict:
     return entry
 
 
-def _validator(tool: Tool) -> Validator:
-    validator = tool.memo.get("validator")
-    if validator is None:
+#: Schema keys that constrain nothing (annotations), beside ``type`` and an empty ``properties``.
+_ANNOTATIONS: Final = frozenset({"$schema", "$id", "$comment", "title", "description"})
+
+
+def _validator(tool: Tool) -> Validator | None:
+    """The tool's schema validator; ``None`` when the schema admits every JSON object
+    (``{"type": "object"}``, with at most annotations and an empty ``properties``), so that the
+    object check before it is the whole validation."""
+    memo = tool.memo
+    if "validator" not in memo:
         schema = json_schema(tool)
-        validator = tool.memo["validator"] = validator_for(schema)(schema)
+        rest = set(schema) - _ANNOTATIONS - {"type", "properties"}
+        admits_any = (
+            not rest and schema.get("type") == "object" and schema.get("properties", {}) == {}
+        )
+        memo["validator"] = None if admits_any else validator_for(schema)(schema)
+    validator: Validator | None = memo["validator"]
     return validator
 
 
