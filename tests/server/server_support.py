@@ -33,6 +33,17 @@ Read what you are asked to read.
 """
 
 
+#: The reader's script for a scripted model: one Read of notes.txt, then its answer.
+READER_SCRIPT: Final = {
+    "agents": {
+        "reader": [
+            {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]},
+            {"text": "reader is done"},
+        ]
+    }
+}
+
+
 @dataclass
 class Running:
     """A ``membrane serve`` a test module shares."""

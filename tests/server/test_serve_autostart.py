@@ -4,6 +4,7 @@ that way exits by itself once idle; ``--headless`` and ``MEMBRANE_HEADLESS=1`` s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -15,21 +16,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, clean_env, make_project
+from server_support import READER_SCRIPT, START_BOUND, clean_env, make_project
 
 from membrane.server.transport import SocketLock, probe_socket
 
 pytestmark = pytest.mark.anyio
 
 PY = sys.executable
-SCRIPT = {
-    "agents": {
-        "reader": [
-            {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]},
-            {"text": "reader is done"},
-        ]
-    }
-}
 RUN_ID = re.compile(r"\b[0-9a-f]{8,}(?:-[0-9a-f]+)*\b")
 
 
@@ -43,7 +36,7 @@ class Place:
         self.project = make_project(base / "project")
         self.socket = base / "sock" / "m.sock"
         self.script = base / "script.json"
-        self.script.write_text(json.dumps(SCRIPT))
+        self.script.write_text(json.dumps(READER_SCRIPT))
 
     def cli(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         # clean_env drops every MEMBRANE_ variable, MEMBRANE_HEADLESS included.
@@ -73,28 +66,34 @@ class Place:
     def server_pid(self) -> int | None:
         """The pid of the live ``membrane serve`` holding this socket's lock, if any."""
         pid = SocketLock(self.socket).holder()
-        if pid is None or not _alive(pid):
+        if pid is None:
             return None
-        try:
+        try:  # empty once it has exited (a zombie has no command line)
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return None
         return pid if b"serve" in cmdline and str(self.socket).encode() in cmdline else None
 
 
-def _alive(pid: int) -> bool:
+def _lock_free(place: Place) -> bool:
+    """Whether no process holds the socket's lock (a runtime holds it until it exits)."""
+    fd = os.open(SocketLock(place.socket).path, os.O_RDWR)
     try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return False
+    finally:
+        os.close(fd)
+    return True
 
 
 async def _gone(place: Place, pid: int) -> None:
-    """Wait (bounded) until ``pid`` has exited; the test asserts no duration."""
+    """Wait (bounded) until the runtime ``pid`` has let go of its socket's lock, as it does
+    when it exits; the test asserts no duration."""
     with anyio.fail_after(START_BOUND):
-        while _alive(pid):
+        while not _lock_free(place):
             await anyio.sleep(0.05)
+    assert place.server_pid() != pid
 
 
 @pytest.fixture

@@ -12,21 +12,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, clean_env
+from server_support import READER_SCRIPT, START_BOUND, Running, clean_env
 
 from membrane.server import Client
 
 pytestmark = pytest.mark.anyio
 
 PY = sys.executable
-SCRIPT = {
-    "agents": {
-        "reader": [
-            {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]},
-            {"text": "reader is done"},
-        ]
-    }
-}
+SCRIPT = READER_SCRIPT
 RUN_ID = re.compile(r"\b[0-9a-f]{8,}(?:-[0-9a-f]+)*\b")
 
 
