@@ -18,6 +18,7 @@ from server_support import START_BOUND, Running, launch, make_project, serve, st
 
 from membrane.errors import CallerRefused, RuntimeUnavailable
 from membrane.server import Client
+from membrane.server.transport import probe_socket
 
 pytestmark = pytest.mark.anyio
 
@@ -329,10 +330,9 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
                     proc.send_signal(signal.SIGTERM)
                     line = await anyio.to_thread.run_sync(draining, abandon_on_cancel=True)
                     assert "draining 1 call(s) in flight" in line, line
-                    # Draining: a new connection is refused at once.
-                    with pytest.raises(RuntimeUnavailable):
-                        async with Client.connect(socket_path):
-                            pass
+                    # Draining: a new connection is refused (a blocking connect here: anyio's
+                    # non-blocking one can set its future twice on a busy machine).
+                    assert not probe_socket(socket_path)
                     # A new request on an open connection is not run; the call goes on.
                     with pytest.raises(RuntimeUnavailable) as late:
                         await client.request("actions/list", ids)
