@@ -295,8 +295,10 @@ def test_a_reload_after_k_changes_does_the_same_work_at_any_catalog_size(
     small, large = after_changes(30), after_changes(300)
     assert small[0] == large[0] == 3  # the edited, the renamed and the new file
     # Every call the reload makes is for a changed file or a name it defined: none per
-    # definition, error or warning of the catalog, which is ten times larger.
-    assert small[1] == large[1]
+    # definition, error or warning of the catalog, which is ten times larger. One call per
+    # definition would add 270; the watcher's reads may split its events and the collector may
+    # run, which moves the count by a handful, so the bound is a third of that.
+    assert abs(small[1] - large[1]) < 90, (small[1], large[1])
 
 
 def test_definitions_handed_out_stay_as_they_were(agents: Path) -> None:

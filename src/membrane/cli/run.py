@@ -447,8 +447,8 @@ def run(
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
 
-    Runtime-backed by default: the machine runtime (membrane serve, started in the background
-    when none answers on the socket) runs it and this command follows it. With --headless
+    Unless told otherwise, the machine runtime (membrane serve, started in the background when
+    none answers on the socket) runs it and this command follows it. With --headless
     (or MEMBRANE_HEADLESS=1), --state or --workspace, in this process; inside a run always
     through the runtime. Both print the same way.
 
