@@ -318,8 +318,8 @@ class ToolFailed(RunError):
 
 
 class ToolBlocked(RunError):
-    """An extension's ``before_tool_call`` hook blocked a call. Carries ``tool``, ``extension`` and
-    ``reason``."""
+    """A hook blocked a call (an extension's ``before_tool_call``) or a child's task (its
+    ``UserPromptSubmit`` command hook). Carries ``tool``, ``extension`` or ``hook``, ``reason``."""
 
     code = "tool-blocked"
 

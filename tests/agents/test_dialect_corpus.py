@@ -115,6 +115,21 @@ def test_claude_code_files_map_each_field_in_explain(tmp_path: Path, isolated_ho
             assert data["invocation"]["model"] == {"value": model, "source": "dialect:claude-code"}
             if model in ("sonnet", "opus", "haiku"):
                 assert any(w["code"] == "model-alias-unmapped" for w in data["warnings"]), source
+        if isinstance(raw.get("hooks"), dict):
+            # Claude Code's command hooks run for this agent: explain lists each one.
+            wanted_hooks = [
+                ("SubagentStop" if event == "Stop" else event, hook["command"].strip())
+                for event, groups in raw["hooks"].items()
+                if event
+                in ("PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "SubagentStop")
+                for group in groups
+                for hook in group["hooks"]
+                if hook.get("type", "command") == "command"
+            ]
+            listed = [(h["event"], h["command"]) for h in fields["hooks"]["value"]]
+            assert listed == wanted_hooks and fields["hooks"]["source"] == "dialect:claude-code"
+        unsupported = [w for w in data["warnings"] if w["code"] == "dialect-unsupported"]
+        assert not any("Claude Code hooks" in w["message"] for w in unsupported), source
         if "tools" not in raw:
             assert callable_tools == {"Read", "Glob", "Grep"}, source
             assert any(w["code"] == "dialect-default-differs" for w in data["warnings"]), source

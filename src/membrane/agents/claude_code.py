@@ -14,7 +14,9 @@ Claude Code's fields, each with its own meaning:
 * ``isolation``, ``memory``, ``skills``, ``color``: the same meaning as Membrane's.
 * ``effort``: ``thinking`` (``max`` is ``xhigh``).
 * ``mcpServers``: Membrane's ``mcp_servers`` (a configured server's name, or an inline entry).
-* ``hooks``: not run (a ``dialect-unsupported`` warning says so).
+* ``hooks``: Membrane's ``hooks``, run for this agent only, inside its sandbox and checkout
+  (``membrane.agents.command_hooks``: ``PreToolUse``, ``PostToolUse``, ``UserPromptSubmit``,
+  ``Stop``/``SubagentStop``).
 """
 
 from __future__ import annotations
@@ -84,9 +86,6 @@ def translate_claude_code(out: Translation, key: str, value: Any) -> bool:
             out.ignore(key, value, "is not one of low, medium, high, max")
         else:
             out.add(key, "thinking", level)
-        return True
-    if key == "hooks":
-        out.ignore(key, value, "holds Claude Code hooks, which Membrane does not run")
         return True
     if key == "initialPrompt":
         out.ignore(key, value, "is the first prompt of a top-level Claude Code session")

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
 
+from membrane.agents.command_hooks import CommandHook
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
 from membrane.tools.permissions import PermissionRule
@@ -123,6 +124,9 @@ class AgentDefinition:
     #: A gated workflow the agent runs under (``planning``: seed 002's planning gate): its
     #: phases unlock its tools, delegation included; see ``membrane.workflow``.
     workflow: str | Unset = UNSET
+    #: Command hooks (Claude Code's ``hooks``) run for this agent only, in its sandbox; see
+    #: ``membrane.agents.command_hooks``.
+    hooks: tuple[CommandHook, ...] | Unset = UNSET
     #: How the file's fields were read: ``membrane``, ``claude-code``, ``opencode`` or ``pi``.
     dialect: str = "membrane"
     #: The key a field was read from, where it is not the field's name (``maxTurns``).
@@ -175,6 +179,8 @@ class AgentDefinition:
                 out[f.name] = {
                     name: None if spec is None else _spec_json(spec) for name, spec in value.items()
                 }
+            elif f.name == "hooks" and isinstance(value, tuple):
+                out[f.name] = [hook.to_json() for hook in value]
             elif isinstance(value, Budget):
                 out[f.name] = value.to_dict()
             elif value is not UNSET:

@@ -6,8 +6,8 @@ answer to a bad value. The rule that decides is *never silently change authority
 * a malformed **authority** field (``tools``, ``disallowed_tools``, ``extensions``,
   ``exclude_extensions``, ``mcp_servers``, ``skills``, ``allowed_subagents``, ``isolated``,
   ``isolation``, ``network``, ``memory``, ``permission``, ``enabled``, ``inherit_context``,
-  ``budget``, ``workflow``) makes the file unusable: reading it any other way could grant or
-  hide something its author did not write;
+  ``budget``, ``workflow``, ``hooks``) makes the file unusable: reading it any other way could
+  grant or hide something its author did not write (or drop a guard it wrote);
 * a malformed **cosmetic or invocation** field (``description``, ``model``, ``thinking``,
   ``max_turns``, ``prompt_mode``, ``run_in_background``, ``display_name``, ``color``) is a
   warning and stays ``UNSET``, so the call or the default decides, as when it is left out.
@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from membrane.agents.command_hooks import read_hooks
 from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning
 from membrane.agents.dialects import MEMBRANE, Dialect, translate
 from membrane.agents.values import (
@@ -300,6 +301,12 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         return builder.tokens(key, field, value, flags=True)
     if field == "mcp_servers":
         return builder.mcp_servers(key, value)
+    if field == "hooks":
+        return read_hooks(
+            value,
+            fail=lambda problem, hint: builder.fail(key, problem, hint),
+            warn=lambda code, message: builder.warn(key, code, message),
+        )
     if field in (
         "inherit_context",
         "run_in_background",

@@ -59,6 +59,7 @@ AUTHORITY_FIELDS = frozenset(
         "mode",
         "budget",
         "workflow",
+        "hooks",
     }
 )
 #: An example value for each name-list field, used in hints.

@@ -467,6 +467,7 @@ def _print_table(
         tools.add_row(name, status, *([servers.get(name, "")] if servers else []))
     screen.table(tools)
     _print_permissions(screen, authority)
+    _print_hooks(screen, authority)
 
     if authority.skills is not None or authority.skills_left_out:
         skills = Table(("skill", "status"), title="Skills")
@@ -518,6 +519,24 @@ def _print_permissions(screen: Screen, authority: EffectiveAuthority) -> None:
         table.add_row(name, Styled("any other call", "dim"), default, "default")
     if permissions.inherits_parent:
         table.add_row("*", Styled("the parent's rules", "dim"), "-", "inherit")
+    screen.table(table)
+
+
+def _print_hooks(screen: Screen, authority: EffectiveAuthority) -> None:
+    """The definition's command hooks, in the order they run, and who set them."""
+    definition = authority.definition
+    hooks = definition.hooks
+    if not isinstance(hooks, tuple) or not hooks:
+        return
+    table = Table(("event", "matcher", "command", "timeout", "from"), title="Hooks")
+    for hook in hooks:
+        table.add_row(
+            f"{hook.event} ({hook.point})",
+            hook.matcher or "*",
+            hook.command,
+            f"{hook.timeout:g} s",
+            definition.source_of("hooks"),
+        )
     screen.table(table)
 
 

@@ -93,6 +93,7 @@ from membrane.extensions.hooks import (
 )
 from membrane.limits import check_count
 from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
+from membrane.loop.command_hooks import CommandHookGate
 from membrane.loop.mention import delegate_mention
 from membrane.loop.outcome import ChildOutcome
 from membrane.loop.replies import checked_response
@@ -293,7 +294,11 @@ class AgentLoop:
             event = BeforeAgentStart(self.agent, self.run_id, self._task, self._system)
             event = await hooks.before_agent_start(event)
             self._system, extra = event.system_prompt, event.messages
+        gate = self._scope.call_gate
+        commands = gate.hooks if isinstance(gate, CommandHookGate) else None
         if self._task:
+            if commands is not None:
+                extra = [*extra, *await commands.prompt_submitted(self._task, self._context)]
             await self._add_user_message(self._task)
         for text in extra:
             if text:
@@ -302,6 +307,7 @@ class AgentLoop:
         last_turn = None if limit is None else limit + self._grace_turns
         wrapping_up = False
         retries = 0
+        stop_refused = False
         while True:
             while self._steering:
                 await self._add_user_message(self._steering.popleft())
@@ -334,17 +340,26 @@ class AgentLoop:
                 # A steering message that arrived while the model answered keeps the run going.
                 if not self._steering or final_turn:
                     value, problem = self._parse_final(response.text)
-                    if problem is None:
+                    # A SubagentStop command hook may send the child back to work, with a reason.
+                    why = None
+                    if problem is None and commands is not None and not final_turn:
+                        why = await commands.stop_refused(self._context, active=stop_refused)
+                    if why is not None:
+                        stop_refused = True
+                        self._messages.append(Message(role="user", content=_stop_note(why)))
+                    elif problem is None:
                         status: EndStatus = "steered" if wrapping_up else "completed"
                         return self._result(status, structured=value)
-                    retries += 1
-                    if retries > self._max_output_retries or final_turn:
-                        raise StructuredOutputInvalid(
-                            f"the final answer does not match the response schema: {problem[1]}",
-                            path=problem[0],
-                            reason=problem[1],
-                        )
-                    self._messages.append(Message(role="user", content=_correction(problem)))
+                    else:
+                        retries += 1
+                        if retries > self._max_output_retries or final_turn:
+                            raise StructuredOutputInvalid(
+                                "the final answer does not match the response schema: "
+                                f"{problem[1]}",
+                                path=problem[0],
+                                reason=problem[1],
+                            )
+                        self._messages.append(Message(role="user", content=_correction(problem)))
             else:
                 results = await self._run_calls(turn, response.tool_calls, run=not final_turn)
                 if hooks is not None:
@@ -536,6 +551,11 @@ def _unfenced(text: str) -> str:
         if newline != -1 and not body[:newline].strip().startswith(("{", "[")):
             body = body[newline + 1 :]
     return body
+
+
+def _stop_note(reason: str) -> str:
+    """The message that sends a child back to work when a ``SubagentStop`` hook blocks."""
+    return f"Do not stop yet: the agent's SubagentStop hook says: {reason}"
 
 
 def _correction(problem: tuple[str, str]) -> str:

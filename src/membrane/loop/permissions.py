@@ -97,7 +97,7 @@ class PermissionGate:
         written = None if rule is None else (rule.text or rule.tool)
         if verdict == "deny":
             raise _denied(tool.name, written, shown, _deny_reason(tool.name, written, shown))
-        await self._ask(tool, arguments, context, written, shown)
+        await self.approve(tool, arguments, context, rule=written, subject=shown)
 
     def _applies(self, rule: PermissionRule, tool: Tool) -> bool:
         builtin = builtin_of(tool)
@@ -174,14 +174,18 @@ class PermissionGate:
         verdict, rule = _last(rules, default, matches)
         return verdict, rule, relative if relative else absolute
 
-    async def _ask(
+    async def approve(
         self,
         tool: Tool,
         arguments: JSONObject,
         context: ToolContext,
+        *,
         rule: str | None,
         subject: str | None,
     ) -> None:
+        """The ``ask`` path: the permission mode, then the host's approver; raises
+        ``tool-call-denied`` or ``approval-unavailable`` unless the call is approved. A child's
+        ``PreToolUse`` hook that answers ``ask`` comes here too."""
         name = builtin_of(tool) or tool.name
         mode = self.mode
         if mode == "bypassPermissions" or (mode == "acceptEdits" and name in _EDIT_TOOLS):

@@ -26,6 +26,7 @@ from membrane.errors import (
     UnknownModel,
 )
 from membrane.loop.calls import Emit
+from membrane.loop.command_hooks import CommandHookGate, CommandHooks
 from membrane.loop.permissions import PermissionGate
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.resolve.prompt import PromptSection
@@ -39,6 +40,7 @@ from membrane.runtime.runs import RunRecord
 from membrane.runtime.setup import ChildSetup, SetupStep
 from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.worktree import Worktree
+from membrane.sandbox.runner import SandboxPolicy
 from membrane.tools.permissions import Approver, ToolGate
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
@@ -144,7 +146,7 @@ class ChildBuilder:
             restrictions=restrictions,
             local_tools=local,
             gates=() if bound is None else (bound.gate,),
-            call_gate=self._gate(authority, context),
+            call_gate=self._gate(run_id, authority, context),
             response_schema=request.response_schema,
             checkout=None
             if worktree is None or not authority.checkout.path
@@ -215,19 +217,35 @@ class ChildBuilder:
             capability_mode=mode,
         )
 
-    def _gate(self, authority: EffectiveAuthority, context: ParentContext) -> ToolGate | None:
-        """The child's permission gate: its own rules and, when it inherits, its parent's."""
+    def _gate(
+        self, run_id: str, authority: EffectiveAuthority, context: ParentContext
+    ) -> ToolGate | None:
+        """The child's call gate: its own rules and, when it inherits, its parent's (never the
+        parent's command hooks: those run for the parent alone); its command hooks around
+        them when its definition has any."""
         permissions = authority.permissions
         parent = context.call_gate if permissions.inherits_parent else None
-        if not permissions.rules and not permissions.by_rules and parent is None:
+        if isinstance(parent, CommandHookGate):
+            parent = parent.rules
+        hooks = authority.definition.hooks
+        if not permissions.rules and not permissions.by_rules and parent is None and not hooks:
             return None
-        return PermissionGate(
+        rules = PermissionGate(
             permissions.rules,
             by_rules=permissions.by_rules,
             mode=permissions.mode,
             approver=self._approver,
             parent=parent,
         )
+        if not isinstance(hooks, tuple) or not hooks:
+            return rules
+        runner = CommandHooks(
+            hooks,
+            policy=SandboxPolicy.from_settings(self._settings),
+            emit=self._emitter(run_id),
+            mode=permissions.mode,
+        )
+        return CommandHookGate(runner, rules)
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:
         provider = self._provider

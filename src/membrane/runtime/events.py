@@ -1,9 +1,9 @@
 """Lifecycle events: to the store (durable) and to every host subscribed through ``events()``.
 
 Kinds: ``published``, ``turn``, ``usage``, ``model_note``, ``tool_call``, ``tool_result``,
-``vetoed_call``, ``completed``, ``error``, ``stopped``. An event exists only for a published
-child; the unpublished setup of a child emits nothing, so no observer ever sees a half-built
-child.
+``vetoed_call``, ``hook`` (a command hook ran), ``completed``, ``error``, ``stopped``. An event
+exists only for a published child; the unpublished setup of a child emits nothing, so no
+observer ever sees a half-built child.
 
 The store write comes first and gives the event its ``seq``; a stream sees an event once that
 write has committed, in ``seq`` order. Delivery never blocks the emitting child (each
@@ -54,6 +54,7 @@ EVENT_KINDS: Final = frozenset(
         "tool_call",
         "tool_result",
         "vetoed_call",
+        "hook",
         "agent_update",
         "completed",
         "error",

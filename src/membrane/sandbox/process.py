@@ -110,6 +110,18 @@ async def _stop(process: Process) -> None:
     signal_group(process.pid, signal.SIGKILL)
 
 
+async def _feed(process: Process, data: bytes) -> None:
+    """Write ``data`` to the process's stdin and close it; a process that stops reading (or
+    exits) first is no error."""
+    stream = process.stdin
+    if stream is None:
+        return
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await stream.send(data)
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await stream.aclose()
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -117,8 +129,10 @@ async def run_process(
     timeout: float,
     max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
     env: Mapping[str, str] | None = None,
+    stdin: bytes | None = None,
 ) -> ProcessOutcome:
-    """Run ``argv`` in ``cwd`` with no stdin; raises ``OSError`` when it cannot start."""
+    """Run ``argv`` in ``cwd``; raises ``OSError`` when it cannot start. ``stdin``: bytes the
+    process reads on its standard input, which is then closed (``None``: no stdin at all)."""
     # Shielded: a cancellation that lands while the process starts must not lose its handle,
     # or nothing would kill it; it is seen at the first checkpoint below instead.
     with anyio.CancelScope(shield=True):
@@ -126,7 +140,7 @@ async def run_process(
             list(argv),
             cwd=cwd,
             env=dict(env) if env is not None else None,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
@@ -137,6 +151,8 @@ async def run_process(
         async with anyio.create_task_group() as group:
             group.start_soon(pump, process.stdout, out)
             group.start_soon(pump, process.stderr, err)
+            if stdin is not None:
+                group.start_soon(_feed, process, stdin)
             with anyio.move_on_after(timeout) as deadline:
                 await process.wait()
             if deadline.cancelled_caught:

@@ -136,8 +136,10 @@ class Sandbox:
         cwd: Path | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
         env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
     ) -> ProcessOutcome:
-        """Run ``argv`` in ``cwd`` (default: the checkout) under the boundary.
+        """Run ``argv`` in ``cwd`` (default: the checkout) under the boundary; ``stdin``: what
+        it reads on its standard input (``None``: nothing).
 
         Raises ``OSError`` when the process cannot start and :class:`SandboxUnavailable`
         when the boundary cannot be set up.
@@ -148,7 +150,7 @@ class Sandbox:
             if self.backend != "landlock":
                 outcome = await run_process(
                     self.command(argv, cwd=where), cwd=where, timeout=timeout,
-                    max_output=max_output, env=env,
+                    max_output=max_output, env=env, stdin=stdin,
                 )  # fmt: skip
             else:
                 with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
@@ -158,6 +160,7 @@ class Sandbox:
                         timeout=timeout,
                         max_output=max_output,
                         env=env,
+                        stdin=stdin,
                     )
         finally:
             removed = self.remove_planted()

@@ -41,6 +41,7 @@ __all__ = [
     "Approver",
     "PermissionRule",
     "ToolGate",
+    "ToolObserver",
     "Verdict",
     "command_matches",
     "parse_rule",
@@ -219,3 +220,14 @@ class ToolGate(Protocol):
     ``MembraneError`` (``tool-call-denied``, ``approval-unavailable``) to refuse it."""
 
     async def check(self, tool: Tool, arguments: JSONObject, context: ToolContext) -> None: ...
+
+
+@runtime_checkable
+class ToolObserver(Protocol):
+    """A ``ToolGate`` that also sees each call's result once its handler returned (a child's
+    ``PostToolUse`` hooks): ``after`` returns the result the caller gets (the same, or with
+    what the observer adds for the model)."""
+
+    async def after(
+        self, tool: Tool, arguments: JSONObject, context: ToolContext, result: object
+    ) -> object: ...

@@ -34,7 +34,7 @@ from membrane.errors import (
 )
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
-from membrane.tools.permissions import ToolGate
+from membrane.tools.permissions import ToolGate, ToolObserver
 from membrane.tools.registry import check_tool, json_schema, retag, wire_schema, wires_of
 from membrane.tools.spec import Tool, ToolContext
 
@@ -254,13 +254,16 @@ class ToolView(frozenset[str]):
         if limiter:
             limiter.acquire(context.session or context.run_id or context.agent, name)
         try:
-            return await tool.handler(values, context)
+            result = await tool.handler(values, context)
         except MembraneError:
             raise
         except Exception as exc:
             raise ToolFailed(
                 f"tool {name!r} failed: {type(exc).__name__}: {_clip(str(exc))}", tool=name
             ) from exc
+        if isinstance(self._gate, ToolObserver):
+            result = await self._gate.after(tool, values, context, result)
+        return result
 
     def __repr__(self) -> str:
         shown = ", ".join(self.names[:8]) + (", ..." if len(self.names) > 8 else "")
