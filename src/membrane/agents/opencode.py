@@ -17,8 +17,10 @@ A tool no key mentions is allowed in OpenCode; in Membrane it follows the read-o
 file change in OpenCode, so it decides ``Edit`` and ``Write``. ``ask`` and pattern maps
 (``bash: {"git *": allow, "*": ask}``, ``edit: {"src/**": allow}``) become permission rules in
 the map's order (the last matching one wins, ``*`` matching every call), enforced on every call;
-a command no pattern matches asks (OpenCode would allow it). ``task`` and ``skill`` take names
-only: ``ask`` there grants nothing.
+a command no pattern matches asks (OpenCode would allow it). ``permission.task`` may ``ask`` and
+take globs too: its keys become rules on ``Task`` over the subagent a call names, so an ``ask``
+goes to the host's approver and a ``deny`` refuses the call. ``skill`` takes names only: ``ask``
+there grants nothing.
 """
 
 from __future__ import annotations
@@ -233,9 +235,16 @@ def _mcp(tmap: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _delegation(out: Translation, perms: Mapping[str, Any], name: str, field: str) -> None:
-    """``permission.task`` (or ``skill``) as the names allowed, last matching key winning."""
+    """``permission.task`` (or ``skill``) as the names allowed, last matching key winning.
+
+    ``task`` may also ``ask`` and take globs: each key is then a rule on ``Task`` over the
+    subagent it names (the last matching one wins), enforced on every call, and the agent may
+    start whatever a rule allows or asks (``*`` when a glob or ``*`` does)."""
     verdict = _last(perms, (name,), out, "permission")
     if verdict is None:
+        return
+    if name == "task" and (verdict == "ask" or isinstance(verdict, Mapping)):
+        _task_rules(out, verdict)
         return
     if isinstance(verdict, str):
         if verdict == "allow":
@@ -275,3 +284,35 @@ def _delegation(out: Translation, perms: Mapping[str, Any], name: str, field: st
         out.add("permission", field, allowed)
     else:
         out.add("permission", field, "none" if field == "allowed_subagents" else False)
+
+
+def _task_rules(out: Translation, verdict: Any) -> None:
+    """``permission.task: ask`` or a map of subagent globs as rules on ``Task``."""
+    table: Mapping[str, Any] = {"*": verdict} if isinstance(verdict, str) else verdict
+    reachable: list[str] = []
+    if "*" not in table and any(any(c in p for c in "*?[") for p in table):
+        # A glob lets Task name any agent; one no key matches stays refused, as without globs.
+        out.reader.rules.append(
+            PermissionRule("Task", None, "deny", "task (no key matches): deny", "permission.task")
+        )
+    for pattern, value in table.items():
+        if value not in _VERDICTS:
+            out.reader.fail(
+                "permission",
+                f"gives `task` pattern {pattern!r} the verdict {value!r}",
+                "write `allow`, `ask` or `deny`",
+            )
+        glob = pattern == "*" or any(c in pattern for c in "*?[")
+        where = "permission" if isinstance(verdict, str) else "permission.task"
+        text = f"task: {value}" if pattern == "*" else f"task {pattern!r}: {value}"
+        rule = PermissionRule(
+            "Task", None if pattern == "*" else str(pattern), value, text, where, value != "deny"
+        )
+        out.reader.rules.append(rule)
+        final = value if glob else _last(table, (pattern,), out, "permission")
+        if final != "deny":
+            reachable.append("*" if glob else str(pattern))
+    if "*" in reachable:
+        out.add("permission", "allowed_subagents", "*")
+    else:
+        out.add("permission", "allowed_subagents", reachable or "none")

@@ -20,6 +20,7 @@ lifts a rule the parent was under.
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 import os
 from collections.abc import Callable, Collection, Sequence
@@ -31,6 +32,7 @@ from membrane.json_types import JSONObject
 from membrane.resolve.tools import builtin_of
 from membrane.sandbox.shell_commands import SimpleCommand, simple_commands
 from membrane.tools.permissions import (
+    NAME_RULE_TOOLS,
     PATH_RULE_TOOLS,
     ApprovalRequest,
     Approver,
@@ -103,7 +105,9 @@ class PermissionGate:
         builtin = builtin_of(tool)
         if builtin is not None:
             return rule.governs(builtin)
-        return rule.pattern is None and rule.tool == tool.name
+        if rule.tool != tool.name:
+            return False
+        return rule.pattern is None or tool.name in NAME_RULE_TOOLS
 
     def _decide(
         self,
@@ -119,6 +123,14 @@ class PermissionGate:
             return self._commands(rules, default, command if isinstance(command, str) else "")
         if name in PATH_RULE_TOOLS:
             return self._path(name, rules, default, arguments, context)
+        if name in NAME_RULE_TOOLS:
+            subject = str(arguments.get(NAME_RULE_TOOLS[name], "")).lower()
+
+            def named(rule: PermissionRule) -> bool:
+                pattern = rule.pattern
+                return pattern is None or fnmatch.fnmatchcase(subject, pattern.lower())
+
+            return (*_last(rules, default, named), subject)
         return (*_last(rules, default, lambda rule: rule.pattern is None), None)
 
     def _commands(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from membrane.json_types import JSONDict
 from membrane.resolve.tools import ToolPlan, builtin_of
-from membrane.tools.permissions import PERMISSION_MODES, PermissionRule
+from membrane.tools.permissions import NAME_RULE_TOOLS, PERMISSION_MODES, PermissionRule
 from membrane.tools.spec import Tool
 
 __all__ = ["Permissions", "permission_mode", "resolve_permissions"]
@@ -74,7 +74,7 @@ def resolve_permissions(
             rule
             for rule in rules
             if (rule.governs(builtin) if builtin is not None else rule.tool == name)
-            and (builtin is not None or rule.pattern is None)
+            and (builtin is not None or rule.pattern is None or name in NAME_RULE_TOOLS)
         )
         if own or (builtin is not None and builtin in plan.by_rules):
             per_tool[name] = own

@@ -33,6 +33,7 @@ from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = [
+    "NAME_RULE_TOOLS",
     "PATH_RULE_TOOLS",
     "PERMISSION_MODES",
     "RULE_TOOLS",
@@ -73,6 +74,9 @@ PATH_RULE_TOOLS: Mapping[str, tuple[str, str | None]] = {
     "Glob": ("path", "."),
     "Grep": ("path", "."),
 }
+#: Tools (not built-ins) whose rules may carry a glob over a name argument: ``Task`` over the
+#: subagent it starts (OpenCode's ``permission.task``), matched case-insensitively.
+NAME_RULE_TOOLS: Mapping[str, str] = {"Task": "agent"}
 _RANK: Mapping[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
