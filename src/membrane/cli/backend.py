@@ -43,8 +43,10 @@ from membrane.errors import InvalidRequest, ProtocolError, RuntimeUnavailable
 from membrane.json_types import JSONDict
 from membrane.runtime import LifecycleEvent, RunInfo, RunResult
 from membrane.server import Caller, Client, ProjectHost, TokenBook, identity_from_env
+from membrane.server.approval import APPROVAL_CAPABILITY, APPROVAL_METHOD, answering
 from membrane.server.methods import plain
 from membrane.server.transport import default_socket_path, probe_socket
+from membrane.tools.permissions import Approver
 from membrane.tools.view import wire_schema
 from membrane.workspace import Workspace, require_folder
 
@@ -205,8 +207,10 @@ async def headless_session(project: Path, *, role: str | None) -> AsyncIterator[
 
 @contextlib.asynccontextmanager
 async def runtime_session(
-    project: Path, *, role: str | None, socket: Path | None = None
+    project: Path, *, role: str | None, socket: Path | None = None, approver: Approver | None = None
 ) -> AsyncIterator[ProjectSession]:
+    """A session on the machine runtime; ``approver`` answers the ``approval/request`` the
+    runtime sends for the runs this session starts (the client says so in ``initialize``)."""
     root = require_folder("--project", project)
     path = socket if socket is not None else default_socket_path()
     identity = identity_from_env()
@@ -219,13 +223,14 @@ async def runtime_session(
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(Client.connect(path))
-                info = await client.request(
-                    "initialize",
-                    {
-                        "clientInfo": {"name": "membrane-cli", "version": membrane.__version__},
-                        "identity": identity,
-                    },
-                )
+                hello: JSONDict = {
+                    "clientInfo": {"name": "membrane-cli", "version": membrane.__version__},
+                    "identity": identity,
+                }
+                if approver is not None:
+                    client.answer(APPROVAL_METHOD, answering(approver))
+                    hello["capabilities"] = {APPROVAL_CAPABILITY: True}
+                info = await client.request("initialize", hello)
             except (RuntimeUnavailable, ProtocolError):
                 # An idle runtime may exit between the probe and the connect: start another.
                 if inside_run or attempt == 2:

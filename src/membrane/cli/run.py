@@ -396,7 +396,9 @@ async def run_on_runtime(
     """Start (``runs/start``) or resume (``runs/resume``) a run on the machine runtime and show
     it with the formatters of the in-process path; ``background``: print its id and return
     (``None``), the runtime keeps it going."""
-    async with runtime_session(project, role=None, socket=socket) as session:
+    # On a terminal, the runtime puts an `ask` rule's call to the user here, as in process.
+    approver = None if background else terminal_approver(err_console)
+    async with runtime_session(project, role=None, socket=socket, approver=approver) as session:
         if background:
             assert session.client is not None
             run = (
@@ -412,7 +414,7 @@ async def run_on_runtime(
                 )
             return None
         follower, start = await session.follow(method, params)
-        followed = await follow_run(follower, start, as_json=as_json)
+        followed = await follow_run(follower, start, as_json=as_json, approver=approver)
     return report_run(
         *followed, project=session.project, warnings=session.warnings, as_json=as_json
     )

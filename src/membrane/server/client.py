@@ -2,8 +2,10 @@
 
 ``async with Client.connect(path) as client:`` opens the socket, reads replies in the
 background and matches them to requests by id; notifications (``events/event``,
-``actions/list_changed``) arrive on ``client.notifications``. An error reply is raised as the
-``MembraneError`` subclass its ``data.code`` names (``ProtocolError`` for the JSON-RPC codes).
+``actions/list_changed``) arrive on ``client.notifications``; the server's own requests
+(``approval/request``) go to the handler ``client.answer(method, handler)`` registered. An
+error reply is raised as the ``MembraneError`` subclass its ``data.code`` names
+(``ProtocolError`` for the JSON-RPC codes).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import itertools
 import math
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,10 +25,24 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from membrane import errors
 from membrane.errors import MembraneError, ProtocolError, RuntimeUnavailable
-from membrane.json_types import JSONDict
-from membrane.server.framing import MAX_FRAME_BYTES, Notification, Response, encode, parse_frame
+from membrane.json_types import JSONDict, JSONValue
+from membrane.server.framing import (
+    INTERNAL_ERROR,
+    MAX_FRAME_BYTES,
+    METHOD_NOT_FOUND,
+    Notification,
+    Request,
+    Response,
+    encode,
+    error_frame,
+    parse_frame,
+    result_frame,
+)
 
-__all__ = ["IDENTITY_ENV", "Client", "identity_from_env", "remote_error"]
+__all__ = ["IDENTITY_ENV", "Client", "Handler", "identity_from_env", "remote_error"]
+
+#: Answers one request the server sends (``approval/request``): its params to its result.
+Handler = Callable[[JSONDict], Awaitable[JSONValue]]
 
 #: ``initialize``'s ``identity`` fields and the environment variables they come from.
 IDENTITY_ENV: Final = {
@@ -81,6 +97,7 @@ class Client:
         self._waiting: dict[int, MemoryObjectSendStream[Response]] = {}
         self._lock = anyio.Lock()
         self._closed = False
+        self._handlers: dict[str, Handler] = {}
         send, receive = anyio.create_memory_object_stream[Notification](math.inf)
         self._notes_in: MemoryObjectSendStream[Notification] = send
         self.notifications: MemoryObjectReceiveStream[Notification] = receive
@@ -157,7 +174,9 @@ class Client:
                     message = parse_frame(line)
                 except Exception:
                     continue
-                if isinstance(message, Notification):
+                if isinstance(message, Request):
+                    self._group.start_soon(self._answer, message)
+                elif isinstance(message, Notification):
                     self._notes_in.send_nowait(message)
                 elif isinstance(message, Response):
                     self._deliver(message)
@@ -166,6 +185,23 @@ class Client:
                 send.close()
             self._waiting.clear()
             self._notes_in.close()
+
+    def answer(self, method: str, handler: Handler) -> None:
+        """Answer the server's requests for ``method`` (``approval/request``) with
+        ``handler(params)``; a request no handler takes gets ``-32601``."""
+        self._handlers[method] = handler
+
+    async def _answer(self, request: Request) -> None:
+        handler = self._handlers.get(request.method)
+        if handler is None:
+            frame = error_frame(request.id, METHOD_NOT_FOUND, f"no handler for {request.method}")
+        else:
+            try:
+                frame = result_frame(request.id, await handler(request.params))
+            except Exception as exc:
+                frame = error_frame(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(ProtocolError):
+            await self.send_raw(frame)
 
     def _deliver(self, response: Response) -> None:
         if isinstance(response.id, int) and response.id in self._waiting:

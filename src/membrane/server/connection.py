@@ -29,6 +29,7 @@ from membrane.server.framing import (
     MAX_FRAME_BYTES,
     FrameError,
     Request,
+    Response,
     error_frame,
     membrane_error_frame,
     notification_frame,
@@ -92,6 +93,10 @@ class Connection:
         self.in_flight = 0
         self._idle: anyio.Event | None = None
         self.accepting = True
+        #: Receives the client's replies to the server's own requests (``approval/request``).
+        self.on_response: Callable[[Response], None] | None = None
+        #: Set once the connection is closed.
+        self.gone = anyio.Event()
 
     @property
     def group(self) -> TaskGroup:
@@ -149,7 +154,9 @@ class Connection:
                 task = asyncio.get_running_loop().create_task(self._handle(message))
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
-            # Notifications and responses from a client need no answer.
+            elif isinstance(message, Response) and self.on_response is not None:
+                self.on_response(message)
+            # Notifications and other responses from a client need no answer.
 
     async def wait_idle(self) -> None:
         """Return once no request of this connection is running."""
@@ -206,6 +213,7 @@ class Connection:
         if self._closed:
             return
         self._closed = True
+        self.gone.set()
         if self._group is not None:
             self._group.cancel_scope.cancel()
         self._cancel_calls()

@@ -45,6 +45,7 @@ from membrane.runtime import (
 )
 from membrane.runtime.listing import RunRow, list_runs, subtree
 from membrane.runtime.provider import ChildSpec, SetupCallback
+from membrane.server.approval import socket_approver
 from membrane.server.identity import Caller, TokenBook
 from membrane.store.location import project_id as project_id_of
 from membrane.tools.restriction import Restriction
@@ -126,6 +127,7 @@ class ProjectHost:
                 memory=workspace.memory_for,
                 child_env=self._child_env,
                 workflows=builtin_workflows(),
+                approver=socket_approver,
             ),
         )
 

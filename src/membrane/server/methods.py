@@ -23,6 +23,7 @@ from membrane.json_types import JSONDict, JSONValue
 from membrane.resolve import CallParams
 from membrane.runtime import SubagentStartRequest
 from membrane.runtime.events import TERMINAL_KINDS
+from membrane.server.approval import APPROVAL_CAPABILITY, answered_by, client_approver
 from membrane.server.connection import Connection, InvalidParams, UnknownMethod
 from membrane.server.framing import Request
 from membrane.server.host import ProjectHost
@@ -155,9 +156,10 @@ async def _initialize(server: Server, conn: Connection, params: JSONDict) -> JSO
     p = _parse(_Initialize, params)
     caller = server.identify(p.identity or {}, p.clientInfo or {})
     conn.state["caller"] = caller
+    client_approver(conn, (p.model_extra or {}).get("capabilities"))
     return {
         "runtimeInfo": server.runtime_info(),
-        "capabilities": {"actions": {"listChanged": True}},
+        "capabilities": {"actions": {"listChanged": True}, APPROVAL_CAPABILITY: {"request": True}},
         "caller": caller.to_dict(),
     }
 
@@ -260,7 +262,8 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
         if isinstance(p.budget, str)
         else p.budget,
     )
-    info = await host.start(caller, request, model=p.model, exact=p.exact)
+    with answered_by(conn):
+        info = await host.start(caller, request, model=p.model, exact=p.exact)
     return {"run": info.to_dict()}
 
 
@@ -268,7 +271,8 @@ async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JS
     caller = _caller(conn)
     p = _parse(_Resume, params)
     host = server.project(p.projectId, caller)
-    info = await host.resume(caller, p.runId, p.message, model=p.model)
+    with answered_by(conn):
+        info = await host.resume(caller, p.runId, p.message, model=p.model)
     return {"run": info.to_dict()}
 
 

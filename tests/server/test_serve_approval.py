@@ -1,0 +1,194 @@
+"""``ask`` over the socket: a real ``membrane serve`` sends ``approval/request`` to the client
+that started the run, if that client said in ``initialize`` that it can answer; otherwise, or
+when the client goes away, the call is ``approval-unavailable``. The runtime-backed ``membrane
+run`` on a pseudo-terminal answers with the same prompt as the in-process run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from server_support import START_BOUND, Running, clean_env, serve, stop
+
+from membrane.json_types import JSONDict, JSONValue
+from membrane.server import Client
+
+AGENT = """---
+name: maker
+description: Makes files.
+tools: Write, Bash(echo:*)
+---
+Make them.
+"""
+#: The role the runtime's callers get: the maker's tools (the default role is read-only).
+ROLES = '[roles.ops]\nallow = ["Read", "Write", "Bash"]\n'
+SCRIPT = {
+    "agents": {
+        "maker": [
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": "touch made.txt"}}]},
+            {"text": "made"},
+        ]
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    base = tmp_path_factory.mktemp("approval")
+    home = base / "home"
+    home.mkdir()
+    project = base / "project"
+    (project / ".membrane" / "agents").mkdir(parents=True)
+    (project / ".membrane" / "agents" / "maker.md").write_text(AGENT, encoding="utf-8")
+    (project / ".membrane" / "config.toml").write_text(ROLES, encoding="utf-8")
+    (base / "script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+    socket = base / "sock" / "m.sock"
+    proc = serve(socket, home, "--role", "ops")
+    try:
+        yield Running(socket=socket, home=home, project=project, pid=proc.pid)
+    finally:
+        stop(proc)
+
+
+async def _start(client: Client, served: Running, *, capable: bool) -> tuple[JSONDict, str]:
+    hello: JSONDict = {"capabilities": {"approval": True}} if capable else {}
+    info = await client.request("initialize", hello)
+    assert info["capabilities"]["approval"] == {"request": True}
+    project_id = (await client.request("projects/add", {"root": str(served.project)}))["projectId"]
+    ids: JSONDict = {"projectId": project_id}
+    await client.request("events/subscribe", ids)
+    model = f"scripted:{served.project.parent / 'script.json'}"
+    start = {**ids, "agent": "maker", "task": "make", "model": model, "background": True}
+    run = (await client.request("runs/start", start))["run"]
+    return ids, str(run["run_id"])
+
+
+async def _outcome(client: Client, run_id: str) -> list[str | None]:
+    """The codes of the run's tool results, from its events, once it ended."""
+    codes: list[str | None] = []
+    async for note in client.notifications:
+        event = note.params["event"]
+        if event["run_id"] != run_id:
+            continue
+        if event["kind"] == "tool_result":
+            codes.append(event["data"].get("code"))
+        if event["kind"] in ("completed", "error", "stopped"):
+            return codes
+    raise AssertionError("the event stream ended before the run")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("decision", ["allow", "deny"])
+async def test_the_starting_client_answers_the_ask(served: Running, decision: str) -> None:
+    made = served.project / "made.txt"
+    made.unlink(missing_ok=True)
+    asked: list[JSONDict] = []
+
+    async def answer(params: JSONDict) -> JSONValue:
+        asked.append(params)
+        return {"decision": decision}
+
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(served.socket) as client:
+            client.answer("approval/request", answer)
+            _, run_id = await _start(client, served, capable=True)
+            codes = await _outcome(client, run_id)
+    [request] = asked
+    assert request["runId"] == run_id and request["agent"] == "maker"
+    assert request["tool"] == "Bash" and request["subject"] == "touch made.txt"
+    assert request["arguments"] == {"command": "touch made.txt"}
+    assert "Bash is granted only through rules" in str(request["rule"])
+    if decision == "allow":
+        assert codes == [None] and made.exists()
+    else:
+        assert codes == ["tool-call-denied"] and not made.exists()
+
+
+@pytest.mark.anyio
+async def test_a_client_that_cannot_answer_gets_no_request(served: Running) -> None:
+    (served.project / "made.txt").unlink(missing_ok=True)
+    asked: list[Any] = []
+
+    async def answer(params: JSONDict) -> JSONValue:
+        asked.append(params)
+        return {"decision": "allow"}
+
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(served.socket) as client:
+            client.answer("approval/request", answer)  # but it never said it can
+            _, run_id = await _start(client, served, capable=False)
+            codes = await _outcome(client, run_id)
+    assert codes == ["approval-unavailable"] and asked == []
+    assert not (served.project / "made.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_a_client_that_disconnects_leaves_the_call_unapproved(served: Running) -> None:
+    (served.project / "made.txt").unlink(missing_ok=True)
+    asked = anyio.Event()
+    never = anyio.Event()
+
+    async def answer(params: JSONDict) -> JSONValue:
+        asked.set()
+        await never.wait()
+        return {"decision": "allow"}
+
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(served.socket) as watcher:
+            await watcher.request("initialize", {})
+            reply = await watcher.request("projects/add", {"root": str(served.project)})
+            await watcher.request("events/subscribe", {"projectId": reply["projectId"]})
+            async with Client.connect(served.socket) as client:
+                client.answer("approval/request", answer)
+                _, run_id = await _start(client, served, capable=True)
+                await asked.wait()
+            codes = await _outcome(watcher, run_id)
+    assert codes == ["approval-unavailable"]
+    assert not (served.project / "made.txt").exists()
+
+
+def _read_until(fd: int, marker: bytes) -> bytes:
+    seen = b""
+    while marker not in seen:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="needs a Linux pseudo-terminal")
+def test_a_runtime_backed_run_on_a_terminal_puts_the_ask_to_the_user(served: Running) -> None:
+    made = served.project / "made.txt"
+    made.unlink(missing_ok=True)
+    script = served.project.parent / "script.json"
+    argv = [sys.executable, "-m", "membrane", "run", "maker", "make"]
+    argv += ["--project", str(served.project), "--model", f"scripted:{script}"]
+    env = clean_env(served.home, MEMBRANE_SOCKET=str(served.socket), COLUMNS="200", TERM="xterm")
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child process
+        os.execve(sys.executable, argv, env)
+    try:
+        first = _read_until(fd, b"[y/N]")
+        assert b"maker asks to run Bash" in first and b"touch made.txt" in first
+        os.write(fd, b"y\n")
+        rest = _read_until(fd, b"\x00never")
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        raise
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, (first + rest).decode()
+    assert made.exists()
+    assert b"approved" in rest
