@@ -306,3 +306,20 @@ def test_a_malformed_hook_makes_the_file_unusable(
     [error] = json.loads(capsys.readouterr().out)["errors"]
     assert error["code"] == "definition-invalid" and problem in error["message"]
     assert error["data"]["line"] == 5
+
+
+@pytest.mark.anyio
+async def test_a_userpromptsubmit_hook_that_blocks_ends_the_run(real: Project) -> None:
+    claude_agent(
+        real,
+        "refuser",
+        "tools: Read\nhooks:\n  UserPromptSubmit:\n    - hooks:\n"
+        "        - {type: command, command: echo no tasks on Fridays >&2; exit 2}\n",
+    )
+    model = ScriptedModel({"agents": {"refuser": [{"text": "never"}]}})
+    async with real.runtime(model) as runtime:
+        result = await runtime.run(SubagentStartRequest("refuser", "work"))
+    assert result.status == "error" and result.error is not None
+    assert result.error["code"] == "tool-blocked"
+    assert "no tasks on Fridays" in result.error["message"]
+    assert len(model.requests) == 0
