@@ -289,29 +289,18 @@ def _delegation(out: Translation, perms: Mapping[str, Any], name: str, field: st
 def _task_rules(out: Translation, verdict: Any) -> None:
     """``permission.task: ask`` or a map of subagent globs as rules on ``Task``."""
     table: Mapping[str, Any] = {"*": verdict} if isinstance(verdict, str) else verdict
-    reachable: list[str] = []
-    if "*" not in table and any(any(c in p for c in "*?[") for p in table):
+    globs = {p for p in table if p == "*" or any(c in p for c in "*?[")}
+    if "*" not in table and globs:
         # A glob lets Task name any agent; one no key matches stays refused, as without globs.
         out.reader.rules.append(
             PermissionRule("Task", None, "deny", "task (no key matches): deny", "permission.task")
         )
-    for pattern, value in table.items():
-        if value not in _VERDICTS:
-            out.reader.fail(
-                "permission",
-                f"gives `task` pattern {pattern!r} the verdict {value!r}",
-                "write `allow`, `ask` or `deny`",
-            )
-        glob = pattern == "*" or any(c in pattern for c in "*?[")
-        where = "permission" if isinstance(verdict, str) else "permission.task"
-        text = f"task: {value}" if pattern == "*" else f"task {pattern!r}: {value}"
-        rule = PermissionRule(
-            "Task", None if pattern == "*" else str(pattern), value, text, where, value != "deny"
-        )
-        out.reader.rules.append(rule)
-        final = value if glob else _last(table, (pattern,), out, "permission")
-        if final != "deny":
-            reachable.append("*" if glob else str(pattern))
+    _rules(out, "Task", "task", verdict)
+    reachable = [
+        "*" if pattern in globs else str(pattern)
+        for pattern, value in table.items()
+        if (value if pattern in globs else _last(table, (pattern,), out, "permission")) != "deny"
+    ]
     if "*" in reachable:
         out.add("permission", "allowed_subagents", "*")
     else:
