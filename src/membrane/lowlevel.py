@@ -11,6 +11,7 @@ tests have ``membrane.testing``.
 from __future__ import annotations
 
 from membrane.agents import Dispatch, update_definition_text, write_definition
+from membrane.agents.command_hooks import CommandHook
 from membrane.agents.definition import DefinitionWarning, Unset
 from membrane.agents.skills import Skill, SkillCatalog
 from membrane.agents.translation import Dialect
@@ -71,6 +72,7 @@ __all__ = [
     "ChildComposition",
     "ChildOutcome",
     "ChildSpec",
+    "CommandHook",
     "DeadLetter",
     "DefinitionRestriction",
     "DefinitionWarning",

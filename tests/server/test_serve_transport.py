@@ -63,7 +63,10 @@ async def test_initialize_reports_the_runtime_and_the_caller(runtime: Running) -
     assert info["socketPath"] == str(runtime.socket)
     assert info["defaultRole"] == "external"
     assert len(info["buildHash"]) == 64 and info["version"]
-    assert reply["capabilities"] == {"actions": {"listChanged": True}}
+    assert reply["capabilities"] == {
+        "actions": {"listChanged": True},
+        "approval": {"request": True},
+    }
     assert reply["caller"] == {"role": "external", "sessionId": None, "runId": None}
 
 
