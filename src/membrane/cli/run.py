@@ -397,7 +397,7 @@ async def run_on_runtime(
     it with the formatters of the in-process path; ``background``: print its id and return
     (``None``), the runtime keeps it going."""
     # On a terminal, the runtime puts an `ask` rule's call to the user here, as in process.
-    approver = None if background else terminal_approver(err_console)
+    approver = None if background else terminal_approver()
     async with runtime_session(project, role=None, socket=socket, approver=approver) as session:
         if background:
             assert session.client is not None
