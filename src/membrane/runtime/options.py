@@ -12,6 +12,7 @@ from pathlib import Path
 
 from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
+from membrane.errors import InvalidRequest
 from membrane.resolve.authority import Deployment
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.setup import SetupStep
@@ -19,8 +20,9 @@ from membrane.runtime.tracing import RunTracer
 from membrane.runtime.workflows import WorkflowBinding
 from membrane.runtime.worktree import WorktreeManager
 from membrane.tools.permissions import Approver
+from membrane.tools.registry import ToolRegistry
 
-__all__ = ["RuntimeOptions"]
+__all__ = ["RuntimeOptions", "checked_parts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +64,22 @@ class RuntimeOptions:
     workflows: Mapping[str, WorkflowBinding] | None = None
     approver: Approver | None = None
     tracer: RunTracer | None = None
+
+
+def checked_parts(
+    options: RuntimeOptions | None, *, registry: object, provider: object
+) -> RuntimeOptions:
+    """The options a runtime is built with (the defaults for ``None``), once its registry and
+    provider are of the right kinds; anything else is ``invalid-request`` naming the part."""
+    options = options if options is not None else RuntimeOptions()
+    if not isinstance(options, RuntimeOptions):
+        raise InvalidRequest("options must be a RuntimeOptions", field="options")
+    if not isinstance(registry, ToolRegistry):
+        raise InvalidRequest("registry must be a ToolRegistry", field="registry")
+    for attr in ("name", "capabilities", "create"):
+        if not hasattr(provider, attr):
+            raise InvalidRequest(
+                f"provider lacks {attr!r}; a Provider has name, capabilities and create()",
+                field="provider",
+            )
+    return options

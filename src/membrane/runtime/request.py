@@ -17,7 +17,7 @@ checked all the same).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,7 @@ from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.schemas import schema_problem
 
-__all__ = ["SubagentStartRequest", "validate_request"]
+__all__ = ["SubagentStartRequest", "allowed_agent_names", "validate_request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,3 +170,16 @@ def _text(value: object, name: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidRequest(f"{name} must be {what}; got {value!r}", field=name)
     return value
+
+
+def allowed_agent_names(allowed: Collection[str] | None) -> tuple[str, ...] | None:
+    """A start's ``allowed_agents`` as a tuple (``None``: any); a string or a blank name is
+    ``invalid-request``."""
+    if allowed is None:
+        return None
+    if isinstance(allowed, str) or not all(isinstance(a, str) and a.strip() for a in allowed):
+        raise InvalidRequest(
+            "allowed_agents must be a list of agent names (or '*'), not a string",
+            field="allowed_agents",
+        )
+    return tuple(allowed)

@@ -68,7 +68,7 @@ from membrane.runtime.build import ChildBuilder
 from membrane.runtime.delegation import DelegationConfig
 from membrane.runtime.events import EventHub, EventStream
 from membrane.runtime.finish import Finisher
-from membrane.runtime.options import RuntimeOptions
+from membrane.runtime.options import RuntimeOptions, checked_parts
 from membrane.runtime.persona import check_persona
 from membrane.runtime.provider import (
     Provider,
@@ -76,7 +76,7 @@ from membrane.runtime.provider import (
 )
 from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import Publisher
-from membrane.runtime.request import SubagentStartRequest, validate_request
+from membrane.runtime.request import SubagentStartRequest, allowed_agent_names, validate_request
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.scheduler import Scheduler
 from membrane.runtime.start import CatalogLike, StartPath
@@ -173,22 +173,12 @@ class SubagentRuntime:
         store: Store | None = None,
         options: RuntimeOptions | None = None,
     ) -> None:
-        options = options if options is not None else RuntimeOptions()
-        if not isinstance(options, RuntimeOptions):
-            raise InvalidRequest("options must be a RuntimeOptions", field="options")
+        options = checked_parts(options, registry=registry, provider=provider)
         settings, project, deployment = options.settings, options.project, options.deployment
         worktrees, delegation = options.worktrees, options.delegation
         on_setup_step, memory = options.on_setup_step, options.memory
         child_env = options.child_env
         self._tracer = options.tracer
-        if not isinstance(registry, ToolRegistry):
-            raise InvalidRequest("registry must be a ToolRegistry", field="registry")
-        for attr in ("name", "capabilities", "create"):
-            if not hasattr(provider, attr):
-                raise InvalidRequest(
-                    f"provider lacks {attr!r}; a Provider has name, capabilities and create()",
-                    field="provider",
-                )
         found = getattr(catalog, "settings", None)
         settings = settings or (found if isinstance(found, Settings) else Settings())
         if settings.persona is not None:
@@ -359,7 +349,7 @@ class SubagentRuntime:
             raise InvalidRequest(
                 f"start() takes a SubagentStartRequest, got {type(request).__name__}"
             )
-        allowed = _allowed_agents(allowed_agents)
+        allowed = allowed_agent_names(allowed_agents)
         role = self.role_restriction(request.role)
         check_capabilities(request, self.provider, role_filters=role is not None)
         self._scheduler.require_open()
@@ -599,14 +589,3 @@ class SubagentRuntime:
         info = await self._launch_durable(record)
         self._outbox.resumed(record)
         return info
-
-
-def _allowed_agents(allowed: Collection[str] | None) -> tuple[str, ...] | None:
-    if allowed is None:
-        return None
-    if isinstance(allowed, str) or not all(isinstance(a, str) and a.strip() for a in allowed):
-        raise InvalidRequest(
-            "allowed_agents must be a list of agent names (or '*'), not a string",
-            field="allowed_agents",
-        )
-    return tuple(allowed)

@@ -1,0 +1,191 @@
+"""``membrane explain --parent``: the JSON a caller writes for the delegating parent, checked and
+turned into a ``ParentContext`` (``--call`` is read by the same JSON reader)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from membrane.config.shape import (
+    REQUIRED,
+    Field,
+    Invalid,
+    boolean,
+    choice,
+    integer,
+    list_of,
+    optional,
+    table,
+    text,
+)
+from membrane.errors import InvalidDepth, InvalidRequest
+from membrane.limits import depth_problem
+from membrane.models.base import Message, MessageKind, Role
+from membrane.resolve import ParentContext
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.spec import Tool, ToolContext
+
+__all__ = ["parent_context", "read_json"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ParentTool:
+    name: str
+    origin: str
+    deferred: bool
+    mutating: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ParentParts:
+    tools: list[_ParentTool] | None
+    system_prompt: str
+    model: str | None
+    transcript: list[Message]
+    permission_mode: str | None
+    depth: int
+    cwd: str | None
+
+
+def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
+    return Message(role, content, kind=kind)
+
+
+_PARENT_TOOL = table(
+    "_ParentTool",
+    {
+        "name": Field(text(min_length=1), default=REQUIRED),
+        "origin": Field(text(), default="builtin"),
+        "deferred": Field(boolean, default=False),
+        "mutating": Field(boolean, default=False),
+    },
+    _ParentTool,
+)
+_PARENT_TOOLS = list_of(_PARENT_TOOL)
+
+
+def _tools(value: object) -> object:
+    if isinstance(value, list):  # a bare name stands for {"name": NAME}
+        value = [{"name": item} if isinstance(item, str) else item for item in value]
+    return _PARENT_TOOLS(value)
+
+
+_PARENT_TABLE = table(
+    "_Parent",
+    {
+        "tools": Field(optional(_tools)),
+        "system_prompt": Field(text(), default=""),
+        "model": Field(optional(text())),
+        "transcript": Field(
+            list_of(
+                table(
+                    "_ParentMessage",
+                    {
+                        "role": Field(choice("user", "assistant", "tool"), default=REQUIRED),
+                        "content": Field(text(), default=""),
+                        "kind": Field(choice("text", "summary"), default="text"),
+                    },
+                    _message,
+                )
+            ),
+            factory=list,
+        ),
+        "permission_mode": Field(optional(text())),
+        "depth": Field(integer(), default=0),
+        "cwd": Field(optional(text())),
+    },
+    _ParentParts,
+)
+
+
+def read_json(option: str, value: str) -> object:
+    """``value`` is JSON text or ``@FILE``; ``InvalidRequest`` says which and where it broke."""
+    source = option
+    content = value
+    if value.startswith("@"):
+        path = Path(value[1:])
+        source = f"{option} {path}"
+        try:
+            content = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"{option}: cannot read {path}: {exc}", field=option) from exc
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            field=option,
+        ) from exc
+
+
+async def _absent(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+    raise InvalidRequest("a tool described in --parent cannot run")
+
+
+def _check_parent_depth(raw: object, *, top_level: bool) -> None:
+    """``--parent.depth`` is a non-negative safe integer (JSON booleans and fractions are not),
+    and describes a delegating agent, so it has no place beside ``--top-level``."""
+    if not isinstance(raw, Mapping) or "depth" not in raw:
+        return
+    if top_level:
+        raise InvalidRequest(
+            "--parent.depth cannot be combined with --top-level: a top-level agent runs at "
+            "depth 0 under its host; drop one of them",
+            field="depth",
+        )
+    value = raw["depth"]
+    if depth_problem(value, exact=True) is not None:
+        raise InvalidDepth(
+            "--parent.depth: expected a non-negative whole number at most 2**53-1, got "
+            f"{json.dumps(value)}",
+            field="depth",
+            value=repr(value),
+        )
+
+
+def parent_context(
+    raw: object | None, *, registry: ToolRegistry, permission: str, cwd: Path, top_level: bool
+) -> ParentContext:
+    """Without ``--parent``, the parent is a top-level session that sees the whole registry
+    (with ``--top-level``: the host that starts AGENT directly)."""
+    _check_parent_depth(raw, top_level=top_level)
+    if raw is None:
+        return ParentContext(tools=dict(registry.tools()), permission_mode=permission, cwd=str(cwd))
+    try:
+        parsed = _PARENT_TABLE(raw)
+    except Invalid as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
+        got = "" if exc.kind == "missing" else f" (got {exc.value!r})"
+        what = "Input should be a JSON object" if exc.kind == "model_type" else exc.message
+        raise InvalidRequest(
+            f"--parent{where}: {what}{got}; expected an object with tools (names or "
+            "{name, origin, deferred, mutating}), system_prompt, model, transcript "
+            "([{role, content, kind}]), permission_mode, depth and cwd",
+            field=where.lstrip("."),
+        ) from None
+    tools: dict[str, Tool] = {}
+    if parsed.tools is None:
+        tools = dict(registry.tools())
+    for spec in parsed.tools or ():
+        known = registry.get(spec.name)
+        tools[spec.name] = known or Tool(
+            name=spec.name,
+            description=f"{spec.name} (held by the parent)",
+            input_schema={"type": "object"},
+            handler=_absent,
+            origin=spec.origin,
+            mutating=spec.mutating,
+            deferred=spec.deferred,
+        )
+    return ParentContext(
+        tools=tools,
+        system_prompt=parsed.system_prompt,
+        model=parsed.model,
+        transcript=tuple(parsed.transcript),
+        permission_mode=parsed.permission_mode or permission,
+        depth=parsed.depth,
+        cwd=parsed.cwd or str(cwd),
+    )
