@@ -14,12 +14,13 @@ import contextlib
 import itertools
 import math
 import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import SocketStream, TaskGroup, UNIXSocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -40,6 +41,9 @@ from membrane.server.framing import (
 )
 
 __all__ = ["IDENTITY_ENV", "Client", "Handler", "identity_from_env", "remote_error"]
+
+#: How long a connect may wait for a server whose backlog is full.
+_CONNECT_SECONDS: Final = 30.0
 
 #: Answers one request the server sends (``approval/request``): its params to its result.
 Handler = Callable[[JSONDict], Awaitable[JSONValue]]
@@ -107,7 +111,9 @@ class Client:
     async def connect(cls, path: Path) -> AsyncIterator[Client]:
         """Connect to ``path``; ``RuntimeUnavailable`` when nothing answers there."""
         try:
-            stream = await anyio.connect_unix(str(path))
+            stream = await UNIXSocketStream.from_socket(
+                await anyio.to_thread.run_sync(_connected, str(path))
+            )
         except OSError as exc:
             raise RuntimeUnavailable(
                 f"no runtime answers on {path}: {exc.strerror or exc}",
@@ -212,3 +218,20 @@ class Client:
             for send in list(self._waiting.values()):
                 send.send_nowait(response)
             self._waiting.clear()
+
+
+def _connected(path: str) -> socket.socket:
+    """A socket connected to ``path``, by a blocking connect (run in a worker thread).
+
+    Not ``anyio.connect_unix``: when the server's backlog is full its non-blocking connect
+    waits for the socket to be writable and can be woken twice, which sets its future twice
+    (``InvalidStateError``) on a busy machine."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(_CONNECT_SECONDS)
+        sock.connect(path)
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
