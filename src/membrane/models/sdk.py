@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -57,7 +58,7 @@ class Assembler(Protocol):
     def response(self) -> ModelResponse: ...
 
 
-class SdkModel(Generic[Client]):
+class SdkModel(ABC, Generic[Client]):
     """A ``Model`` on the SDK named ``provider``; ``model`` is the provider's model id."""
 
     provider: ClassVar[str]
@@ -135,9 +136,9 @@ class SdkModel(Generic[Client]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    @abstractmethod
     def body(self, request: ModelRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The request keyword arguments, and the notes on what could not be honoured."""
-        raise NotImplementedError
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         body, notes = self.body(request)
@@ -149,16 +150,17 @@ class SdkModel(Generic[Client]):
 
     # -- the wire format, per adapter -------------------------------------------------------
 
+    @abstractmethod
     async def _create(self, body: dict[str, Any], *, stream: bool) -> Any:
         """The SDK call: the reply object, or with ``stream`` its event stream."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _parse(self, reply: dict[str, Any]) -> ModelResponse:
         """The response a whole reply's body gives."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _assembler(self) -> Assembler:
-        raise NotImplementedError
+        """A fresh assembler for one streamed reply."""
 
     def _assembled(self, assembler: Assembler) -> ModelResponse:
         """The response a finished stream gives."""
