@@ -115,16 +115,13 @@ class ProjectHost:
             workspace.registry.register(tool, replace=True)
         hooks = ExtensionHooks.from_extensions(workspace.extensions.values())
         self._hooks = hooks
-        self.runtime = SubagentRuntime(
-            catalog=workspace.catalog,
-            registry=workspace.registry,
-            provider=_ModelRouter(hooks),
+        # Built as ``open``, ``membrane run`` and ``membrane mcp serve`` build theirs; the
+        # options add what only the server has (each run's token, the socket's approver).
+        self.runtime = SubagentRuntime.on_workspace(
+            workspace,
+            _ModelRouter(hooks),
             store=self.store,
             options=RuntimeOptions(
-                settings=workspace.settings,
-                project=workspace.project,
-                deployment=workspace.deployment(),
-                memory=workspace.memory_for,
                 child_env=self._child_env,
                 workflows=builtin_workflows(),
                 approver=socket_approver,
