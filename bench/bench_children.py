@@ -1,8 +1,9 @@
 """Background children and per-child costs, each against its limit measured in the same run.
 
 * durable background starts on SQLite, under ``full`` and ``normal``, against a raw loop writing
-  the same two rows per start in one transaction under the same synchronous mode, and the
-  statements each start runs;
+  the rows each start wrote (the same statements with the same values, recorded as the store
+  ran them, ``replay_support``) in one transaction per start, on a file of the same schema
+  under the same synchronous mode, and the statements each start runs;
 * a turn of a child on SQLite (one tool call per turn, ``full``), against one raw
   ``INSERT``+``COMMIT`` under the same mode, and the commits each turn costs;
 * group commit under ``full`` against the path before it (SQLite syncing every ``COMMIT`` on
@@ -38,6 +39,7 @@ from membrane.runtime import (
 )
 from membrane.store import MemoryStore, SQLiteStore
 from membrane.testing import FunctionModel
+from replay_support import Recorder, replay
 from scaling_support import GOALS, SCALE, goal, runtime_for, show, sizes
 
 Mode = Literal["full", "normal"]
@@ -53,7 +55,11 @@ def raw_connection(path: Path, synchronous: Mode) -> sqlite3.Connection:
 # -- durable starts -------------------------------------------------------------------------
 
 
-async def durable_starts(folder: Path, *, synchronous: Mode, count: int) -> tuple[float, int]:
+async def durable_starts(
+    folder: Path, *, synchronous: Mode, count: int
+) -> tuple[float, Recorder, int]:
+    """Background starts per second, each start's write statements, and the statements the
+    store ran per start (reads and transaction control included)."""
     release = anyio.Event()
 
     async def answer(request: ModelRequest) -> ModelResponse:
@@ -63,58 +69,39 @@ async def durable_starts(folder: Path, *, synchronous: Mode, count: int) -> tupl
     statements: list[str] = []
     folder.mkdir(parents=True)
     store = SQLiteStore(folder / "state.db", synchronous=synchronous, trace=statements.append)
+    recorder = Recorder()
+    recorder.attach(store)
     runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=count + 10)
     async with runtime:
         await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
         statements.clear()
+        recorder.clear()
         begin = time.perf_counter()
         for i in range(count):
             await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
+            recorder.mark()
         elapsed = time.perf_counter() - begin
         per_start = len(statements) // count
         release.set()
     store.close()
-    return count / elapsed, per_start
-
-
-def raw_starts(path: Path, *, synchronous: Mode, count: int) -> float:
-    conn = raw_connection(path, synchronous)
-    conn.execute(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, agent TEXT, parent TEXT, depth, status TEXT,"
-        " provider TEXT, created REAL, updated REAL, request TEXT, meta TEXT, result TEXT)"
-    )
-    conn.execute(
-        "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, session TEXT, kind TEXT,"
-        " data TEXT, at REAL)"
-    )
-    meta = '{"agent_type":"worker","background":true,"controls":{"tool_filter":null},"task":"job"}'
-    begin = time.perf_counter()
-    for i in range(count):
-        now = time.time()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(
-            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (f"s{i}", "worker", None, 1, "running", "in-process", now, now, None, meta, None),
-        )
-        conn.execute(
-            "INSERT INTO events (session, kind, data, at) VALUES (?, ?, ?, ?)",
-            (f"s{i}", "published", '{"tools":["Read"],"depth":1}', now),
-        )
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - begin
-    conn.close()
-    return count / elapsed
+    return count / elapsed, recorder, per_start
 
 
 async def starts(folder: Path) -> None:
     count = max(50, int(1_000 * SCALE))
     print(f"\nDurable background starts ({count:,} starts, SQLite WAL)")
+    print(
+        "  the raw loop: the rows each start wrote, with the same statements and values, in one"
+        " transaction per start, same schema and synchronous mode"
+    )
     print(f"{'synchronous':>12}  {'membrane/s':>12}  {'raw loop/s':>12}  {'ratio':>7}  statements")
     per_start = 0
     for mode in ("full", "normal"):
-        mine, per_start = await durable_starts(folder / f"s-{mode}", synchronous=mode, count=count)
-        raw = raw_starts(folder / f"raw-{mode}.db", synchronous=mode, count=count)
+        folder_mode = folder / f"s-{mode}"
+        mine, recorder, per_start = await durable_starts(folder_mode, synchronous=mode, count=count)
+        raw = count / replay(recorder, folder / f"raw-{mode}.db", synchronous=mode)
         print(f"{mode:>12}  {mine:>12,.0f}  {raw:>12,.0f}  {mine / raw:>6.2f}x  {per_start}")
+        print(f"{'':>12}  rows of a start: {', '.join(recorder.verbs())}")
         goal(
             f"durable starts under {mode.upper()}",
             ">= 0.50x the raw loop",

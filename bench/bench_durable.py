@@ -3,9 +3,10 @@ latency against a polling drainer, in one run on one disk.
 
 1. Durable starts/s: ``runtime.run()`` of a child with a ``request_id`` (receipt, header, lease,
    events, transcript, end) on a ``SQLiteStore`` file, one after another. The limit: a raw
-   ``sqlite3`` loop replaying exactly the rows those starts wrote (every write statement and
-   transaction boundary the store traced, bound values included) on a fresh file of the same
-   schema and pragmas, in the same folder. Goal: at least 0.5x the limit.
+   ``sqlite3`` loop replaying exactly the rows those starts wrote (every write statement with
+   its bound values and every transaction boundary, as the store ran them:
+   ``replay_support``) on a fresh file of the same schema and pragmas, in the same folder.
+   Goal: at least 0.5x the limit.
 2. Durable messages/s: ``runtime.message()`` with a ``request_id`` (receipt pending, delivery
    and receipt completion in one transaction) to a stored run, against the raw replay of its
    rows the same way. Goal: at least 0.5x.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import os
 import random
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -47,14 +47,11 @@ from membrane.store import SQLiteStore
 from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+from replay_support import Recorder, replay
 
 ROUNDS = int(os.environ.get("ROUNDS", 300))
 LATENCY_SAMPLES = max(10, ROUNDS // 10)
 POLL = 0.1
-_WRITES = (
-    *("INSERT", "UPDATE", "DELETE", "REPLACE"),
-    *("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"),
-)
 
 
 def _project(root: Path) -> Path:
@@ -85,41 +82,20 @@ def _runtime(root: Path, store: SQLiteStore, model: FunctionModel) -> SubagentRu
     )
 
 
-def _replay(statements: list[str], db: Path, *, header: tuple[object, ...] = ()) -> float:
-    """Seconds a raw sqlite3 loop takes to write the same rows on a fresh file of the same
-    schema (made first, as the migrations make it), after the session row ``header``."""
-    SQLiteStore(db).close()
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")  # the store's default
-    conn.execute("PRAGMA foreign_keys = ON")
-    if header:
-        conn.execute(f"INSERT INTO sessions VALUES ({', '.join('?' * len(header))})", header)
-    begin = time.perf_counter()
-    for statement in statements:
-        conn.execute(statement)
-    elapsed = time.perf_counter() - begin
-    conn.close()
-    return elapsed
-
-
-def _writes(trace: list[str]) -> list[str]:
-    return [s for s in trace if s.lstrip().upper().startswith(_WRITES)]
-
-
 async def _traced(folder: Path, name: str, stored: bool) -> tuple[float, float]:
     """Durable starts (or, with ``stored``, messages to a stored run) per second, and the same
     rows per second through the raw loop."""
     root = _project(folder / name)
-    trace: list[str] = []
-    store = SQLiteStore(root / "state.db", trace=trace.append)
+    store = SQLiteStore(root / "state.db")
+    recorder = Recorder()
+    recorder.attach(store)
 
     async def answer(request: ModelRequest) -> ModelResponse:
         return ModelResponse(text="done")
 
     async with _runtime(root, store, FunctionModel(answer)) as runtime:
         first = await runtime.run(SubagentStartRequest("worker", "first", request_id="warm"))
-        trace.clear()
+        recorder.clear()
         begin = time.perf_counter()
         for i in range(ROUNDS):
             if stored:
@@ -127,21 +103,11 @@ async def _traced(folder: Path, name: str, stored: bool) -> tuple[float, float]:
                 await store.barrier()  # durable, as the raw loop's synced COMMIT is
             else:
                 await runtime.run(SubagentStartRequest("worker", f"job {i}", request_id=f"r{i}"))
+            recorder.mark()
         durable = time.perf_counter() - begin
-        statements = _writes(trace)
-    header: tuple[object, ...] = ()
-    if stored:  # the recipient's row, as the messages found it
-        header = _row(root / "state.db", first.run_id)
     store.close()
-    raw = _replay(statements, folder / f"{name}-raw.db", header=header)
+    raw = replay(recorder, folder / f"{name}-raw.db", synchronous="full", as_recorded=True)
     return ROUNDS / durable, ROUNDS / raw
-
-
-def _row(db: Path, session_id: str) -> tuple[object, ...]:
-    conn = sqlite3.connect(db)
-    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
-    conn.close()
-    return tuple(row)
 
 
 async def _membrane_latency(folder: Path) -> float:

@@ -17,6 +17,7 @@ again with nothing relaxed (``start_meta``):
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,7 @@ from membrane.tools.scope import Scope
 __all__ = [
     "CONTROLS_KEY",
     "TASK_KEY",
+    "BoundaryCache",
     "Publisher",
     "routing_key",
     "start_controls",
@@ -51,6 +53,33 @@ __all__ = [
 CONTROLS_KEY: Final = "controls"
 #: The header ``meta`` key holding the child's first user message.
 TASK_KEY: Final = "task"
+
+
+class BoundaryCache:
+    """The ``sandbox`` summaries of published events, computed once per policy, checkout,
+    agent and write access (resolving the checkout's real path and looking for its ``.git``
+    costs more than the rest of a publication) and reused by every later start with the same
+    four; each event gets its own copy. ``limit`` bounds the summaries kept (all are dropped
+    past it)."""
+
+    __slots__ = ("_known", "_limit")
+
+    def __init__(self, *, limit: int = 256) -> None:
+        self._known: dict[tuple[SandboxPolicy, str, str | None, bool], dict[str, Any]] = {}
+        self._limit = limit
+
+    def summary(
+        self, policy: SandboxPolicy, checkout: str, *, agent: str | None, writes: bool
+    ) -> dict[str, Any]:
+        key = (policy, checkout, agent, writes)
+        known = self._known.get(key)
+        if known is None:
+            if len(self._known) >= self._limit:
+                self._known.clear()
+            known = self._known[key] = boundary_summary(
+                policy, Path(checkout), agent=agent, writes=writes
+            )
+        return {name: list(v) if isinstance(v, list) else v for name, v in known.items()}
 
 
 class Publisher:
@@ -80,6 +109,8 @@ class Publisher:
         self._gate = gate
         self._must_queue = must_queue
         self._leases = leases
+        self._policy = SandboxPolicy.from_settings(settings)
+        self._boundaries = BoundaryCache()
 
     def publish(
         self,
@@ -127,13 +158,11 @@ class Publisher:
             # The OS boundary its commands run under (DESIGN rule 10): a provider whose child
             # runs as one sandboxed process (``CommandProvider``) says which.
             "sandbox": _own_boundary(record.child)
-            or boundary_summary(
-                SandboxPolicy.from_settings(self._settings).widened(
-                    network=authority.definition.network is True
-                ),
-                Path(record.cwd) if record.cwd else Path.cwd(),
+            or self._boundaries.summary(
+                self._policy.widened(network=authority.definition.network is True),
+                record.cwd or os.getcwd(),
                 agent=record.agent,
-                writes=bool(WRITING_TOOLS & set(tools)),
+                writes=not WRITING_TOOLS.isdisjoint(tools),
             ),
         }
         if note:

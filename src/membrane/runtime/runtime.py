@@ -204,6 +204,7 @@ class SubagentRuntime:
         base = deployment or Deployment(settings=self.settings)
         project_text = str(self.project) if self.project is not None else base.project
         self._deployment = dataclasses.replace(base, settings=self.settings, project=project_text)
+        self._deployment_last: Deployment | None = None
         self._hub = EventHub(self.store)
         self._runs = LiveRuns(self._hub)
         self._scheduler = Scheduler(
@@ -525,12 +526,19 @@ class SubagentRuntime:
             if self._memory is not None and definition is not None
             else self._deployment.memory
         )
-        return dataclasses.replace(
-            self._deployment,
-            registry_tools=self.registry.tools(),
-            subagents=self._catalog.definitions(),
-            memory=memory,
+        tools, subagents = self.registry.tools(), self._catalog.definitions()
+        last = self._deployment_last
+        if (
+            last is not None
+            and last.registry_tools is tools
+            and last.subagents is subagents
+            and last.memory == memory
+        ):
+            return last  # nothing changed: the same (frozen) deployment, shared
+        last = self._deployment_last = dataclasses.replace(
+            self._deployment, registry_tools=tools, subagents=subagents, memory=memory
         )
+        return last
 
     def _emitter(self, run_id: str) -> Emit:
         """The ``emit`` callback of one child; silent until the child is published."""

@@ -6,7 +6,8 @@ depths, the run id, the request, and for a resume the stored conversation) as an
 ``_start`` then runs the one path both share:
 
 ``catalog.reload()`` -> ``dispatch`` (bounded by ``allowed_subagents`` when a delegation tool
-asks) -> the parent's context -> ``resolve()`` -> the worktree (fresh only: a worktree ended
+asks) -> the parent's context -> ``resolve()`` (memoized for the host's children,
+``membrane.runtime.resolution``) -> the worktree (fresh only: a worktree ended
 with its run's first life) -> ``ChildBuilder.build`` -> publication (``Publisher``) -> on any
 failure, rollback: the provider's ``discard()``, the worktree finished without success, and
 nothing published.
@@ -21,7 +22,7 @@ back into the runtime that made it.
 from __future__ import annotations
 
 import dataclasses
-import uuid
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -44,7 +45,7 @@ from membrane.errors import (
 from membrane.limits import check_depth, child_depth
 from membrane.models.base import Message
 from membrane.resolve import CallParams
-from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext, resolve
+from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.runtime.budget import Budgets, Ledger, RunSpending
 from membrane.runtime.build import ChildBuilder, discard_child
 from membrane.runtime.delegation import agent_allowed, not_allowed
@@ -52,6 +53,7 @@ from membrane.runtime.depth import check_cap, effective_parent_depth
 from membrane.runtime.provider import Provider, ProviderChild
 from membrane.runtime.publish import Publisher
 from membrane.runtime.request import SubagentStartRequest
+from membrane.runtime.resolution import HOST, ResolutionMemo
 from membrane.runtime.resume import resumed_depths, stored_history, stored_request
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.worktree import Worktree, WorktreeManager
@@ -83,8 +85,32 @@ class CatalogLike(Protocol):
     def definitions(self) -> Mapping[str, AgentDefinition]: ...
 
 
+class _RunIds:
+    """Run ids: 16 hex digits of the OS's randomness (64 bits), read 4 KiB at a time (one
+    ``getrandom`` per 512 ids instead of one per id). A forked process starts a pool of its
+    own, so parent and child never hand out the same id."""
+
+    __slots__ = ("_pool",)
+
+    def __init__(self) -> None:
+        self._pool = ""
+
+    def next(self) -> str:
+        if not self._pool:
+            self._pool = os.urandom(4096).hex()
+        run_id, self._pool = self._pool[:16], self._pool[16:]
+        return run_id
+
+    def forget(self) -> None:
+        self._pool = ""
+
+
+_RUN_IDS = _RunIds()
+os.register_at_fork(after_in_child=_RUN_IDS.forget)
+
+
 def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
+    return _RUN_IDS.next()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +170,7 @@ class StartPath:
         self._roles = roles
         self._gate = gate
         self._budgets = budgets
+        self._resolutions = ResolutionMemo()
 
     # -- the two entries ------------------------------------------------------------------------
 
@@ -234,11 +261,12 @@ class StartPath:
         self._catalog.reload()
         dispatch = self._dispatch(request.agent_type, entry.allowed, child=entry.child)
         context = self.parent_context(entry.parent, entry.parent_depth)
-        authority = resolve(
+        authority = self._resolutions.resolve(
             dispatch.definition,
             _call(request),
             context,
             self._deployment(dispatch.definition),
+            parent_key=HOST if entry.parent is None else None,
             persona=UNSET if request.persona is None else request.persona,
             tool_filter=request.restriction,
             role=entry.role,

@@ -94,10 +94,13 @@ class Flusher:
     # -- the writer's side (any thread) ------------------------------------------------------
 
     def written(self) -> None:
-        """Count one more commit and wake the thread; never blocks on the disk."""
+        """Count one more commit and wake the thread; never blocks on the disk. Under
+        ``normal`` nothing is synced per commit, so the thread is woken only once a checkpoint
+        is due (a wake-up per commit would cost the committing thread a switch for nothing)."""
         with self._cond:
             self._written += 1
-            self._cond.notify_all()
+            if self._wait or self._written - self._synced >= self._checkpoint_commits:
+                self._cond.notify_all()
 
     async def barrier(self) -> None:
         """Return once every commit counted so far is durable (at once under ``normal``).

@@ -1,0 +1,112 @@
+"""What a start recomputes, counted: the resolution of a definition the host starts again, the
+published event's sandbox summary, and the run ids a forked process hands out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from tests.runtime.conftest import Project, echo_tool
+
+from membrane.models.base import ModelRequest, ModelResponse
+from membrane.runtime import SubagentStartRequest
+from membrane.runtime.start import new_run_id
+from membrane.store import MemoryStore
+from membrane.testing import FunctionModel
+
+pytestmark = pytest.mark.anyio
+
+
+def _done() -> FunctionModel:
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="done")
+
+    return FunctionModel(answer)
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: str, name: str) -> list[object]:
+    """Replace ``module.name`` by a wrapper that records each call; the calls."""
+    calls: list[object] = []
+    target = __import__(module, fromlist=[name])
+    real: Callable[..., Any] = getattr(target, name)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args[0] if args else None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, name, counted)
+    return calls
+
+
+def _published(store: MemoryStore) -> list[dict[str, Any]]:
+    return [dict(e.data) for e in store.events() if e.kind == "published"]
+
+
+async def test_the_host_resolves_a_definition_once_until_what_it_reads_changes(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolved = _counting(monkeypatch, "membrane.runtime.resolution", "resolve")
+    path = project.agent("worker", tools="Read, Grep, Fetch")
+    model = _done()
+    async with project.runtime(model) as runtime:
+
+        async def start(**fields: Any) -> str:
+            """The system prompt the child's model was given (it lists the callable tools)."""
+            info = await runtime.start(SubagentStartRequest("worker", "go", **fields))
+            await runtime.wait(info.run_id)
+            return model.requests[-1].system
+
+        first = await start()
+        for _ in range(4):
+            assert await start() == first
+        assert len(resolved) == 1
+        # A new tool in the registry: resolved again, and the new child is told of it.
+        project.registry.register(echo_tool("Fetch", origin="host"))
+        with_fetch = await start()
+        assert "Fetch" in with_fetch and "Fetch" not in first
+        assert await start() == with_fetch
+        assert len(resolved) == 2
+        # A filter is another resolution; the same filter again is not.
+        assert "Grep" not in await start(tool_filter={"deny": ["Grep"]})
+        assert "Grep" not in await start(tool_filter={"deny": ["Grep"]})
+        assert len(resolved) == 3
+        # The definition's file changed: the catalog's new definition is resolved.
+        assert project.agent("worker", "Work hard.", tools="Read") == path
+        assert "Work hard." in await start()
+        assert len(resolved) == 4
+
+
+async def test_the_sandbox_summary_of_published_events_is_computed_once_per_checkout(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summaries = _counting(monkeypatch, "membrane.runtime.publish", "boundary_summary")
+    project.agent("worker", tools="Read")
+    project.agent("writer", tools="Read, Write")
+    store = MemoryStore()
+    async with project.runtime(_done(), store=store) as runtime:
+        for agent in ("worker", "worker", "worker", "writer", "writer"):
+            await runtime.run(SubagentStartRequest(agent, "go"))
+    # One per agent (its memory folders) and write access, not one per start.
+    assert len(summaries) == 2
+    sandboxes = [event["sandbox"] for event in _published(store)]
+    assert sandboxes[0] == sandboxes[1] == sandboxes[2]
+    assert sandboxes[0] is not sandboxes[1]  # each event its own copy
+    assert sandboxes[3]["writable"] and not sandboxes[0]["writable"]
+
+
+def test_a_forked_process_never_hands_out_the_run_ids_of_its_parent() -> None:
+    new_run_id()  # the parent's pool of ids is filled
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next id and leave at once
+        os.write(writing, new_run_id().encode())
+        os._exit(0)
+    os.close(writing)
+    with os.fdopen(reading) as pipe:
+        child = pipe.read()
+    os.waitpid(pid, 0)
+    mine = new_run_id()
+    assert len(child) == len(mine) == 16
+    assert int(child, 16) >= 0 and child != mine
