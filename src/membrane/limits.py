@@ -25,6 +25,7 @@ from membrane.errors import InvalidDepth, InvalidRequest
 
 __all__ = [
     "MAX_SAFE_INT",
+    "MAX_TOOL_OUTPUT_BYTES",
     "PROVIDER_MANAGED",
     "DepthCap",
     "check_count",
@@ -38,6 +39,9 @@ __all__ = [
 
 #: The largest integer a JSON number carries exactly (2**53 - 1); seed 001 rejects unsafe ones.
 MAX_SAFE_INT: Final = 2**53 - 1
+#: Bytes of a tool's subprocess output kept per stream (``Bash``, the sandbox's default); the
+#: middle of a longer stream is dropped with a note.
+MAX_TOOL_OUTPUT_BYTES: Final = 30_000
 #: The cap that means "no cap here": the provider's deployment owns recursion.
 PROVIDER_MANAGED: Final = "provider-managed"
 #: A configured cap: a depth, or ``"provider-managed"``.

@@ -4,6 +4,7 @@ modules it uses (never timed)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -128,3 +129,36 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
     project.mkdir()
     _, modules = imported(*args, "--project", str(project), cwd=tmp_path)
     assert libraries(modules) & {"typer", "click", "rich"} == set()
+
+
+#: What a pure read never needs: the store, the MCP client, the event loop library, the process
+#: runner, the regex engine of Grep, and (once the installed entry points are cached) the
+#: distribution metadata reader.
+NOT_FOR_EXPLAIN = (
+    "sqlite3",
+    "anyio",
+    "mcp",
+    "re2",
+    "importlib.metadata",
+    "membrane.store.sqlite",
+    "membrane.mcp.mount",
+    "membrane.mcp.client",
+    "membrane.sandbox.process",
+    "membrane.runtime.runtime",
+)
+
+
+def test_explain_json_is_a_pure_read_on_the_example_workspace(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "workspace", workspace)
+    first, _ = imported("explain", "scout", "--json", cwd=workspace)
+    assert first == 0
+    code, modules = imported("explain", "scout", "--json", cwd=workspace)
+    assert code == 0
+    # The extensions were loaded (their tools are listed), the definition and entry point
+    # caches hit, and nothing a run needs was imported.
+    assert "membrane.extensions.load" in modules
+    unwanted = {m for m in modules if m in NOT_FOR_EXPLAIN or m.split(".")[0] in NOT_FOR_EXPLAIN}
+    assert sorted(unwanted) == []

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from membrane.errors import ToolArgumentsInvalid
 
@@ -21,6 +21,7 @@ __all__ = [
     "NotRegularFile",
     "bool_arg",
     "file_kind",
+    "in_thread",
     "int_arg",
     "looks_binary",
     "non_regular_kind",
@@ -29,6 +30,19 @@ __all__ = [
     "optional_str_arg",
     "str_arg",
 ]
+
+_T = TypeVar("_T")
+
+
+async def in_thread(
+    function: Callable[..., _T], *args: object, abandon_on_cancel: bool = False
+) -> _T:
+    """``function(*args)`` in a worker thread. anyio is imported on the first call, so that
+    declaring the built-in tools (``membrane explain``) imports no event-loop library."""
+    from anyio import to_thread
+
+    return await to_thread.run_sync(function, *args, abandon_on_cancel=abandon_on_cancel)
+
 
 #: How many leading bytes are inspected to tell text from binary (as git and grep do: a NUL byte).
 BINARY_SNIFF_BYTES = 8192

@@ -20,9 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from anyio import to_thread
-
-from membrane.builtin_tools._support import number_arg, str_arg
+from membrane.builtin_tools._support import in_thread, number_arg, str_arg
 from membrane.builtin_tools.paths import checkout_root
 from membrane.errors import (
     PathOutsideCheckout,
@@ -31,9 +29,8 @@ from membrane.errors import (
     ToolFailed,
     ToolSpecError,
 )
-from membrane.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES
+from membrane.limits import MAX_TOOL_OUTPUT_BYTES
 from membrane.sandbox.runner import Sandbox, SandboxPolicy
-from membrane.sandbox.shell_guard import find_shell_escape
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["DEFAULT_BASH_TIMEOUT", "MAX_BASH_TIMEOUT", "bash_tool"]
@@ -84,7 +81,7 @@ def bash_tool(
     *,
     default_timeout: float | None = None,
     max_timeout: float = MAX_BASH_TIMEOUT,
-    max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
+    max_output: int = MAX_TOOL_OUTPUT_BYTES,
     sandbox: SandboxPolicy | None = None,
 ) -> Tool:
     """The ``Bash`` tool (mutating).
@@ -123,7 +120,7 @@ def bash_tool(
         # The runtime socket a run's commands call back on stays reachable inside the sandbox.
         socket = context.env.get("MEMBRANE_SOCKET")
         reachable = (Path(socket).parent,) if socket else ()
-        sandbox = await to_thread.run_sync(
+        sandbox = await in_thread(
             lambda: Sandbox.for_checkout(
                 policy.widened(network=context.network),
                 root,
@@ -137,9 +134,9 @@ def bash_tool(
             # A child without Write/Edit is told its memory is read-only: the guard does not
             # exempt its memory folders then (the OS backends let it write nothing at all).
             guarded = None if context.read_only else agent
-            escape = await to_thread.run_sync(
-                lambda: find_shell_escape(command, root=root, agent=guarded)
-            )
+            from membrane.sandbox.shell_guard import find_shell_escape
+
+            escape = await in_thread(lambda: find_shell_escape(command, root=root, agent=guarded))
         if escape is not None:
             error = PathProtected if escape.reason == "protected" else PathOutsideCheckout
             raise error(

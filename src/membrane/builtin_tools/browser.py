@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from anyio import to_thread
-
-from membrane.builtin_tools._support import int_arg, number_arg, optional_str_arg, str_arg
+from membrane.builtin_tools._support import (
+    in_thread,
+    int_arg,
+    number_arg,
+    optional_str_arg,
+    str_arg,
+)
 from membrane.builtin_tools.paths import checkout_root, resolve_path
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
-from membrane.sandbox.process import run_process
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["BROWSER_EXECUTABLES", "browser_preview_tool", "find_browser"]
@@ -100,7 +103,7 @@ def browser_preview_tool(executable: str) -> Tool:
     """The ``BrowserPreview`` tool driving ``executable`` (not mutating)."""
 
     async def handle(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
-        url = await to_thread.run_sync(_target, str_arg(arguments, "url", tool=NAME), context)
+        url = await in_thread(_target, str_arg(arguments, "url", tool=NAME), context)
         mode = optional_str_arg(arguments, "mode", tool=NAME) or "dom"
         if mode not in ("dom", "screenshot"):
             raise ToolArgumentsInvalid(
@@ -131,6 +134,8 @@ def browser_preview_tool(executable: str) -> Tool:
                 argv += [f"--screenshot={shot}", f"--window-size={width},{height}"]
             else:
                 argv.append("--dump-dom")
+            from membrane.sandbox.process import run_process
+
             try:
                 outcome = await run_process(
                     [*argv, url],

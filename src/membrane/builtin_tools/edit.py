@@ -6,13 +6,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from anyio import to_thread
-
 from membrane.builtin_tools._support import (
     BINARY_SNIFF_BYTES,
     UMASK,
     NotRegularFile,
     bool_arg,
+    in_thread,
     looks_binary,
     str_arg,
 )
@@ -164,9 +163,7 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
         )
     path = resolve_for_write(raw, context, tool=NAME)
     root = checkout_root(context)
-    return await to_thread.run_sync(
-        _edit, root, path, display_path(path, context), old, new, replace_all
-    )
+    return await in_thread(_edit, root, path, display_path(path, context), old, new, replace_all)
 
 
 def edit_tool() -> Tool:

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anyio import to_thread
-
-from membrane.builtin_tools._support import int_arg, optional_str_arg, str_arg
+from membrane.builtin_tools._support import in_thread, int_arg, optional_str_arg, str_arg
 from membrane.builtin_tools.paths import display_path, resolve_path
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
 from membrane.tools.spec import Tool, ToolContext
@@ -277,7 +275,7 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     if fixed:
         base = resolve_path(str(base / fixed), context, tool=NAME, argument="pattern")
     pattern = GlobPattern.compile(rest or "*", tool=NAME)
-    found = await to_thread.run_sync(_glob, base, pattern, sort)
+    found = await in_thread(_glob, base, pattern, sort)
     if not found:
         return f"No files match {raw_pattern!r} in {display_path(base, context)}."
     shown = [display_path(path, context) for path in found[:limit]]

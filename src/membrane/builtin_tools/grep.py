@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from anyio import to_thread
-
 from membrane.builtin_tools._support import (
     BINARY_SNIFF_BYTES,
     bool_arg,
     file_kind,
+    in_thread,
     int_arg,
     looks_binary,
     open_regular,
@@ -274,7 +273,7 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext, *, time_li
         optional_str_arg(arguments, "path", tool=NAME) or ".", context, tool=NAME, argument="path"
     )
     # A stalled file system must not make the call uncancellable.
-    return await to_thread.run_sync(_grep, base, glob, search, context, abandon_on_cancel=True)
+    return await in_thread(_grep, base, glob, search, context, abandon_on_cancel=True)
 
 
 def grep_tool(*, time_limit: float = GREP_TIME_LIMIT) -> Tool:

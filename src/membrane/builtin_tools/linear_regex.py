@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
-
 from membrane.errors import ToolArgumentsInvalid
 
 __all__ = ["REFUSED_SYNTAX", "LinearPattern", "compile_linear"]
@@ -38,6 +36,9 @@ class LinearPattern(Protocol):
 def compile_linear(pattern: str, *, ignore_case: bool, tool: str) -> LinearPattern:
     """``pattern`` compiled by RE2; :class:`ToolArgumentsInvalid` (at ``$.pattern``) naming what
     RE2 refused, and the syntax it never accepts."""
+    # Imported on the first pattern: declaring the tools (``membrane explain``) needs no engine.
+    import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = not ignore_case

@@ -7,11 +7,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from anyio import to_thread
-
 from membrane.builtin_tools._support import (
     BINARY_SNIFF_BYTES,
     NotRegularFile,
+    in_thread,
     int_arg,
     looks_binary,
     open_regular,
@@ -172,7 +171,7 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     path = resolve_path(raw, context, tool=NAME)
     shown = display_path(path, context)
     # A stalled file system must not make the call uncancellable.
-    return await to_thread.run_sync(_read, path, shown, offset, limit, abandon_on_cancel=True)
+    return await in_thread(_read, path, shown, offset, limit, abandon_on_cancel=True)
 
 
 def read_tool() -> Tool:

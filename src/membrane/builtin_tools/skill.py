@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from anyio import to_thread
-
 from membrane.agents.skills import Skill
-from membrane.builtin_tools._support import looks_binary
+from membrane.builtin_tools._support import in_thread, looks_binary
 from membrane.errors import ToolFailed, UnknownSkill
 from membrane.tools.spec import Tool, ToolContext
 
@@ -65,8 +63,8 @@ def skill_tool(skills: Mapping[str, Skill]) -> Tool:
             )
         file = arguments.get("file")
         if file is None:
-            return await to_thread.run_sync(_instructions, skill)
-        return await to_thread.run_sync(_file_text, skill, file)
+            return await in_thread(_instructions, skill)
+        return await in_thread(_file_text, skill, file)
 
     return Tool(SKILL_TOOL, DESCRIPTION, SCHEMA, handler)
 

@@ -6,9 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from anyio import to_thread
-
-from membrane.builtin_tools._support import UMASK, str_arg
+from membrane.builtin_tools._support import UMASK, in_thread, str_arg
 from membrane.builtin_tools.beneath import existing_kind, open_parent, write_beneath
 from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
@@ -79,7 +77,7 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     content = str_arg(arguments, "content", tool=NAME)
     path = resolve_for_write(raw, context, tool=NAME)
     root = checkout_root(context)
-    return await to_thread.run_sync(_write, root, path, display_path(path, context), content)
+    return await in_thread(_write, root, path, display_path(path, context), content)
 
 
 def write_tool() -> Tool:

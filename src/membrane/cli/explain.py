@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
-import anyio
-
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
@@ -19,7 +17,7 @@ from membrane.config.budget import budget_view
 from membrane.config.load import load_settings
 from membrane.errors import InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
-from membrane.mcp.mount import McpServers, servers_named
+from membrane.mcp.named import mounts_servers
 from membrane.models.specs import model_view
 from membrane.resolve import (
     CallParams,
@@ -37,9 +35,7 @@ from membrane.runtime.persona import (
     placeholders,
     render_sections,
 )
-from membrane.runtime.worktree import WorktreeManager
 from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
-from membrane.workflow.planning import builtin_workflows
 from membrane.workspace import Workspace
 
 __all__ = ["explain"]
@@ -48,6 +44,8 @@ __all__ = ["explain"]
 def _project_subfolder(project: Path) -> tuple[str, str | None]:
     """The project's place in its Git repository, as the worktree manager computes it; or a
     warning saying why a worktree cannot be made there."""
+    from membrane.runtime.worktree import WorktreeManager
+
     try:
         return WorktreeManager(project).prefix(), None
     except WorktreeUnavailable as exc:
@@ -103,9 +101,14 @@ def build_authority(
         return authority
 
     warnings.extend(ws.warnings)
-    if servers_named(definition):
+    if mounts_servers(definition, ws.settings.mcp_servers):
         # The servers the definition asks for are started, as a run would, to list their tools,
-        # unless their last listing is cached.
+        # unless their last listing is cached. (When none would be mounted, the MCP client is
+        # not even imported: explain is a pure read.)
+        import anyio
+
+        from membrane.mcp.mount import McpServers
+
         async def with_servers() -> EffectiveAuthority:
             async with McpServers.of(ws) as servers:
                 wanted = [n for n in servers.prepare(definition) if not servers.servers[n].cached]
@@ -238,6 +241,8 @@ def workflow_view(authority: EffectiveAuthority) -> dict[str, object] | None:
     name = authority.definition.workflow
     if not isinstance(name, str):
         return None
+    from membrane.workflow.planning import builtin_workflows
+
     workflow = builtin_workflows().get(name)
     if workflow is None:
         return {"name": name, "error": f"unknown-workflow: Membrane ships no workflow {name!r}"}

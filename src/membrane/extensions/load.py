@@ -20,15 +20,13 @@ import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, cast, overload
 
-import anyio
-
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
 from membrane.extensions.hooks import hook_problem
+from membrane.extensions.installed import installed_entry_points
 from membrane.json_types import JSONObject
 from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
 from membrane.tools.requirements import Requirements
@@ -65,17 +63,19 @@ class ExtensionSource:
 
 
 def discover_extensions(
-    project: Path | None, *, installed: bool = True
+    project: Path | None, *, installed: bool = True, cache: Path | None = None
 ) -> dict[str, ExtensionSource]:
     """Every extension available to ``project``, by name, sorted; no module is imported.
 
     A project file wins over an installed entry point of the same name (most specific first).
-    Files whose name starts with ``_`` are helpers, not extensions.
+    Files whose name starts with ``_`` are helpers, not extensions. ``cache``: the file that
+    remembers the installed entry points while the installation is unchanged
+    (``membrane.extensions.installed``).
     """
     found: dict[str, ExtensionSource] = {}
     if installed:
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            found[point.name] = ExtensionSource(point.name, "entry-point", point.value)
+        for name, value in installed_entry_points(ENTRY_POINT_GROUP, cache=cache).items():
+            found[name] = ExtensionSource(name, "entry-point", value)
     if project is not None:
         folder = project / ".membrane" / "extensions"
         if folder.is_dir():
@@ -251,6 +251,8 @@ def function_tool(
             if is_async:
                 return await cast(AsyncFunction, function)(**values)
             # A plain ``def`` runs in a worker thread, so it never blocks the event loop.
+            import anyio.to_thread
+
             return await anyio.to_thread.run_sync(functools.partial(function, **values))
 
         text = (inspect.getdoc(function) or "") if description is None else description
@@ -344,6 +346,8 @@ def _setup_of(source: ExtensionSource) -> Callable[[ExtensionAPI], object]:
         if source.kind == "file":
             target: object = _import_file(source)
         else:
+            from importlib.metadata import EntryPoint
+
             target = EntryPoint(source.name, source.location, ENTRY_POINT_GROUP).load()
     except ExtensionError:
         raise

@@ -10,7 +10,8 @@ from membrane._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
     from membrane.mcp.client import McpServer, ServerState, mcp_tool_name
-    from membrane.mcp.mount import McpServers, servers_named
+    from membrane.mcp.mount import McpServers
+    from membrane.mcp.named import servers_named
     from membrane.mcp.results import map_result
 
 __all__ = [
@@ -31,7 +32,7 @@ __getattr__, __dir__ = _lazy_exports(
         "ServerState": "membrane.mcp.client",
         "mcp_tool_name": "membrane.mcp.client",
         "McpServers": "membrane.mcp.mount",
-        "servers_named": "membrane.mcp.mount",
+        "servers_named": "membrane.mcp.named",
         "map_result": "membrane.mcp.results",
     },
     globals(),

@@ -29,32 +29,11 @@ from membrane.errors import InvalidRequest, McpServerUnavailable
 from membrane.extensions.hooks import ExtensionHooks, SessionStart
 from membrane.mcp.cache import ToolListCache
 from membrane.mcp.client import McpServer
-from membrane.resolve.tools import Selector
+from membrane.mcp.named import servers_named
 from membrane.tools.registry import ToolRegistry
 from membrane.workspace import Workspace
 
 __all__ = ["McpServers", "servers_named"]
-
-
-def servers_named(definition: AgentDefinition) -> frozenset[str]:
-    """Server (extension) names a definition asks for by name: its ``mcp__``/``ext:``
-    selectors in ``tools``, its ``extensions`` list and its ``mcp_servers``. ``isolated: true``
-    asks for none."""
-    if definition.isolated is True:
-        return frozenset()
-    names: set[str] = set()
-    tools = definition.tools if isinstance(definition.tools, tuple) else ()
-    for token in tools:
-        selector = Selector.parse(token)
-        if selector is not None:
-            names.add(selector.extension)
-    if isinstance(definition.extensions, tuple):
-        names.update(definition.extensions)
-    if isinstance(definition.mcp_servers, Mapping):
-        names.update(definition.mcp_servers)
-    if isinstance(definition.exclude_extensions, tuple):
-        names.difference_update(definition.exclude_extensions)
-    return frozenset(names)
 
 
 class McpServers:

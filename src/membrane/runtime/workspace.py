@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The package, not its ``sqlite`` module: a pure read (``membrane explain``) never imports the
+# store, and ``store.SQLiteStore`` is imported when first named.
+import membrane.store as store
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
@@ -25,6 +28,7 @@ from membrane.builtin_tools.skill import skill_tool
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
+from membrane.extensions.installed import ENTRY_POINTS_FILE
 from membrane.extensions.load import (
     ExtensionSource,
     LoadedExtension,
@@ -35,7 +39,6 @@ from membrane.extensions.select import ExtensionPaths, extension_path, is_extens
 from membrane.resolve import Deployment
 from membrane.sandbox.runner import SandboxPolicy
 from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
-from membrane.store.sqlite import SQLiteStore
 from membrane.tools.registry import ToolRegistry
 
 __all__ = ["Workspace", "memory_file", "require_folder"]
@@ -102,7 +105,7 @@ class Workspace:
         )
         loaded: dict[str, LoadedExtension] = {}
         warnings: list[str] = []
-        discovered = discover_extensions(project)
+        discovered = discover_extensions(project, cache=home / "cache" / ENTRY_POINTS_FILE)
         for name, source in discovered.items():
             try:
                 loaded[name] = load_extension(source, registry)
@@ -139,15 +142,15 @@ class Workspace:
     def state_path(self) -> Path:
         return self.state.path
 
-    def open_store(self, state: Path | None = None) -> SQLiteStore:
+    def open_store(self, state: Path | None = None) -> store.SQLiteStore:
         """The project's store (``state`` overrides where it lives). Opening the default one
         first moves a legacy ``<project>/.membrane/state.db`` there, once."""
         synchronous = self.settings.state_synchronous
         if state is not None:
-            return SQLiteStore(state, synchronous=synchronous)
+            return store.SQLiteStore(state, synchronous=synchronous)
         location = self.state
         migrate_legacy_state(location)
-        return SQLiteStore(location.path, synchronous=synchronous)
+        return store.SQLiteStore(location.path, synchronous=synchronous)
 
     def deployment(self) -> Deployment:
         """The deployment as the resolver sees it now (tool names of each extension included)."""

@@ -20,10 +20,12 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from membrane.limits import MAX_TOOL_OUTPUT_BYTES
+
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProcessOutcome", "run_process", "signal_group"]
 
 #: Bytes kept per stream; the middle of a longer stream is dropped with a note.
-DEFAULT_MAX_OUTPUT_BYTES = 30_000
+DEFAULT_MAX_OUTPUT_BYTES = MAX_TOOL_OUTPUT_BYTES
 #: Time a process group gets between SIGTERM and SIGKILL after its deadline.
 TERMINATE_GRACE_SECONDS = 2.0
 #: Time allowed, once the process has exited, for its pipes to deliver what is left.

@@ -22,15 +22,19 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from membrane.config.values import SandboxChoice, Settings
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
+from membrane.limits import MAX_TOOL_OUTPUT_BYTES
 from membrane.sandbox.boundary import Boundary, plan_boundary
 from membrane.sandbox.bubblewrap import bwrap_argv
 from membrane.sandbox.landlock import landlock_argv
 from membrane.sandbox.machine import Backend, MachineSupport, choose_backend, machine_support
-from membrane.sandbox.process import DEFAULT_MAX_OUTPUT_BYTES, ProcessOutcome, run_process
+
+if TYPE_CHECKING:
+    from membrane.sandbox.process import ProcessOutcome
 
 __all__ = ["Sandbox", "SandboxPolicy", "boundary_summary"]
 
@@ -134,7 +138,7 @@ class Sandbox:
         *,
         timeout: float,
         cwd: Path | None = None,
-        max_output: int = DEFAULT_MAX_OUTPUT_BYTES,
+        max_output: int = MAX_TOOL_OUTPUT_BYTES,
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
     ) -> ProcessOutcome:
@@ -144,6 +148,9 @@ class Sandbox:
         Raises ``OSError`` when the process cannot start and :class:`SandboxUnavailable`
         when the boundary cannot be set up.
         """
+        # Imported here: planning and explaining a boundary need no process machinery (anyio).
+        from membrane.sandbox.process import run_process
+
         where = cwd if cwd is not None else self._boundary.checkout
         self.prepare()
         try:
