@@ -132,10 +132,11 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 
 
 #: What a pure read never needs: the store, the MCP client, the event loop library, the process
-#: runner, the regex engine of Grep, and (once the installed entry points are cached) the
-#: distribution metadata reader.
+#: runner, the regex engine of Grep, and (once the installed entry points and the skills are
+#: cached) the distribution metadata reader and the YAML parser.
 NOT_FOR_EXPLAIN = (
     "sqlite3",
+    "ruamel",
     "anyio",
     "mcp",
     "re2",

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -263,6 +262,8 @@ class DefinitionCache:
         data = {"fingerprint": self._fingerprint, "entries": self._entries}
         with contextlib.suppress(OSError, TypeError, ValueError):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            import tempfile  # only a cache that changed is written
+
             handle, temp = tempfile.mkstemp(prefix=".definitions-", dir=folder)
             try:
                 with os.fdopen(handle, "w", encoding="utf-8") as out:

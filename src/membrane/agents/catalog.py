@@ -24,12 +24,12 @@ until it settles. Either way a file is parsed only when its content changed. The
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from membrane.agents.builtins import BUILTIN_DIR, builtin_definitions, builtin_entries
 from membrane.agents.cache import DefinitionCache
@@ -38,7 +38,9 @@ from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.roots import Root, claude_config_home, dialect_roots
 from membrane.agents.scan import ConfigScan, RootScan, Scan
 from membrane.agents.values import REPAIRED_NAME
-from membrane.agents.watch import DirectoryWatcher
+
+if TYPE_CHECKING:  # the watcher (ctypes) is imported only when a second reload arms it
+    from membrane.agents.watch import DirectoryWatcher
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError, UnknownAgent, UnknownSubagent
 
@@ -198,14 +200,14 @@ class Catalog:
         if watcher is None:
             # Arm now; this once the stat walk below still decides, for what changed before.
             self._watcher = self._arm()
-        elif isinstance(watcher, DirectoryWatcher):
+        elif not isinstance(watcher, bool):
             changed = self._watched(watcher)
         if changed is None:
             changed = set()
             for scan in self._scans:
                 if not scan.unchanged():
                     changed |= scan.rescan()
-            if isinstance(self._watcher, DirectoryWatcher):
+            if self._watcher is not None and not isinstance(self._watcher, bool):
                 self._rewatch(self._watcher)
         if not changed:
             return False
@@ -215,6 +217,8 @@ class Catalog:
     def _arm(self) -> DirectoryWatcher | bool:
         """A watcher on every known directory, or ``False`` (the stat walk decides then). The
         stat walk that follows arming covers what changed before the watches existed."""
+        from membrane.agents.watch import DirectoryWatcher
+
         watcher = DirectoryWatcher.create()
         if watcher is None:
             return False
@@ -464,6 +468,8 @@ class Catalog:
         broken = next((e for e in self.errors if _names_file(e, name)), None)
         if broken is not None:
             why = f"is defined by {broken.data['path']}, which cannot be used: {broken}"
+        import difflib  # only for a name that is not there
+
         known = sorted(n for n, d in self._winners.items() if d.is_enabled)
         closest = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         hint = (
@@ -480,6 +486,8 @@ class Catalog:
         )
 
     def _unknown(self, agent_type: str, why: str, policy: str) -> UnknownSubagent:
+        import difflib  # only for a name that is not there
+
         known = sorted(name for name, d in self._winners.items() if d.is_enabled)
         close = difflib.get_close_matches(agent_type, known, n=1)
         hint = f"did you mean `{close[0]}`?" if close else "known: " + ", ".join(known)

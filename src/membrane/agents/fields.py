@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -161,6 +160,8 @@ def suggest_field(key: str) -> str | None:
         return _NEAR_MISSES[norm]
     if norm in _BY_NORM:
         return _BY_NORM[norm]
+    import difflib  # only for a key that is not a known one
+
     close = difflib.get_close_matches(norm, list(_BY_NORM), n=1, cutoff=0.85)
     return _BY_NORM[close[0]] if close else None
 

@@ -15,6 +15,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from membrane.agents.builtins import decode_definition
 from membrane.agents.cache import DefinitionCache
@@ -22,8 +23,10 @@ from membrane.agents.definition import AgentDefinition
 from membrane.agents.files import read_file_bytes
 from membrane.agents.opencode_config import read_opencode_config
 from membrane.agents.roots import Root
-from membrane.agents.watch import Change, DirectoryWatcher
 from membrane.errors import DefinitionError
+
+if TYPE_CHECKING:  # the watcher (ctypes) is imported only when a second reload arms it
+    from membrane.agents.watch import Change, DirectoryWatcher
 
 __all__ = ["ConfigScan", "RootScan", "Scan"]
 

@@ -12,6 +12,7 @@ symlink loop, or a root listed twice) is read once.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Final
 
 from membrane.agents.definition import DefinitionWarning
-from membrane.agents.frontmatter import MAX_BYTES, load_yaml, split_frontmatter
+from membrane.agents.files import MAX_BYTES
+from membrane.agents.skill_cache import ParsedSkill, SkillCache
 from membrane.agents.values import NAME_RE
 from membrane.errors import DefinitionError
 
@@ -67,6 +69,8 @@ class Skill:
     def body(self) -> str:
         """The instructions after the frontmatter, read now (a skill may be edited while a run
         goes on; the catalog keeps names and descriptions only)."""
+        from membrane.agents.frontmatter import split_frontmatter
+
         data = _read_bounded(self.file)
         return split_frontmatter(data.decode("utf-8"), path=str(self.file)).body.lstrip("\n")
 
@@ -152,18 +156,23 @@ def skill_roots(
     return tuple(roots)
 
 
-def discover_skills(roots: Sequence[Path]) -> SkillCatalog:
-    """Read every root in order; the first skill of a name wins, later ones are shadowed."""
+def discover_skills(roots: Sequence[Path], *, cache: Path | None = None) -> SkillCatalog:
+    """Read every root in order; the first skill of a name wins, later ones are shadowed.
+
+    ``cache``: the file that keeps what each ``SKILL.md`` parsed to by its content digest
+    (``membrane.agents.skill_cache``), so that only a changed file is parsed again."""
     winners: dict[str, Skill] = {}
     shadowed: dict[str, list[Path]] = {}
     problems: list[DefinitionWarning] = []
     visited: set[tuple[int, int]] = set()
+    parsed = SkillCache(cache)
     for root in roots:
-        for skill in _read_root(root, visited, problems):
+        for skill in _read_root(root, visited, problems, parsed):
             if skill.name in winners:
                 shadowed.setdefault(skill.name, []).append(skill.folder)
             else:
                 winners[skill.name] = skill
+    parsed.save()
     return SkillCatalog(
         roots=tuple(roots),
         skills=dict(sorted(winners.items())),
@@ -173,7 +182,7 @@ def discover_skills(roots: Sequence[Path]) -> SkillCatalog:
 
 
 def _read_root(
-    root: Path, visited: set[tuple[int, int]], problems: list[DefinitionWarning]
+    root: Path, visited: set[tuple[int, int]], problems: list[DefinitionWarning], cache: SkillCache
 ) -> list[Skill]:
     try:
         entries = sorted(os.scandir(root), key=lambda entry: entry.name)
@@ -206,13 +215,15 @@ def _read_root(
         if key in visited:
             continue
         visited.add(key)
-        skill = _read_skill(Path(entry.path), root, problems)
+        skill = _read_skill(Path(entry.path), root, problems, cache)
         if skill is not None:
             skills.append(skill)
     return skills
 
 
-def _read_skill(folder: Path, root: Path, problems: list[DefinitionWarning]) -> Skill | None:
+def _read_skill(
+    folder: Path, root: Path, problems: list[DefinitionWarning], cache: SkillCache
+) -> Skill | None:
     file = folder / _SKILL_FILE
     path = str(file)
     try:
@@ -225,38 +236,52 @@ def _read_skill(folder: Path, root: Path, problems: list[DefinitionWarning]) -> 
     except OSError as exc:
         problems.append(DefinitionWarning(path, None, "skill-unreadable", str(exc)))
         return None
+    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    parsed = cache.get(path, digest)
+    if parsed is None:
+        parsed = _parse_skill(data, folder, path)
+        cache.put(path, digest, parsed)
+    problems.extend(parsed.problems)
+    if parsed.name is None or parsed.description is None:
+        return None
+    return Skill(name=parsed.name, description=parsed.description, folder=folder, root=root)
+
+
+def _parse_skill(data: bytes, folder: Path, path: str) -> ParsedSkill:
+    """What ``SKILL.md``'s ``data`` says: its name and description, or why it is skipped."""
+    # The YAML parser is imported only when a file must actually be parsed.
+    from membrane.agents.frontmatter import load_yaml, split_frontmatter
+
     try:
         fm = split_frontmatter(data.decode("utf-8"), path=path)
         mapping, fm = load_yaml(fm, known_keys=_KNOWN_KEYS)
     except UnicodeDecodeError:
-        problems.append(DefinitionWarning(path, None, "skill-invalid", "SKILL.md is not UTF-8"))
-        return None
+        return _skipped(DefinitionWarning(path, None, "skill-invalid", "SKILL.md is not UTF-8"))
     except DefinitionError as exc:
         line = exc.data.get("line")
-        problems.append(
+        return _skipped(
             DefinitionWarning(path, line if isinstance(line, int) else None, exc.code, exc.message)
         )
-        return None
-    problems.extend(fm.warnings)
+    problems = list(fm.warnings)
     name = mapping.get("name", folder.name)
     description = mapping.get("description")
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        problems.append(
+        return _skipped(
+            *problems,
             DefinitionWarning(
                 path, 1, "skill-invalid", f"name {name!r} is not a valid skill name; skipped"
-            )
+            ),
         )
-        return None
     if not isinstance(description, str) or not description.strip():
-        problems.append(
+        return _skipped(
+            *problems,
             DefinitionWarning(
                 path,
                 1,
                 "skill-invalid",
                 "a skill needs a `description` (when to use it); skipped",
-            )
+            ),
         )
-        return None
     if name != folder.name:
         problems.append(
             DefinitionWarning(
@@ -266,7 +291,11 @@ def _read_skill(folder: Path, root: Path, problems: list[DefinitionWarning]) -> 
                 f"name {name!r} differs from its folder {folder.name!r}; the name is used",
             )
         )
-    return Skill(name=name, description=" ".join(description.split()), folder=folder, root=root)
+    return ParsedSkill(name, " ".join(description.split()), tuple(problems))
+
+
+def _skipped(*problems: DefinitionWarning) -> ParsedSkill:
+    return ParsedSkill(None, None, problems)
 
 
 def _read_bounded(file: Path) -> bytes:

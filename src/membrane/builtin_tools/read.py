@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,6 +74,8 @@ def _suggestion(path: Path) -> str:
         siblings = [entry.name for entry in parent.iterdir()]
     except OSError:
         return ""
+    import difflib  # only for a file that is not there
+
     close = difflib.get_close_matches(path.name, siblings, n=3, cutoff=0.6)
     if close:
         return " Did you mean: " + ", ".join(close) + "?"

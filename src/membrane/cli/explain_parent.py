@@ -7,7 +7,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from membrane.config.shape import (
     REQUIRED,
@@ -23,10 +23,12 @@ from membrane.config.shape import (
 )
 from membrane.errors import InvalidDepth, InvalidRequest
 from membrane.limits import depth_problem
-from membrane.models.base import Message, MessageKind, Role
 from membrane.resolve import ParentContext
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
+
+if TYPE_CHECKING:  # the model layer is imported only for a --parent that carries a transcript
+    from membrane.models.base import Message, MessageKind, Role
 
 __all__ = ["parent_context", "read_json"]
 
@@ -51,6 +53,8 @@ class _ParentParts:
 
 
 def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
+    from membrane.models.base import Message
+
     return Message(role, content, kind=kind)
 
 

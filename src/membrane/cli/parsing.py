@@ -137,8 +137,14 @@ def _convert(base: type) -> object:
     return None
 
 
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    # argparse never prints here (help and usage lines are ``membrane.cli.helptext``'s), so a
+    # fixed width spares its terminal size lookup, and the import of ``shutil`` with it.
+    return argparse.HelpFormatter(prog, width=80)
+
+
 def _parser(params: list[Param], prog: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, add_help=False, allow_abbrev=False)
+    parser = _Parser(prog=prog, add_help=False, allow_abbrev=False, formatter_class=_formatter)
     for p in params:
         shown = argparse.SUPPRESS if p.hidden else p.help
         if not p.is_option:

@@ -97,7 +97,7 @@ def _read(cache: Path, key: list[object]) -> dict[str, str] | None:
 def _write(cache: Path, key: list[object] | None, points: dict[str, str]) -> None:
     text = json.dumps({"key": key, "points": points})
     with contextlib.suppress(OSError):
-        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, temp = tempfile.mkstemp(dir=cache.parent, prefix=".entry-points-", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -25,7 +25,6 @@ from types import MappingProxyType
 from typing import Any, Literal, cast, overload
 
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
-from membrane.extensions.hooks import hook_problem
 from membrane.extensions.installed import installed_entry_points
 from membrane.json_types import JSONObject
 from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
@@ -154,6 +153,8 @@ class ExtensionAPI:
 
     def on(self, event: str, handler: Hook) -> None:
         """Call ``handler`` at ``event`` (one of ``HOOK_EVENTS``)."""
+        from membrane.extensions.hooks import hook_problem  # only an extension with hooks
+
         problem = hook_problem(event, handler)
         if problem is not None:
             raise self._error(f"extension {self.name!r} {problem}", event=event)

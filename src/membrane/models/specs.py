@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
-from membrane.models.base import Model, ModelRequest, ModelResponse
+
+if TYPE_CHECKING:  # naming a model (``membrane explain``) needs no model layer
+    from membrane.models.base import Model, ModelRequest, ModelResponse
 
 __all__ = [
     "PROVIDERS",

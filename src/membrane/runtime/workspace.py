@@ -22,6 +22,7 @@ import membrane.store as store
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
+from membrane.agents.skill_cache import SKILLS_CACHE_FILE
 from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
 from membrane.builtin_tools import builtin_tools, register_builtin_tools
 from membrane.builtin_tools.skill import skill_tool
@@ -91,12 +92,13 @@ class Workspace:
         project = project.resolve()
         home = home if home is not None else membrane_home()
         settings = load_settings(project=project, home=home)
+        state_folder = locate_state(project, home=home).path.parent
         catalog = Catalog(
             project=project,
             workspace=workspace,
             home=home,
             settings=settings,
-            cache=locate_state(project, home=home).path.parent / CACHE_FILE,
+            cache=state_folder / CACHE_FILE,
         )
         registry = ToolRegistry()
         registry.rate_limits.configure(settings.rate_limits)
@@ -112,7 +114,9 @@ class Workspace:
             except ExtensionError as exc:
                 warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
         paths = _load_paths(catalog, project, discovered, loaded, registry)
-        skills = discover_skills(skill_roots(project=project, home=home))
+        skills = discover_skills(
+            skill_roots(project=project, home=home), cache=state_folder / SKILLS_CACHE_FILE
+        )
         warnings += [f"skill: {problem}" for problem in skills.problems]
         if skills.skills:
             # The host's own Skill, over every discovered skill: what a top-level agent (and a

@@ -1,0 +1,170 @@
+"""What each ``SKILL.md`` parsed to, by content digest, kept in the project's state folder.
+
+Discovering the skills reads every ``SKILL.md`` on the skill roots (Membrane ships one) and
+parses its YAML frontmatter with ruamel, whose pure-Python parser and import cost far more than
+reading and hashing the file. A process that starts cold reads each file, hashes it, and takes
+what it parsed to (the name and description, or why it was skipped, and every warning) from
+this cache while the file at that path still has that digest: only a changed file is parsed.
+
+The cache is one JSON file (``skills.json`` beside the definition cache). It names the Membrane
+version and the size and time of the parser's own modules, so a parser that changed never
+serves an old answer. A missing, unreadable, malformed or foreign cache is ignored (and
+rewritten); one that cannot be written is skipped silently: it is only ever a shortcut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from membrane._version import __version__
+from membrane.agents.definition import DefinitionWarning
+
+__all__ = ["SKILLS_CACHE_FILE", "ParsedSkill", "SkillCache"]
+
+#: The cache's file name inside the state folder.
+SKILLS_CACHE_FILE: Final = "skills.json"
+_FORMAT: Final = 1
+_PARSER_MODULES: Final = ("skills", "skill_cache", "frontmatter", "repair", "values")
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSkill:
+    """What one ``SKILL.md``'s text parsed to: the skill's ``name`` and ``description`` (both
+    ``None`` when it was skipped) and the warnings parsing it gave."""
+
+    name: str | None
+    description: str | None
+    problems: tuple[DefinitionWarning, ...]
+
+    def to_json(self) -> list[object]:
+        return [
+            self.name,
+            self.description,
+            [[p.path, p.line, p.code, p.message] for p in self.problems],
+        ]
+
+    @classmethod
+    def from_json(cls, data: object) -> ParsedSkill | None:
+        """The entry ``to_json`` wrote, or ``None`` when ``data`` is not one."""
+        if not (isinstance(data, list) and len(data) == 3 and isinstance(data[2], list)):
+            return None
+        name, description, problems = data
+        if not all(isinstance(v, str | None) for v in (name, description)):
+            return None
+        warnings: list[DefinitionWarning] = []
+        for item in problems:
+            if not (
+                isinstance(item, list)
+                and len(item) == 4
+                and isinstance(item[0], str)
+                and (item[1] is None or type(item[1]) is int)
+                and isinstance(item[2], str)
+                and isinstance(item[3], str)
+            ):
+                return None
+            warnings.append(DefinitionWarning(item[0], item[1], item[2], item[3]))
+        return cls(name, description, tuple(warnings))
+
+
+def _fingerprint() -> str:
+    here = Path(__file__).resolve().parent
+    parts = [f"format={_FORMAT}", f"membrane={__version__}"]
+    for name in _PARSER_MODULES:
+        try:
+            stat = os.stat(here / f"{name}.py")
+        except OSError:
+            continue
+        parts.append(f"{name}={stat.st_size}:{stat.st_mtime_ns}")
+    return ";".join(parts)
+
+
+class SkillCache:
+    """The cache file at ``path`` (``None``: no cache, every lookup misses)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        #: SKILL.md path -> [digest (hex), the parsed skill as JSON]
+        self._entries: dict[str, list[object]] | None = None
+        self._fingerprint = ""
+        self._dirty = False
+        self._seen: set[str] = set()
+        #: Files answered from the cache, and files parsed.
+        self.hits = 0
+        self.misses = 0
+
+    def _load(self) -> dict[str, list[object]]:
+        if self._entries is not None:
+            return self._entries
+        self._fingerprint = _fingerprint()
+        entries: dict[str, list[object]] = {}
+        if self.path is not None:
+            try:
+                data = json.loads(self.path.read_bytes())
+                if isinstance(data, dict) and data.get("fingerprint") == self._fingerprint:
+                    found = data.get("entries")
+                    if isinstance(found, dict):
+                        entries = found
+            except (OSError, ValueError):
+                pass
+        self._entries = entries
+        return entries
+
+    def get(self, path: str, digest: str) -> ParsedSkill | None:
+        """What ``path`` parsed to when its content had ``digest``, if kept."""
+        self._seen.add(path)
+        if self.path is None:
+            return None
+        entry = self._load().get(path)
+        found = None
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] == digest:
+            found = ParsedSkill.from_json(entry[1])
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def put(self, path: str, digest: str, parsed: ParsedSkill) -> None:
+        """Keep what ``path`` parsed to, when JSON carries it exactly."""
+        if self.path is None:
+            return
+        encoded = parsed.to_json()
+        try:
+            exact = ParsedSkill.from_json(json.loads(json.dumps(encoded))) == parsed
+        except ValueError:
+            exact = False
+        if exact:
+            self._load()[path] = [digest, encoded]
+            self._dirty = True
+
+    def save(self) -> None:
+        """Forget the files not looked up since this cache was opened, and write the cache if it
+        changed (atomically, private to its owner); never raises."""
+        if self.path is None or self._entries is None:
+            return
+        gone = self._entries.keys() - self._seen
+        for path in gone:
+            del self._entries[path]
+        if not (self._dirty or gone):
+            return
+        folder = self.path.parent
+        data = {"fingerprint": self._fingerprint, "entries": self._entries}
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            import tempfile  # only a cache that changed is written
+
+            handle, temp = tempfile.mkstemp(prefix=".skills-", dir=folder)
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    json.dump(data, out, separators=(",", ":"))
+                os.replace(temp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+            self._dirty = False
