@@ -66,6 +66,7 @@ Two families, as a user meets them:
         ├── WorkflowRefused ............ workflow-refused
         ├── StoreError ................. store-error
         ├── RateLimited ................ rate-limited
+        ├── Interrupted ................ interrupted
         └── ServerError ................ server-error
             ├── RuntimeAlreadyRunning .. runtime-already-running
             ├── RuntimeUnavailable ..... runtime-unavailable
@@ -94,6 +95,7 @@ __all__ = [
     "ExtensionError",
     "ExtensionHookFailed",
     "ExtraNotInstalled",
+    "Interrupted",
     "InvalidDepth",
     "InvalidPersona",
     "InvalidRequest",
@@ -546,6 +548,14 @@ class RateLimited(RunError):
     and ``retry_after_seconds``: when the oldest call in the window leaves it."""
 
     code = "rate-limited"
+
+
+class Interrupted(RunError):
+    """A command was interrupted with Ctrl-C (SIGINT) and stopped (exit code 130). A run it
+    followed was stopped with its children and carries ``run_id``, ``stopped`` and ``resume``
+    (the command that continues it)."""
+
+    code = "interrupted"
 
 
 class ServerError(RunError):

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 #: error too), 3 a run failed, 130 interrupted.
 EXIT_CONFIG = 2
 EXIT_RUN = 3
+#: Ctrl-C (SIGINT): 128 + 2, as a shell reports a command it interrupted.
+EXIT_INTERRUPTED = 130
 
 
 def __getattr__(name: str) -> object:
@@ -115,24 +117,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from membrane.cli.declare import Exit, Group, UsageError
     from membrane.cli.parsing import dispatch
-    from membrane.errors import ConfigError, MembraneError
+    from membrane.errors import ConfigError, Interrupted, MembraneError
 
     _register_commands(args)
     root = __getattr__("app") if "app" not in globals() else globals()["app"]
     assert isinstance(root, Group)
     try:
-        dispatch(root, args)
+        try:
+            dispatch(root, args)
+        except KeyboardInterrupt:  # Ctrl-C where no run stops itself (run does): exit 130
+            raise _interrupted(args) from None
     except Exit as exc:
         return exc.code
     except SystemExit as exc:
         if exc.code is None:
             return 0
         return exc.code if isinstance(exc.code, int) else 1
-    except KeyboardInterrupt:  # a command that does not stop cleanly itself (run does)
-        sys.stderr.write("Aborted!\n")
-        return 1
     except MembraneError as exc:
         code = EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_RUN
+        if isinstance(exc, Interrupted):
+            code = EXIT_INTERRUPTED
         if "--json" in args:
             import json
 
@@ -146,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
             _print_error(exc)
         return code
     return 0
+
+
+def _interrupted(args: list[str]) -> MembraneError:
+    """What Ctrl-C in the command ``args`` is reported as: ``interrupted``."""
+    from membrane.errors import Interrupted
+
+    words = [arg for arg in args[:2] if not arg.startswith("-")]
+    return Interrupted(f"membrane {' '.join(words)} was stopped by Ctrl-C")
 
 
 if __name__ == "__main__":  # pragma: no cover

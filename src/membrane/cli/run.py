@@ -23,7 +23,7 @@ from membrane.cli.declare import Argument, Exit, Option, echo
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.screen import Node, Screen, Styled, rich_tree
 from membrane.config.budget import Budget
-from membrane.errors import RunError
+from membrane.errors import Interrupted, RunError
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
@@ -204,10 +204,6 @@ def _print_json(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-#: Ctrl-C (SIGINT): 128 + 2, as a shell reports a command it interrupted.
-EXIT_INTERRUPTED = 130
-
-
 async def _stream_until_done(
     stream: AsyncIterator[LifecycleEvent],
     state: RunState,
@@ -343,12 +339,15 @@ def report_run(
     """Print how the followed run ended: the one formatter of both modes."""
     screen, errors = Screen(), Screen(err=True)
     if interrupted:
-        stopped = ", ".join(f"{n.agent} ({n.run_id})" for n in state.nodes.values()) or info.run_id
-        errors.line(
-            f"interrupted: stopped {stopped}. Resume it with: membrane resume {info.run_id} "
-            f'"MESSAGE" --project {project}'
+        # Exit 130 through the CLI's one error path (``--json``: the error object on stderr).
+        stopped = [f"{n.agent} ({n.run_id})" for n in state.nodes.values()] or [info.run_id]
+        resume = f'membrane resume {info.run_id} "MESSAGE" --project {project}'
+        raise Interrupted(
+            f"stopped {', '.join(stopped)}. Resume it with: {resume}",
+            run_id=info.run_id,
+            stopped=stopped,
+            resume=resume,
         )
-        raise Exit(EXIT_INTERRUPTED)
     root = state.nodes.get(result.run_id)
     if root is not None and result.error is not None and not root.error:
         root.error = f"{result.error.get('code')}: {result.error.get('message')}"
