@@ -14,6 +14,7 @@ from membrane.cli.declare import Option, echo
 from membrane.cli.model_choice import parse_model
 from membrane.errors import InvalidRequest
 from membrane.server import Server, default_socket_path
+from membrane.server.approval import APPROVAL_TIMEOUT
 
 __all__ = ["serve"]
 
@@ -48,6 +49,15 @@ def serve(
             "else 300).",
         ),
     ] = None,
+    approval_timeout: Annotated[
+        float,
+        Option(
+            "--approval-timeout",
+            metavar="SECONDS",
+            help="How long a call an ask rule holds waits for the client's approval/request "
+            "answer before it is refused as approval-unavailable.",
+        ),
+    ] = APPROVAL_TIMEOUT,
 ) -> None:
     """Serve every project's actions and runs over JSON-RPC on a private Unix socket.
 
@@ -57,10 +67,18 @@ def serve(
     """
     if idle_exit is not None and not idle_exit > 0:
         raise InvalidRequest("--idle-exit must be a positive number of seconds", field="idle_exit")
+    if not approval_timeout > 0:
+        raise InvalidRequest(
+            "--approval-timeout must be a positive number of seconds", field="approval_timeout"
+        )
     path = socket.expanduser().absolute() if socket is not None else default_socket_path()
     launch_role = role or os.environ.get("MEMBRANE_ROLE") or None
     server = Server(
-        socket_path=path, models=parse_model, default_role=launch_role, idle_exit=idle_exit
+        socket_path=path,
+        models=parse_model,
+        default_role=launch_role,
+        idle_exit=idle_exit,
+        approval_timeout=approval_timeout,
     )
     server.bind()
 

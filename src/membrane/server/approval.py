@@ -11,8 +11,8 @@ JSON-RPC request::
 
 and the call waits for the reply ``{"decision": "allow"}`` (anything else, ``deny`` included, is a
 refusal: ``tool-call-denied``). No capable client, a client that has gone, an error reply or no
-reply within the timeout (``APPROVAL_TIMEOUT``, 120 s) is ``approval-unavailable``: a call no one
-can approve never runs.
+reply within the server's approval timeout (``membrane serve --approval-timeout``, default
+``APPROVAL_TIMEOUT``, 120 s) is ``approval-unavailable``: a call no one can approve never runs.
 
 The answering client travels with the run in a context variable set around its start, as the
 run's model does (``membrane.server.host``): every child the run starts inherits it, and a run
@@ -50,7 +50,7 @@ __all__ = [
 APPROVAL_METHOD: Final = "approval/request"
 #: The ``initialize`` capability a client sets to answer ``approval/request``.
 APPROVAL_CAPABILITY: Final = "approval"
-#: Seconds a call waits for the client's answer.
+#: Seconds a call waits for the client's answer, unless the server is given another timeout.
 APPROVAL_TIMEOUT: Final = 120.0
 _STATE_KEY: Final = "approver"
 
@@ -128,13 +128,15 @@ class ClientApprover:
         return result.get("decision") == "allow"
 
 
-def client_approver(conn: Connection, capabilities: object) -> ClientApprover | None:
+def client_approver(
+    conn: Connection, capabilities: object, *, timeout: float = APPROVAL_TIMEOUT
+) -> ClientApprover | None:
     """The approver of ``conn`` when its ``initialize`` capabilities say it can answer (kept on
-    the connection), else ``None``."""
+    the connection), waiting ``timeout`` seconds for each answer; else ``None``."""
     if not isinstance(capabilities, dict) or capabilities.get(APPROVAL_CAPABILITY) is not True:
         conn.state.pop(_STATE_KEY, None)
         return None
-    approver = ClientApprover(conn)
+    approver = ClientApprover(conn, timeout=timeout)
     conn.state[_STATE_KEY] = approver
     return approver
 

@@ -45,6 +45,9 @@ class Server(Protocol):
     @property
     def replies(self) -> _Replies: ...
 
+    @property
+    def approval_timeout(self) -> float: ...
+
     def identify(self, identity: JSONDict, client: JSONDict) -> Caller: ...
 
     def runtime_info(self) -> JSONDict: ...
@@ -156,7 +159,8 @@ async def _initialize(server: Server, conn: Connection, params: JSONDict) -> JSO
     p = _parse(_Initialize, params)
     caller = server.identify(p.identity or {}, p.clientInfo or {})
     conn.state["caller"] = caller
-    client_approver(conn, (p.model_extra or {}).get("capabilities"))
+    capabilities = (p.model_extra or {}).get("capabilities")
+    client_approver(conn, capabilities, timeout=server.approval_timeout)
     return {
         "runtimeInfo": server.runtime_info(),
         "capabilities": {"actions": {"listChanged": True}, APPROVAL_CAPABILITY: {"request": True}},

@@ -34,6 +34,7 @@ import membrane
 from membrane.config.load import load_settings
 from membrane.errors import CallerRefused, RuntimeRoleMismatch, TokenInvalid, UnknownProject
 from membrane.json_types import JSONDict, JSONValue
+from membrane.server.approval import APPROVAL_TIMEOUT
 from membrane.server.connection import Connection
 from membrane.server.framing import MAX_FRAME_BYTES, Request, membrane_error_frame
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
@@ -100,7 +101,9 @@ class Server:
     """The machine runtime. ``default_role`` is the launch role (``--role`` or the launch
     environment's ``MEMBRANE_ROLE``); ``None`` takes the settings' ``default_role``.
     ``idle_exit``: shut down after that many seconds with no connection open and no run in
-    flight (``None``: never)."""
+    flight (``None``: never). ``approval_timeout``: how many seconds a call an ``ask`` rule holds
+    waits for the answering client's ``approval/request`` reply before it is
+    ``approval-unavailable``."""
 
     def __init__(
         self,
@@ -112,6 +115,7 @@ class Server:
         drain_seconds: float = 30.0,
         handle_signals: bool = True,
         idle_exit: float | None = None,
+        approval_timeout: float = APPROVAL_TIMEOUT,
     ) -> None:
         self.socket_path = socket_path
         self.default_role = default_role or load_settings(project=None).default_role
@@ -122,6 +126,7 @@ class Server:
         self._drain_seconds = drain_seconds
         self._handle_signals = handle_signals
         self.idle_exit = idle_exit
+        self.approval_timeout = approval_timeout
         #: When a connection last opened or closed (``time.monotonic``).
         self._last_seen = time.monotonic()
         self._hosts: dict[str, ProjectHost] = {}
