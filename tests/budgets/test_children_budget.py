@@ -88,7 +88,7 @@ def test_children_counts_starts_across_the_subtree(
     assert len(ends) == 4 and set(ends.values()) == {"completed"}
 
     assert main(["runs", "--project", str(project), "--json"]) == 0
-    rows = {row["run_id"]: row for row in _lines(capsys.readouterr().out)}
+    rows = {row["run_id"]: row for row in json.loads(capsys.readouterr().out)["runs"]}
     assert rows[result["run_id"]]["budget"]["limit"] == {"children": 3}
     assert rows[result["run_id"]]["budget"]["used"]["children"] == 3
     assert [row.get("budget") for row in rows.values()].count(None) == 3

@@ -9,76 +9,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from cli_schemas import AGENTS, EXPLAIN, FAILURE, VALIDATE
 
 from membrane.cli.app import main
-
-WARNING = {
-    "type": "object",
-    "required": ["code", "message", "file", "line"],
-    "additionalProperties": False,
-    "properties": {
-        "code": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"},
-        "message": {"type": "string"},
-        "file": {"type": "string"},
-        "line": {"type": ["integer", "null"]},
-    },
-}
-ERROR = {
-    "type": "object",
-    "required": ["code", "message", "data"],
-    "additionalProperties": False,
-    "properties": {
-        "code": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"},
-        "message": {"type": "string"},
-        "data": {"type": "object"},
-    },
-}
-#: ``--json`` on stderr when a command fails.
-FAILURE = {
-    "type": "object",
-    "required": ["error", "exit_code"],
-    "additionalProperties": False,
-    "properties": {"error": ERROR, "exit_code": {"type": "integer"}},
-}
-VALIDATE = {
-    "type": "object",
-    "required": ["files", "usable", "unusable", "warnings", "errors"],
-    "additionalProperties": False,
-    "properties": {
-        "files": {"type": "integer"},
-        "usable": {"type": "integer"},
-        "unusable": {"type": "integer"},
-        "warnings": {"type": "array", "items": WARNING},
-        "errors": {"type": "array", "items": ERROR},
-    },
-}
-LIST = {
-    "type": "object",
-    "required": ["agents", "warnings", "errors"],
-    "additionalProperties": False,
-    "properties": {
-        "agents": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name", "root", "dialect", "path", "warnings"],
-                "properties": {"warnings": {"type": "array", "items": WARNING}},
-            },
-        },
-        "warnings": {"type": "array", "items": WARNING},
-        "errors": {"type": "array", "items": ERROR},
-    },
-}
-
-#: ``explain --json``: the contract's keys, warnings in the one shape of every command.
-EXPLAIN = {
-    "type": "object",
-    "required": [
-        "definition", "invocation", "prompt", "extensions", "tools", "checkout", "permissions",
-        "warnings", "sandbox", "model", "budget",
-    ],
-    "properties": {"warnings": {"type": "array", "items": WARNING}},
-}  # fmt: skip
 
 
 def write(path: Path, text: str) -> Path:
@@ -156,7 +89,7 @@ def test_list_json_warnings_are_objects(project: Path, capsys: pytest.CaptureFix
     code, out, _ = run(capsys, "agents", "list", "--json", "--project", str(project))
     assert code == 0
     document: dict[str, Any] = json.loads(out)
-    jsonschema.validate(document, LIST)
+    jsonschema.validate(document, AGENTS)
     [helper] = [a for a in document["agents"] if a["name"] == "code-helper"]
     assert helper["dialect"] == "claude-code"
 

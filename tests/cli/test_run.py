@@ -125,7 +125,10 @@ def test_a_run_whose_model_fails_exits_3_with_an_error_result(
     captured = capsys.readouterr()
     lines = json_lines(captured.out)
     result = lines[-1]
-    assert f"{result['run_id']}: model-error: " in captured.err
+    # stderr holds the run's error as the one error object of every --json command.
+    failure = json.loads(captured.err)
+    assert failure == {"error": result["error"], "exit_code": 3}
+    assert failure["error"]["data"]["run_id"] == result["run_id"]
     assert result["kind"] == "result"
     assert result["agent"] == "broken"
     assert result["status"] == "error"

@@ -4,6 +4,7 @@ prints it as ``membrane run`` does."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -86,7 +87,7 @@ def _alive(pid: int) -> bool:
 
 def _runs(project: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:
     assert main(["runs", "--project", str(project), "--json"]) == 0
-    return {row["run_id"]: row for row in json_lines(capsys.readouterr().out)}
+    return {row["run_id"]: row for row in json.loads(capsys.readouterr().out)["runs"]}
 
 
 def test_runs_lists_each_stored_run_with_its_depth_status_and_owed_notices(
@@ -122,9 +123,7 @@ def test_runs_without_a_state_file_lists_nothing_and_creates_no_file(
     assert main(["runs", "--project", str(project)]) == 0
     assert "no runs" in capsys.readouterr().out
     assert main(["runs", "--project", str(project), "--json"]) == 0
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "no runs" in captured.err
+    assert json.loads(capsys.readouterr().out) == {"state": str(state), "runs": []}
     assert not state.exists()
     assert sorted(p.name for p in (project / ".membrane").iterdir()) == ["agents", "config.toml"]
 

@@ -43,7 +43,7 @@ def test_add_list_and_remove_a_schedule_in_the_projects_state(
     assert "time zone: Europe/Berlin (authoritative for this schedule)" in out
     assert ("02:30:00 CE" in out and "T01:30:00Z" in out) or "T00:30:00Z" in out
     code, out, _ = cli(capsys, "schedule", "list", "--json", *where)
-    [listed] = json.loads(out)
+    [listed] = json.loads(out)["schedules"]
     assert (listed["agent"], listed["cron"], listed["timezone"]) == (
         "lead",
         "30 2 * * *",
@@ -75,7 +75,7 @@ def test_bad_schedules_fail_with_invalid_schedule(
     assert code == 2
     assert err.startswith("invalid-schedule:") and needle in err
     code, out, _ = cli(capsys, "schedule", "list", "--json", "--project", str(project))
-    assert json.loads(out) == []
+    assert json.loads(out) == {"schedules": []}
 
 
 @pytest.mark.anyio

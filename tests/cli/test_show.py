@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_schemas import SHOW
 
 from membrane.cli.app import main
 
@@ -28,30 +29,6 @@ agents:
       usage: {input_tokens: 5, output_tokens: 1}
     - text: fixed it
 """
-SHOW = {
-    "type": "object",
-    "required": ["run", "tool_calls", "transcript", "events", "lineage"],
-    "additionalProperties": False,
-    "properties": {
-        "run": {
-            "type": "object",
-            "required": ["run_id", "agent", "status", "usage", "usage_total", "worktree", "text"],
-        },
-        "tool_calls": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "name", "arguments", "result", "result_truncated", "is_error"],
-            },
-        },
-        "transcript": {"type": "array"},
-        "events": {
-            "type": "array",
-            "items": {"type": "object", "required": ["seq", "kind", "at", "data"]},
-        },
-        "lineage": {"type": "array"},
-    },
-}
 
 
 def _git(cwd: Path, *args: str) -> None:

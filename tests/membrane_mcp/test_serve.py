@@ -154,7 +154,7 @@ def test_mcp_list_shows_each_server_its_state_and_tools(
         broken={"command": str(Path("/nonexistent/server")), "startup_timeout": 5},
     )
     assert main(["mcp", "list", "--project", str(mcp_project.root), "--json"]) == 0
-    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["servers"]}
     assert rows["time"]["state"] == "ready"
     assert rows["time"]["tools"] == ["mcp__time__convert_time", "mcp__time__get_current_time"]
     assert rows["broken"]["state"] in ("backoff", "failed")

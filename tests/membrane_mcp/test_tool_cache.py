@@ -58,14 +58,14 @@ def test_explain_and_mcp_list_show_cached_tools_without_starting_the_server(
     mcp_project.agent("clock", tools="Read, mcp__time__*")
     root = str(mcp_project.root)
     assert main(["mcp", "list", "--json", "--project", root]) == 0  # starts it: listed, cached
-    assert NOW in json.loads(capsys.readouterr().out)[0]["tools"]
+    assert NOW in json.loads(capsys.readouterr().out)["servers"][0]["tools"]
     log = mcp_project.home / "logs" / "mcp" / "time.log"
     log.unlink()
     assert main(["explain", "clock", "--project", root, "--json"]) == 0
     explained = json.loads(capsys.readouterr().out)
     assert NOW in json.dumps(explained["tools"])
     assert main(["mcp", "list", "--no-start", "--json", "--project", root]) == 0
-    row = json.loads(capsys.readouterr().out)[0]
+    row = json.loads(capsys.readouterr().out)["servers"][0]
     assert (row["state"], row["cached"]) == ("idle", True)
     assert NOW in row["tools"]
     assert not log.exists()  # the server never ran for either

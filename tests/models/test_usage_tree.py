@@ -61,7 +61,7 @@ def test_usage_is_per_turn_own_and_subtree(
     )
 
     assert main(["runs", "--project", str(project), "--json"]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    rows = json.loads(capsys.readouterr().out)["runs"]
     lead = next(row for row in rows if row["agent"] == "lead")
     helpers = [row for row in rows if row["agent"] == "helper"]
     assert lead["usage"]["input_tokens"] == 370

@@ -74,7 +74,7 @@ async def test_edges_record_who_spawned_whom_and_how_each_ended(
     assert lead.text == "lead done"
 
     assert main(["lineage", "--json", "--state", str(db)]) == 0
-    (root,) = json.loads(capsys.readouterr().out)
+    (root,) = json.loads(capsys.readouterr().out)["roots"]
     assert (root["run_id"], root["agent"], root["status"]) == (lead.run_id, "lead", "completed")
     good, bad = root["children"]
     edge: dict[str, Any] = good["edge"]
@@ -86,7 +86,7 @@ async def test_edges_record_who_spawned_whom_and_how_each_ended(
     assert bad["edge"]["status"] == "failed" and bad["edge"]["summary"]
 
     assert main(["lineage", good["run_id"], "--json", "--state", str(db)]) == 0
-    (sub,) = json.loads(capsys.readouterr().out)
+    (sub,) = json.loads(capsys.readouterr().out)["roots"]
     assert sub["run_id"] == good["run_id"] and sub["children"] == []
     assert main(["lineage", "--state", str(db)]) == 0
     text = capsys.readouterr().out

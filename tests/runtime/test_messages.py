@@ -157,7 +157,7 @@ async def test_a_message_to_a_stored_run_waits_for_its_resume_and_dead_letters_m
 
     args = ["outbox", "list", "--dead", "--json", "--state", str(db)]
     assert main(args) == 0
-    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (row,) = json.loads(capsys.readouterr().out)["items"]
     assert (row["id"], row["kind"], row["recipient"]) == (sent.id, "ping", result.run_id)
     assert "not running in this process" in row["last_error"]
     assert main(["outbox", "retry", str(sent.id), "--json", "--state", str(db)]) == 0
@@ -168,7 +168,7 @@ async def test_a_message_to_a_stored_run_waits_for_its_resume_and_dead_letters_m
         0,
     )
     assert main(["outbox", "list", "--json", "--state", str(db)]) == 0
-    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (row,) = json.loads(capsys.readouterr().out)["items"]
     assert (row["id"], row["attempts"]) == (sent.id, 0)
 
     store = SQLiteStore(db)

@@ -126,7 +126,7 @@ async def test_run_starts_a_runtime_and_the_next_command_reuses_it(place: Place)
     # The next commands use the same runtime, which holds the first run.
     listed = place.cli("runs", "--json")
     assert listed.returncode == 0, listed.stderr
-    rows = {json.loads(line)["run_id"]: json.loads(line) for line in listed.stdout.splitlines()}
+    rows = {row["run_id"]: row for row in json.loads(listed.stdout)["runs"]}
     assert rows[result["run_id"]]["status"] == "completed"
     again = place.run("--json")
     assert again.returncode == 0, again.stderr

@@ -125,7 +125,7 @@ async def test_runs_lists_the_same_rows_through_the_runtime_as_from_the_store(
     local = _cli(runtime, tmp_path, "runs", "--json", "--headless")
     assert backed.returncode == local.returncode == 0, (backed.stderr, local.stderr)
     assert backed.stdout == local.stdout
-    rows = [json.loads(line) for line in backed.stdout.splitlines()]
+    rows = json.loads(backed.stdout)["runs"]
     assert run_id in [row["run_id"] for row in rows]
     table = _cli(runtime, tmp_path, "runs")
     assert table.returncode == 0 and run_id in table.stdout

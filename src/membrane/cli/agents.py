@@ -134,6 +134,7 @@ def show_agent(
     shadows = catalog.shadowed.get(definition.name, [])
     if as_json:
         payload = definition.to_json()
+        payload["warnings"] = [warning_json(w) for w in definition.warnings]
         payload["shadows"] = [{"root": s.root, "path": s.path} for s in shadows]
         _echo(json.dumps(payload, indent=2))
         return

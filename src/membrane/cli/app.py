@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             dispatch(root, args)
         except KeyboardInterrupt:  # Ctrl-C where no run stops itself (run does): exit 130
             raise _interrupted(args) from None
+        except BaseExceptionGroup as group:  # one error out of a command's task group
+            raise _alone(group, args) from None
     except Exit as exc:
         return exc.code
     except SystemExit as exc:
@@ -158,6 +160,26 @@ def _interrupted(args: list[str]) -> MembraneError:
 
     words = [arg for arg in args[:2] if not arg.startswith("-")]
     return Interrupted(f"membrane {' '.join(words)} was stopped by Ctrl-C")
+
+
+def _alone(group: BaseExceptionGroup[BaseException], args: list[str]) -> BaseException:
+    """The one ``MembraneError`` (or Ctrl-C) a task group raised, to report as any other;
+    a group of anything else, or of several errors, stays what it is: a bug."""
+    from membrane.errors import MembraneError
+
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        found = pending.pop()
+        if isinstance(found, BaseExceptionGroup):
+            pending.extend(found.exceptions)
+        else:
+            leaves.append(found)
+    if len(leaves) == 1 and isinstance(leaves[0], KeyboardInterrupt):
+        return _interrupted(args)
+    if len(leaves) == 1 and isinstance(leaves[0], MembraneError):
+        return leaves[0]
+    return group
 
 
 if __name__ == "__main__":  # pragma: no cover

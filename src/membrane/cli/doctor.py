@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import anyio
 
-from membrane.cli.app import app, safe_text
+from membrane.cli.app import app, safe_text, warning_json
 from membrane.cli.declare import Exit, Option, echo
 
 _JSON = Option("--json", help="Print one JSON document.")
@@ -115,7 +115,7 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     doc["skills"] = {
         "roots": [str(root) for root in catalog.roots],
         "skills": sorted(catalog.skills),
-        "warnings": [str(p) for p in catalog.problems],
+        "warnings": [warning_json(p) for p in catalog.problems],
     }
     doc["problems"] = problems
     return doc, problems

@@ -105,7 +105,9 @@ def lineage(
         str | None, Argument(metavar="RUN_ID", help="The run whose tree to show.")
     ] = None,
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
-    as_json: Annotated[bool, Option("--json", help="The tree as one JSON array.")] = False,
+    as_json: Annotated[
+        bool, Option("--json", help="Print one JSON document: the state file and the tree.")
+    ] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Print the delegation tree of RUN_ID (default: every root) from the lineage ledger: each
@@ -118,7 +120,8 @@ def lineage(
     else:
         nodes = lineage_tree(state, run_id)
     if as_json:
-        sys.stdout.write(json.dumps(nodes, ensure_ascii=False) + "\n")
+        listed = {"state": str(state), "roots": nodes}
+        sys.stdout.write(json.dumps(listed, ensure_ascii=False) + "\n")
         return
     if not nodes:
         Screen(err=True).line(f"no runs in {state}")

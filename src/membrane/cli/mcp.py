@@ -60,7 +60,7 @@ def list_servers(
 
     rows = anyio.run(gather)
     if as_json:
-        echo(json.dumps(rows, indent=2))
+        echo(json.dumps({"servers": rows}, indent=2))
         return
     if not rows:
         echo("no MCP servers configured (add [mcp_servers.NAME] to .membrane/config.toml)")
@@ -83,12 +83,34 @@ def list_servers(
     Screen().table(table)
 
 
-def _note(kind: str, message: str, *, as_json: bool) -> None:
-    """A warning or note of ``mcp serve`` on stderr (stdout may carry the protocol)."""
+def _note(code: str, message: str, file: Path, *, as_json: bool) -> None:
+    """A warning of ``mcp serve`` on stderr (stdout may carry the protocol): with ``--json``
+    one line ``{"warning": {code, message, file, line}}``, ``file`` the settings file it is
+    about."""
     if as_json:
-        echo(json.dumps({kind: message}, ensure_ascii=False), err=True)
+        warning = {"code": code, "message": message, "file": str(file), "line": None}
+        echo(json.dumps({"warning": warning}, ensure_ascii=False), err=True)
     else:
-        Screen(err=True).line(f"{kind}: {message}")
+        Screen(err=True).line(f"warning: {message}")
+
+
+def _settings_file(ws: Workspace, server: str | None) -> Path:
+    """The settings file that configures ``server`` (the project's unless only the user's
+    does), or the project's for a setting it lacks (``server`` ``None``)."""
+    import tomllib
+
+    from membrane.config.load import global_config_path, project_config_path
+
+    project_file = project_config_path(ws.project)
+    if server is None:
+        return project_file
+    try:
+        configured = tomllib.loads(project_file.read_text(encoding="utf-8")).get("mcp_servers")
+    except (OSError, ValueError):
+        configured = None
+    if isinstance(configured, dict) and server in configured:
+        return project_file
+    return global_config_path(ws.home)
 
 
 @mcp_app.command("serve")
@@ -150,8 +172,9 @@ def serve(
                     if allowed is None
                     else {s for name in allowed if (s := mcp_server_of(name)) is not None}
                 )
-            for problem in (await servers.ensure(sorted(wanted))).values():
-                _note("warning", str(problem), as_json=as_json)
+            for name, problem in (await servers.ensure(sorted(wanted))).items():
+                file = _settings_file(ws, name)
+                _note("mcp-server-unavailable", str(problem), file, as_json=as_json)
             authority = None
             if definition is not None:
                 authority = agent_authority(
@@ -168,7 +191,7 @@ def serve(
             if chosen is None or not delegation:
                 if delegation and chosen is None:
                     why = "Task is not offered: no model (--model or default_model)"
-                    _note("note", why, as_json=as_json)
+                    _note("task-not-offered", why, _settings_file(ws, None), as_json=as_json)
                 await _serve(scope, agent or f"role:{role}", ws, http)
                 return
             hooks = ExtensionHooks.from_extensions(ws.extensions.values())

@@ -62,7 +62,9 @@ def _rows(state: Path, *, dead: bool) -> list[dict[str, Any]]:
 def list_items(
     dead: Annotated[bool, Option("--dead", help="List the dead letters instead.")] = False,
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
-    as_json: Annotated[bool, Option("--json", help="One JSON object per item.")] = False,
+    as_json: Annotated[
+        bool, Option("--json", help="Print one JSON document: the state file and its items.")
+    ] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """List the undelivered outbox items (--dead: the dead letters), oldest first, each with
@@ -71,10 +73,8 @@ def list_items(
     rows = _rows(state, dead=dead) if state.exists() else []
     what = "dead letters" if dead else "undelivered items"
     if as_json:
-        for row in rows:
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-        if not rows:
-            Screen(err=True).line(f"no {what} in {state}")
+        listed = {"state": str(state), "dead": dead, "items": rows}
+        sys.stdout.write(json.dumps(listed, ensure_ascii=False) + "\n")
         return
     if not rows:
         Screen().line(f"no {what} in {state}")

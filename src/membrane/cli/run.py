@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import anyio
 
@@ -199,9 +199,10 @@ def _usage_line(node: _Node) -> str:
     return line
 
 
-def _print_json(payload: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
-    sys.stdout.flush()
+def _print_json(payload: dict[str, Any], *, stream: TextIO | None = None) -> None:
+    out = sys.stdout if stream is None else stream
+    out.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+    out.flush()
 
 
 async def _stream_until_done(
@@ -351,14 +352,20 @@ def report_run(
     root = state.nodes.get(result.run_id)
     if root is not None and result.error is not None and not root.error:
         root.error = f"{result.error.get('code')}: {result.error.get('message')}"
-    if not result.ok:
-        # The run's failure is an error like any other: ``code: message`` on stderr (exit 3).
+    if not result.ok and as_json and isinstance(result.error, dict):
+        # The run's failure is an error like any other: the error object on stderr (exit 3).
+        _print_json({"error": dict(result.error), "exit_code": EXIT_RUN}, stream=sys.stderr)
+    elif not result.ok and not as_json:
+        # ... as ``code: message`` without --json (with it, the result line says how it ended).
         failure = root.error if root is not None and root.error else f"run {result.status}"
         errors.line(f"{result.agent} {result.run_id}: {failure}")
     if as_json:
-        # stdout holds only JSON lines; what was skipped still has to reach the user.
-        for warning in warnings:
-            errors.line(f"warning: {warning}", style="yellow")
+        # stdout holds only JSON lines; what was skipped still reaches the user, on stderr, each
+        # warning one line ``{"warning": {code, message, file, line}}`` (file: the project).
+        from membrane.resolve.warnings import warning_objects
+
+        for found in warning_objects(warnings, (), file=str(project)):
+            _print_json({"warning": found}, stream=sys.stderr)
         _print_json({"kind": "result", **result.to_dict()})
         return result
     for warning in warnings:
@@ -405,7 +412,9 @@ async def run_on_runtime(
             )["run"]
             pid = (session.runtime_info or {}).get("pid")
             if as_json:
-                _print_json({"kind": "started", "runtime_pid": pid, **run})
+                # One shape in both modes: ``pid`` is the process that runs it (here the
+                # runtime), ``log`` where its output goes (the runtime keeps none).
+                _print_json({"kind": "started", **run, "pid": pid, "log": None})
             else:
                 echo(
                     f"started {run.get('agent')} as run {run.get('run_id')} in the background "
@@ -555,7 +564,7 @@ def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path | None
         )
     info = json.loads(line)
     if as_json:
-        _print_json({"kind": "started", "pid": child.pid, "log": str(log), **info})
+        _print_json({"kind": "started", **info, "pid": child.pid, "log": str(log)})
         return
     echo(
         f"started {info.get('agent')} as run {info.get('run_id')} in the background "

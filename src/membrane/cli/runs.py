@@ -90,7 +90,9 @@ def existing_state(project: Path, state: Path | None, *, home: Path | None = Non
 @app.command("runs")
 def runs(
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
-    as_json: Annotated[bool, Option("--json", help="One JSON object per run.")] = False,
+    as_json: Annotated[
+        bool, Option("--json", help="Print one JSON document: the state file and its runs.")
+    ] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
@@ -112,13 +114,13 @@ def runs(
             rows, why = [], f"no runs: {state} does not exist"
         else:
             rows, why = list_runs(state), f"no runs stored in {state}"
-    if not rows:
-        Screen(err=as_json).line(why)
-        return
     if as_json:
-        for row in rows:
-            sys.stdout.write(json.dumps(row.to_dict(), ensure_ascii=False) + "\n")
+        listed = {"state": str(state), "runs": [row.to_dict() for row in rows]}
+        sys.stdout.write(json.dumps(listed, ensure_ascii=False) + "\n")
         sys.stdout.flush()
+        return
+    if not rows:
+        Screen().line(why)
         return
     Screen().table(_table(rows, state))
 

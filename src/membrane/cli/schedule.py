@@ -49,7 +49,8 @@ def _emit(described: object, as_json: bool) -> None:
     from membrane.durable.schedules import format_schedule
 
     if as_json:
-        echo(safe_text(json.dumps(described, indent=2)))
+        document = {"schedules": described} if isinstance(described, list) else described
+        echo(safe_text(json.dumps(document, indent=2)))
     elif isinstance(described, list):
         echo("\n".join(safe_text(format_schedule(d)) for d in described) or "no schedules")
     else:

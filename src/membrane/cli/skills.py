@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from membrane.cli.app import app, safe_text
+from membrane.cli.app import app, safe_text, warning_json
 from membrane.cli.declare import Group, Option, echo
 from membrane.cli.screen import Screen, Table
 
@@ -29,10 +29,7 @@ def list_skills(
 
     folder = require_folder("--project", project or Path.cwd())
     catalog = discover_skills(skill_roots(project=folder, home=membrane_home()))
-    warnings = [
-        {"code": p.code, "message": p.message, "file": p.path, "line": p.line}
-        for p in catalog.problems
-    ]
+    warnings = [warning_json(p) for p in catalog.problems]
     if as_json:
         payload = {
             "roots": [str(root) for root in catalog.roots],
