@@ -4,13 +4,15 @@ file, and reading what a command printed."""
 from __future__ import annotations
 
 import json
+import os
+import select
 from pathlib import Path
 from typing import Any
 
 from membrane.config.load import membrane_home
 from membrane.store.location import locate_state
 
-__all__ = ["error_code", "json_lines", "state_of", "write"]
+__all__ = ["error_code", "json_lines", "state_of", "wait_gone", "write"]
 
 
 def write(path: Path, text: str) -> Path:
@@ -33,3 +35,17 @@ def json_lines(out: str) -> list[dict[str, Any]]:
 def error_code(err: str) -> str:
     """The stable code that starts ``code: message`` on stderr."""
     return err.strip().split(":", 1)[0]
+
+
+def wait_gone(pid: int, *, bound: float = 120.0) -> None:
+    """Wait until process ``pid`` (a detached run) has ended; ``bound`` only fails a hung run,
+    no duration is asserted."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([handle], [], [], bound)
+        assert ready, f"process {pid} did not end"
+    finally:
+        os.close(handle)

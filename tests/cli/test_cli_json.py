@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from cli_schemas import (
     STARTED,
     WORKFLOW,
 )
-from cli_support import state_of, write
+from cli_support import state_of, wait_gone, write
 
 from membrane.cli.app import app, main
 from membrane.cli.commands import register
@@ -206,23 +205,12 @@ def test_run_background_prints_one_started_document(
     started = document(capsys, STARTED, *args, "--model", model(project))
     assert started["agent"] == "worker" and started["background"] is True
     assert started["log"] is not None and Path(started["log"]).parent.name == "logs"
-    # The detached run ends on its own; its log holds the same stream, line by line.
-    deadline = time.monotonic() + 120  # bounds a hung run; no duration is asserted
-    while _alive(started["pid"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_gone(started["pid"])
     lines = [json.loads(line) for line in Path(started["log"]).read_text().splitlines()]
     for line in lines[:-1]:
         jsonschema.validate(line, EVENT)
     jsonschema.validate(lines[-1], RESULT)
     assert lines[-1]["run_id"] == started["run_id"] and lines[-1]["status"] == "completed"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_one_shot_project_commands_print_one_document(

@@ -8,8 +8,9 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from cli_support import wait_gone
 
 from membrane.store.location import locate_state
 
@@ -22,15 +23,6 @@ def _status(state: Path, run_id: str) -> str:
             "SELECT status FROM sessions WHERE session_id = ?", (run_id,)
         ).fetchall()
     return str(status)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie nobody has reaped yet counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_background_returns_before_the_run_ends_and_runs_lists_it(
@@ -67,9 +59,6 @@ def test_background_returns_before_the_run_ends_and_runs_lists_it(
     assert run_id in listed.stdout
     with open(gate, "w", encoding="utf-8") as opened:
         opened.write("open\n")
-    # Bound the wait for the detached process to finish; the test asserts no duration.
-    deadline = time.monotonic() + 120
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_gone(pid)  # the detached process finishes the run
     assert _status(state, run_id) == "completed"
     assert '"kind": "result"' in Path(started["log"]).read_text(encoding="utf-8")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import error_code, json_lines, state_of, write
+from cli_support import error_code, json_lines, state_of, wait_gone, write
 
 from membrane.cli.app import main
 from membrane.store import SQLiteStore
@@ -69,20 +68,10 @@ def _run_lead(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main([*args, "--project", str(project), "--model", f"scripted:{script}"]) == 0
     (started,) = json_lines(capsys.readouterr().out)
     # The run goes on in its own process; its JSON lines go to the log it names.
-    deadline = time.monotonic() + 120  # bounds a hung run; no duration is asserted
-    while _alive(started["pid"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_gone(started["pid"])
     result = json_lines(Path(started["log"]).read_text(encoding="utf-8"))[-1]
     assert (result["kind"], result["status"]) == ("result", "completed")
     return str(result["run_id"])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _runs(project: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, Any]]:

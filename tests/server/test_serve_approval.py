@@ -1,7 +1,8 @@
 """``ask`` over the socket: a real ``membrane serve`` sends ``approval/request`` to the client
-that started the run, if that client said in ``initialize`` that it can answer; otherwise, or
-when the client goes away, the call is ``approval-unavailable``. The runtime-backed ``membrane
-run`` on a pseudo-terminal answers with the same prompt as the in-process run."""
+that started the run, if that client said in ``initialize`` that it can answer; otherwise, when
+the client goes away, or when it does not answer within ``--approval-timeout``, the call is
+``approval-unavailable``. The runtime-backed ``membrane run`` on a pseudo-terminal answers with
+the same prompt as the in-process run."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import pty
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from server_support import START_BOUND, Running, clean_env, serve, stop
 
+from membrane.cli.app import main
 from membrane.json_types import JSONDict, JSONValue
 from membrane.server import Client
 
@@ -39,8 +42,8 @@ SCRIPT = {
 }
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def _serving(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Iterator[Running]:
+    """A ``membrane serve --role ops ARGS`` on a project holding the maker."""
     base = tmp_path_factory.mktemp("approval")
     home = base / "home"
     home.mkdir()
@@ -50,11 +53,22 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     (project / ".membrane" / "config.toml").write_text(ROLES, encoding="utf-8")
     (base / "script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
     socket = base / "sock" / "m.sock"
-    proc = serve(socket, home, "--role", "ops")
+    proc = serve(socket, home, "--role", "ops", *args)
     try:
         yield Running(socket=socket, home=home, project=project, pid=proc.pid)
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _serving(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """A server that waits half a second for an answer (``--approval-timeout``)."""
+    yield from _serving(tmp_path_factory, "--approval-timeout", "0.5")
 
 
 async def _start(client: Client, served: Running, *, capable: bool) -> tuple[JSONDict, str]:
@@ -152,6 +166,42 @@ async def test_a_client_that_disconnects_leaves_the_call_unapproved(served: Runn
             codes = await _outcome(watcher, run_id)
     assert codes == ["approval-unavailable"]
     assert not (served.project / "made.txt").exists()
+
+
+@pytest.mark.anyio
+async def test_a_client_that_never_answers_leaves_the_call_denied_after_the_timeout(
+    impatient: Running, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asked: list[JSONDict] = []
+    never = anyio.Event()
+
+    async def answer(params: JSONDict) -> JSONValue:
+        asked.append(params)
+        await never.wait()  # the client holds the question and never replies
+        return {"decision": "allow"}
+
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(impatient.socket) as client:
+            client.answer("approval/request", answer)
+            _, run_id = await _start(client, impatient, capable=True)
+            codes = await _outcome(client, run_id)
+    # The question reached the client, still connected, which never answered: denied.
+    assert [a["tool"] for a in asked] == ["Bash"] and not never.is_set()
+    assert codes == ["approval-unavailable"]
+    assert not (impatient.project / "made.txt").exists()
+    # What the model read as the call's result: the code, why, and what it can do instead.
+    monkeypatch.setenv("MEMBRANE_HOME", str(impatient.home))
+    assert main(["show", run_id, "--project", str(impatient.project), "--json", "--full"]) == 0
+    [call] = json.loads(capsys.readouterr().out)["tool_calls"]
+    result = str(call["result"])
+    assert call["is_error"] and "approval-unavailable" in result
+    assert "did not answer within 0.5 s" in result
+    assert "use a command or path the rules allow" in result
+
+
+def test_the_approval_timeout_must_be_positive(tmp_path: Path) -> None:
+    code = main(["serve", "--socket", str(tmp_path / "s.sock"), "--approval-timeout", "0"])
+    assert code == 2
 
 
 def _read_until(fd: int, marker: bytes) -> bytes:
