@@ -4,8 +4,11 @@ same output either way."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +105,26 @@ async def test_background_leaves_the_run_to_the_runtime(runtime: Running, tmp_pa
             )
     assert waited["run"]["status"] == "completed"
     assert waited["run"]["result"]["text"] == "reader is done"
+
+
+def test_background_json_is_the_started_document_of_the_headless_path(
+    runtime: Running, tmp_path: Path
+) -> None:
+    model = _script(tmp_path)
+    args = ["run", "reader", "look", "--model", model, "--background", "--json"]
+    backed, local = _cli(runtime, tmp_path, *args), _cli(runtime, tmp_path, *args, "--headless")
+    assert backed.returncode == local.returncode == 0, (backed.stderr, local.stderr)
+    on_runtime, detached = json.loads(backed.stdout), json.loads(local.stdout)
+    # One shape: the keys are the same; ``pid`` is the process running it, ``log`` its output.
+    assert set(on_runtime) == set(detached) and on_runtime["kind"] == "started"
+    assert (on_runtime["pid"], on_runtime["log"]) == (runtime.pid, None)
+    assert detached["pid"] != runtime.pid and Path(detached["log"]).name.startswith("run-")
+    with contextlib.suppress(ProcessLookupError):  # the detached run ends before the test does
+        handle = os.pidfd_open(detached["pid"])
+        try:
+            assert select.select([handle], [], [], START_BOUND)[0]
+        finally:
+            os.close(handle)
 
 
 def test_an_unknown_agent_is_refused_by_the_runtime_as_in_process(
