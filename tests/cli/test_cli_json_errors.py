@@ -22,6 +22,7 @@ CASES = [
     (["actions", "run", "Read", "--args", "[1]", "--headless", "--project", "{p}"],
      "invalid-request", 2),
     (["agents", "list", "--project", "{bad}"], "settings-invalid", 2),
+    (["agents", "show", "lead", "--project", "{missing}"], "invalid-request", 2),
     (["agents", "show", "nosuch", "--project", "{p}"], "unknown-subagent", 2),
     (["agents", "validate", "--project", "{bad}"], "settings-invalid", 2),
     (["doctor", "--project", "{missing}"], "invalid-request", 2),

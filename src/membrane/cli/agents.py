@@ -19,7 +19,7 @@ from membrane.cli.declare import Argument, Exit, Group, Option, echo
 from membrane.cli.screen import Screen, Table
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings
-from membrane.errors import DefinitionError, UnknownSubagent
+from membrane.errors import DefinitionError, InvalidRequest, UnknownSubagent
 from membrane.store.location import locate_state
 
 agents_app = Group(
@@ -36,6 +36,11 @@ _JSON = Option("--json", help="Print JSON instead of a table.")
 
 def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
     folder = (project or Path.cwd()).resolve()
+    if not folder.is_dir():  # a mistyped --project is a mistake, not a project of builtins only
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise InvalidRequest(
+            f"--project: {folder} {what}; name an existing folder", field="project"
+        )
     # Parsed definitions are kept by content digest in the project's state folder.
     cache = locate_state(folder, home=membrane_home()).path.parent / CACHE_FILE
     return Catalog(project=folder, workspace=workspace, cache=cache)
