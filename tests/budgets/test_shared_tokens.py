@@ -23,9 +23,17 @@ LEAD_RESPONSE = Usage(input_tokens=8, output_tokens=2)
 
 
 def _model() -> FunctionModel:
+    # The workers spend only once the lead waits for them (TaskWait): the lead then ends after
+    # them, whatever the machine's load, so its subtree usage counts every one of them.
+    waiting = anyio.Event()
+
     async def reply(request: ModelRequest) -> ModelResponse:
         if request.agent == "lead":
-            return _lead(request)
+            response = _lead(request)
+            if any(call.name == "TaskWait" for call in response.tool_calls):
+                waiting.set()
+            return response
+        await waiting.wait()
         # Each worker's turn takes a different number of scheduling rounds, so the workers'
         # requests overlap and interleave rather than taking turns.
         turn = sum(1 for m in request.messages if m.role == "assistant")
