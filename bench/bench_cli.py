@@ -13,11 +13,15 @@ libraries keep the byte code their installation compiled). Both run under one
 Goals (issue 16): ``--version`` at most 3x the bare interpreter; ``agents list`` and
 ``explain NAME --json`` at most 8x.
 
+Each command's imports are counted too (modules in ``sys.modules`` when it ends, and how many of
+them are Membrane's): an operation count, the same on every machine.
+
 Run: ``.venv/bin/python bench/bench_cli.py``. ``CLI_RUNS=5`` takes fewer samples.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -35,6 +39,23 @@ COMMANDS = (
     ("membrane agents list", ["agents", "list"], 8.0),
     ("membrane explain scout --json", ["explain", "scout", "--json"], 8.0),
 )
+#: Runs a command as ``membrane`` does and reports the modules it imported, on stderr.
+PROBE = """
+import json, sys
+from membrane.cli.app import main
+code = main(sys.argv[1:])
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def modules(args: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, int]:
+    """How many modules the command imports, and how many of them are Membrane's."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, check=True
+    )
+    names = json.loads(done.stderr.decode().strip().splitlines()[-1])
+    return len(names), sum(1 for name in names if name.split(".")[0] == "membrane")
 
 
 def cpu(command: list[str], *, cwd: Path, env: dict[str, str], cold: bool) -> float:
@@ -70,6 +91,11 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         for _, args, _ in COMMANDS:  # fill the byte-code and definition caches
             cpu([str(MEMBRANE), *args], cwd=workspace, env=env, cold=False)
+        print("Imports (warm caches):")
+        for label, args, _ in COMMANDS:
+            modules(args, cwd=workspace, env=env)  # this interpreter's sys.path: fill its caches
+            total, own = modules(args, cwd=workspace, env=env)
+            print(f"  {label:<32} {total:>4} modules, {own:>3} of Membrane")
         goals = []
         for cache in ("warm", "cold"):
             cold = cache == "cold"

@@ -30,7 +30,7 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = importlib.metadata.entry_points
 
-    def counting(**params: str) -> importlib.metadata.EntryPoints:
+    def counting(**params: str) -> object:
         calls.append(params["group"])
         return real(**params)
 
@@ -55,7 +55,8 @@ def test_a_warm_cache_answers_without_reading_the_metadata(
     first = installed_entry_points(ENTRY_POINT_GROUP, cache=cache)
     assert first["beta"] == "beta_pkg:setup"
     assert calls == [ENTRY_POINT_GROUP]
-    assert json.loads(cache.read_text())["points"] == first
+    (answer,) = json.loads(cache.read_text())["answers"].values()
+    assert answer["points"] == first
     assert installed_entry_points(ENTRY_POINT_GROUP, cache=cache) == first
     assert calls == [ENTRY_POINT_GROUP]  # the second answer came from the cache
     found = discover_extensions(None, cache=cache)
@@ -86,13 +87,36 @@ def test_installing_removing_or_rewriting_a_distribution_is_seen(
     assert calls == [ENTRY_POINT_GROUP]  # no cache: asked; unchanged since: cached
 
 
-@pytest.mark.parametrize("content", ["not json", '{"key": 1}', '{"key": null, "points": []}'])
+@pytest.mark.parametrize(
+    "content", ["not json", "[]", '{"answers": 1}', '{"answers": {"x": {"key": 1}}}']
+)
 def test_a_broken_cache_is_ignored_and_rewritten(site: Path, tmp_path: Path, content: str) -> None:
     install(site, "beta_pkg", "beta = beta_pkg:setup")
     cache = tmp_path / "entry-points.json"
     cache.write_text(content)
     assert installed_entry_points(ENTRY_POINT_GROUP, cache=cache)["beta"] == "beta_pkg:setup"
-    assert json.loads(cache.read_text())["points"]["beta"] == "beta_pkg:setup"
+    answers = json.loads(cache.read_text())["answers"].values()
+    assert [a["points"]["beta"] for a in answers if "points" in a] == ["beta_pkg:setup"]
+
+
+def test_each_sys_path_keeps_its_own_answer(
+    site: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(site, "beta_pkg", "beta = beta_pkg:setup")
+    other = tmp_path / "other"
+    install(other, "gamma_pkg", "gamma = gamma_pkg:setup")
+    cache = tmp_path / "entry-points.json"
+    calls = asked(monkeypatch)
+    assert "gamma" not in installed_entry_points(ENTRY_POINT_GROUP, cache=cache)
+    monkeypatch.syspath_prepend(str(other))
+    assert "gamma" in installed_entry_points(ENTRY_POINT_GROUP, cache=cache)
+    monkeypatch.undo()
+    monkeypatch.syspath_prepend(str(site))
+    calls = asked(monkeypatch)
+    # Back to the first sys.path: its answer is still kept, nothing is asked.
+    assert "gamma" not in installed_entry_points(ENTRY_POINT_GROUP, cache=cache)
+    assert calls == []
+    assert len(json.loads(cache.read_text())["answers"]) == 2
 
 
 def test_a_cache_that_cannot_be_written_is_skipped(site: Path, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Final
@@ -35,7 +35,7 @@ from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
 from membrane.tools.permissions import PermissionRule
 
-__all__ = ["CACHE_FILE", "DefinitionCache"]
+__all__ = ["CACHE_FILE", "DefinitionCache", "parser_fingerprint", "read_entries", "write_entries"]
 
 #: The cache's file name inside the state folder.
 CACHE_FILE: Final = "definitions.json"
@@ -100,16 +100,55 @@ _DECODERS: Final[dict[str, Callable[[Any], Any]]] = {
 }
 
 
-def _fingerprint() -> str:
+def parser_fingerprint(modules: Sequence[str], *, fmt: int) -> str:
+    """The cache format, the Membrane version and the size and time of each of the parser's
+    ``modules`` (files of this package): a cache written under another parser never matches."""
     here = Path(__file__).resolve().parent
-    parts = [f"format={_FORMAT}", f"membrane={__version__}"]
-    for name in _PARSER_MODULES:
+    parts = [f"format={fmt}", f"membrane={__version__}"]
+    for name in modules:
         try:
             stat = os.stat(here / f"{name}.py")
         except OSError:
             continue
         parts.append(f"{name}={stat.st_size}:{stat.st_mtime_ns}")
     return ";".join(parts)
+
+
+def read_entries(path: Path | None, fingerprint: str) -> dict[str, Any]:
+    """The entries of the cache file at ``path`` when it was written under ``fingerprint``;
+    empty when there is none, or it cannot be read, or it is another parser's."""
+    if path is not None:
+        try:
+            data = json.loads(path.read_bytes())
+            if isinstance(data, dict) and data.get("fingerprint") == fingerprint:
+                found = data.get("entries")
+                if isinstance(found, dict):
+                    return found
+        except (OSError, ValueError):
+            pass
+    return {}
+
+
+def write_entries(path: Path, fingerprint: str, entries: Mapping[str, object]) -> bool:
+    """Write the cache file atomically, private to its owner; False when it cannot be written
+    (never raises: a cache is only ever a shortcut)."""
+    folder = path.parent
+    data = {"fingerprint": fingerprint, "entries": entries}
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        import tempfile  # only a cache that changed is written
+
+        handle, temp = tempfile.mkstemp(prefix=f".{path.stem}-", dir=folder)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(data, out, separators=(",", ":"))
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        return True
+    return False
 
 
 def _plain(value: Any) -> Any:
@@ -177,17 +216,8 @@ class DefinitionCache:
     def _load(self) -> dict[str, list[Any]]:
         if self._entries is not None:
             return self._entries
-        self._fingerprint = _fingerprint()
-        entries: dict[str, list[Any]] = {}
-        if self.path is not None:
-            try:
-                data = json.loads(self.path.read_bytes())
-                if isinstance(data, dict) and data.get("fingerprint") == self._fingerprint:
-                    found = data.get("entries")
-                    if isinstance(found, dict):
-                        entries = found
-            except (OSError, ValueError):
-                pass
+        self._fingerprint = parser_fingerprint(_PARSER_MODULES, fmt=_FORMAT)
+        entries: dict[str, list[Any]] = read_entries(self.path, self._fingerprint)
         self._entries = entries
         return entries
 
@@ -258,19 +288,5 @@ class DefinitionCache:
         """Write the cache if it changed (atomically, private to its owner); never raises."""
         if self.path is None or not self._dirty or self._entries is None:
             return
-        folder = self.path.parent
-        data = {"fingerprint": self._fingerprint, "entries": self._entries}
-        with contextlib.suppress(OSError, TypeError, ValueError):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            import tempfile  # only a cache that changed is written
-
-            handle, temp = tempfile.mkstemp(prefix=".definitions-", dir=folder)
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as out:
-                    json.dump(data, out, separators=(",", ":"))
-                os.replace(temp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+        if write_entries(self.path, self._fingerprint, self._entries):
             self._dirty = False

@@ -14,14 +14,12 @@ rewritten); one that cannot be written is skipped silently: it is only ever a sh
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from membrane._version import __version__
+from membrane.agents.cache import parser_fingerprint, read_entries, write_entries
 from membrane.agents.definition import DefinitionWarning
 
 __all__ = ["SKILLS_CACHE_FILE", "ParsedSkill", "SkillCache"]
@@ -71,18 +69,6 @@ class ParsedSkill:
         return cls(name, description, tuple(warnings))
 
 
-def _fingerprint() -> str:
-    here = Path(__file__).resolve().parent
-    parts = [f"format={_FORMAT}", f"membrane={__version__}"]
-    for name in _PARSER_MODULES:
-        try:
-            stat = os.stat(here / f"{name}.py")
-        except OSError:
-            continue
-        parts.append(f"{name}={stat.st_size}:{stat.st_mtime_ns}")
-    return ";".join(parts)
-
-
 class SkillCache:
     """The cache file at ``path`` (``None``: no cache, every lookup misses)."""
 
@@ -100,17 +86,8 @@ class SkillCache:
     def _load(self) -> dict[str, list[object]]:
         if self._entries is not None:
             return self._entries
-        self._fingerprint = _fingerprint()
-        entries: dict[str, list[object]] = {}
-        if self.path is not None:
-            try:
-                data = json.loads(self.path.read_bytes())
-                if isinstance(data, dict) and data.get("fingerprint") == self._fingerprint:
-                    found = data.get("entries")
-                    if isinstance(found, dict):
-                        entries = found
-            except (OSError, ValueError):
-                pass
+        self._fingerprint = parser_fingerprint(_PARSER_MODULES, fmt=_FORMAT)
+        entries: dict[str, list[object]] = read_entries(self.path, self._fingerprint)
         self._entries = entries
         return entries
 
@@ -150,21 +127,5 @@ class SkillCache:
         gone = self._entries.keys() - self._seen
         for path in gone:
             del self._entries[path]
-        if not (self._dirty or gone):
-            return
-        folder = self.path.parent
-        data = {"fingerprint": self._fingerprint, "entries": self._entries}
-        with contextlib.suppress(OSError, TypeError, ValueError):
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            import tempfile  # only a cache that changed is written
-
-            handle, temp = tempfile.mkstemp(prefix=".skills-", dir=folder)
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as out:
-                    json.dump(data, out, separators=(",", ":"))
-                os.replace(temp, self.path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+        if (self._dirty or gone) and write_entries(self.path, self._fingerprint, self._entries):
             self._dirty = False

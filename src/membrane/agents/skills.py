@@ -145,6 +145,9 @@ def skill_roots(
     roots: list[Path] = []
     seen: set[Path] = set()
     for candidate in candidates:
+        # Most candidates do not exist: one stat tells, before resolving every component.
+        if not candidate.is_dir():
+            continue
         try:
             real = candidate.resolve()
         except (OSError, RuntimeError):

@@ -6,13 +6,12 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
 from membrane.cli.explain_parent import parent_context, read_json
-from membrane.cli.screen import Screen, Styled, Table
 from membrane.config.budget import budget_view
 from membrane.config.load import load_settings
 from membrane.errors import InvalidRequest, WorktreeUnavailable
@@ -37,6 +36,9 @@ from membrane.runtime.persona import (
 )
 from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
 from membrane.workspace import Workspace
+
+if TYPE_CHECKING:  # the tables' renderer is imported to draw them: --json draws none
+    from membrane.cli.screen import Screen
 
 __all__ = ["explain"]
 
@@ -221,6 +223,8 @@ def sandbox_view(authority: EffectiveAuthority, *, project: Path, home: Path | N
 
 
 def _print_sandbox(summary: JSONDict) -> None:
+    from membrane.cli.screen import Screen, Table  # the tables only: --json prints none
+
     table = Table(("", ""), title="Sandbox", show_header=False)
     for key in ("backend", "requested", "error", "writable", "read_only", "network", "note"):
         if key in summary:
@@ -250,6 +254,8 @@ def workflow_view(authority: EffectiveAuthority) -> dict[str, object] | None:
 
 
 def _print_workflow(view: dict[str, object]) -> None:
+    from membrane.cli.screen import Screen, Table
+
     screen = Screen()
     if "error" in view:
         screen.line(f"workflow {view['name']}: {view['error']}", style="red")
@@ -271,6 +277,8 @@ def _print_table(
     budget: JSONDict,
     locked: Mapping[str, list[str]],
 ) -> None:
+    from membrane.cli.screen import Screen, Styled, Table
+
     screen = Screen()
     definition = authority.definition
     screen.line(f"{definition.name}  {definition.root}: {definition.path}", style="bold")
@@ -336,6 +344,8 @@ def _print_table(
 
 def _print_permissions(screen: Screen, authority: EffectiveAuthority) -> None:
     """Each governed tool's rules, in the order they apply (the last match wins)."""
+    from membrane.cli.screen import Styled, Table
+
     permissions = authority.permissions
     if not permissions.tools and permissions.mode == "default":
         return
@@ -353,6 +363,8 @@ def _print_permissions(screen: Screen, authority: EffectiveAuthority) -> None:
 
 def _print_hooks(screen: Screen, authority: EffectiveAuthority) -> None:
     """The definition's command hooks, in the order they run, and who set them."""
+    from membrane.cli.screen import Table
+
     definition = authority.definition
     hooks = definition.hooks
     if not isinstance(hooks, tuple) or not hooks:

@@ -3,7 +3,6 @@ turned into a ``ParentContext`` (``--call`` is read by the same JSON reader)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,23 +32,43 @@ if TYPE_CHECKING:  # the model layer is imported only for a --parent that carrie
 __all__ = ["parent_context", "read_json"]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# Plain classes, not dataclasses: they only carry what the tables below read, and building a
+# dataclass (its generated methods) is a real part of the start of ``membrane explain``.
 class _ParentTool:
-    name: str
-    origin: str
-    deferred: bool
-    mutating: bool
+    """One entry of ``--parent``'s ``tools``."""
+
+    __slots__ = ("deferred", "mutating", "name", "origin")
+
+    def __init__(self, *, name: str, origin: str, deferred: bool, mutating: bool) -> None:
+        self.name = name
+        self.origin = origin
+        self.deferred = deferred
+        self.mutating = mutating
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class _ParentParts:
-    tools: list[_ParentTool] | None
-    system_prompt: str
-    model: str | None
-    transcript: list[Message]
-    permission_mode: str | None
-    depth: int
-    cwd: str | None
+    """``--parent`` as read, before it becomes a ``ParentContext``."""
+
+    __slots__ = ("cwd", "depth", "model", "permission_mode", "system_prompt", "tools", "transcript")
+
+    def __init__(
+        self,
+        *,
+        tools: list[_ParentTool] | None,
+        system_prompt: str,
+        model: str | None,
+        transcript: list[Message],
+        permission_mode: str | None,
+        depth: int,
+        cwd: str | None,
+    ) -> None:
+        self.tools = tools
+        self.system_prompt = system_prompt
+        self.model = model
+        self.transcript = transcript
+        self.permission_mode = permission_mode
+        self.depth = depth
+        self.cwd = cwd
 
 
 def _message(*, role: Role, content: str, kind: MessageKind) -> Message:

@@ -144,7 +144,10 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def _parser(params: list[Param], prog: str) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, add_help=False, allow_abbrev=False, formatter_class=_formatter)
+    # ``usage`` given: ``parse_intermixed_args`` would otherwise format one it never shows.
+    parser = _Parser(
+        prog=prog, usage=prog, add_help=False, allow_abbrev=False, formatter_class=_formatter
+    )
     for p in params:
         shown = argparse.SUPPRESS if p.hidden else p.help
         if not p.is_option:

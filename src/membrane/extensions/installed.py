@@ -10,8 +10,10 @@ it with the time and size of its ``entry_points.txt``. Installing or removing a 
 changes its folder's time; rewriting an ``entry_points.txt`` changes that file's. Computing
 the key costs one ``scandir`` per path entry and one ``stat`` per distribution.
 
-A missing, unreadable, malformed or stale cache is ignored and rewritten; one that cannot be
-written is skipped silently: the cache is only ever a shortcut, never the source.
+The file keeps one answer per ``sys.path`` (the console script and ``python -m membrane`` see
+different ones), the ``MAX_ANSWERS`` most recently written. A missing, unreadable, malformed or
+stale answer is ignored and rewritten; a cache that cannot be written is skipped silently: it is
+only ever a shortcut, never the source.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-__all__ = ["ENTRY_POINTS_FILE", "installed_entry_points"]
+__all__ = ["ENTRY_POINTS_FILE", "MAX_ANSWERS", "installed_entry_points"]
 
 #: The cache's file name inside ``<membrane home>/cache``.
 ENTRY_POINTS_FILE: Final = "entry-points.json"
-_FORMAT: Final = 1
+#: Answers kept in the file, one per ``sys.path``.
+MAX_ANSWERS: Final = 8
+_FORMAT: Final = 2
 _METADATA_SUFFIXES: Final = (".dist-info", ".egg-info")
 
 
@@ -37,10 +41,13 @@ def installed_entry_points(group: str, *, cache: Path | None = None) -> dict[str
     ``importlib.metadata.entry_points(group=group)`` lists them (a later one of the same name
     wins). ``cache``: the file that remembers the answer while the installation is unchanged
     (``None``: always ask ``importlib.metadata``)."""
-    key: list[object] | None = None
+    answers: dict[str, object] = {}
+    path = "\0".join([group, *sys.path])
+    key: list[object] = []
     if cache is not None:
-        key = [_FORMAT, group, _installation()]
-        found = _read(cache, key)
+        answers = _read(cache)
+        key = [_FORMAT, _installation()]
+        found = _points(answers.get(path), key)
         if found is not None:
             return found
     from importlib.metadata import entry_points
@@ -49,7 +56,9 @@ def installed_entry_points(group: str, *, cache: Path | None = None) -> dict[str
     for point in entry_points(group=group):
         found[point.name] = point.value
     if cache is not None:
-        _write(cache, key, found)
+        answers.pop(path, None)
+        answers[path] = {"key": key, "points": found}
+        _write(cache, dict(list(answers.items())[-MAX_ANSWERS:]))
     return found
 
 
@@ -79,14 +88,21 @@ def _installation() -> list[list[object]]:
     return parts
 
 
-def _read(cache: Path, key: list[object]) -> dict[str, str] | None:
+def _read(cache: Path) -> dict[str, object]:
+    """The answers the file keeps, by ``sys.path`` (empty when it cannot be read)."""
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return {}
+    answers = data.get("answers") if isinstance(data, dict) else None
+    return answers if isinstance(answers, dict) else {}
+
+
+def _points(answer: object, key: list[object]) -> dict[str, str] | None:
+    """The entry points ``answer`` keeps, when it was written under ``key``."""
+    if not isinstance(answer, dict) or answer.get("key") != key:
         return None
-    if not isinstance(data, dict) or data.get("key") != key:
-        return None
-    points = data.get("points")
+    points = answer.get("points")
     if not isinstance(points, dict) or not all(
         isinstance(name, str) and isinstance(value, str) for name, value in points.items()
     ):
@@ -94,8 +110,8 @@ def _read(cache: Path, key: list[object]) -> dict[str, str] | None:
     return points
 
 
-def _write(cache: Path, key: list[object] | None, points: dict[str, str]) -> None:
-    text = json.dumps({"key": key, "points": points})
+def _write(cache: Path, answers: dict[str, object]) -> None:
+    text = json.dumps({"format": _FORMAT, "answers": answers})
     with contextlib.suppress(OSError):
         cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, temp = tempfile.mkstemp(dir=cache.parent, prefix=".entry-points-", suffix=".tmp")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +159,8 @@ class Sandbox:
                     max_output=max_output, env=env, stdin=stdin,
                 )  # fmt: skip
             else:
+                import tempfile
+
                 with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
                     outcome = await run_process(
                         self.command(argv, cwd=where, tmp=Path(tmp)),
