@@ -1,5 +1,5 @@
-"""Property tests: over random registries, filters, local tools and hot changes, the view is the
-set formula, and schemas, lookup, execution and the Code Mode SDK agree on it."""
+"""Property tests: over random registries, filters, gates, local tools and hot changes, the view
+is the set formula, and schemas, lookup, execution and the Code Mode SDK agree on it."""
 
 from __future__ import annotations
 
@@ -79,6 +79,7 @@ changes = st.lists(
         st.tuples(st.just("local"), names),
         st.tuples(st.just("reserved"), st.sampled_from(RESERVED_POOL)),
         st.tuples(st.just("flip"), st.sampled_from(ORIGINS)),
+        st.tuples(st.just("flip-gate"), st.sampled_from([*ORIGINS, "scope"])),
         st.tuples(st.just("check"), st.none()),
     ),
     max_size=25,
@@ -102,6 +103,13 @@ def expected_tools(scope: Scope) -> dict[str, Tool]:
         if all(_admits(p, tool) for p in scope.restrictions)
     }
     visible.update(scope.locals())
+    # A gate shuts global and local tools alike (a shut local hides the global it shadows);
+    # reserved tools are outside it.
+    visible = {
+        name: tool
+        for name, tool in visible.items()
+        if all(_admits(gate, tool) for gate in scope.gates)
+    }
     visible.update(scope.reserved())
     return visible
 
@@ -141,12 +149,14 @@ async def _calls_agree(view: ToolView, visible: list[str], hidden: list[str]) ->
     initial=st.lists(globals_, max_size=10),
     installed=st.lists(restrictions, max_size=3),
     local=st.frozensets(names, max_size=3),
+    gate=st.none() | st.frozensets(st.sampled_from([*ORIGINS, "scope"]), max_size=4),
     steps=changes,
 )
 def test_view_is_the_set_formula_through_hot_changes(
     initial: list[Global],
     installed: list[ToolPredicate],
     local: frozenset[str],
+    gate: frozenset[str] | None,
     steps: list[tuple[str, Any]],
 ) -> None:
     registry = ToolRegistry()
@@ -157,11 +167,16 @@ def test_view_is_the_set_formula_through_hot_changes(
         scope.restrict(predicate, validate=False)
     for name in sorted(local):
         scope.add_local(_tool(Global(name, "scope", False), version=1))
+    phase = None if gate is None else OriginPredicate(set(gate))
+    if phase is not None:
+        scope.gate(phase)
 
     def make_fresh() -> Scope:
         fresh = Scope(registry, name="fresh")
         for predicate in scope.restrictions:
             fresh.restrict(predicate, validate=False)
+        for predicate in scope.gates:
+            fresh.gate(predicate)
         for tool in scope.locals().values():
             fresh.add_local(tool)
         for tool in scope.reserved().values():
@@ -197,6 +212,9 @@ def test_view_is_the_set_formula_through_hot_changes(
             for predicate in scope.restrictions:
                 if isinstance(predicate, OriginPredicate):
                     predicate.origins ^= {value}
+        elif kind == "flip-gate":
+            if phase is not None:
+                phase.origins ^= {value}
         else:
             check(scope, make_fresh)
     check(scope, make_fresh)

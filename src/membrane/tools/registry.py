@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -68,20 +68,19 @@ class _Checked:
     schema: dict[str, Any]
 
     def covers(self, tool: Tool) -> bool:
-        return len(self.fields) == len(_fields(tool)) and all(
-            mine is theirs for mine, theirs in zip(self.fields, _fields(tool), strict=True)
-        )
+        return all(map(is_, self.fields, _fields(tool)))
+
+
+#: The fields a check proves something about, read in one C-level call.
+_CHECKED_FIELDS = attrgetter("name", "description", "handler", "origin", "input_schema", "requires")
+#: The fields ``Tool(...)`` takes, for ``retag``.
+_INIT_FIELDS = tuple(field.name for field in dataclasses.fields(Tool) if field.init)
+_INIT_VALUES = attrgetter(*_INIT_FIELDS)
 
 
 def _fields(tool: Tool) -> tuple[object, ...]:
-    return (
-        tool.name,
-        tool.description,
-        tool.handler,
-        tool.origin,
-        tool.input_schema,
-        tool.requires,
-    )
+    fields: tuple[object, ...] = _CHECKED_FIELDS(tool)
+    return fields
 
 
 def check_tool(tool: object) -> Tool:
@@ -147,7 +146,9 @@ def _check_fields(tool: Tool) -> None:
 def retag(tool: Tool, **changes: Any) -> Tool:
     """``dataclasses.replace(tool, **changes)``, keeping the checked schema if it is unchanged."""
     mark = check_tool(tool).memo["checked"]
-    changed = dataclasses.replace(tool, **changes)
+    fields = dict(zip(_INIT_FIELDS, _INIT_VALUES(tool), strict=True))
+    fields.update(changes)
+    changed = Tool(**fields)
     if changed.input_schema is tool.input_schema:
         _check_fields(changed)
         changed.memo["checked"] = _Checked(_fields(changed), mark.schema)
@@ -220,6 +221,7 @@ class ToolRegistry:
         self._listeners: list[Callable[[RegistryChange], None]] = []
         self._extensions: dict[str, ExtensionTools] = {}
         self._snapshot: Mapping[str, Tool] | None = None
+        self._table: dict[str, Tool] | None = None
         self._restrictable: frozenset[str] | None = None
         #: Every name in sorted order, kept up to date name by name; ``_ordered`` is the
         #: tuple handed out, rebuilt (one C-level copy) after the names changed.
@@ -281,8 +283,16 @@ class ToolRegistry:
     def tools(self) -> Mapping[str, Tool]:
         """A read-only snapshot of the global tools (built once per version)."""
         if self._snapshot is None:
-            self._snapshot = MappingProxyType(dict(self._tools))
+            self._snapshot = MappingProxyType(self.table())
         return self._snapshot
+
+    def table(self) -> Mapping[str, Tool]:
+        """The global tools at this version: a plain dict, built once per version and never
+        changed afterwards, so views share it and look names up in it at C speed. Read it;
+        never change it."""
+        if self._table is None:
+            self._table = dict(self._tools)
+        return self._table
 
     def restrictable_names(self) -> frozenset[str]:
         """Names a filter may mention: every global tool (none is reserved)."""
@@ -355,6 +365,7 @@ class ToolRegistry:
     ) -> None:
         self.version += 1
         self._snapshot = None
+        self._table = None
         self._ordered_tools = None
         self._ordered_wires = None
         if tool is None or previous is None:

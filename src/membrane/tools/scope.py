@@ -14,20 +14,21 @@ tools of steps 1 and 2 alike; a tool it refuses is in neither the view nor any c
 
 Scopes are flat: a child scope knows nothing of its parent's locals or restrictions.
 
-Resolution is incremental. The filtered global layer is kept with the registry version it was
-built at; when only the registry moved, the layer is brought forward by replaying the registry's
-change log (each changed name is re-admitted or dropped), so one hot registration costs a handful
-of predicate calls and a copy, not a re-filter of every tool. A new predicate, or a predicate
-whose ``stamp`` moved, rebuilds the layer; set algebra keeps that fast for ``Restriction``.
+Resolution is incremental. A view remembers the registry version, the scope version and the
+predicate stamps it was resolved at. When only the registry or the scope's own tools moved, the
+next view is derived from it by re-resolving just the names the registry's change log (or the
+scope) touched, so one hot registration costs a handful of predicate calls and a copy, not a
+re-filter of every tool. A new predicate, or a predicate whose ``stamp`` moved, resolves from
+scratch: for ``Restriction``s that is a few C-level passes over the registry's names and wire
+entries in name order (one membership pass per allow-list, one pass each to keep the admitted
+names and their entries), with Python code only per denied name and per scope-local tool. A
+``Restriction`` never changes, so an unchanged view is found by comparing three versions.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from bisect import bisect_left
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Hashable, Mapping
 from itertools import compress
 from operator import and_
 from types import MappingProxyType
@@ -35,7 +36,7 @@ from types import MappingProxyType
 from membrane.errors import ToolSpecError
 from membrane.json_types import JSONDict
 from membrane.tools.permissions import ToolGate
-from membrane.tools.registry import RegistryChange, ToolRegistry, check_tool, retag, wire_schema
+from membrane.tools.registry import ToolRegistry, check_tool, retag, wire_schema
 from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.spec import Tool
 from membrane.tools.view import ToolView
@@ -44,21 +45,6 @@ __all__ = ["Scope"]
 
 #: Replay the change log while it is shorter than this share of the layer; rebuild otherwise.
 _REPLAY_SHARE = 4
-
-
-@dataclass(frozen=True, slots=True)
-class _GlobalLayer:
-    """Admitted global tools at one registry version, for one predicate configuration.
-
-    ``tools`` and ``names`` are never mutated once built; views share them.
-    """
-
-    registry_version: int
-    filter_key: tuple[int, tuple[Hashable, ...]]
-    tools: Mapping[str, Tool]
-    names: tuple[str, ...] | None  # sorted; None when not needed since the last replay
-    #: The wire entries of ``names`` in order, taken from the registry's; None after a replay.
-    wires: tuple[JSONDict, ...] | None = None
 
 
 class Scope:
@@ -71,14 +57,20 @@ class Scope:
         self.version = 0
         self._filter_version = 0
         self._restrictions: tuple[ToolPredicate, ...] = ()
+        #: The installed predicates whose ``stamp`` must be read (all but ``Restriction``s).
+        self._stamped: tuple[ToolPredicate, ...] = ()
         self._locals: dict[str, Tool] = {}
         self._reserved: dict[str, Tool] = {}
-        self._layer: _GlobalLayer | None = None
         self._view: ToolView | None = None
+        #: What ``_view`` was resolved at: registry version, scope version, filter key.
+        self._view_registry = -1
         self._view_version = -1
-        self._view_overlay: frozenset[str] = frozenset()
+        self._view_requirements = -1
+        #: No installed predicate has a stamp to read (only ``Restriction``s, no gate).
+        self._plain = True
+        self._view_filter: Hashable = None
+        self._view_own: Mapping[str, Tool] = {}
         self._gates: tuple[ToolPredicate, ...] = ()
-        self._view_gates: tuple[Hashable, ...] = ()
         self._call_gate: ToolGate | None = None
 
     @property
@@ -100,6 +92,7 @@ class Scope:
                 scope=self.name,
             )
         self._gates = (*self._gates, predicate)
+        self._plain = False
         self.version += 1
 
     def locals(self) -> Mapping[str, Tool]:
@@ -116,7 +109,8 @@ class Scope:
         A ``Restriction`` is validated against the registry first unless ``validate`` is false
         (``EmptyToolFilter``, ``UnknownToolInFilter``).
         """
-        if not isinstance(predicate, ToolPredicate):
+        plain = type(predicate) is Restriction
+        if not plain and not isinstance(predicate, ToolPredicate):
             raise ToolSpecError(
                 f"scope {self.name!r}: restrict() needs a ToolPredicate (label, admits, stamp), "
                 f"got {type(predicate).__name__}",
@@ -125,6 +119,9 @@ class Scope:
         if validate and isinstance(predicate, Restriction):
             predicate.validate(self.registry, local=[*self._locals, *self._reserved])
         self._restrictions = (*self._restrictions, predicate)
+        if not plain:
+            self._stamped = (*self._stamped, predicate)
+            self._plain = False
         self._filter_version += 1
         self.version += 1
 
@@ -179,31 +176,37 @@ class Scope:
 
     def view(self) -> ToolView:
         """The current resolution, cached by (registry version, scope version, stamps)."""
-        # The requirements in force count as one more stamp: a backend coming or going
-        # re-resolves the view.
-        stamps = (
-            *[predicate.stamp() for predicate in self._restrictions],
-            self.registry.requirements.version,
-        )
-        gates = tuple([gate.stamp() for gate in self._gates])
-        key = (self.registry.version, self.version, stamps, gates)
+        registry = self.registry
+        view = self._view
+        # A ``Restriction``'s stamp never moves, so with nothing else installed three versions
+        # say whether the view is current: the registry's, the scope's and the requirements'
+        # (a backend coming or going re-resolves the view).
+        if (
+            view is not None
+            and self._plain
+            and self._view_registry == registry.version
+            and self._view_version == self.version
+            and self._view_requirements == registry.requirements.version
+        ):
+            return view
+        if not self._plain:
+            key: tuple[Hashable, ...] = (
+                registry.version,
+                self.version,
+                registry.requirements.version,
+                tuple([predicate.stamp() for predicate in self._stamped]),
+                tuple([gate.stamp() for gate in self._gates]),
+            )
+        else:
+            key = (registry.version, self.version, registry.requirements.version)
         previous = self._view
         if previous is not None and previous.key == key:
             return previous
-        layer, moved = self._global_layer(self.registry.version, stamps)
-        overlay = frozenset(self._locals) | frozenset(self._reserved)
-        if previous is None or moved is None or gates != self._view_gates:
-            view = self._compose(layer, key)
-        elif not moved and self._view_version == self.version:
-            view = previous.rekeyed(key, gate=self._call_gate)
-        else:
-            touched = moved | overlay | self._view_overlay
-            resolve = partial(self._resolve_one, layer)
-            view = previous.derive(touched, resolve, key=key, gate=self._call_gate)
+        view = self._resolve(key, previous)
         self._view = view
+        self._view_registry = registry.version
         self._view_version = self.version
-        self._view_overlay = overlay
-        self._view_gates = gates
+        self._view_requirements = registry.requirements.version
         return view
 
     def _claim(self, name: str, own: dict[str, Tool], *, replace: bool, kind: str) -> None:
@@ -223,37 +226,72 @@ class Scope:
                 scope=self.name,
             )
 
-    def _global_layer(
-        self, registry_version: int, stamps: tuple[Hashable, ...]
-    ) -> tuple[_GlobalLayer, frozenset[str] | None]:
-        """The admitted global layer now, and the names whose tool moved since the last one
-        (``None`` when it was rebuilt rather than brought forward)."""
-        filter_key = (self._filter_version, stamps)
-        layer = self._layer
-        if layer is not None and layer.filter_key == filter_key:
-            if layer.registry_version == registry_version:
-                return layer, frozenset()
-            changes = self.registry.changes_since(layer.registry_version)
-            if changes is not None and len(changes) * _REPLAY_SHARE <= len(layer.tools) + 64:
-                layer, moved = self._replay(layer, changes, registry_version)
-                self._layer = layer
-                return layer, moved
-        layer = self._rebuild(registry_version, filter_key)
-        self._layer = layer
-        return layer, None
+    def _resolve(self, key: tuple[Hashable, ...], previous: ToolView | None) -> ToolView:
+        """A fresh view under ``key``: derived from ``previous`` when only the registry or the
+        scope's own tools moved (and the registry's log reaches back), resolved otherwise."""
+        registry = self.registry
+        filter_key = (self._filter_version, key[2:])
+        overlay = self._overlay()
+        # Every tool of the scope's own, shut by a gate or not: it shadows the global one.
+        own = {**self._locals, **self._reserved}
+        before, self._view_own = self._view_own, own
+        if previous is not None and self._view_filter == filter_key:
+            changes = registry.changes_since(self._view_registry)
+            if changes is not None and len(changes) * _REPLAY_SHARE <= len(previous) + 64:
+                touched = {change.name for change in changes}
+                touched.update(
+                    name
+                    for name in before.keys() | own.keys()
+                    if before.get(name) is not own.get(name)
+                )
+                if not touched:
+                    return previous.rekeyed(key, gate=self._call_gate)
+                return previous.derive(
+                    touched,
+                    self._resolve_one,
+                    key=key,
+                    tools=registry.table(),
+                    overlay=overlay,
+                    gate=self._call_gate,
+                )
+        self._view_filter = filter_key
+        return self._rebuild(key, overlay)
+
+    def _overlay(self) -> dict[str, Tool]:
+        """The scope's visible own tools: the local tools every gate opens, and the reserved."""
+        if self._gates:
+            overlay = {name: tool for name, tool in self._locals.items() if self._opened(tool)}
+        else:
+            overlay = dict(self._locals)
+        overlay.update(self._reserved)
+        return overlay
 
     def _admits(self, tool: Tool) -> bool:
         if tool.requires and not self.registry.requirements.admits(tool):
             return False
         return all(p.admits(tool) for p in self._restrictions)
 
-    def _rebuild(
-        self, registry_version: int, filter_key: tuple[int, tuple[Hashable, ...]]
-    ) -> _GlobalLayer:
+    def _opened(self, tool: Tool) -> bool:
+        return all(gate.admits(tool) for gate in self._gates)
+
+    def _resolve_one(self, name: str) -> Tool | None:
+        """What ``name`` resolves to in this scope: reserved, then local, then admitted global."""
+        tool = self._reserved.get(name)
+        if tool is not None:
+            return tool
+        tool = self._locals.get(name)
+        if tool is None:
+            tool = self.registry.get(name)
+            if tool is None or not self._admits(tool):
+                return None
+        return tool if self._opened(tool) else None
+
+    def _rebuild(self, key: Hashable, overlay: Mapping[str, Tool]) -> ToolView:
+        """The view resolved from scratch, in passes over the registry's sorted arrays."""
         registry = self.registry
         order = registry.sorted_names()
         # One flag per registered name, in name order: the allow-lists intersected by one
-        # C-level pass each, the (few) denied and requiring names cleared one by one.
+        # C-level pass each, the (few) denied, requiring and shadowed names cleared one by one.
         keep: list[bool] | None = None
         denied: set[str] = set()
         others: list[ToolPredicate] = []
@@ -268,103 +306,34 @@ class Scope:
                 keep = list(flags) if keep is None else list(map(and_, keep, flags))
         if keep is None:
             keep = [True] * len(order)
-        everything = registry.tools()
+        table = registry.table()
         requirements = registry.requirements
         for name in registry.requiring_names():
-            if not requirements.admits(everything[name]):
+            if not requirements.admits(table[name]):
                 denied.add(name)
+        # A scope's own tool shadows the global of its name (or, when a gate shuts it, hides it).
+        denied.update(self._locals, self._reserved)
         for name in denied:
             index = bisect_left(order, name)
             if index < len(order) and order[index] == name:
                 keep[index] = False
+        others.extend(self._gates)
         if others:
             for index in compress(range(len(order)), keep):
-                tool = everything[order[index]]
+                tool = table[order[index]]
                 keep[index] = all(p.admits(tool) for p in others)
         names = tuple(compress(order, keep))
-        tools = dict(zip(names, compress(registry.sorted_tools(), keep), strict=True))
         wires = tuple(compress(registry.sorted_wires(), keep))
-        return _GlobalLayer(registry_version, filter_key, tools, names, wires)
-
-    def _replay(
-        self, layer: _GlobalLayer, changes: Sequence[RegistryChange], registry_version: int
-    ) -> tuple[_GlobalLayer, frozenset[str]]:
-        """``layer`` brought forward over ``changes``, and the names whose admitted tool moved."""
-        tools: dict[str, Tool] | None = None
-        moved: list[str] = []
-        for name in dict.fromkeys(change.name for change in changes):
-            current = self.registry.get(name)
-            held = (tools if tools is not None else layer.tools).get(name)
-            admitted = current is not None and self._admits(current)
-            if held is current or (held is None and not admitted):
-                continue
-            if tools is None:
-                tools = dict(layer.tools)
-            moved.append(name)
-            if admitted:
-                assert current is not None
-                tools[name] = current
-            else:
-                del tools[name]
-        if tools is None:
-            return dataclasses.replace(layer, registry_version=registry_version), frozenset()
-        # Names are sorted again only if a later rebuild-free compose needs them.
-        return _GlobalLayer(registry_version, layer.filter_key, tools, None), frozenset(moved)
-
-    def _resolve_one(self, layer: _GlobalLayer, name: str) -> Tool | None:
-        """What ``name`` resolves to in this scope: reserved, then local, then admitted global."""
-        if name in self._reserved:
-            return self._reserved[name]
-        tool = self._locals.get(name) or layer.tools.get(name)
-        return tool if tool is None or self._opened(tool) else None
-
-    def _opened(self, tool: Tool) -> bool:
-        return all(gate.admits(tool) for gate in self._gates)
-
-    def _compose(self, layer: _GlobalLayer, key: Hashable) -> ToolView:
-        names = layer.names if layer.names is not None else tuple(sorted(layer.tools))
-        wires = layer.wires if layer.names is not None else None
-        limiter = self.registry.rate_limits
-        if not self._locals and not self._reserved and not self._gates:
-            return ToolView(
-                layer.tools,
-                names,
-                key=key,
-                limiter=limiter,
-                gate=self._call_gate,
-                schemas=wires,
-            )
-        tools = dict(layer.tools)
-        ordered = list(names)
-        shown = None if wires is None else list(wires)
-
-        def put(name: str, tool: Tool) -> None:
-            index = bisect_left(ordered, name)
-            if name not in tools:
-                ordered.insert(index, name)
-                if shown is not None:
-                    shown.insert(index, wire_schema(tool))
-            elif shown is not None:
-                shown[index] = wire_schema(tool)
-            tools[name] = tool
-
-        for name, tool in self._locals.items():
-            put(name, tool)
-        if self._gates:
-            for name in [n for n, t in tools.items() if not self._opened(t)]:
-                index = bisect_left(ordered, name)
-                del tools[name], ordered[index]
-                if shown is not None:
-                    del shown[index]
-        for name, tool in self._reserved.items():
-            put(name, tool)
+        if overlay:
+            names, wires = _merged(names, wires, overlay)
         return ToolView(
-            tools,
-            tuple(ordered),
+            table,
+            names,
             key=key,
-            limiter=limiter,
+            limiter=registry.rate_limits,
             gate=self._call_gate,
-            schemas=None if shown is None else tuple(shown),
+            schemas=wires,
+            overlay=overlay,
         )
 
     def __repr__(self) -> str:
@@ -372,3 +341,23 @@ class Scope:
             f"Scope({self.name!r}, restrictions={len(self._restrictions)}, "
             f"locals={sorted(self._locals)!r}, reserved={sorted(self._reserved)!r})"
         )
+
+
+def _merged(
+    names: tuple[str, ...], wires: tuple[JSONDict, ...], extra: Mapping[str, Tool]
+) -> tuple[tuple[str, ...], tuple[JSONDict, ...]]:
+    """``names`` and their ``wires`` with ``extra``'s tools (names not among ``names``) put in
+    name order: one copy of each, whatever the number of extra tools."""
+    merged_names: list[str] = []
+    merged_wires: list[JSONDict] = []
+    start = 0
+    for name in sorted(extra):
+        index = bisect_left(names, name, start)
+        merged_names += names[start:index]
+        merged_names.append(name)
+        merged_wires += wires[start:index]
+        merged_wires.append(wire_schema(extra[name]))
+        start = index
+    merged_names += names[start:]
+    merged_wires += wires[start:]
+    return tuple(merged_names), tuple(merged_wires)

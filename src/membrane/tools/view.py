@@ -8,9 +8,17 @@ A view is immutable. Everything derived from it (sorted schemas, the SDK) is com
 use, and everything derived from one tool (its wire schema, its compiled validator) is memoised
 on that tool object, so views that share tools share that work.
 
-A view is a ``frozenset`` of its names, so the per-call visibility check ``name in view`` is
-the set's own C-level lookup, with no Python code in the way. It compares and hashes by
-identity, like any other view object, and iterates its names in sorted order.
+A view holds its names twice: ``names``, sorted, for everything shown in order, and
+``visible``, a plain built-in ``frozenset``, for the per-call visibility check: ``call`` checks
+``name in self.visible`` before anything else, one C-level set lookup, as cheap as a dict's (a
+``frozenset`` subclass would not be: CPython reaches the lookup of a subclass defined in Python
+through a method call). ``name in view`` asks the same set. A view compares and hashes by
+identity and iterates its names in sorted order.
+
+A view holds no name-to-tool map of its own: it looks a visible name up in its ``overlay`` (the
+scope's local and reserved tools) and then in a shared table of global tools (the registry's
+table at that version), which may hold names the view does not show. So a scope's view over
+10,000 global tools costs its names, its set and its wire entries, not another 10,000-entry map.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from membrane.tools.spec import Tool, ToolContext
 __all__ = ["ToolView", "anthropic_schema", "openai_schema", "wire_schema"]
 
 _SHOWN = 200
+_NO_TOOLS: Final[Mapping[str, Tool]] = MappingProxyType({})
 
 
 class _Limiter(Protocol):
@@ -51,27 +60,41 @@ class _Limiter(Protocol):
     def acquire(self, session: str, tool: str) -> None: ...
 
 
-class ToolView(frozenset[str]):
+class ToolView:
     """Visible tools of one scope at one resolution, keyed by exact name.
 
-    ``names`` is sorted. ``key`` identifies the resolution (registry version, scope version,
-    predicate stamps); two views with equal keys from one scope are the same object. ``gate``
-    checks every call's arguments (the scope's permission rules) before its handler runs.
-    As a set, the view holds exactly the visible names (see the module docstring).
+    ``names`` is sorted and ``visible`` is the same names as a built-in ``frozenset``. ``key``
+    identifies the resolution (registry version, scope version, predicate stamps); two views
+    with equal keys from one scope are the same object. ``gate`` checks every call's arguments
+    (the scope's permission rules) before its handler runs.
     """
 
-    __slots__ = ("_gate", "_limiter", "_schemas", "_sdk", "_tools", "key", "names")
+    __slots__ = (
+        "_gate",
+        "_limiter",
+        "_overlay",
+        "_schemas",
+        "_sdk",
+        "_tools",
+        "key",
+        "names",
+        "visible",
+    )
 
+    #: Holds the tool of every visible name not in ``_overlay``; may hold other names too.
     _tools: Mapping[str, Tool]
+    #: Visible tools that win over ``_tools`` (a scope's local and reserved tools).
+    _overlay: Mapping[str, Tool]
     _limiter: _Limiter | None
     _gate: ToolGate | None
     names: tuple[str, ...]
+    visible: frozenset[str]
     key: Hashable
     _schemas: tuple[JSONDict, ...] | None
     _sdk: str | None
 
-    def __new__(
-        cls,
+    def __init__(
+        self,
         tools: Mapping[str, Tool],
         names: tuple[str, ...] | None = None,
         *,
@@ -79,27 +102,26 @@ class ToolView(frozenset[str]):
         limiter: _Limiter | None = None,
         gate: ToolGate | None = None,
         schemas: tuple[JSONDict, ...] | None = None,
-    ) -> ToolView:
-        """``schemas``, when given, are the wire entries of ``names`` in order (the scope took
-        them from the registry's); otherwise they are computed on first use."""
-        view = super().__new__(cls, tools)
-        view._tools = tools
-        view._limiter = limiter
-        view._gate = gate
-        view.names = tuple(sorted(tools)) if names is None else names
-        view.key = key
-        view._schemas = schemas
-        view._sdk = None
-        return view
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __ne__(self, other: object) -> bool:
-        return self is not other
-
-    def __hash__(self) -> int:
-        return object.__hash__(self)
+        overlay: Mapping[str, Tool] | None = None,
+        visible: frozenset[str] | None = None,
+    ) -> None:
+        """Without ``names`` the view shows exactly ``tools``. With them it shows ``names``
+        (sorted): each is found in ``overlay`` first, then in ``tools``, which may hold more.
+        ``schemas``, when given, are the wire entries of ``names`` in order (the scope took
+        them from the registry's); otherwise they are computed on first use. ``visible``, when
+        given, is ``frozenset(names)`` already built (views of one resolution share it)."""
+        if names is None:
+            names = tuple(sorted(tools))
+            visible = frozenset(tools)
+        self._tools = tools
+        self._overlay = _NO_TOOLS if overlay is None else overlay
+        self._limiter = limiter
+        self._gate = gate
+        self.names = names
+        self.visible = frozenset(names) if visible is None else visible
+        self.key = key
+        self._schemas = schemas
+        self._sdk = None
 
     @classmethod
     def of(cls, tools: Iterable[Tool]) -> ToolView:
@@ -116,8 +138,17 @@ class ToolView(frozenset[str]):
 
     def rekeyed(self, key: Hashable, *, gate: ToolGate | None = None) -> ToolView:
         """The same resolution under a new key (and ``gate``), sharing everything derived."""
-        view = ToolView(self._tools, self.names, key=key, limiter=self._limiter, gate=gate)
-        view._schemas, view._sdk = self._schemas, self._sdk
+        view = ToolView(
+            self._tools,
+            self.names,
+            key=key,
+            limiter=self._limiter,
+            gate=gate,
+            schemas=self._schemas,
+            overlay=self._overlay,
+            visible=self.visible,
+        )
+        view._sdk = self._sdk
         return view
 
     def derive(
@@ -126,57 +157,78 @@ class ToolView(frozenset[str]):
         resolve: Callable[[str], Tool | None],
         *,
         key: Hashable,
+        tools: Mapping[str, Tool],
+        overlay: Mapping[str, Tool],
         gate: ToolGate | None = None,
     ) -> ToolView:
         """A new view equal to this one except at ``touched`` names, which ``resolve`` answers.
 
-        Costs one copy of the name map plus work per touched name; schemas already rendered
-        for this view are carried over, not rendered again.
+        ``tools`` and ``overlay`` are where the new view looks its names up (see ``__new__``);
+        they must agree with ``resolve`` on every name the new view shows. Costs one copy of
+        the names and of the set plus work per touched name; schemas already rendered for this
+        view are carried over, not rendered again.
         """
-        tools = dict(self._tools)
         names = list(self.names)
+        members = set(self.visible)
         schemas = None if self._schemas is None else list(self._schemas)
         for name in sorted(touched):
-            new, old = resolve(name), tools.get(name)
+            new, old = resolve(name), self.find(name)
             if new is old:
                 continue
             index = bisect_left(names, name)
             if new is None:
-                del tools[name], names[index]
+                del names[index]
+                members.discard(name)
                 if schemas is not None:
                     del schemas[index]
                 continue
-            tools[name] = new
             if old is None:
                 names.insert(index, name)
+                members.add(name)
                 if schemas is not None:
                     schemas.insert(index, wire_schema(new))
             elif schemas is not None:
                 schemas[index] = wire_schema(new)
-        view = ToolView(tools, tuple(names), key=key, limiter=self._limiter, gate=gate)
-        view._schemas = None if schemas is None else tuple(schemas)
-        return view
+        return ToolView(
+            tools,
+            tuple(names),
+            key=key,
+            limiter=self._limiter,
+            gate=gate,
+            schemas=None if schemas is None else tuple(schemas),
+            overlay=overlay,
+            visible=frozenset(members),
+        )
 
-    # ``name in view`` and ``len(view)`` are the frozenset's own.
+    def __contains__(self, name: object) -> bool:
+        return name in self.visible
+
+    def __len__(self) -> int:
+        return len(self.names)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names)
 
     def get(self, name: str) -> Tool:
         """The visible tool ``name``; ``ToolNotVisible`` otherwise."""
-        tool = self._tools.get(name)
+        tool = self.find(name)
         if tool is None:
             raise _not_visible(name)
         return tool
 
     def find(self, name: str) -> Tool | None:
         """The visible tool ``name`` or ``None``."""
-        return self._tools.get(name)
+        if name not in self.visible:
+            return None
+        return self._overlay.get(name) or self._tools[name]
 
     def tools(self) -> tuple[Tool, ...]:
         """Visible tools in name order."""
-        tools = self._tools
-        return tuple(tools[name] for name in self.names)
+        names = self.names
+        found = list(map(self._tools.get, names))
+        for name, tool in self._overlay.items():
+            found[bisect_left(names, name)] = tool
+        return tuple(found)  # type: ignore[arg-type]  # every visible name has its tool
 
     def schemas(self) -> list[JSONDict]:
         """``[{"name", "description", "input_schema"}]`` sorted by name.
@@ -184,8 +236,7 @@ class ToolView(frozenset[str]):
         Entries are shared between views and calls: treat them as read-only.
         """
         if self._schemas is None:
-            tools = self._tools
-            self._schemas = tuple(wires_of(list(map(tools.__getitem__, self.names))))
+            self._schemas = tuple(wires_of(self.tools()))
         return list(self._schemas)
 
     def anthropic_tools(self) -> list[JSONDict]:
@@ -194,8 +245,7 @@ class ToolView(frozenset[str]):
 
     def openai_tools(self) -> list[JSONDict]:
         """The OpenAI ``tools`` list: ``{"type": "function", "function": {...}}`` per tool."""
-        tools = self._tools
-        return [openai_schema(tools[name]) for name in self.names]
+        return [openai_schema(tool) for tool in self.tools()]
 
     def code_sdk(self) -> str:
         """Source of a Python module with one typed async function per visible tool."""
@@ -214,10 +264,11 @@ class ToolView(frozenset[str]):
         context's session (both checked after the arguments, before the handler), or
         ``ToolFailed`` wrapping a handler's non-Membrane error.
         """
-        # A name that is not a string (a model's malformed call) names no tool.
-        tool = self._tools.get(name) if isinstance(name, str) else None
-        if tool is None:
+        # A name that is not a string (a model's malformed call) names no tool; the check of
+        # a string is one lookup in the built-in set of visible names.
+        if not isinstance(name, str) or name not in self.visible:
             raise _not_visible(name)
+        tool = self._overlay.get(name) or self._tools[name]
         if tool.deferred and tool.loader is not None:
             tool = await _loaded(tool)
         if not isinstance(arguments, Mapping):
