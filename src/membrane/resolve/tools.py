@@ -22,6 +22,7 @@ from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
 from membrane.extensions.select import ExtensionSelection, extension_of
+from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool
 from membrane.vocabulary import (
     ASSIGNABLE_TOOLS,
@@ -323,6 +324,37 @@ class DefinitionRestriction:
     def admits(self, tool: Tool) -> bool:
         return self.reason(tool) is None
 
+    def admitted_names(self, registry: ToolRegistry) -> frozenset[str]:
+        """Exactly the registry's names that ``admits`` accepts now (``NamedAdmission``).
+
+        ``reason`` decides, as for ``admits``, but is asked only of the candidates a tool can
+        be admitted as: a builtin the plan names, a delegation or host tool it names, a name
+        the parent's catalog holds (``inherit``), or a tool of an extension a selector (or an
+        unselective ``extensions``) reaches, found in the registry's per-version index of
+        names by extension. A tool no rule could admit is never looked at.
+        """
+        plan = self.plan
+        table = registry.table()
+        candidates: set[str] = {*plan.builtins, *DELEGATION_TOOLS, *plan.named}
+        if plan.inherit:
+            candidates |= self._parent_names()[1]
+        if not plan.isolated:
+            by_extension = registry.index(_BY_EXTENSION, _names_by_extension)
+            if not plan.selectors and not plan.inherit and plan.extensions_written:
+                for names in by_extension.values():
+                    candidates |= names
+            for selector in plan.selectors:
+                if selector.tool is None:
+                    candidates |= by_extension.get(selector.extension, frozenset())
+                else:
+                    candidates.add(selector.tool)
+                    candidates.add(f"mcp__{selector.extension}__{selector.tool}")
+        return frozenset(
+            name
+            for name in candidates
+            if (tool := table.get(name)) is not None and self.reason(tool) is None
+        )
+
     def _parent_names(self) -> tuple[Hashable, frozenset[str]]:
         """The parent's inheritable names: its catalog without its reserved tools."""
         if self.parent_stamp is None:
@@ -394,6 +426,19 @@ class DefinitionRestriction:
         # DESIGN rule 3: an inheriting child gets the parent's live catalog plus what it
         # declares, never a loaded extension's tool that the parent lacks.
         return "not selected"
+
+
+#: The key of the registry's index of global tool names by extension (``extension_of``).
+_BY_EXTENSION: Final = "resolve.names-by-extension"
+
+
+def _names_by_extension(tools: Mapping[str, Tool]) -> dict[str, frozenset[str]]:
+    grouped: dict[str, set[str]] = {}
+    for name, tool in tools.items():
+        extension = extension_of(tool)
+        if extension is not None:
+            grouped.setdefault(extension, set()).add(name)
+    return {extension: frozenset(names) for extension, names in grouped.items()}
 
 
 def _inheritable(tools: Mapping[str, Tool]) -> frozenset[str]:

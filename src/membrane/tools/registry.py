@@ -16,12 +16,12 @@ import dataclasses
 import re
 from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, is_
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from membrane.errors import ToolSpecError
 from membrane.tools.ratelimit import RateLimiter
@@ -45,6 +45,7 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 CHANGE_LOG_SIZE = 4096
 
 ChangeKind = Literal["registered", "replaced", "removed"]
+_Index = TypeVar("_Index")
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,7 @@ class ToolRegistry:
         self._extensions: dict[str, ExtensionTools] = {}
         self._snapshot: Mapping[str, Tool] | None = None
         self._table: dict[str, Tool] | None = None
+        self._indexes: dict[Hashable, object] = {}
         self._restrictable: frozenset[str] | None = None
         #: Every name in sorted order, kept up to date name by name; ``_ordered`` is the
         #: tuple handed out, rebuilt (one C-level copy) after the names changed.
@@ -293,6 +295,15 @@ class ToolRegistry:
         if self._table is None:
             self._table = dict(self._tools)
         return self._table
+
+    def index(self, key: Hashable, build: Callable[[Mapping[str, Tool]], _Index]) -> _Index:
+        """``build(self.table())``, computed once per registry version for ``key``: an index a
+        higher layer keeps over the global tools (the resolver's names by extension), shared
+        by every scope that resolves at this version. ``build`` must not change the table."""
+        if key not in self._indexes:
+            self._indexes[key] = build(self.table())
+        index: _Index = self._indexes[key]  # type: ignore[assignment]  # built by ``build``
+        return index
 
     def restrictable_names(self) -> frozenset[str]:
         """Names a filter may mention: every global tool (none is reserved)."""
@@ -366,6 +377,7 @@ class ToolRegistry:
         self.version += 1
         self._snapshot = None
         self._table = None
+        self._indexes = {}
         self._ordered_tools = None
         self._ordered_wires = None
         if tool is None or previous is None:

@@ -20,7 +20,7 @@ from membrane.errors import EmptyToolFilter, ToolFilterError, UnknownToolInFilte
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool
 
-__all__ = ["Restriction", "ToolPredicate", "closest_name"]
+__all__ = ["NamedAdmission", "Restriction", "ToolPredicate", "closest_name"]
 
 
 @runtime_checkable
@@ -36,6 +36,18 @@ class ToolPredicate(Protocol):
     def admits(self, tool: Tool) -> bool: ...
 
     def stamp(self) -> Hashable: ...
+
+
+@runtime_checkable
+class NamedAdmission(Protocol):
+    """A ``ToolPredicate`` that also says in one call which global tools it admits now.
+
+    ``admitted_names(registry)`` must be exactly the names of the registry's tools that
+    ``admits`` accepts at this moment. A scope resolving from scratch then intersects that set
+    with the others in one C-level pass instead of asking ``admits`` about every tool.
+    """
+
+    def admitted_names(self, registry: ToolRegistry) -> AbstractSet[str]: ...
 
 
 @final

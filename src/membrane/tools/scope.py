@@ -22,6 +22,8 @@ re-filter of every tool. A new predicate, or a predicate whose ``stamp`` moved, 
 scratch: for ``Restriction``s that is a few C-level passes over the registry's names and wire
 entries in name order (one membership pass per allow-list, one pass each to keep the admitted
 names and their entries), with Python code only per denied name and per scope-local tool. A
+predicate that can name what it admits (``NamedAdmission``: a definition's) counts as one more
+allow-list; any other predicate is asked per tool. A
 ``Restriction`` never changes, so an unchanged view is found by comparing three versions.
 """
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Hashable, Mapping
+from collections.abc import Set as AbstractSet
 from itertools import compress
 from operator import and_
 from types import MappingProxyType
@@ -37,7 +40,7 @@ from membrane.errors import ToolSpecError
 from membrane.json_types import JSONDict
 from membrane.tools.permissions import ToolGate
 from membrane.tools.registry import ToolRegistry, check_tool, retag, wire_schema
-from membrane.tools.restriction import Restriction, ToolPredicate
+from membrane.tools.restriction import NamedAdmission, Restriction, ToolPredicate
 from membrane.tools.spec import Tool
 from membrane.tools.view import ToolView
 
@@ -296,11 +299,14 @@ class Scope:
         denied: set[str] = set()
         others: list[ToolPredicate] = []
         for predicate in self._restrictions:
-            if type(predicate) is not Restriction:
+            if type(predicate) is Restriction:
+                denied |= predicate.deny
+                allow: AbstractSet[str] | None = predicate.allow
+            elif isinstance(predicate, NamedAdmission):
+                allow = predicate.admitted_names(registry)
+            else:
                 others.append(predicate)
                 continue
-            denied |= predicate.deny
-            allow = predicate.allow
             if allow is not None:
                 flags = map(allow.__contains__, order)
                 keep = list(flags) if keep is None else list(map(and_, keep, flags))
