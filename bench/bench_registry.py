@@ -36,6 +36,10 @@ from pydantic_ai.toolsets import CombinedToolset, FilteredToolset, FunctionTools
 from pydantic_ai.usage import RunUsage
 
 from membrane import Restriction, Scope, Tool, ToolContext, ToolRegistry
+from membrane.agents.definition import AgentDefinition
+from membrane.config.values import Settings
+from membrane.resolve import CallParams, Deployment, ParentContext, resolve
+from membrane.tools.restriction import ToolPredicate
 
 SIZES = (100, 1_000, 10_000)
 LOCAL_TOOLS = 10
@@ -134,8 +138,21 @@ def build_membrane(size: int) -> tuple[ToolRegistry, list[Restriction], list[Too
     return registry, restrictions(global_names(size)), local
 
 
+def definition_restriction(registry: ToolRegistry) -> ToolPredicate:
+    """The restriction the runtime installs for a definition that selects one extension
+    (``tools: [Read, ext:alpha]``), resolved as for a child of a parent holding every tool."""
+    tools = dict(registry.tools())
+    alpha = frozenset(name for name, tool in tools.items() if tool.origin == "extension:alpha")
+    deployment = Deployment(settings=Settings(), registry_tools=tools, extensions={"alpha": alpha})
+    definition = AgentDefinition(
+        name="worker", root="project", tools=("Read", "ext:alpha"), extensions=("alpha",)
+    )
+    parent = ParentContext(tools=tools)
+    return resolve(definition, CallParams(), parent, deployment).restriction
+
+
 def configured_scope(
-    registry: ToolRegistry, installed: list[Restriction], local: list[Tool]
+    registry: ToolRegistry, installed: list[ToolPredicate], local: list[Tool]
 ) -> Scope:
     scope = Scope(registry, name="child")
     for restriction in installed:
@@ -157,6 +174,14 @@ def measure_membrane(size: int) -> tuple[dict[str, float], Scope]:
     first_scope.view().schemas()
     first = time.perf_counter() - start  # every tool's wire entry is rendered for the first time
     figures = {"first": first, "cold": timed(cold, 20 if heavy else 100)}
+    # The same through the restriction a child's definition installs (one extension of four).
+    chosen = [definition_restriction(registry)]
+    configured_scope(registry, chosen, local).view().schemas()  # the registry's index, once
+
+    def cold_definition() -> None:
+        configured_scope(registry, chosen, local).view().schemas()
+
+    figures["definition"] = timed(cold_definition, 20 if heavy else 100)
 
     scope = configured_scope(registry, installed, local)
     scope.view().schemas()
@@ -247,6 +272,7 @@ def main() -> None:
         rows: list[tuple[str, float, float | None, str | None]] = [
             ("cold resolution (+schemas)", ours["cold"], step, "cold"),
             ("first resolution, no wire dicts yet", ours["first"], step, None),
+            ("  cold, a definition's restriction", ours["definition"], step, None),
             ("unchanged view", ours["unchanged"], step, "unchanged"),
             ("per-call visibility check", ours["check"], peer["check"], "check"),
             ("  the same, re-resolving the view", ours["check+view"], peer["check"], None),
