@@ -108,3 +108,18 @@ def test_the_fallback_setting_is_read_from_the_project_config(
     (project / ".membrane" / "config.toml").write_text('fallback_subagent = "none"\n')
     with pytest.raises(UnknownSubagent):
         Catalog(project=project).dispatch("nobody")
+
+
+def test_a_broken_file_is_named_with_its_error_not_reported_as_unknown(
+    project: Path, project_agents: Path
+) -> None:
+    write_agent(project_agents, "broken.md", "name: broken\ntools: none, Read")
+    catalog = Catalog(project=project)
+    result = catalog.dispatch("broken")
+    assert result.definition.name == "general-purpose" and result.fallback
+    assert result.note is not None and "unknown" not in result.note
+    assert "broken.md" in result.note and "cannot be used" in result.note
+    strict = with_fallback(catalog, "none")
+    with pytest.raises(UnknownSubagent, match=r"broken\.md, which cannot be used") as caught:
+        strict.dispatch("broken")
+    assert "unknown" not in caught.value.data["reason"]

@@ -99,6 +99,12 @@ def _refused_repairs(
     return refused
 
 
+def _cannot_use(error: DefinitionError) -> str:
+    """Why a name whose file exists but cannot be read is unusable: a broken file is never
+    reported as unknown."""
+    return f"is defined by {error.data['path']}, which cannot be used: {error}"
+
+
 def _names_file(error: DefinitionError, name: str) -> bool:
     """Whether the unusable file of ``error`` is the one a run of ``name`` meant: its file
     name (or its ``opencode.json`` entry) is ``name``, in any case."""
@@ -428,6 +434,10 @@ class Catalog:
         ``mode: primary`` (top level only) counts as unusable; ``False`` for a top-level start.
         """
         found, why = self.lookup(agent_type)
+        if found is None:
+            broken = next((e for e in self.errors if _names_file(e, agent_type)), None)
+            if broken is not None:
+                why = _cannot_use(broken)
         if found is not None and child and found.mode == "primary":
             why = f"is a primary agent (mode: primary in {found.path}), run only at the top level"
         elif found is not None and found.is_enabled:
@@ -467,7 +477,7 @@ class Catalog:
             why = f"is disabled (enabled: false in {found.path})"
         broken = next((e for e in self.errors if _names_file(e, name)), None)
         if broken is not None:
-            why = f"is defined by {broken.data['path']}, which cannot be used: {broken}"
+            why = _cannot_use(broken)
         import difflib  # only for a name that is not there
 
         known = sorted(n for n, d in self._winners.items() if d.is_enabled)
