@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     err_console: Console
 
 #: Exit codes: 0 ok, 1 a check found problems (validate), 2 a developer's mistake (a usage
-#: error too), 3 a run failed, 130 interrupted.
+#: error too), 3 a run failed, 130 interrupted, 141 stdout's reader went away.
 EXIT_CONFIG = 2
 EXIT_RUN = 3
 #: Ctrl-C (SIGINT): 128 + 2, as a shell reports a command it interrupted.
 EXIT_INTERRUPTED = 130
+#: The reader of stdout went away (``membrane ... | head``): 128 + SIGPIPE's 13, silently.
+EXIT_PIPE_CLOSED = 141
 
 
 def __getattr__(name: str) -> object:
@@ -112,6 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     traceback. With ``--json``, stderr carries the error as one JSON object instead.
     """
     args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        code = _main(args)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe prints a traceback-like note
+    except BrokenPipeError:  # stdout's reader went away (``membrane ... | head``)
+        return _pipe_closed()
+    return code
+
+
+def _main(args: list[str]) -> int:
     if args[:1] == ["--version"]:
         sys.stdout.write(f"membrane {__version__}\n")
         return 0
@@ -177,9 +188,24 @@ def _alone(group: BaseExceptionGroup[BaseException], args: list[str]) -> BaseExc
             leaves.append(found)
     if len(leaves) == 1 and isinstance(leaves[0], KeyboardInterrupt):
         return _interrupted(args)
-    if len(leaves) == 1 and isinstance(leaves[0], MembraneError):
+    if len(leaves) == 1 and isinstance(leaves[0], MembraneError | BrokenPipeError):
         return leaves[0]
     return group
+
+
+def _pipe_closed() -> int:
+    """stdout's reader closed the pipe: stop without a traceback, and point stdout at the null
+    device so the interpreter's last flush at exit cannot fail again."""
+    import os
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file (a test's capture)
+        pass
+    finally:
+        os.close(null)
+    return EXIT_PIPE_CLOSED
 
 
 if __name__ == "__main__":  # pragma: no cover
