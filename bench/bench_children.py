@@ -43,6 +43,8 @@ from replay_support import Recorder, replay
 from scaling_support import GOALS, SCALE, goal, runtime_for, show, sizes
 
 Mode = Literal["full", "normal"]
+#: Runs of each collector measurement (on and off in turn); the median ratio is reported.
+REPEATS = 3
 
 
 def raw_connection(path: Path, synchronous: Mode) -> sqlite3.Connection:
@@ -292,7 +294,12 @@ async def group_commit(folder: Path) -> None:
 # -- start() with live children, and the collector --------------------------------------------
 
 
-async def live_starts(folder: Path, live: int, *, collector: bool) -> float:
+async def live_starts(folder: Path, live: int, *, collector: bool) -> tuple[float, float]:
+    """The mean CPU time of ``start()`` while the live children grow from ``live // 2`` to
+    ``live`` (so that the collector's full passes, which come at every quarter of growth of
+    what it tracks, are in the mean as often as they come), and the longest single start.
+    CPU time, not wall time: the collector's pauses are CPU, and other processes on the
+    machine then add nothing to either side."""
     release = anyio.Event()
 
     async def answer(request: ModelRequest) -> ModelResponse:
@@ -307,14 +314,14 @@ async def live_starts(folder: Path, live: int, *, collector: bool) -> float:
     try:
         async with runtime:
             for i in range(live):
-                begin = time.perf_counter()
+                begin = time.process_time()
                 await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
-                if i >= live - 100:
-                    samples.append(time.perf_counter() - begin)
+                if i >= live // 2:
+                    samples.append(time.process_time() - begin)
             release.set()
     finally:
         gc.enable()
-    return statistics.mean(samples)
+    return statistics.mean(samples), max(samples)
 
 
 async def cycles_per_child(folder: Path, count: int) -> float:
@@ -338,21 +345,34 @@ async def cycles_per_child(folder: Path, count: int) -> float:
 async def collector(folder: Path) -> None:
     rows = []
     for live in sizes(100, 1_000, 10_000):
-        on = await live_starts(folder / f"on-{live}", live, collector=True)
-        off = await live_starts(folder / f"off-{live}", live, collector=False)
-        rows.append((live, on, off))
-    print("\nstart() with n live children: the last 100 starts, collector on vs off")
-    print(f"{'n':>8}  {'collector on':>14}  {'collector off':>14}  {'ratio':>7}")
-    for live, on, off in rows:
-        print(f"{live:>8}  {show(on):>14}  {show(off):>14}  {on / off:>6.2f}x")
-    growth = rows[-1][1] / rows[0][1]
+        ratios, on, off = [], [], []
+        for repeat in range(REPEATS):  # on and off in turn, the median ratio
+            on.append(await live_starts(folder / f"on-{live}-{repeat}", live, collector=True))
+            off.append(await live_starts(folder / f"off-{live}-{repeat}", live, collector=False))
+            ratios.append(on[-1][0] / off[-1][0])
+        middle = sorted(range(REPEATS), key=ratios.__getitem__)[REPEATS // 2]
+        rows.append((live, on[middle], off[middle], ratios[middle]))
+    print(
+        f"\nstart() with n live children (CPU time of the starts from n/2 to n, median of"
+        f" {REPEATS} runs), collector on vs off"
+    )
+    print(
+        f"{'n':>8}  {'collector on':>14}  {'collector off':>14}  {'ratio':>7}"
+        f"  {'longest on':>12}  {'longest off':>12}"
+    )
+    for live, (on_mean, on_max), (off_mean, off_max), ratio in rows:
+        print(
+            f"{live:>8}  {show(on_mean):>14}  {show(off_mean):>14}  {ratio:>6.2f}x"
+            f"  {show(on_max):>12}  {show(off_max):>12}"
+        )
+    growth = rows[-1][1][0] / rows[0][1][0]
     print(f"  growth from n={rows[0][0]:,} to n={rows[-1][0]:,}: {growth:.2f}x")
     last = rows[-1]
     goal(
         f"start() with {last[0]:,} live children, collector on vs off",
         "<= 1.25x",
-        f"{last[1] / last[2]:.2f}x",
-        last[1] / last[2] <= 1.25,
+        f"{last[3]:.2f}x",
+        last[3] <= 1.25,
     )
     goal(
         f"start() growth {rows[0][0]:,} -> {last[0]:,} live children",

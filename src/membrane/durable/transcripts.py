@@ -39,10 +39,26 @@ def emitter(run_id: str, *, hub: EventLog, store: Store, runs: RunsTable) -> Emi
     """The ``emit`` callback of child ``run_id``: each event goes to ``hub`` (written behind,
     see ``EventHub.post``) and to the journal. Silent until ``runs`` holds the run, that is
     until it is published."""
+    return _Emitter(run_id, hub, store, runs)
 
-    def emit(kind: str, data: Mapping[str, Any]) -> None:
-        record = runs.live(run_id)
+
+class _Emitter:
+    """``emitter``'s callback: one object per child (a closure would be a function and a cell
+    per captured name, all of them objects the collector follows)."""
+
+    __slots__ = ("_hub", "_run_id", "_runs", "_store")
+
+    def __init__(self, run_id: str, hub: EventLog, store: Store, runs: RunsTable) -> None:
+        self._run_id = run_id
+        self._hub = hub
+        self._store = store
+        self._runs = runs
+
+    def __call__(self, kind: str, data: Mapping[str, Any]) -> None:
+        run_id = self._run_id
+        record = self._runs.live(run_id)
         if record is not None:
+            hub = self._hub
             hub.post(
                 run_id=run_id,
                 parent_id=record.parent_id,
@@ -50,9 +66,7 @@ def emitter(run_id: str, *, hub: EventLog, store: Store, runs: RunsTable) -> Emi
                 kind=kind,
                 data=data,
             )
-            journal_event(store, record, kind, data, hub=hub)
-
-    return emit
+            journal_event(self._store, record, kind, data, hub=hub)
 
 
 def journal_event(

@@ -79,7 +79,12 @@ class Finisher:
         outcome = ChildOutcome(status="stopped")
         try:
             if not record.stop_requested:
-                outcome = await self._run(record)
+                spending = record.spending
+                deadline = None if spending is None else spending.deadline()
+                if deadline is None:
+                    outcome = await record.child.run()
+                else:
+                    outcome = await self._run_until(record, deadline)
         except MembraneError as exc:
             outcome = ChildOutcome(status="error", error=exc.to_dict())
         except Exception as exc:
@@ -93,12 +98,12 @@ class Finisher:
             with anyio.CancelScope(shield=True):
                 await self._finish(record, outcome)
 
-    async def _run(self, record: RunRecord) -> ChildOutcome:
-        """The child's run, ended at its wall-time deadline when a budget sets one."""
+    async def _run_until(self, record: RunRecord, deadline: float) -> ChildOutcome:
+        """The child's run, ended at the wall-time ``deadline`` its budget sets. (A run with
+        no deadline is awaited in ``drive`` itself: no frame and no closure cells of this
+        coroutine stay alive for each waiting child.)"""
         spending = record.spending
-        deadline = None if spending is None else spending.deadline()
-        if spending is None or deadline is None:
-            return await record.child.run()
+        assert spending is not None
         async with anyio.create_task_group() as group:
 
             async def watch() -> None:
