@@ -151,3 +151,40 @@ async def test_the_inline_path_keeps_no_flusher_and_its_barrier_returns_at_once(
         await store.barrier()
     store.close()
     assert disk.threads == []
+
+
+async def test_on_asyncio_a_barrier_is_woken_by_the_flusher_with_no_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_worker(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a barrier on asyncio waited in a worker thread")
+
+    disk = Disk()
+    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
+    disk.stall()
+    store.create_session(header("first"))
+    await disk.stalled()
+    monkeypatch.setattr(anyio.to_thread, "run_sync", no_worker)
+    # A barrier cancelled while it waits leaves nothing behind that a later one trips on.
+    with anyio.move_on_after(0.01) as scope:
+        await store.barrier()
+    assert scope.cancelled_caught
+    passed = anyio.Event()
+
+    async def wait() -> None:
+        await store.barrier()
+        passed.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        assert not passed.is_set()  # the commit is not synced yet
+        disk.release()
+        with anyio.fail_after(30):
+            await passed.wait()
+    for number in range(20):
+        store.create_session(header(f"s{number}"))
+        with anyio.fail_after(30):
+            await store.barrier()
+    assert len(disk.threads) >= 2 and threading.get_ident() not in disk.threads
+    store.close()

@@ -171,12 +171,20 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                     f"{action} failed in {self.path}: {exc}", path=str(self.path), action=action
                 ) from exc
 
-    @contextmanager
-    def _write(self, action: str, *, atomic: bool = True) -> Iterator[sqlite3.Connection]:
+    def _write(
+        self, action: str, *, atomic: bool = True
+    ) -> AbstractContextManager[sqlite3.Connection]:
         """One write. Outside a transaction it is its own ``BEGIN IMMEDIATE``/``COMMIT``.
         Inside one, an ``atomic`` write (its changes are one statement, or it raises before
         changing anything) runs bare: SQLite undoes a failed statement by itself, so a
         savepoint would only cost two statements. Others get a savepoint."""
+        if atomic and self._nesting and self._lock._is_owned():  # type: ignore[attr-defined]
+            # Inside this thread's own transaction: the guard alone (no second generator).
+            return self._guard(action)
+        return self._enclosed(action, atomic=atomic)
+
+    @contextmanager
+    def _enclosed(self, action: str, *, atomic: bool) -> Iterator[sqlite3.Connection]:
         with self._guard(action) as conn:
             level = self._nesting
             if level and atomic:

@@ -23,6 +23,8 @@ commits, so that is one small sync per checkpoint cycle instead of one per commi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
@@ -78,6 +80,8 @@ class Flusher:
         self._closing = False
         self._failure: StoreError | None = None
         self._limiter: anyio.CapacityLimiter | None = None
+        #: Barriers waiting on an asyncio loop: (commit count, loop, future), in order.
+        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._fd: int | None = None
         try:
             self._conn = sqlite3.connect(
@@ -109,11 +113,21 @@ class Flusher:
         committed is then not known to be durable."""
         if not self._wait:
             return
+        loop = _asyncio_loop()
         with self._cond:
             target = self._written
-            if self._synced >= target:
+            if self._synced >= target or self._failure is not None or self._closed():
                 self._raise_failure()
                 return
+            if loop is not None:
+                # On asyncio the flusher wakes the loop itself: no worker thread in between.
+                future: asyncio.Future[None] = loop.create_future()
+                self._waiters.append((target, loop, future))
+        if loop is not None:
+            await future
+            with self._cond:
+                self._raise_failure()
+            return
         import anyio.to_thread  # only a process that waits for the disk needs it
 
         if self._limiter is None:
@@ -155,10 +169,12 @@ class Flusher:
                         path=str(self._path),
                     )
                     self._cond.notify_all()
+                    self._wake(None)
                 return
             with self._cond:
                 self._synced = target
                 self._cond.notify_all()
+                self._wake(target)
             since_checkpoint += done
             if closing or since_checkpoint >= self._checkpoint_commits:
                 self._checkpoint()
@@ -204,6 +220,33 @@ class Flusher:
         self._conn.close()
         with self._cond:
             self._cond.notify_all()
+            self._wake(None)
+
+    def _wake(self, synced: int | None) -> None:
+        """Wake the asyncio barriers whose commits are synced (all of them with ``None``: a
+        failure or the end of the thread); called with the condition held."""
+        waiting = self._waiters
+        if not waiting:
+            return
+        done = [w for w in waiting if synced is None or w[0] <= synced]
+        self._waiters = [w for w in waiting if synced is not None and w[0] > synced]
+        for _, loop, future in done:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(_resolve, future)
+
+
+def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop; ``None`` on another event loop (trio), which waits in a
+    worker thread instead."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():  # a cancelled barrier left its future
+        future.set_result(None)
 
 
 def _inode(path: Path) -> int | None:
