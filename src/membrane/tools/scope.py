@@ -49,6 +49,20 @@ __all__ = ["Scope"]
 #: Replay the change log while it is shorter than this share of the layer; rebuild otherwise.
 _REPLAY_SHARE = 4
 
+#: Classes whose instances passed the ``ToolPredicate`` check (a runtime-checkable protocol's
+#: ``isinstance`` looks up every member each time: the cost of a start's whole restriction).
+_PREDICATE_TYPES: set[type] = set()
+
+
+def _is_predicate(value: object) -> bool:
+    kind = type(value)
+    if kind in _PREDICATE_TYPES:
+        return True
+    if isinstance(value, ToolPredicate):
+        _PREDICATE_TYPES.add(kind)
+        return True
+    return False
+
 
 class Scope:
     """One agent's tool composition over a shared ``ToolRegistry``."""
@@ -88,7 +102,7 @@ class Scope:
         """Install ``predicate`` as a gate: unlike a restriction it applies to this scope's
         local tools as well as its global ones (a workflow's phase locks a delegation tool);
         only reserved tools are outside it. Its ``stamp`` is read at every resolution."""
-        if not isinstance(predicate, ToolPredicate):
+        if not _is_predicate(predicate):
             raise ToolSpecError(
                 f"scope {self.name!r}: gate() needs a ToolPredicate (label, admits, stamp), "
                 f"got {type(predicate).__name__}",
@@ -113,7 +127,7 @@ class Scope:
         (``EmptyToolFilter``, ``UnknownToolInFilter``).
         """
         plain = type(predicate) is Restriction
-        if not plain and not isinstance(predicate, ToolPredicate):
+        if not plain and not _is_predicate(predicate):
             raise ToolSpecError(
                 f"scope {self.name!r}: restrict() needs a ToolPredicate (label, admits, stamp), "
                 f"got {type(predicate).__name__}",
