@@ -59,9 +59,10 @@ def raw_connection(path: Path, synchronous: Mode) -> sqlite3.Connection:
 
 async def durable_starts(
     folder: Path, *, synchronous: Mode, count: int
-) -> tuple[float, Recorder, int]:
-    """Background starts per second, each start's write statements, and the statements the
-    store ran per start (reads and transaction control included)."""
+) -> tuple[float, float, Recorder, int]:
+    """Background starts per second, the CPU seconds of one (the process's, the flusher's
+    thread included), each start's write statements, and the statements the store ran per
+    start (reads and transaction control included)."""
     release = anyio.Event()
 
     async def answer(request: ModelRequest) -> ModelResponse:
@@ -78,15 +79,15 @@ async def durable_starts(
         await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
         statements.clear()
         recorder.clear()
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.process_time()
         for i in range(count):
             await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
             recorder.mark()
-        elapsed = time.perf_counter() - begin
+        elapsed, cpu = time.perf_counter() - begin, time.process_time() - cpu
         per_start = len(statements) // count
         release.set()
     store.close()
-    return count / elapsed, recorder, per_start
+    return count / elapsed, cpu / count, recorder, per_start
 
 
 async def starts(folder: Path) -> None:
@@ -96,13 +97,23 @@ async def starts(folder: Path) -> None:
         "  the raw loop: the rows each start wrote, with the same statements and values, in one"
         " transaction per start, same schema and synchronous mode"
     )
-    print(f"{'synchronous':>12}  {'membrane/s':>12}  {'raw loop/s':>12}  {'ratio':>7}  statements")
+    print(
+        f"{'synchronous':>12}  {'membrane/s':>12}  {'raw loop/s':>12}  {'ratio':>7}"
+        f"  {'CPU per start':>14}  {'raw CPU':>10}  {'CPU ratio':>9}  statements"
+    )
     per_start = 0
     for mode in ("full", "normal"):
         folder_mode = folder / f"s-{mode}"
-        mine, recorder, per_start = await durable_starts(folder_mode, synchronous=mode, count=count)
+        mine, cpu, recorder, per_start = await durable_starts(
+            folder_mode, synchronous=mode, count=count
+        )
+        raw_cpu = time.process_time()
         raw = count / replay(recorder, folder / f"raw-{mode}.db", synchronous=mode)
-        print(f"{mode:>12}  {mine:>12,.0f}  {raw:>12,.0f}  {mine / raw:>6.2f}x  {per_start}")
+        raw_cpu = (time.process_time() - raw_cpu) / count
+        print(
+            f"{mode:>12}  {mine:>12,.0f}  {raw:>12,.0f}  {mine / raw:>6.2f}x"
+            f"  {show(cpu):>14}  {show(raw_cpu):>10}  {raw_cpu / cpu:>8.2f}x  {per_start}"
+        )
         print(f"{'':>12}  rows of a start: {', '.join(recorder.verbs())}")
         goal(
             f"durable starts under {mode.upper()}",
