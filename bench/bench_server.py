@@ -3,21 +3,34 @@ client process, at concurrency 1 and 16 (calls/s, p50, p99).
 
 Side by side in the same run:
 
-* the limit: a raw NDJSON echo server over a Unix socket in Python (asyncio), same framing,
-  same client; it does nothing but send each line back;
+* the limit: a raw NDJSON echo server over a Unix socket in Python (asyncio streams), same
+  framing, same client; it does nothing but send each line back;
 * the peer: the official MCP Python SDK server (``MCPServer``) over stdio with a no-op tool,
   called with the SDK's ``ClientSession.call_tool``.
 
-At concurrency c the Membrane and echo clients keep c connections busy, one request in flight
-on each; the MCP client keeps c calls in flight on its one stdio session (stdio has one channel).
+The socket client is the same for Membrane and the echo: a lean ``epoll`` loop over
+non-blocking sockets, every request frame encoded before the clock starts, every reply parsed
+and checked (its id, no error). At concurrency c it keeps c connections busy, one request in
+flight on each. It costs about as much per call as the echo server itself, so that the echo's
+figure is the echo's and not the client's (an asyncio client costs several times more per
+call than the echo and would cap both servers at its own speed). With ``--clients 2`` (the
+default on three cores or more) two client processes share the c connections. The MCP client
+keeps c calls in flight on its one stdio session (stdio has one channel).
+
+Each server is warmed up first; then ``--rounds`` rounds alternate which server goes first,
+and the figures are the medians over the rounds. The servers' CPU time per call (from
+``/proc``) and the load average are printed as well.
 Goals at concurrency 16: at least 0.5x the raw echo and at least 5x the MCP SDK, in calls/s.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
+import select
+import socket
 import statistics
 import subprocess
 import sys
@@ -25,7 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
-CALLS = {1: 2000, 16: 8000}
+#: Calls per round at each concurrency: over the socket, and to the (much slower) MCP peer.
+CALLS = {1: 3000, 16: 16000}
+MCP_CALLS = {1: 300, 16: 1200}
+WARMUP = 2000
 
 EXTENSION = """\
 from membrane.tools import Tool
@@ -73,60 +89,107 @@ def noop() -> str:
 server.run("stdio")
 """
 
+Stats = dict[str, float]
 
-def _stats(latencies: list[float], seconds: float) -> dict[str, float]:
+
+def _stats(latencies: list[float], seconds: float) -> Stats:
     ordered = sorted(latencies)
     return {
         "calls_per_s": len(ordered) / seconds,
         "p50_us": statistics.median(ordered) * 1e6,
-        "p99_us": ordered[int(len(ordered) * 0.99) - 1] * 1e6,
+        "p99_us": ordered[max(int(len(ordered) * 0.99) - 1, 0)] * 1e6,
     }
 
 
-async def _socket_client(
-    path: str, conc: int, calls: int, *, membrane: bool, root: str
-) -> dict[str, float]:
-    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, str]:
-        reader, writer = await asyncio.open_unix_connection(path, limit=1 << 24)
-        project = ""
-        if membrane:
+def _connect(path: str, *, membrane: bool, root: str) -> tuple[socket.socket, str]:
+    """One connection; Membrane's is initialized and has the project added."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    project = ""
+    if membrane:
+        with sock.makefile("rb") as replies:
             for frame in (
                 {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}},
                 {"jsonrpc": "2.0", "id": 0, "method": "projects/add", "params": {"root": root}},
             ):
-                writer.write(json.dumps(frame).encode() + b"\n")
-                reply = json.loads(await reader.readline())
+                sock.sendall(json.dumps(frame).encode() + b"\n")
+                reply = json.loads(replies.readline())
                 project = reply["result"].get("projectId", project)
-        return reader, writer, project
+    return sock, project
 
-    conns = [await connect() for _ in range(conc)]
+
+class _Conn:
+    """One client connection: its frames, replies so far, unread bytes, when its call began."""
+
+    __slots__ = ("began", "done", "frames", "sock", "unread")
+
+    def __init__(self, sock: socket.socket, frames: list[bytes]) -> None:
+        self.sock = sock
+        self.frames = frames
+        self.done = 0
+        self.unread = b""
+        self.began = 0.0
+
+
+def _socket_client(path: str, conns: int, calls: int, *, membrane: bool, root: str) -> Stats:
+    """``calls`` no-op calls over ``conns`` connections, one in flight on each."""
+    socks = [_connect(path, membrane=membrane, root=root) for _ in range(conns)]
+    per = calls // conns
+    frames = [
+        [
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": i + 1,
+                    "method": "actions/call",
+                    "params": {"projectId": project, "name": "noop", "arguments": {}},
+                }
+            ).encode()
+            + b"\n"
+            for i in range(per)
+        ]
+        for _, project in socks
+    ]
+    poller = select.epoll()
+    state: dict[int, _Conn] = {}
+    for (sock, _), mine in zip(socks, frames, strict=True):
+        sock.setblocking(False)
+        poller.register(sock.fileno(), select.EPOLLIN)
+        state[sock.fileno()] = _Conn(sock, mine)
+    _ready()
     latencies: list[float] = []
-
-    async def worker(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, project: str, n: int
-    ) -> None:
-        for i in range(n):
-            frame = {
-                "jsonrpc": "2.0",
-                "id": i + 1,
-                "method": "actions/call",
-                "params": {"projectId": project, "name": "noop", "arguments": {}},
-            }
-            began = time.perf_counter()
-            writer.write(json.dumps(frame).encode() + b"\n")
-            reply = json.loads(await reader.readline())
-            latencies.append(time.perf_counter() - began)
-            assert reply["id"] == i + 1 and "error" not in reply, reply
-
-    began = time.perf_counter()
-    await asyncio.gather(*(worker(r, w, p, calls // conc) for r, w, p in conns))
-    seconds = time.perf_counter() - began
-    for _, writer, _ in conns:
-        writer.close()
+    clock = time.perf_counter
+    began = clock()
+    for conn in state.values():
+        conn.began = clock()
+        conn.sock.send(conn.frames[0])
+    live = len(state)
+    while live:
+        for fd, _ in poller.poll():
+            conn = state[fd]
+            data = conn.sock.recv(1 << 16)
+            if not data:
+                raise SystemExit("the server closed a connection")
+            buffer = conn.unread + data
+            while (end := buffer.find(b"\n")) >= 0:
+                line, buffer = buffer[:end], buffer[end + 1 :]
+                latencies.append(clock() - conn.began)
+                reply = json.loads(line)
+                done = conn.done = conn.done + 1
+                assert reply["id"] == done and "error" not in reply, reply
+                if done < per:
+                    conn.began = clock()
+                    conn.sock.send(conn.frames[done])
+                else:
+                    live -= 1
+            conn.unread = buffer
+    seconds = clock() - began
+    for sock, _ in socks:
+        sock.close()
     return _stats(latencies, seconds)
 
 
-async def _mcp_client(script: str, conc: int, calls: int) -> dict[str, float]:
+async def _mcp_client(script: str, conc: int, calls: int) -> Stats:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -134,6 +197,7 @@ async def _mcp_client(script: str, conc: int, calls: int) -> dict[str, float]:
     latencies: list[float] = []
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
+        _ready()
 
         async def worker(n: int) -> None:
             for _ in range(n):
@@ -148,36 +212,83 @@ async def _mcp_client(script: str, conc: int, calls: int) -> dict[str, float]:
     return _stats(latencies, seconds)
 
 
-def _client(kind: str, target: str, conc: int, root: str = "") -> dict[str, float]:
-    """Run one measurement in a separate client process."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--client", kind, target, str(conc), root],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def _ready() -> None:
+    """Tell the parent this client is connected, and wait for its go."""
+    print("ready", flush=True)
+    sys.stdin.readline()
 
 
-def _client_main(kind: str, target: str, conc: int, root: str) -> None:
-    calls = CALLS[conc]
+def _clients(kind: str, target: str, conc: int, calls: int, clients: int, root: str) -> Stats:
+    """One measurement by ``clients`` client processes started together (``conc`` connections
+    and ``calls`` calls shared among them); their rates add up, their latencies merge."""
+    share = max(conc // clients, 1)
+    command = [sys.executable, __file__, "--client", kind, target, str(share)]
+    procs = [
+        subprocess.Popen(
+            [*command, str(calls // clients), root],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(min(clients, conc))
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode:
+            raise SystemExit(f"a {kind} client failed (exit {proc.returncode})")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return {
+        "calls_per_s": sum(r["calls_per_s"] for r in results),
+        "p50_us": statistics.median(r["p50_us"] for r in results),
+        "p99_us": max(r["p99_us"] for r in results),
+    }
+
+
+def _client_main(kind: str, target: str, conc: int, calls: int, root: str) -> None:
     if kind == "mcp":
         stats = asyncio.run(_mcp_client(target, conc, calls))
     else:
-        stats = asyncio.run(
-            _socket_client(target, conc, calls, membrane=kind == "membrane", root=root)
-        )
+        stats = _socket_client(target, conc, calls, membrane=kind == "membrane", root=root)
     print(json.dumps(stats))
 
 
-def _line(kind: str, conc: int, stats: dict[str, float]) -> None:
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` (0 where ``/proc`` is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _median(rounds: list[Stats]) -> Stats:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+
+
+def _line(kind: str, conc: int, stats: Stats) -> None:
     print(
         f"{kind:9s} c={conc:<2d} {stats['calls_per_s']:10.0f} calls/s  "
         f"p50 {stats['p50_us']:8.0f} us  p99 {stats['p99_us']:8.0f} us"
     )
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=2 if (os.cpu_count() or 1) >= 3 else 1)
+    args = parser.parse_args()
+    print(f"load average at start: {_load()} ({os.cpu_count()} cores, {args.clients} client(s))")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         home, project = base / "home", base / "project"
@@ -203,23 +314,54 @@ def main() -> None:
         assert echo.stdout is not None and echo.stdout.readline().strip() == "ready"
         mcp_script = base / "mcp_server.py"
         mcp_script.write_text(MCP_SERVER)
-        results: dict[tuple[str, int], dict[str, float]] = {}
+        targets = {
+            "membrane": (str(sock), server.pid, str(project)),
+            "echo": (str(echo_path), echo.pid, ""),
+        }
+        results: dict[tuple[str, int], Stats] = {}
+        ratios: dict[int, list[float]] = {}
+        cpu: dict[tuple[str, int], float] = {}
         try:
+            for kind, (target, _, root) in targets.items():
+                _clients(kind, target, 16, WARMUP, args.clients, root)
             for conc in (1, 16):
-                results["membrane", conc] = _client("membrane", str(sock), conc, str(project))
-                results["echo", conc] = _client("echo", str(echo_path), conc)
-                results["mcp-sdk", conc] = _client("mcp", str(mcp_script), conc)
+                rounds: dict[str, list[Stats]] = {"membrane": [], "echo": []}
+                spent = dict.fromkeys(targets, 0.0)
+                for n in range(args.rounds):
+                    order = list(targets) if n % 2 == 0 else list(reversed(targets))
+                    for kind in order:
+                        target, pid, root = targets[kind]
+                        before = _cpu_seconds(pid)
+                        stats = _clients(kind, target, conc, CALLS[conc], args.clients, root)
+                        spent[kind] += _cpu_seconds(pid) - before
+                        rounds[kind].append(stats)
+                    ratios[conc] = [
+                        m["calls_per_s"] / e["calls_per_s"]
+                        for m, e in zip(rounds["membrane"], rounds["echo"], strict=True)
+                    ]
+                for kind in targets:
+                    results[kind, conc] = _median(rounds[kind])
+                    cpu[kind, conc] = spent[kind] / (args.rounds * CALLS[conc]) * 1e6
+                mcp = [
+                    _clients("mcp", str(mcp_script), conc, MCP_CALLS[conc], 1, "") for _ in range(3)
+                ]
+                results["mcp-sdk", conc] = _median(mcp)
                 for kind in ("membrane", "echo", "mcp-sdk"):
                     _line(kind, conc, results[kind, conc])
+                print(
+                    f"server cpu per call c={conc}: membrane {cpu['membrane', conc]:.0f} us, "
+                    f"echo {cpu['echo', conc]:.0f} us; membrane/echo per round: "
+                    + " ".join(f"{r:.2f}" for r in ratios[conc])
+                )
         finally:
             server.terminate()
             echo.terminate()
             server.wait()
             echo.wait()
+    print(f"load average at end: {_load()}")
     for conc in (1, 16):
-        ours = results["membrane", conc]["calls_per_s"]
-        vs_echo = ours / results["echo", conc]["calls_per_s"]
-        vs_mcp = ours / results["mcp-sdk", conc]["calls_per_s"]
+        vs_echo = statistics.median(ratios[conc])
+        vs_mcp = results["membrane", conc]["calls_per_s"] / results["mcp-sdk", conc]["calls_per_s"]
         if conc == 16:
             print(
                 f"goal actions/call vs raw NDJSON echo (c=16): >= 0.5x, measured {vs_echo:.2f}x "
@@ -235,8 +377,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        _client_main(
-            sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else ""
-        )
+        _client_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     else:
         main()

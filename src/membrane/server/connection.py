@@ -1,15 +1,16 @@
-"""One client connection: its reader loop, its writer and its in-flight calls.
+"""One client connection: its frames in, its replies out, and its in-flight calls.
 
-The reader takes one frame at a time with a bounded buffer. A malformed line is answered with
-a parse (or invalid-request) error and the connection lives on; a line over 1 MiB is answered
-with an error and the connection is closed (the rest of that line cannot be framed). Each
-request runs in its own task, so a slow ``runs/wait`` never holds up the next call, and a
-client that stalls mid-line holds up nobody: every connection has its own reader.
+The connection is the socket's asyncio protocol: bytes arrive in ``data_received`` and every
+complete line is taken there, with no reader task in between. A malformed line is answered
+with a parse (or invalid-request) error and the connection lives on; a line over 1 MiB (or a
+partial line past 1 MiB) is answered with an error and the connection is closed (the rest of
+that line cannot be framed). A partial line waits in the connection's own buffer, so a client
+that stalls mid-line holds up nobody. Each request runs in its own task, so a slow
+``runs/wait`` never holds up the next call.
 
-The connection reads and writes through asyncio's streams over the accepted socket (the
-server runs on anyio's asyncio backend): a frame is written whole in one ``write`` (so frames
-of concurrent replies never interleave, with no lock), and a writer waits only while the
-peer's buffer is full. Task groups and cancellation stay anyio's.
+A reply is written whole in one ``write`` (so frames of concurrent replies never interleave,
+with no lock). While the peer leaves more than 1 MiB unread, the connection stops reading its
+requests and writers wait for the buffer to drain. Task groups and cancellation stay anyio's.
 """
 
 from __future__ import annotations
@@ -68,27 +69,29 @@ def _oversized() -> bytes:
     )
 
 
-class Connection:
-    """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches)."""
+class Connection(asyncio.Protocol):
+    """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches).
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        dispatch: Dispatch,
-        peer_pid: int,
-    ) -> None:
-        self.reader = reader
-        self.writer = writer
+    Made before its transport: ``serve`` runs it once the server has connected the accepted
+    socket to it (``loop.connect_accepted_socket``)."""
+
+    def __init__(self, *, dispatch: Dispatch, peer_pid: int) -> None:
         self.peer_pid = peer_pid
         self.state: dict[str, object] = {}
         self._dispatch = dispatch
+        self._transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._group: TaskGroup | None = None
         #: The requests' own tasks (plain asyncio tasks: cheaper to start than the group's).
         self._calls: set[asyncio.Task[None]] = set()
+        #: Bytes of a line not complete yet (at most ``MAX_FRAME_BYTES``).
+        self._pending = bytearray()
         self._closed = False
-        writer.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        #: Set once no more frames are read: end of input, an oversized line, or closing.
+        self._ended = anyio.Event()
+        self._lost = anyio.Event()
+        #: Set while the peer's unread bytes are over the high-water mark; writers wait on it.
+        self._drained: anyio.Event | None = None
         #: Requests running now; the server's drain waits for them (``wait_idle``).
         self.in_flight = 0
         self._idle: anyio.Event | None = None
@@ -105,10 +108,11 @@ class Connection:
         return self._group
 
     async def serve(self) -> None:
+        """Hold the connection until its input ends, then close it (cancelling its calls)."""
         async with anyio.create_task_group() as group:
             self._group = group
             try:
-                await self._read()
+                await self._ended.wait()
             finally:
                 group.cancel_scope.cancel()
                 self._cancel_calls()
@@ -118,45 +122,102 @@ class Connection:
         for task in list(self._calls):
             task.cancel()
 
-    async def _read(self) -> None:
-        reader = self.reader
-        while True:
-            try:
-                line = await reader.readuntil(b"\n")
-            except asyncio.LimitOverrunError:
-                await self.send(_oversized())
+    # -- the protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        if self._ended.is_set():
+            return
+        pending = self._pending
+        # The usual case, a whole line and nothing before it, is read from ``data`` itself.
+        chunk: bytes | bytearray = data
+        scan = 0
+        if pending:
+            scan = len(pending)
+            pending += data
+            chunk = pending
+        start = 0
+        while (end := chunk.find(b"\n", scan)) >= 0:
+            if end - start > MAX_FRAME_BYTES:
+                self._oversized()
                 return
-            except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            self._frame(bytes(chunk[start:end]))
+            if self._ended.is_set():
                 return
-            if len(line) > MAX_FRAME_BYTES + 1:
-                await self.send(_oversized())
-                return
-            if not line.strip():
-                continue
-            try:
-                message = parse_frame(line)
-            except FrameError as exc:
-                await self.send(error_frame(exc.id, exc.code, exc.message))
-                continue
-            if isinstance(message, Request):
-                if not self.accepting:
-                    await self.send(
-                        membrane_error_frame(
-                            message.id,
-                            RuntimeUnavailable(
-                                "the runtime is shutting down; no new call is taken",
-                                shutting_down=True,
-                            ),
-                        )
+            start = scan = end + 1
+        if len(chunk) - start > MAX_FRAME_BYTES:
+            self._oversized()
+            return
+        if chunk is pending:
+            del pending[:start]
+        else:
+            pending += data[start:]
+
+    def eof_received(self) -> bool | None:
+        self._ended.set()
+        return None  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended.set()
+        self._lost.set()
+        self._resume()
+
+    def pause_writing(self) -> None:
+        if self._drained is None:
+            self._drained = anyio.Event()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._resume()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def _resume(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None:
+            drained.set()
+
+    # -- frames -------------------------------------------------------------------------------
+
+    def _oversized(self) -> None:
+        self.write(_oversized())
+        self._pending.clear()
+        self._ended.set()
+
+    def _frame(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = parse_frame(line)
+        except FrameError as exc:
+            self.write(error_frame(exc.id, exc.code, exc.message))
+            return
+        if isinstance(message, Request):
+            if not self.accepting:
+                self.write(
+                    membrane_error_frame(
+                        message.id,
+                        RuntimeUnavailable(
+                            "the runtime is shutting down; no new call is taken",
+                            shutting_down=True,
+                        ),
                     )
-                    continue
-                self._begin()
-                task = asyncio.get_running_loop().create_task(self._handle(message))
-                self._calls.add(task)
-                task.add_done_callback(self._calls.discard)
-            elif isinstance(message, Response) and self.on_response is not None:
-                self.on_response(message)
-            # Notifications and other responses from a client need no answer.
+                )
+                return
+            self.in_flight += 1
+            # ``Task`` itself, as ``loop.create_task`` makes it (the server's loop has no task
+            # factory), without that method's Python frames on every call.
+            task = asyncio.Task(self._handle(message), loop=self._loop)
+            self._calls.add(task)
+        elif isinstance(message, Response) and self.on_response is not None:
+            self.on_response(message)
+        # Notifications and other responses from a client need no answer.
 
     async def wait_idle(self) -> None:
         """Return once no request of this connection is running."""
@@ -164,9 +225,6 @@ class Connection:
             if self._idle is None:
                 self._idle = anyio.Event()
             await self._idle.wait()
-
-    def _begin(self) -> None:
-        self.in_flight += 1
 
     def _end(self) -> None:
         self.in_flight -= 1
@@ -177,7 +235,7 @@ class Connection:
     async def _handle(self, request: Request) -> None:
         try:
             try:
-                result = await self._dispatch(self, request)
+                frame = result_frame(request.id, await self._dispatch(self, request))
             except MembraneError as exc:
                 frame = membrane_error_frame(request.id, exc)
             except InvalidParams as exc:
@@ -190,21 +248,34 @@ class Connection:
                 frame = error_frame(
                     request.id, INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
                 )
-            else:
-                frame = result_frame(request.id, result)
-            await self.send(frame)
+            transport = self._transport
+            if not self._closed and transport is not None and not transport.is_closing():
+                transport.write(frame)
+                if self._drained is not None:
+                    await self._drain()
         finally:
             self._end()
+            self._calls.discard(asyncio.current_task())
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(self, frame: bytes) -> None:
+        """Write one frame now; a peer that has gone away is not an error here."""
+        transport = self._transport
+        if self._closed or transport is None or transport.is_closing():
+            return
+        transport.write(frame)
+
+    async def _drain(self) -> None:
+        drained = self._drained
+        if drained is not None:
+            await drained.wait()
 
     async def send(self, frame: bytes) -> None:
-        """Write one frame; a peer that has gone away is not an error here."""
-        writer = self.writer
-        if self._closed or writer.transport.is_closing():
-            return
-        writer.write(frame)
-        if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.drain()
+        """Write one frame, then wait while the peer leaves more than 1 MiB unread."""
+        self.write(frame)
+        if self._drained is not None:
+            await self._drain()
 
     async def notify(self, method: str, params: JSONDict) -> None:
         await self.send(notification_frame(method, params))
@@ -213,12 +284,15 @@ class Connection:
         if self._closed:
             return
         self._closed = True
+        self._ended.set()
         self.gone.set()
         if self._group is not None:
             self._group.cancel_scope.cancel()
         self._cancel_calls()
-        with contextlib.suppress(Exception):
-            self.writer.close()
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            with anyio.move_on_after(1.0):
-                await self.writer.wait_closed()
+        if self._transport is not None:
+            with contextlib.suppress(Exception):
+                self._transport.close()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                await self._lost.wait()
+            if not self._lost.is_set():
+                self._transport.abort()  # a peer that reads nothing more is not waited for

@@ -10,7 +10,9 @@ the error's stable kebab-case code.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Final, cast
 
 from membrane.errors import MembraneError
@@ -50,8 +52,11 @@ MEMBRANE_ERROR: Final = -32000
 RequestId = str | int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Request:
+    """A call to answer. Not frozen: one is made per call, and a frozen dataclass's
+    ``__init__`` costs several times a plain one's."""
+
     id: RequestId
     method: str
     params: JSONDict
@@ -82,10 +87,29 @@ class FrameError(Exception):
         self.id = id
 
 
+#: The C scanner behind ``json.loads``, called directly on the hot path (see ``_loads``).
+_SCAN: Final[Callable[[str, int], tuple[object, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_SPACE: Final = " \t\n\r"
+
+
+def _loads(line: bytes) -> object:
+    """``json.loads(line)``. A UTF-8 line holding one value with nothing before it is scanned
+    directly; any other line (leading space, another encoding, an error) takes ``json.loads``
+    itself, so the value and the error are exactly its own."""
+    try:
+        text = line.decode()
+        value, end = _SCAN(text, 0)
+    except (UnicodeDecodeError, StopIteration, ValueError):
+        return json.loads(line)
+    if end != len(text) and text[end:].strip(_JSON_SPACE):
+        return json.loads(line)  # raises its "extra data" error
+    return value
+
+
 def parse_frame(line: bytes) -> Request | Notification | Response:
     """One frame (without its newline); ``FrameError`` when it is not JSON-RPC 2.0."""
     try:
-        message = json.loads(line)
+        message = _loads(line)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(PARSE_ERROR, f"parse error: {exc}") from None
     if not isinstance(message, dict):
@@ -123,11 +147,21 @@ def parse_frame(line: bytes) -> Request | Notification | Response:
 
 #: One encoder for every frame (``json.dumps`` with options builds a new one per call).
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+#: The C encoder ``_ENCODER`` makes for each call, made once (``None`` without ``_json``). A
+#: frame's value is ``plain`` data, built fresh per reply, so it holds no cycle to look for.
+_C_ENCODE: Final = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
+)
 
 
 def encode(message: JSONDict) -> bytes:
-    """``message`` as one line. Values JSON cannot hold are written as strings."""
-    return _ENCODER.encode(message).encode() + b"\n"
+    """``message`` as one line. Values JSON cannot hold are written as strings; a lone
+    surrogate (which UTF-8 cannot hold) as its ``\\uXXXX`` escape, so it reads back as itself."""
+    text = _ENCODER.encode(message) if _C_ENCODE is None else "".join(_C_ENCODE(message, 0))
+    # Outside its strings a frame is ASCII, so only a string's surrogate can need the escape.
+    return text.encode("utf-8", "backslashreplace") + b"\n"
 
 
 def result_frame(id: RequestId, result: JSONValue) -> bytes:

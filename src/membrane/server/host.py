@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 
 import anyio
 from anyio.abc import TaskStatus
@@ -63,6 +64,9 @@ ModelFactory = Callable[[str | None, Settings], Model]
 
 #: How often, at least, a host looks for due schedules (seconds).
 SCHEDULE_POLL = 30.0
+#: Sessions (scope and call context) a host keeps for callers without a run (then it starts
+#: over).
+_SESSIONS = 1024
 
 _MODEL: ContextVar[Model | None] = ContextVar("membrane_server_model", default=None)
 _ROLE: ContextVar[str | None] = ContextVar("membrane_server_role", default=None)
@@ -103,6 +107,8 @@ class ProjectHost:
         self._cwd: dict[str, Path | None] = {}
         self._roles: dict[str, str | None] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
+        #: The scope and call context of each caller without a run (``_session``).
+        self._sessions: dict[tuple[str | None, str | None], tuple[Scope, ToolContext]] = {}
         self._stop = anyio.Event()
         self._done = anyio.Event()
         self._changed = anyio.Event()
@@ -242,6 +248,11 @@ class ProjectHost:
         if caller.run_id is not None:
             self.check_live(caller)
             return self.runtime.view(caller.run_id)
+        return self._scope(caller).view()
+
+    def _scope(self, caller: Caller) -> Scope:
+        """The scope over the registry of a caller without a run: its role's restriction, and
+        for a standalone session the spawn tools denied (one per role and kind of session)."""
         key = (caller.role or "", caller.standalone)
         scope = self._scopes.get(key)
         if scope is None:
@@ -255,7 +266,7 @@ class ProjectHost:
                     validate=False,
                 )
             self._scopes[key] = scope
-        return scope.view()
+        return scope
 
     def context(self, caller: Caller) -> ToolContext:
         if caller.run_id is not None:
@@ -268,14 +279,30 @@ class ProjectHost:
                 session=caller.run_id,
                 env=self._child_env(caller.run_id, cwd),
             )
-        return ToolContext(
-            agent=f"caller:{caller.role}",
-            cwd=self.workspace.project,
-            session=caller.session_id or f"role:{caller.role}",
-            extra={"role": caller.role},
-        )
+        return self._session(caller)[1]
+
+    def _session(self, caller: Caller) -> tuple[Scope, ToolContext]:
+        """The scope and call context of a caller without a run, by (role, session): both are
+        the same on every call (the context immutable, its ``extra`` read-only), so each
+        ``actions/call`` finds them with one lookup."""
+        key = (caller.role, caller.session_id)
+        found = self._sessions.get(key)
+        if found is None:
+            if len(self._sessions) >= _SESSIONS:
+                self._sessions.clear()
+            context = ToolContext(
+                agent=f"caller:{caller.role}",
+                cwd=self.workspace.project,
+                session=caller.session_id or f"role:{caller.role}",
+                extra=MappingProxyType({"role": caller.role}),
+            )
+            found = self._sessions[key] = (self._scope(caller), context)
+        return found
 
     async def call(self, caller: Caller, name: str, arguments: JSONObject) -> object:
+        if caller.run_id is None:
+            scope, context = self._session(caller)
+            return await scope.view().call(name, arguments, context)
         return await self.view(caller).call(name, arguments, self.context(caller))
 
     # -- runs ---------------------------------------------------------------------------------

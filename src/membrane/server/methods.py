@@ -241,13 +241,12 @@ async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> J
     caller = _caller(conn)
     project_id, name, arguments, request_id = _call_params(params)
     host = server.project(project_id, caller)
+    if request_id is None:
+        return {"result": plain(await host.call(caller, name, arguments))}
 
     async def act() -> JSONValue:
-        result = await host.call(caller, name, arguments)
-        return {"result": plain(result)}
+        return {"result": plain(await host.call(caller, name, arguments))}
 
-    if request_id is None:
-        return await act()
     return await server.replies.once((host.project_id, caller.session_id, request_id), act)
 
 

@@ -36,7 +36,7 @@ from membrane.errors import CallerRefused, RuntimeRoleMismatch, TokenInvalid, Un
 from membrane.json_types import JSONDict, JSONValue
 from membrane.server.approval import APPROVAL_TIMEOUT
 from membrane.server.connection import Connection
-from membrane.server.framing import MAX_FRAME_BYTES, Request, membrane_error_frame
+from membrane.server.framing import MAX_FRAME_BYTES, membrane_error_frame
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
 from membrane.server.identity import Caller, TokenBook
 from membrane.server.methods import dispatch
@@ -233,31 +233,15 @@ class Server:
 
     async def _connection(self, raw: socket.socket) -> None:
         peer = peer_credentials(raw)
+        if peer.uid != os.getuid():
+            await _refuse(raw, peer.uid)
+            return
+        conn = Connection(dispatch=partial(dispatch, self), peer_pid=peer.pid)
         try:
-            reader, writer = await asyncio.open_unix_connection(sock=raw, limit=MAX_FRAME_BYTES)
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, raw)
         except OSError:
             raw.close()
             return
-        if peer.uid != os.getuid():
-            refused = CallerRefused(
-                "this runtime serves only its own user; the connection is closed",
-                uid=peer.uid,
-            )
-            try:
-                writer.write(membrane_error_frame(None, refused))
-                writer.write_eof()
-                await writer.drain()
-                # What the peer already sent is read and dropped, so that closing does not
-                # reset the connection before the refusal is read.
-                with anyio.move_on_after(_REFUSAL_LINGER):
-                    while await reader.read(65536):
-                        pass
-            except OSError:
-                pass
-            finally:
-                writer.close()
-            return
-        conn = Connection(reader, writer, dispatch=partial(_dispatch, self), peer_pid=peer.pid)
         self._connections.add(conn)
         self._last_seen = time.monotonic()
         try:
@@ -383,6 +367,31 @@ class Server:
         conn.group.start_soon(_watch, conn, host, caller, names)
 
 
+async def _refuse(raw: socket.socket, uid: int) -> None:
+    """Answer a peer of another user with ``caller-refused`` and close its connection."""
+    try:
+        reader, writer = await asyncio.open_unix_connection(sock=raw, limit=MAX_FRAME_BYTES)
+    except OSError:
+        raw.close()
+        return
+    refused = CallerRefused(
+        "this runtime serves only its own user; the connection is closed", uid=uid
+    )
+    try:
+        writer.write(membrane_error_frame(None, refused))
+        writer.write_eof()
+        await writer.drain()
+        # What the peer already sent is read and dropped, so that closing does not
+        # reset the connection before the refusal is read.
+        with anyio.move_on_after(_REFUSAL_LINGER):
+            while await reader.read(65536):
+                pass
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
 async def _exit_when_idle(server: Server) -> None:
     """The ``idle_exit`` service: shut the server down once it has been idle that long."""
     limit = server.idle_exit
@@ -412,7 +421,3 @@ async def _watch(
         if view.names != names:
             names = view.names
             await conn.notify("actions/list_changed", {"projectId": host.project_id})
-
-
-async def _dispatch(server: Server, conn: Connection, request: Request) -> JSONValue:
-    return await dispatch(server, conn, request)
