@@ -5,8 +5,12 @@ complete line is taken there, with no reader task in between. A malformed line i
 with a parse (or invalid-request) error and the connection lives on; a line over 1 MiB (or a
 partial line past 1 MiB) is answered with an error and the connection is closed (the rest of
 that line cannot be framed). A partial line waits in the connection's own buffer, so a client
-that stalls mid-line holds up nobody. Each request runs in its own task, so a slow
-``runs/wait`` never holds up the next call.
+that stalls mid-line holds up nobody.
+
+Each request runs in a task of its own, started eagerly: its first step runs as soon as its
+line is read, so a request that never waits (a no-op tool) is answered with no trip through
+the event loop, and one that waits (a slow ``runs/wait``) goes on in its task while the next
+calls are answered (``Connection._start``).
 
 A reply is written whole in one ``write`` (so frames of concurrent replies never interleave,
 with no lock). While the peer leaves more than 1 MiB unread, the connection stops reading its
@@ -17,7 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import contextvars
+
+# How an eagerly started task becomes the current one: asyncio's own (private) helpers.
+from asyncio.tasks import _enter_task, _leave_task
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 
 import anyio
 from anyio.abc import TaskGroup
@@ -69,6 +77,41 @@ def _oversized() -> bytes:
     )
 
 
+class _Steps:
+    """Drives one coroutine from inside the task awaiting it, each step in ``context``."""
+
+    __slots__ = ("_context", "_coro", "_yielded", "result")
+
+    def __init__(self, coro: Coroutine[object, object, None], context: contextvars.Context):
+        self._coro = coro
+        self._context = context
+        self._yielded: object = None
+
+    def first(self) -> bool:
+        """Run the first step now; whether the coroutine finished in it."""
+        try:
+            self._yielded = self._context.run(self._coro.send, None)
+        except StopIteration:
+            return True
+        return False
+
+    def __await__(self) -> Generator[object, object, None]:
+        yielded = self._yielded
+        while True:
+            try:
+                sent = yield yielded
+            except BaseException as exc:  # the awaiting task's cancellation, passed on
+                try:
+                    yielded = self._context.run(self._coro.throw, exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    yielded = self._context.run(self._coro.send, sent)
+                except StopIteration:
+                    return
+
+
 class Connection(asyncio.Protocol):
     """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches).
 
@@ -84,6 +127,8 @@ class Connection(asyncio.Protocol):
         self._group: TaskGroup | None = None
         #: The requests' own tasks (plain asyncio tasks: cheaper to start than the group's).
         self._calls: set[asyncio.Task[None]] = set()
+        #: The task the next request starts as, and how it is handed that request (``_start``).
+        self._spare: tuple[asyncio.Task[None], asyncio.Future[_Steps]] | None = None
         #: Bytes of a line not complete yet (at most ``MAX_FRAME_BYTES``).
         self._pending = bytearray()
         self._closed = False
@@ -211,13 +256,62 @@ class Connection(asyncio.Protocol):
                 )
                 return
             self.in_flight += 1
-            # ``Task`` itself, as ``loop.create_task`` makes it (the server's loop has no task
-            # factory), without that method's Python frames on every call.
-            task = asyncio.Task(self._handle(message), loop=self._loop)
-            self._calls.add(task)
+            self._start(message)
         elif isinstance(message, Response) and self.on_response is not None:
             self.on_response(message)
         # Notifications and other responses from a client need no answer.
+
+    def _start(self, request: Request) -> None:
+        """Run ``request`` from its first step now, as the connection's spare task.
+
+        The spare is a task that has run nothing yet. The request's first step runs here with
+        the spare as the current task and in a context of its own, as an eagerly started task
+        of its own would: a request that finishes without waiting (a no-op tool) costs no
+        task and no trip through the event loop. One that waits is handed to the spare, which
+        drives it from that step to its end (its cancel scopes were entered in that task, and
+        stay there), and the next request gets a new spare."""
+        loop = self._loop
+        assert loop is not None
+        if asyncio.current_task(loop) is not None:
+            # Called from inside a task (not by the transport): the request gets its own.
+            self._calls.add(asyncio.Task(self._whole(request), loop=loop))
+            return
+        spare = self._spare
+        if spare is None:
+            handover: asyncio.Future[_Steps] = self._future()
+            task = asyncio.Task(self._adopt(handover), loop=self._loop)
+            self._calls.add(task)
+            spare = self._spare = (task, handover)
+        steps = _Steps(self._handle(request), contextvars.copy_context())
+        _enter_task(loop, spare[0])
+        try:
+            finished = steps.first()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException:  # cancelled in its first step: over, as its own task would be
+            finished = True
+        finally:
+            _leave_task(loop, spare[0])
+        if not finished:
+            self._spare = None
+            spare[1].set_result(steps)
+
+    async def _adopt(self, handover: asyncio.Future[_Steps]) -> None:
+        """A spare task: takes the request whose first step waited, and drives it to its end."""
+        try:
+            await (await handover)
+        finally:
+            self._calls.discard(asyncio.current_task())
+
+    async def _whole(self, request: Request) -> None:
+        try:
+            await self._handle(request)
+        finally:
+            self._calls.discard(asyncio.current_task())
+
+    def _future(self) -> asyncio.Future[_Steps]:
+        assert self._loop is not None
+        return self._loop.create_future()
 
     async def wait_idle(self) -> None:
         """Return once no request of this connection is running."""
@@ -255,7 +349,6 @@ class Connection(asyncio.Protocol):
                     await self._drain()
         finally:
             self._end()
-            self._calls.discard(asyncio.current_task())
 
     # -- writing ------------------------------------------------------------------------------
 
