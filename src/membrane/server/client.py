@@ -11,10 +11,12 @@ error reply is raised as the ``MembraneError`` subclass its ``data.code`` names
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import math
 import os
 import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -115,6 +117,13 @@ class Client:
                 await anyio.to_thread.run_sync(_connected, str(path))
             )
         except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.ETIMEDOUT):
+                raise RuntimeUnavailable(
+                    f"the runtime on {path} took no connection within {_CONNECT_SECONDS:g} s "
+                    "(its backlog stayed full)",
+                    socket=str(path),
+                    hint="it may be stuck: `membrane doctor` says whether it answers",
+                ) from None
             raise RuntimeUnavailable(
                 f"no runtime answers on {path}: {exc.strerror or exc}",
                 socket=str(path),
@@ -225,13 +234,21 @@ def _connected(path: str) -> socket.socket:
 
     Not ``anyio.connect_unix``: when the server's backlog is full its non-blocking connect
     waits for the socket to be writable and can be woken twice, which sets its future twice
-    (``InvalidStateError``) on a busy machine."""
+    (``InvalidStateError``) on a busy machine. Not a Python timeout either, which makes the
+    socket non-blocking: a Unix socket's non-blocking connect fails at once with ``EAGAIN``
+    while the backlog is full. The socket stays blocking, and its send timeout
+    (``SO_SNDTIMEO``), which a Unix connect waits on, bounds the wait."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(_CONNECT_SECONDS)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(_CONNECT_SECONDS))
         sock.connect(path)
-        sock.settimeout(None)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(0))
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def _timeval(seconds: float) -> bytes:
+    whole = int(seconds)
+    return struct.pack("@ll", whole, int((seconds - whole) * 1e6))

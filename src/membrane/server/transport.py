@@ -34,6 +34,7 @@ __all__ = [
     "SocketLock",
     "bind_socket",
     "default_socket_path",
+    "listen_backlog",
     "peer_credentials",
     "probe_socket",
     "unlink_own_socket",
@@ -42,6 +43,16 @@ __all__ = [
 SOCKET_ENV: Final = "MEMBRANE_SOCKET"
 _BACKLOG: Final = 512
 _CRED = struct.Struct("3i")
+
+
+def listen_backlog() -> int:
+    """How many connections the kernel queues on the socket before a connect waits: the
+    backlog ``bind_socket`` asks for, capped by ``net.core.somaxconn`` where Linux has one."""
+    try:
+        cap = int(Path("/proc/sys/net/core/somaxconn").read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return _BACKLOG
+    return min(_BACKLOG, cap) if cap > 0 else _BACKLOG
 
 
 def default_socket_path() -> Path:
