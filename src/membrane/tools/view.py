@@ -42,7 +42,7 @@ from membrane.errors import (
 )
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.codemode import render_sdk
-from membrane.tools.permissions import ToolGate
+from membrane.tools.permissions import ToolGate, ToolObserver
 from membrane.tools.registry import check_tool, json_schema, retag, wire_schema, wires_of
 from membrane.tools.spec import Tool, ToolContext
 
@@ -312,11 +312,8 @@ class ToolView:
             raise ToolFailed(
                 f"tool {name!r} failed: {type(exc).__name__}: {_clip(str(exc))}", tool=name
             ) from exc
-        # A ``ToolObserver`` is found by its ``after`` as the protocol's ``isinstance`` finds
-        # it, without that check's walk over the protocol's members on every call.
-        after = getattr(self._gate, "after", None)
-        if after is not None:
-            result = await after(tool, values, context, result)
+        if isinstance(self._gate, ToolObserver):
+            result = await self._gate.after(tool, values, context, result)
         return result
 
     def __repr__(self) -> str:
