@@ -24,7 +24,7 @@ table at that version), which may hold names the view does not show. So a scope'
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Final, Protocol
 
@@ -70,6 +70,7 @@ class ToolView:
     """
 
     __slots__ = (
+        "_after",
         "_gate",
         "_limiter",
         "_overlay",
@@ -87,6 +88,8 @@ class ToolView:
     _overlay: Mapping[str, Tool]
     _limiter: _Limiter | None
     _gate: ToolGate | None
+    #: The gate's ``after`` when it is a ``ToolObserver`` (asked once, not on every call).
+    _after: Callable[[Tool, JSONObject, ToolContext, object], Awaitable[object]] | None
     names: tuple[str, ...]
     visible: frozenset[str]
     key: Hashable
@@ -117,6 +120,7 @@ class ToolView:
         self._overlay = _NO_TOOLS if overlay is None else overlay
         self._limiter = limiter
         self._gate = gate
+        self._after = gate.after if gate is not None and isinstance(gate, ToolObserver) else None
         self.names = names
         self.visible = frozenset(names) if visible is None else visible
         self.key = key
@@ -312,8 +316,8 @@ class ToolView:
             raise ToolFailed(
                 f"tool {name!r} failed: {type(exc).__name__}: {_clip(str(exc))}", tool=name
             ) from exc
-        if isinstance(self._gate, ToolObserver):
-            result = await self._gate.after(tool, values, context, result)
+        if self._after is not None:
+            result = await self._after(tool, values, context, result)
         return result
 
     def __repr__(self) -> str:
