@@ -53,6 +53,26 @@ def agent(name: str = "worker", *, root: str = "project", **fields: Any) -> Agen
     return AgentDefinition(name=name, root=root, path=f".membrane/agents/{name}.md", **fields)
 
 
+def tool_fields(
+    tools: list[str] | None,
+    disallowed: list[str],
+    extensions: object,
+    excluded: list[str],
+    subagents: bool,
+) -> dict[str, object]:
+    """A definition's tool fields as drawn by the property tests (``None``/empty: left unset)."""
+    fields: dict[str, object] = {"disallowed_tools": tuple(disallowed)}
+    if tools is not None:
+        fields["tools"] = tuple(tools)
+    if extensions is not None:
+        fields["extensions"] = extensions
+    if excluded:
+        fields["exclude_extensions"] = tuple(excluded)
+    if subagents:
+        fields["allowed_subagents"] = ("scout",)
+    return fields
+
+
 def deployment(
     *,
     extensions: Mapping[str, Mapping[str, Tool]] = {},

@@ -9,7 +9,7 @@ from types import FrameType
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from resolve_support import builtins, tool
+from resolve_support import builtins, tool, tool_fields
 
 from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
@@ -94,15 +94,7 @@ def test_admitted_names_are_exactly_what_admits_accepts(
     plan: bool,
     parent_extra: list[tuple[str, str]],
 ) -> None:
-    fields: dict[str, object] = {"disallowed_tools": tuple(disallowed)}
-    if tools is not None:
-        fields["tools"] = tuple(tools)
-    if extensions is not None:
-        fields["extensions"] = extensions
-    if excluded:
-        fields["exclude_extensions"] = tuple(excluded)
-    if subagents:
-        fields["allowed_subagents"] = ("scout",)
+    fields = tool_fields(tools, disallowed, extensions, excluded, subagents)
     if plan:
         fields["permission"] = "plan"
     definition = AgentDefinition(name="w", root="project", isolated=isolated, **fields)  # type: ignore[arg-type]

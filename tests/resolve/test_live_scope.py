@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from resolve_support import agent, assert_complete, builtins, deployment, tool
+from resolve_support import agent, assert_complete, builtins, deployment, tool, tool_fields
 
 from membrane.agents.definition import AgentDefinition
 from membrane.config.values import Settings
@@ -158,15 +158,7 @@ def test_every_known_tool_is_callable_or_has_exactly_one_reason(
     memory: str | None,
     parent_names: list[str],
 ) -> None:
-    fields: dict[str, object] = {"disallowed_tools": tuple(disallowed)}
-    if tools is not None:
-        fields["tools"] = tuple(tools)
-    if extensions is not None:
-        fields["extensions"] = extensions
-    if excluded:
-        fields["exclude_extensions"] = tuple(excluded)
-    if subagents:
-        fields["allowed_subagents"] = ("scout",)
+    fields = tool_fields(tools, disallowed, extensions, excluded, subagents)
     if memory is not None:
         fields["memory"] = memory
     definition = AgentDefinition(name="w", root=root, isolated=isolated, **fields)  # type: ignore[arg-type]
