@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["first_line_then_kill"]
+__all__ = ["first_line_then_kill", "probe_json"]
 
 
 def first_line_then_kill(script: Path, *args: object, what: str = "the script") -> Any:
@@ -32,3 +32,16 @@ def first_line_then_kill(script: Path, *args: object, what: str = "the script") 
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
     return found
+
+
+def probe_json(code: str, *args: object) -> Any:
+    """Run ``code`` in a fresh Python (``python -c``) with ``args``; the JSON it prints."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *(str(arg) for arg in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

@@ -3,10 +3,9 @@ library: the CLI's start pays for neither (counted in a fresh interpreter, never
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from process_support import probe_json
 
 PROBE = """
 import json, sys
@@ -59,15 +58,7 @@ def test_settings_and_a_catalog_load_without_pydantic(tmp_path: Path, isolated_h
     (project / ".membrane" / "agents").mkdir(parents=True)
     (project / ".membrane" / "config.toml").write_text(CONFIG)
     (project / ".membrane" / "agents" / "clock.md").write_text(AGENT)
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(project)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = probe_json(PROBE, project)
     assert report["errors"] == []
     assert report["servers"] == ["time"] and report["own"] == ["time"]
     libraries = {m.split(".")[0] for m in report["modules"]}

@@ -3,10 +3,9 @@ its parameters (counted in a fresh interpreter, never timed)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from process_support import probe_json
 
 PROBE = """
 import json, sys
@@ -39,15 +38,7 @@ def setup(ext):
 
 
 def _workspace(project: Path) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, str(project)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report: dict[str, object] = json.loads(done.stdout)
+    report: dict[str, object] = probe_json(PROBE, project)
     return report
 
 

@@ -158,7 +158,7 @@ _C_ENCODE: Final = (
 
 def encode(message: JSONDict) -> bytes:
     """``message`` as one line. Values JSON cannot hold are written as strings; a lone
-    surrogate (which UTF-8 cannot hold) as its ``\\uXXXX`` escape, so it reads back as itself."""
+    surrogate (which UTF-8 cannot hold) as its JSON ``\\u`` escape, so it reads back as itself."""
     text = _ENCODER.encode(message) if _C_ENCODE is None else "".join(_C_ENCODE(message, 0))
     # Outside its strings a frame is ASCII, so only a string's surrogate can need the escape.
     return text.encode("utf-8", "backslashreplace") + b"\n"
