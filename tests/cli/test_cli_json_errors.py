@@ -42,6 +42,8 @@ CASES = [
     (["schedule", "list", "--project", "{missing}"], "invalid-request", 2),
     (["schedule", "remove", "sch-nosuch", "--project", "{p}"], "unknown-schedule", 2),
     (["serve", "--idle-exit", "0"], "invalid-request", 2),
+    (["serve", "--idle-exit", "inf"], "invalid-request", 2),
+    (["serve", "--approval-timeout", "nan"], "invalid-request", 2),
     (["show", "nosuch", "--project", "{p}"], "unknown-run", 3),
     (["skills", "list", "--project", "{missing}"], "invalid-request", 2),
     (["workflow", "show", "nosuch", "--project", "{p}"], "store-error", 3),

@@ -199,8 +199,9 @@ async def test_a_client_that_never_answers_leaves_the_call_denied_after_the_time
     assert "use a command or path the rules allow" in result
 
 
-def test_the_approval_timeout_must_be_positive(tmp_path: Path) -> None:
-    code = main(["serve", "--socket", str(tmp_path / "s.sock"), "--approval-timeout", "0"])
+@pytest.mark.parametrize("seconds", ["0", "-1", "inf", "nan"])
+def test_the_approval_timeout_must_be_positive_and_finite(tmp_path: Path, seconds: str) -> None:
+    code = main(["serve", "--socket", str(tmp_path / "s.sock"), "--approval-timeout", seconds])
     assert code == 2
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated
@@ -65,11 +66,14 @@ def serve(
     the calls in flight, stop the runs and remove the socket. A second serve on a live socket
     fails with runtime-already-running.
     """
-    if idle_exit is not None and not idle_exit > 0:
-        raise InvalidRequest("--idle-exit must be a positive number of seconds", field="idle_exit")
-    if not approval_timeout > 0:
+    if idle_exit is not None and not 0 < idle_exit < math.inf:
         raise InvalidRequest(
-            "--approval-timeout must be a positive number of seconds", field="approval_timeout"
+            "--idle-exit must be a positive, finite number of seconds", field="idle_exit"
+        )
+    if not 0 < approval_timeout < math.inf:
+        raise InvalidRequest(
+            "--approval-timeout must be a positive, finite number of seconds",
+            field="approval_timeout",
         )
     path = socket.expanduser().absolute() if socket is not None else default_socket_path()
     launch_role = role or os.environ.get("MEMBRANE_ROLE") or None
