@@ -13,8 +13,8 @@ from __future__ import annotations
 from membrane.agents import Dispatch, update_definition_text, write_definition
 from membrane.agents.command_hooks import CommandHook
 from membrane.agents.definition import DefinitionWarning, Unset
+from membrane.agents.dialect import Dialect
 from membrane.agents.skills import Skill, SkillCatalog
-from membrane.agents.translation import Dialect
 from membrane.builtin_tools import ToolSink
 from membrane.config import McpServerSpec, ModelEntry, RateLimit, RoleSpec, membrane_home
 from membrane.durable.messages import Delivery

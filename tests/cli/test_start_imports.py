@@ -163,3 +163,32 @@ def test_explain_json_is_a_pure_read_on_the_example_workspace(
     assert "membrane.extensions.load" in modules
     unwanted = {m for m in modules if m in NOT_FOR_EXPLAIN or m.split(".")[0] in NOT_FOR_EXPLAIN}
     assert sorted(unwanted) == []
+
+
+#: The parsing of definition files: the frontmatter reader, the field rules and the dialect
+#: translations. A listing whose definitions all hit the cache needs none of them.
+PARSING = (
+    "ruamel",
+    "membrane.agents.frontmatter",
+    "membrane.agents.fields",
+    "membrane.agents.values",
+    "membrane.agents.translation",
+    "membrane.agents.dialects",
+    "membrane.agents.claude_code",
+    "membrane.agents.opencode",
+)
+
+
+def test_a_cached_listing_parses_nothing(tmp_path: Path, isolated_home: Path) -> None:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "workspace", workspace)
+    commands = (("agents", "list"), ("explain", "scout", "--json"))
+    first, modules = imported(*commands[0], cwd=workspace)
+    assert first == 0
+    assert "membrane.agents.fields" in modules  # the first listing parsed the files
+    assert imported(*commands[1], cwd=workspace)[0] == 0  # and explain cached the skills
+    for args in commands:
+        code, modules = imported(*args, cwd=workspace)
+        assert code == 0
+        parsing = sorted(m for m in modules if m.split(".")[0] == "ruamel" or m in PARSING)
+        assert (args, parsing) == (args, [])

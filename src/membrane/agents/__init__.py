@@ -9,9 +9,9 @@ from membrane._lazy import lazy_exports
 if typing.TYPE_CHECKING:
     from membrane.agents.catalog import Catalog, Dispatch, builtin_definitions
     from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
+    from membrane.agents.dialect import Dialect
     from membrane.agents.frontmatter import parse_definition, read_definition
     from membrane.agents.roots import Root
-    from membrane.agents.translation import Dialect
     from membrane.agents.writer import render_definition, update_definition_text, write_definition
 
 __all__ = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition
-from membrane.agents.translation import MEMBRANE, Dialect
+from membrane.agents.dialect import MEMBRANE, Dialect
 
 __all__ = ["BUILTIN_DIR", "builtin_definitions", "builtin_entries", "decode_definition"]
 

@@ -34,10 +34,9 @@ from typing import TYPE_CHECKING
 from membrane.agents.builtins import BUILTIN_DIR, builtin_definitions, builtin_entries
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.catalog_index import WinnerIndex
-from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.agents.definition import REPAIRED_NAME, AgentDefinition, DefinitionWarning
 from membrane.agents.roots import Root, claude_config_home, dialect_roots
 from membrane.agents.scan import ConfigScan, RootScan, Scan
-from membrane.agents.values import REPAIRED_NAME
 
 if TYPE_CHECKING:  # the watcher (ctypes) is imported only when a second reload arms it
     from membrane.agents.watch import DirectoryWatcher

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
@@ -13,6 +14,9 @@ from membrane.config.values import McpServerSpec
 from membrane.tools.permissions import PermissionRule
 
 __all__ = [
+    "FIELDS",
+    "NAME_RE",
+    "REPAIRED_NAME",
     "UNSET",
     "AgentDefinition",
     "DefinitionWarning",
@@ -35,6 +39,11 @@ class Unset(enum.Enum):
 
 
 UNSET: Final = Unset.UNSET
+#: A definition name: it keys the catalog and memory paths and appears in prompt tags, so it is
+#: restricted to characters that are safe in all three.
+NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+#: The warning code of a repaired name; the catalog refuses such a file when the slug collides.
+REPAIRED_NAME: Final = "repaired-name"
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -210,3 +219,9 @@ def _spec_json(spec: McpServerSpec) -> dict[str, Any]:
     if spec.url is not None:
         out["url"] = spec.url
     return out
+
+
+#: Every frontmatter field, in the order ``AgentDefinition`` declares them.
+FIELDS: tuple[str, ...] = tuple(
+    f.name for f in fields(AgentDefinition) if f.name == "name" or f.name not in _META
+)

@@ -19,14 +19,13 @@ Unknown keys are kept in ``extra`` and warned about; keys that look like an auth
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from membrane.agents.command_hooks import read_hooks
-from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning
+from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, DefinitionWarning
 from membrane.agents.dialects import MEMBRANE, Dialect, translate
 from membrane.agents.values import (
     AUTHORITY_FIELDS,
@@ -48,11 +47,6 @@ __all__ = [
     "plain",
 ]
 
-_NOT_FIELDS = {"body", "root", "path", "lines", "extra", "warnings", "dialect", "keys", "rules"}
-#: Every frontmatter field, in the order ``AgentDefinition`` declares them.
-FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(AgentDefinition) if f.name not in _NOT_FIELDS
-)
 ALIASES: Mapping[str, str] = {
     "disallowedTools": "disallowed_tools",
     "mcpServers": "mcp_servers",

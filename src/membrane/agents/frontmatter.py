@@ -16,9 +16,9 @@ from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from membrane.agents.definition import AgentDefinition
+from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.agents.files import MAX_BYTES, read_file_bytes
 from membrane.agents.repair import KEY_RE, LOADER, Frontmatter, repair_values, split_frontmatter
-from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.errors import DefinitionError
 
 __all__ = [

@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from membrane.agents.definition import AgentDefinition
-from membrane.agents.fields import build_definition
+from membrane.agents.dialect import Dialect
 from membrane.agents.files import MAX_BYTES
-from membrane.agents.translation import Dialect
 from membrane.errors import DefinitionError
 
 __all__ = ["OPENCODE_CONFIG_NAMES", "read_opencode_config"]
@@ -99,6 +98,9 @@ def read_opencode_config(
     data: bytes, *, path: str, root: str, dialect: Dialect
 ) -> list[AgentDefinition | DefinitionError]:
     """Every agent of one config file; a broken file (or entry) is a ``DefinitionError``."""
+    # The field rules are imported when a config file is read, not when the roots are listed.
+    from membrane.agents.fields import build_definition
+
     try:
         text = data.decode("utf-8")
         if len(data) > MAX_BYTES:

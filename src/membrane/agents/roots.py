@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.agents.opencode_config import OPENCODE_CONFIG_NAMES
-from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.config.values import Settings
 
 __all__ = ["Root", "claude_config_home", "dialect_roots"]

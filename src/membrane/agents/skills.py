@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from membrane.agents.definition import DefinitionWarning
+from membrane.agents.definition import NAME_RE, DefinitionWarning
 from membrane.agents.files import MAX_BYTES
 from membrane.agents.skill_cache import ParsedSkill, SkillCache
-from membrane.agents.values import NAME_RE
 from membrane.errors import DefinitionError
 
 __all__ = [

@@ -8,13 +8,13 @@ never bypass a check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from membrane.agents.definition import DefinitionWarning
+from membrane.agents.dialect import DIALECT_NAMES, MEMBRANE, OMITTED_SETTING, Dialect
 from membrane.agents.values import ValueReader, split_commas
-from membrane.config.values import DEFAULT_TOOLS, OmittedTools
+from membrane.config.values import OmittedTools
 
 __all__ = [
     "DIALECT_NAMES",
@@ -26,27 +26,6 @@ __all__ = [
     "Translation",
     "tokens_of",
 ]
-
-#: Every dialect, Membrane's own first.
-DIALECT_NAMES: Final = ("membrane", "claude-code", "opencode", "pi")
-#: The settings key that opts a dialect into its product's meaning of an omitted ``tools``.
-OMITTED_SETTING: Mapping[str, str] = {
-    "claude-code": "claude_code_omitted_tools",
-    "opencode": "opencode_omitted_tools",
-    "pi": "pi_omitted_tools",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    """A dialect and the deployment's choices for it."""
-
-    name: str = "membrane"
-    omitted_tools: OmittedTools = "default"
-    default_tools: tuple[str, ...] = DEFAULT_TOOLS
-
-
-MEMBRANE: Final = Dialect()
 
 
 @dataclass(frozen=True, slots=True)

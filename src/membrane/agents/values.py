@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from membrane.agents.definition import UNSET, DefinitionWarning, Unset
+from membrane.agents.definition import NAME_RE, REPAIRED_NAME, UNSET, DefinitionWarning, Unset
 from membrane.config.budget import Budget
 from membrane.config.load import mcp_server_spec
 from membrane.config.values import McpServerSpec
@@ -74,9 +74,6 @@ _EXAMPLES: Mapping[str, str] = {
 }
 #: Fields whose value is a list of names (or, for ``extensions``/``skills``, a flag).
 NAME_LIST_FIELDS = frozenset(_EXAMPLES)
-#: A definition name: it keys the catalog and memory paths and appears in prompt tags, so it is
-#: restricted to characters that are safe in all three.
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _NAME_HINT = (
     "use letters, digits, `.`, `_`, `:` and `-`, starting with a letter or digit, at most "
     "128 characters, such as `code-reviewer`"
@@ -440,8 +437,6 @@ def definition_name(builder: ValueReader, name: Any, stem: str) -> str:
     return derived
 
 
-#: The warning code of a repaired name; the catalog refuses such a file when the slug collides.
-REPAIRED_NAME = "repaired-name"
 #: Characters a repairable name may hold: printable ASCII without path separators, so the slug
 #: never hides a traversal, a control character or a look-alike letter.
 _SLUGGABLE = re.compile(r"[A-Za-z0-9 _.:()&+,'!?#@*-]+")

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.agents.roots import dialect_roots
-from membrane.agents.translation import MEMBRANE, Dialect
 from membrane.cli.app import app, safe_text, warning_json
 from membrane.cli.declare import Argument, Exit, Group, Option, echo
 from membrane.cli.screen import Screen, Table

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from membrane.agents.definition import UNSET, AgentDefinition, Unset
-from membrane.agents.fields import FIELDS
+from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings
 from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions

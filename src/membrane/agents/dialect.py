@@ -1,0 +1,36 @@
+"""The dialect a definition file is written in, and the deployment's choices for it.
+
+A small module of its own: finding and listing definitions names dialects without importing the
+translations (``membrane.agents.translation``) that only parsing a file needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from membrane.config.values import DEFAULT_TOOLS, OmittedTools
+
+__all__ = ["DIALECT_NAMES", "MEMBRANE", "OMITTED_SETTING", "Dialect"]
+
+#: Every dialect, Membrane's own first.
+DIALECT_NAMES: Final = ("membrane", "claude-code", "opencode", "pi")
+#: The settings key that opts a dialect into its product's meaning of an omitted ``tools``.
+OMITTED_SETTING: Mapping[str, str] = {
+    "claude-code": "claude_code_omitted_tools",
+    "opencode": "opencode_omitted_tools",
+    "pi": "pi_omitted_tools",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """A dialect and the deployment's choices for it."""
+
+    name: str = "membrane"
+    omitted_tools: OmittedTools = "default"
+    default_tools: tuple[str, ...] = DEFAULT_TOOLS
+
+
+MEMBRANE: Final = Dialect()
