@@ -202,7 +202,7 @@ class OutboxDrainer:
                 # carries it instead (the child ended before the parent began to wait).
                 self._in_flight.pop(item_id, None)
                 self._offered.pop(item_id, None)
-            parent.settled.append((item_id, len(parent.child.messages())))
+            parent.settled = (*parent.settled, (item_id, len(parent.child.messages())))
             return
         self._in_flight.pop(item_id, None)
         self._offered.pop(item_id, None)

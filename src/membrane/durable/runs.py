@@ -69,7 +69,7 @@ class LiveRun(Protocol):
     stored_messages: int
     #: Outbox items this run's own waits returned, each with its conversation's length then;
     #: each is marked delivered with the first transcript write that holds more than that.
-    settled: list[tuple[int, int]]
+    settled: tuple[tuple[int, int], ...]
 
 
 class RunsTable(Protocol):

@@ -126,7 +126,8 @@ def append_transcript(store: Store, record: LiveRun) -> None:
     held = [item for item in record.settled if item[1] < record.stored_messages]
     for item_id, _ in held:
         store.mark_delivered(item_id)
-    record.settled[:] = [item for item in record.settled if item not in held]
+    if held:
+        record.settled = tuple(item for item in record.settled if item not in held)
 
 
 def message_record(message: Message) -> dict[str, Any]:

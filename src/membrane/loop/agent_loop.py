@@ -66,16 +66,11 @@ which owns the store and the result, emits ``published``, ``completed``, ``error
 
 from __future__ import annotations
 
-import json
-import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
 from membrane.errors import (
     BudgetExceeded,
@@ -94,11 +89,12 @@ from membrane.extensions.hooks import (
 from membrane.limits import check_count
 from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
 from membrane.loop.command_hooks import CommandHookGate
+from membrane.loop.final_answer import parse_final, schema_validator
 from membrane.loop.mention import delegate_mention
-from membrane.loop.outcome import ChildOutcome
+from membrane.loop.outcome import NO_USAGE, ChildOutcome
 from membrane.loop.replies import checked_response
 from membrane.loop.spending import Spending
-from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall, Usage
+from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 from membrane.vocabulary import EndStatus
@@ -133,6 +129,41 @@ class AgentLoop:
     which the start made durable before the run began). The loop belongs to one event loop and
     is not thread-safe.
     """
+
+    # Slots, and no per-loop queue until something is queued: a waiting child is a few objects
+    # for the collector to follow, not a dict and two empty deques more.
+    __slots__ = (
+        "_barrier",
+        "_cancel",
+        "_context",
+        "_emit",
+        "_grace_turns",
+        "_hooks",
+        "_malformed",
+        "_max_output_retries",
+        "_max_turns",
+        "_messages",
+        "_model",
+        "_model_label",
+        "_model_name",
+        "_notices",
+        "_resumed",
+        "_schema",
+        "_scope",
+        "_spending",
+        "_state",
+        "_steering",
+        "_stop_requested",
+        "_system",
+        "_task",
+        "_text",
+        "_thinking",
+        "_turns",
+        "_usage",
+        "_validator",
+        "agent",
+        "run_id",
+    )
 
     def __init__(
         self,
@@ -175,21 +206,21 @@ class AgentLoop:
         self._model_name = model_name
         self._thinking = thinking
         self._schema = response_schema
-        self._validator = _schema_validator(response_schema)
+        self._validator = schema_validator(response_schema)
         self._hooks = hooks
         self._emit = emit
         self._max_output_retries = max_output_retries
         self._spending = spending
         self._barrier = barrier
-        self._steering: deque[str] = deque()
-        self._notices: deque[tuple[str, Callable[[], None] | None]] = deque()
+        self._steering: deque[str] | None = None
+        self._notices: deque[tuple[str, Callable[[], None] | None]] | None = None
         #: Why each malformed call of the last reply cannot run, by its stand-in's id.
         self._malformed: dict[str, str] = {}
         self._state: Literal["new", "running", "done"] = "new"
         self._stop_requested = False
         self._cancel: anyio.CancelScope | None = None
         self._turns = 0
-        self._usage = Usage()
+        self._usage = NO_USAGE
         self._text = ""
 
     @property
@@ -217,6 +248,8 @@ class AgentLoop:
                 f"run {self.run_id!r} has finished; steering reaches only a running child",
                 run_id=self.run_id,
             )
+        if self._steering is None:
+            self._steering = deque()
         self._steering.append(message)
 
     def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
@@ -232,15 +265,19 @@ class AgentLoop:
             raise InvalidRequest("a notice must be a non-empty string", run_id=self.run_id)
         if self._state == "done":
             return False
+        if self._notices is None:
+            self._notices = deque()
         self._notices.append((message, on_delivered))
         return True
 
     def withdraw(self, on_delivered: Callable[[], None]) -> bool:
         """Drop the queued notice that ``notify`` was given ``on_delivered`` for, unless it has
         joined the conversation already (then ``False``)."""
-        for entry in self._notices:
+        notices = self._notices
+        for entry in notices or ():
             if entry[1] is on_delivered:
-                self._notices.remove(entry)
+                assert notices is not None
+                notices.remove(entry)
                 return True
         return False
 
@@ -288,7 +325,7 @@ class AgentLoop:
 
     async def _drive(self) -> ChildOutcome:
         hooks = self._hooks
-        extra: list[str] = []
+        extra: Sequence[str] = ()
         if hooks is not None:
             await hooks.session_start(SessionStart(self.agent, self.run_id, self._resumed))
             event = BeforeAgentStart(self.agent, self.run_id, self._task, self._system)
@@ -339,7 +376,7 @@ class AgentLoop:
                     await hooks.turn_end(TurnEnd(self.agent, self.run_id, turn, reply, ()))
                 # A steering message that arrived while the model answered keeps the run going.
                 if not self._steering or final_turn:
-                    value, problem = self._parse_final(response.text)
+                    value, problem = parse_final(self._validator, response.text)
                     # A SubagentStop command hook may send the child back to work, with a reason.
                     why = None
                     if problem is None and commands is not None and not final_turn:
@@ -476,21 +513,6 @@ class AgentLoop:
         if self._spending is not None:
             self._spending.after_response(delegation.usage)
 
-    def _parse_final(self, text: str) -> tuple[Any, tuple[str, str] | None]:
-        if self._validator is None:
-            return None, None
-        try:
-            value = json.loads(_unfenced(text), parse_constant=_refuse, parse_float=_finite)
-        except json.JSONDecodeError as exc:
-            return None, ("$", f"the answer is not JSON ({exc.msg}, line {exc.lineno})")
-        except _NotJson as exc:
-            return None, ("$", f"the answer is not JSON ({exc})")
-        error = best_match(self._validator.iter_errors(value))
-        if error is not None:
-            reason = error.message
-            return None, (error.json_path, reason if len(reason) <= 300 else reason[:297] + "...")
-        return value, None
-
     async def _shutdown(self, status: str) -> list[MembraneError]:
         if self._hooks is None:
             return []
@@ -527,32 +549,6 @@ class AgentLoop:
         )
 
 
-class _NotJson(ValueError):
-    """A value Python's parser accepts but JSON has not: ``NaN``, ``Infinity``, ``1e999``."""
-
-
-def _refuse(token: str) -> Any:
-    raise _NotJson(f"{token} is not a JSON value; use a number or null")
-
-
-def _finite(token: str) -> float:
-    value = float(token)
-    if not math.isfinite(value):
-        raise _NotJson(f"{token} is too large for a JSON number")
-    return value
-
-
-def _unfenced(text: str) -> str:
-    """``text`` without one surrounding Markdown code fence, as models often add."""
-    body = text.strip()
-    if body.startswith("```") and body.endswith("```") and len(body) >= 6:
-        body = body[3:-3]
-        newline = body.find("\n")
-        if newline != -1 and not body[:newline].strip().startswith(("{", "[")):
-            body = body[newline + 1 :]
-    return body
-
-
 def _stop_note(reason: str) -> str:
     """The message that sends a child back to work when a ``SubagentStop`` hook blocks."""
     return f"Do not stop yet: the agent's SubagentStop hook says: {reason}"
@@ -565,26 +561,3 @@ def _correction(problem: tuple[str, str]) -> str:
         f"schema. Problem at {where}: {reason}. Reply again with the corrected JSON and "
         "nothing else."
     )
-
-
-def _schema_validator(schema: Mapping[str, Any] | None) -> Validator | None:
-    if schema is None:
-        return None
-    if not isinstance(schema, Mapping):
-        raise InvalidRequest(
-            f"response_schema must be a JSON Schema object, got {type(schema).__name__}"
-        )
-    try:
-        plain = json.loads(json.dumps(schema))
-    except (TypeError, ValueError) as exc:
-        raise InvalidRequest(f"response_schema is not plain JSON: {exc}") from exc
-    try:
-        cls = validator_for(plain)
-        cls.check_schema(plain)
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
-        raise InvalidRequest(
-            f"response_schema is not valid JSON Schema at {where}: {exc.message}", path=where
-        ) from exc
-    validator: Validator = cls(plain)
-    return validator

@@ -7,13 +7,17 @@ copies it field by field into a look-alike type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Final
 
 from membrane.json_types import JSONObject, JSONValue
 from membrane.models.base import Message, Usage
 from membrane.vocabulary import OK_STATES, EndStatus
 
-__all__ = ["ChildOutcome"]
+__all__ = ["NO_USAGE", "ChildOutcome"]
+
+#: No tokens: one shared value (``Usage`` is immutable), not one object per run that has none.
+NO_USAGE: Final = Usage()
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +33,7 @@ class ChildOutcome:
     status: EndStatus
     text: str = ""
     turns: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     error: JSONObject | None = None
     structured: JSONValue = None
     messages: tuple[Message, ...] = ()

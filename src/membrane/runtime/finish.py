@@ -44,6 +44,9 @@ from membrane.store.base import Store
 
 __all__ = ["Finisher"]
 
+#: The outcome of a run stopped before it started (one shared value, not one per run).
+_NOT_RUN = ChildOutcome(status="stopped")
+
 
 class Finisher:
     """The end of every run of one runtime.
@@ -76,7 +79,7 @@ class Finisher:
 
     async def drive(self, record: RunRecord) -> None:
         """Run ``record``'s child to its end (unless it was stopped first), then finish it."""
-        outcome = ChildOutcome(status="stopped")
+        outcome = _NOT_RUN
         try:
             if not record.stop_requested:
                 spending = record.spending
@@ -182,7 +185,7 @@ class Finisher:
             kind=kind,
             data=data,
         )
-        record.done.set()
+        record.mark_done()
         for child_id in record.children:
             child = self._live(child_id)
             if child is not None:

@@ -72,17 +72,45 @@ class RunRecord:
     outbox_item: int | None = None
     #: Items this run's own waits returned, each with the length its conversation had then:
     #: delivered once the store holds more of its transcript than that (``append_transcript``).
-    settled: list[tuple[int, int]] = field(default_factory=list)
-    children: list[str] = field(default_factory=list)
+    #: A tuple (few items, replaced whole): nothing for the collector to follow until then.
+    settled: tuple[tuple[int, int], ...] = ()
+    #: The ids of the children it started: ``()`` until the first (``add_child``).
+    children: list[str] | tuple[()] = ()
     #: The budgets the run draws on (``None``: none), and the error a budget ended it with.
     spending: RunSpending | None = None
     ended_by: MembraneError | None = None
     result: RunResult | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
+    #: ``done``'s event, made by its first waiter (most runs have none), and whether the run
+    #: has ended (``mark_done``).
+    _done: anyio.Event | None = field(default=None, init=False, repr=False)
+    _ended: bool = field(default=False, init=False, repr=False)
 
     @property
     def finished(self) -> bool:
         return self.result is not None
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set once the run has ended and its end is delivered (``mark_done``)."""
+        event = self._done
+        if event is None:
+            event = self._done = anyio.Event()
+            if self._ended:
+                event.set()
+        return event
+
+    def mark_done(self) -> None:
+        """The run has ended: wake its waiters, and any that come later at once."""
+        self._ended = True
+        if self._done is not None:
+            self._done.set()
+
+    def add_child(self, run_id: str) -> None:
+        children = self.children
+        if isinstance(children, list):
+            children.append(run_id)
+        else:
+            self.children = [run_id]
 
     def info(self, *, queue_position: int | None = None) -> RunInfo:
         return RunInfo(
@@ -151,7 +179,7 @@ class LiveRuns:
         self._runs[record.run_id] = record
         parent = self._runs.get(record.parent_id) if record.parent_id else None
         if parent is not None:
-            parent.children.append(record.run_id)
+            parent.add_child(record.run_id)
         self._hub.deliver(
             seq=seq,
             run_id=record.run_id,
