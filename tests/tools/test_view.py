@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -91,6 +92,21 @@ async def test_arguments_that_are_not_an_object_are_refused(scope: Scope) -> Non
     with pytest.raises(ToolArgumentsInvalid) as caught:
         await scope.view().call("Read", ["a"], ToolContext())  # type: ignore[arg-type]
     assert caught.value.data["path"] == "$"
+
+
+async def test_read_only_arguments_are_validated_and_handed_over_as_a_dict(
+    make_tool: Callable[..., Tool],
+) -> None:
+    ran: list[object] = []
+
+    async def handler(arguments: Mapping[str, Any], context: ToolContext) -> None:
+        ran.append(arguments)
+
+    view = ToolView.of([Tool("batch", "Batch.", ITEMS_SCHEMA, handler)])
+    with pytest.raises(ToolArgumentsInvalid):
+        await view.call("batch", MappingProxyType({"items": [{}]}), ToolContext())
+    await view.call("batch", MappingProxyType({"items": [{"name": "a"}]}), ToolContext())
+    assert ran == [{"items": [{"name": "a"}]}] and type(ran[0]) is dict
 
 
 async def test_missing_required_argument_is_reported_at_the_root(scope: Scope) -> None:

@@ -36,6 +36,7 @@ from membrane.server.framing import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     MAX_FRAME_BYTES,
+    Encoded,
     FrameError,
     Request,
     Response,
@@ -64,8 +65,8 @@ class UnknownMethod(Exception):
     """No such method (JSON-RPC -32601)."""
 
 
-#: Runs one request for a connection and returns its result.
-Dispatch = Callable[["Connection", Request], Awaitable[JSONValue]]
+#: Runs one request for a connection and returns its result (``Encoded``: already encoded).
+Dispatch = Callable[["Connection", Request], Awaitable[JSONValue | Encoded]]
 
 
 def _oversized() -> bytes:
@@ -78,22 +79,20 @@ def _oversized() -> bytes:
 
 
 class _Steps:
-    """Drives one coroutine from inside the task awaiting it, each step in ``context``."""
+    """Drives one coroutine from inside the task awaiting it, each step in ``context``, from
+    its second step on (``yielded``: what its first step yielded)."""
 
-    __slots__ = ("_context", "_coro", "_yielded", "result")
+    __slots__ = ("_context", "_coro", "_yielded")
 
-    def __init__(self, coro: Coroutine[object, object, None], context: contextvars.Context):
+    def __init__(
+        self,
+        coro: Coroutine[object, object, None],
+        context: contextvars.Context,
+        yielded: object,
+    ) -> None:
         self._coro = coro
         self._context = context
-        self._yielded: object = None
-
-    def first(self) -> bool:
-        """Run the first step now; whether the coroutine finished in it."""
-        try:
-            self._yielded = self._context.run(self._coro.send, None)
-        except StopIteration:
-            return True
-        return False
+        self._yielded = yielded
 
     def __await__(self) -> Generator[object, object, None]:
         yielded = self._yielded
@@ -236,14 +235,13 @@ class Connection(asyncio.Protocol):
         self._ended.set()
 
     def _frame(self, line: bytes) -> None:
-        if not line.strip():
-            return
         try:
             message = parse_frame(line)
         except FrameError as exc:
-            self.write(error_frame(exc.id, exc.code, exc.message))
+            if line.strip():  # a blank line is no frame, and no error
+                self.write(error_frame(exc.id, exc.code, exc.message))
             return
-        if isinstance(message, Request):
+        if type(message) is Request:
             if not self.accepting:
                 self.write(
                     membrane_error_frame(
@@ -282,19 +280,21 @@ class Connection(asyncio.Protocol):
             task = asyncio.Task(self._adopt(handover), loop=self._loop)
             self._calls.add(task)
             spare = self._spare = (task, handover)
-        steps = _Steps(self._handle(request), contextvars.copy_context())
+        coro = self._handle(request)
+        context = contextvars.copy_context()
         _enter_task(loop, spare[0])
         try:
-            finished = steps.first()
+            yielded = context.run(coro.send, None)
+        except StopIteration:
+            return  # answered in its first step: no task, no trip through the loop
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException:  # cancelled in its first step: over, as its own task would be
-            finished = True
+            return
         finally:
             _leave_task(loop, spare[0])
-        if not finished:
-            self._spare = None
-            spare[1].set_result(steps)
+        self._spare = None
+        spare[1].set_result(_Steps(coro, context, yielded))
 
     async def _adopt(self, handover: asyncio.Future[_Steps]) -> None:
         """A spare task: takes the request whose first step waited, and drives it to its end."""

@@ -26,11 +26,13 @@ __all__ = [
     "MEMBRANE_ERROR",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "Encoded",
     "FrameError",
     "Notification",
     "Request",
     "Response",
     "encode",
+    "encode_value",
     "error_frame",
     "membrane_error_frame",
     "notification_frame",
@@ -112,6 +114,19 @@ def parse_frame(line: bytes) -> Request | Notification | Response:
         message = _loads(line)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FrameError(PARSE_ERROR, f"parse error: {exc}") from None
+    if type(message) is dict:
+        # A well-formed request (the usual frame) is taken in one pass over its fields; any
+        # other frame takes the checks below, which name its problem.
+        got_id, got_method = message.get("id"), message.get("method")
+        got_params = message.get("params")
+        if (
+            (type(got_id) is int or type(got_id) is str)
+            and type(got_method) is str
+            and got_method
+            and type(got_params) is dict
+            and message.get("jsonrpc") == "2.0"
+        ):
+            return Request(got_id, got_method, got_params)
     if not isinstance(message, dict):
         raise FrameError(INVALID_REQUEST, "a frame must be one JSON object (batches are not used)")
     raw_id = message.get("id")
@@ -164,8 +179,28 @@ def encode(message: JSONDict) -> bytes:
     return text.encode("utf-8", "backslashreplace") + b"\n"
 
 
-def result_frame(id: RequestId, result: JSONValue) -> bytes:
-    return encode({"jsonrpc": "2.0", "id": id, "result": result})
+def encode_value(value: JSONValue) -> bytes:
+    """One JSON value as UTF-8, written as ``encode`` writes it inside a frame (no newline)."""
+    if _C_ENCODE is None:
+        return encode({"": value})[4:-2]
+    return "".join(_C_ENCODE(value, 0)).encode("utf-8", "backslashreplace")
+
+
+class Encoded(bytes):
+    """A result already encoded as one JSON value (``encode_value``): ``result_frame`` puts
+    it in the frame as it is."""
+
+    __slots__ = ()
+
+
+def result_frame(id: RequestId, result: JSONValue | Encoded) -> bytes:
+    """``encode({"jsonrpc": "2.0", "id": id, "result": result})``, byte for byte (an
+    ``Encoded`` result standing for the value it encodes). The frame's fixed parts are a
+    template: only ``id`` and ``result`` are encoded (this is the reply to every call)."""
+    body = result if type(result) is Encoded else encode_value(result)
+    if type(id) is int:
+        return b'{"jsonrpc":"2.0","id":%d,"result":%b}\n' % (id, body)
+    return b'{"jsonrpc":"2.0","id":%b,"result":%b}\n' % (encode_value(id), body)
 
 
 def error_frame(

@@ -19,7 +19,7 @@ the provider (and to every child the run starts) in a context variable.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
@@ -88,6 +88,32 @@ class _ModelRouter:
         return await InProcessProvider(model, hooks=self._hooks).create(request, setup)
 
 
+class _Session:
+    """What a caller without a run calls through: its scope, its context, and the scope's view
+    as of the versions it was taken at (``current``)."""
+
+    __slots__ = ("_at", "_view", "context", "scope")
+
+    def __init__(self, scope: Scope, context: ToolContext) -> None:
+        self.scope = scope
+        self.context = context
+        self._view: ToolView | None = None
+        self._at: tuple[int, int, int] | None = None
+
+    def current(self) -> ToolView:
+        """The scope's view now. The host's caller scopes hold only predicates whose stamps
+        never move (a role's restriction, the standalone ``Restriction``), so the view is
+        current while the registry's, the scope's and the requirements' versions are those it
+        was taken at; any move asks the scope again."""
+        registry = self.scope.registry
+        at = (registry.version, self.scope.version, registry.requirements.version)
+        view = self._view
+        if view is None or at != self._at:
+            view = self._view = self.scope.view()
+            self._at = at
+        return view
+
+
 class ProjectHost:
     """One project: its workspace, store and runtime, opened by ``run`` in the server's group."""
 
@@ -108,7 +134,9 @@ class ProjectHost:
         self._roles: dict[str, str | None] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
         #: The scope and call context of each caller without a run (``_session``).
-        self._sessions: dict[tuple[str | None, str | None], tuple[Scope, ToolContext]] = {}
+        self._sessions: dict[tuple[str | None, str | None], _Session] = {}
+        #: The call context of each token caller's run (``context``).
+        self._contexts: dict[str, ToolContext] = {}
         self._stop = anyio.Event()
         self._done = anyio.Event()
         self._changed = anyio.Event()
@@ -269,22 +297,32 @@ class ProjectHost:
         return scope
 
     def context(self, caller: Caller) -> ToolContext:
-        if caller.run_id is not None:
-            info = self.runtime.get(caller.run_id)
-            cwd = self._cwd.get(caller.run_id) or self.workspace.project
-            return ToolContext(
-                agent=info.agent,
-                run_id=caller.run_id,
+        """The call context of ``caller``. A token caller's is its run's, with the run's own
+        environment (its ``MEMBRANE_TOKEN`` included), built once per run and working folder:
+        the token is minted once, not on every call. Whether the run is still live is checked
+        on every call all the same (``view``), so a cached context never outlives its run's
+        token."""
+        run_id = caller.run_id
+        if run_id is None:
+            return self._session(caller).context
+        cwd = self._cwd.get(run_id) or self.workspace.project
+        found = self._contexts.get(run_id)
+        if found is None or found.cwd != cwd:
+            if len(self._contexts) >= _SESSIONS:
+                self._contexts.clear()
+            found = self._contexts[run_id] = ToolContext(
+                agent=self.runtime.get(run_id).agent,
+                run_id=run_id,
                 cwd=cwd,
-                session=caller.run_id,
-                env=self._child_env(caller.run_id, cwd),
+                session=run_id,
+                env=MappingProxyType(dict(self._child_env(run_id, cwd))),
             )
-        return self._session(caller)[1]
+        return found
 
-    def _session(self, caller: Caller) -> tuple[Scope, ToolContext]:
-        """The scope and call context of a caller without a run, by (role, session): both are
-        the same on every call (the context immutable, its ``extra`` read-only), so each
-        ``actions/call`` finds them with one lookup."""
+    def _session(self, caller: Caller) -> _Session:
+        """The scope, call context and current view of a caller without a run, by (role,
+        session): the scope and context are the same on every call (the context immutable,
+        its ``extra`` read-only), so each ``actions/call`` finds them with one lookup."""
         key = (caller.role, caller.session_id)
         found = self._sessions.get(key)
         if found is None:
@@ -296,14 +334,16 @@ class ProjectHost:
                 session=caller.session_id or f"role:{caller.role}",
                 extra=MappingProxyType({"role": caller.role}),
             )
-            found = self._sessions[key] = (self._scope(caller), context)
+            found = self._sessions[key] = _Session(self._scope(caller), context)
         return found
 
-    async def call(self, caller: Caller, name: str, arguments: JSONObject) -> object:
+    def call(self, caller: Caller, name: str, arguments: JSONObject) -> Awaitable[object]:
+        """Call ``name`` through the caller's one view (``ToolView.call``: awaited by the
+        caller, with no coroutine of the host's own in between)."""
         if caller.run_id is None:
-            scope, context = self._session(caller)
-            return await scope.view().call(name, arguments, context)
-        return await self.view(caller).call(name, arguments, self.context(caller))
+            session = self._session(caller)
+            return session.current().call(name, arguments, session.context)
+        return self.view(caller).call(name, arguments, self.context(caller))
 
     # -- runs ---------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from membrane.runtime import SubagentStartRequest
 from membrane.runtime.events import TERMINAL_KINDS
 from membrane.server.approval import APPROVAL_CAPABILITY, answered_by, client_approver
 from membrane.server.connection import Connection, InvalidParams, UnknownMethod
-from membrane.server.framing import Request
+from membrane.server.framing import Encoded, Request, encode_value
 from membrane.server.host import ProjectHost
 from membrane.server.identity import Caller
 from membrane.tools.spec import ToolOutput
@@ -36,7 +36,7 @@ __all__ = ["METHODS", "Server", "dispatch", "plain"]
 
 
 class _Replies(Protocol):
-    async def once(self, key: Any, act: Callable[[], Awaitable[JSONValue]]) -> JSONValue: ...
+    async def once(self, key: Any, act: Callable[[], Awaitable[Encoded]]) -> Encoded: ...
 
 
 class Server(Protocol):
@@ -237,15 +237,26 @@ def _call_params(params: JSONDict) -> tuple[str, str, dict[str, Any], str | None
     return p.projectId, p.name, p.arguments, p.requestId
 
 
-async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+#: ``{"result": null}``, the reply of a tool that returns nothing, encoded once.
+_NO_RESULT: Final = Encoded(b'{"result":null}')
+
+
+def _call_result(value: object) -> Encoded:
+    """``{"result": plain(value)}``, encoded."""
+    if value is None:
+        return _NO_RESULT
+    return Encoded(b'{"result":%b}' % encode_value(plain(value)))
+
+
+async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> Encoded:
     caller = _caller(conn)
     project_id, name, arguments, request_id = _call_params(params)
     host = server.project(project_id, caller)
     if request_id is None:
-        return {"result": plain(await host.call(caller, name, arguments))}
+        return _call_result(await host.call(caller, name, arguments))
 
-    async def act() -> JSONValue:
-        return {"result": plain(await host.call(caller, name, arguments))}
+    async def act() -> Encoded:
+        return _call_result(await host.call(caller, name, arguments))
 
     return await server.replies.once((host.project_id, caller.session_id, request_id), act)
 
@@ -421,7 +432,7 @@ def plain(value: object) -> JSONValue:
     return str(value)
 
 
-Handler = Callable[[Server, Connection, JSONDict], Awaitable[JSONValue]]
+Handler = Callable[[Server, Connection, JSONDict], Awaitable[JSONValue | Encoded]]
 
 METHODS: dict[str, Handler] = {
     "initialize": _initialize,
@@ -444,8 +455,10 @@ METHODS: dict[str, Handler] = {
 }
 
 
-async def dispatch(server: Server, conn: Connection, request: Request) -> JSONValue:
+def dispatch(server: Server, conn: Connection, request: Request) -> Awaitable[JSONValue | Encoded]:
+    """The handler of ``request.method``, called (``UnknownMethod`` when there is none): the
+    connection awaits it directly, with no coroutine of the dispatch's own in between."""
     handler = METHODS.get(request.method)
     if handler is None:
         raise UnknownMethod(f"unknown method {request.method[:100]!r}")
-    return await handler(server, conn, request.params)
+    return handler(server, conn, request.params)

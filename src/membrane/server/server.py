@@ -33,10 +33,10 @@ from anyio.abc import TaskGroup, TaskStatus
 import membrane
 from membrane.config.load import load_settings
 from membrane.errors import CallerRefused, RuntimeRoleMismatch, TokenInvalid, UnknownProject
-from membrane.json_types import JSONDict, JSONValue
+from membrane.json_types import JSONDict
 from membrane.server.approval import APPROVAL_TIMEOUT
 from membrane.server.connection import Connection
-from membrane.server.framing import MAX_FRAME_BYTES, membrane_error_frame
+from membrane.server.framing import MAX_FRAME_BYTES, Encoded, membrane_error_frame
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
 from membrane.server.identity import Caller, TokenBook
 from membrane.server.methods import dispatch
@@ -73,14 +73,15 @@ def build_hash() -> str:
 
 
 class Replies:
-    """Results of finished ``actions/call``s by request id, so a retry gets the same answer."""
+    """Results of finished ``actions/call``s by request id, so a retry gets the same answer
+    (each kept as the reply encodes it)."""
 
     def __init__(self, size: int = _REPLIES) -> None:
         self._size = size
-        self._done: OrderedDict[Hashable, JSONValue] = OrderedDict()
+        self._done: OrderedDict[Hashable, Encoded] = OrderedDict()
         self._pending: dict[Hashable, anyio.Event] = {}
 
-    async def once(self, key: Hashable, act: Callable[[], Awaitable[JSONValue]]) -> JSONValue:
+    async def once(self, key: Hashable, act: Callable[[], Awaitable[Encoded]]) -> Encoded:
         while key in self._pending:
             await self._pending[key].wait()
         if key in self._done:

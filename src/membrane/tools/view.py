@@ -275,7 +275,11 @@ class ToolView:
         tool = self._overlay.get(name) or self._tools[name]
         if tool.deferred and tool.loader is not None:
             tool = await _loaded(tool)
-        if not isinstance(arguments, Mapping):
+        if type(arguments) is dict:
+            values = arguments
+        elif isinstance(arguments, Mapping):
+            values = dict(arguments)
+        else:
             raise ToolArgumentsInvalid(
                 f"arguments for tool {name!r} must be a JSON object, "
                 f"got {type(arguments).__name__}",
@@ -283,8 +287,9 @@ class ToolView:
                 path="$",
                 reason="not an object",
             )
-        values = arguments if isinstance(arguments, dict) else dict(arguments)
-        validator = _validator(tool)
+        validator = tool.memo.get("validator", _UNSET)
+        if validator is _UNSET:
+            validator = _validator(tool)
         try:
             error = None if validator is None else best_match(validator.iter_errors(values))
         except Exception as exc:
@@ -345,6 +350,9 @@ def openai_schema(tool: Tool) -> JSONDict:
         }
     return entry
 
+
+#: ``Tool.memo`` holds no validator yet (``None`` there means the schema admits any object).
+_UNSET: Final = object()
 
 #: Schema keys that constrain nothing (annotations), beside ``type`` and an empty ``properties``.
 _ANNOTATIONS: Final = frozenset({"$schema", "$id", "$comment", "title", "description"})
