@@ -15,6 +15,7 @@ import pytest
 
 from membrane.errors import StoreError
 from membrane.store import SessionHeader, SQLiteStore
+from membrane.store.sqlite_flush import Flusher
 
 pytestmark = pytest.mark.anyio
 
@@ -178,3 +179,52 @@ async def test_on_asyncio_a_barrier_is_woken_by_the_flusher_with_no_worker_threa
             await store.barrier()
     assert len(disk.threads) >= 2 and threading.get_ident() not in disk.threads
     store.close()
+
+
+def commit_one(conn: sqlite3.Connection, number: int) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO t VALUES (?)", (number,))
+    conn.execute("COMMIT")
+
+
+async def test_a_commit_nobody_waits_for_joins_the_next_barriers_sync(tmp_path: Path) -> None:
+    """Under ``full`` a sync is made for a barrier, not for every commit: a commit made while
+    another's sync runs, and awaited by nobody, is synced with the next commit a barrier
+    waits for (one sync per acknowledged commit, as a raw synced ``COMMIT`` costs)."""
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    disk = Disk()
+    flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=3600.0)
+    for number in range(10):
+        commit_one(conn, 2 * number)  # acknowledged: a barrier waits for it
+        flusher.written()
+        disk.stall()
+        async with anyio.create_task_group() as group:
+            group.start_soon(flusher.barrier)
+            await disk.stalled()
+            commit_one(conn, 2 * number + 1)  # nobody waits for this one
+            flusher.written()
+            disk.release()
+        assert len(disk.threads) == number + 1  # no sync of its own for the unawaited commit
+    flusher.close()  # closing syncs what is left
+    assert len(disk.threads) == 11
+    conn.close()
+
+
+async def test_a_commit_nobody_waits_for_is_synced_within_the_delay(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    disk = Disk()
+    flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=0.001)
+    commit_one(conn, 1)
+    flusher.written()
+    await disk.stalled()  # synced with no barrier asking
+    assert len(disk.threads) == 1
+    flusher.close()
+    conn.close()

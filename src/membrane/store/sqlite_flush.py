@@ -15,6 +15,12 @@ acknowledged survives a power loss, as it did when every ``COMMIT`` synced. Unde
 nobody waits and the flusher syncs only at its checkpoints, which is what ``normal`` always
 promised (a commit survives the process, the last ones may be lost with the machine).
 
+Under ``full`` a sync is made when someone needs it: at once for a ``barrier()`` waiting on a
+commit not yet synced, and otherwise within ``SYNC_DELAY`` of the oldest commit not yet synced
+(what nobody waits for, such as a child's queued events, is on disk within that bound). A
+commit made while another's sync is under way, and waited for by nobody, so joins the sync of
+the next commit someone does wait for: one sync per acknowledged commit, not one per commit.
+
 One fsync stays on the writer: SQLite syncs the WAL *header* when a writer starts the log
 again after a checkpoint has copied all of it (the guard against an out-of-order write that
 would bring old frames back). The flusher checkpoints only every ``checkpoint_commits``
@@ -29,6 +35,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +52,9 @@ _log = logging.getLogger("membrane.store")
 #: Commits between two checkpoints: about SQLite's own default of 1000 WAL pages, since a
 #: commit writes a few pages.
 CHECKPOINT_COMMITS = 256
+
+#: The longest, in seconds, a commit under ``full`` that no barrier waits for stays unsynced.
+SYNC_DELAY = 0.05
 
 #: Barrier waits parked in worker threads at once (more queue for a token).
 _WAITERS = 64
@@ -68,6 +78,7 @@ class Flusher:
         fsync: Callable[[int], object] = os.fsync,
         checkpoint_commits: int = CHECKPOINT_COMMITS,
         timeout: float = 30.0,
+        sync_delay: float = SYNC_DELAY,
     ) -> None:
         self._path = path
         self._wal = Path(f"{path}-wal")
@@ -77,6 +88,13 @@ class Flusher:
         self._cond = threading.Condition()
         self._written = 0
         self._synced = 0
+        #: The highest commit count a barrier waits for, and when the oldest unsynced commit
+        #: was counted (``time.monotonic``): a sync is due once either asks for one.
+        self._wanted = 0
+        self._unsynced_since = 0.0
+        #: The commit count the thread's current (or last) pass syncs up to.
+        self._covered = 0
+        self._sync_delay = sync_delay
         self._closing = False
         self._failure: StoreError | None = None
         self._limiter: anyio.CapacityLimiter | None = None
@@ -98,12 +116,17 @@ class Flusher:
     # -- the writer's side (any thread) ------------------------------------------------------
 
     def written(self) -> None:
-        """Count one more commit and wake the thread; never blocks on the disk. Under
-        ``normal`` nothing is synced per commit, so the thread is woken only once a checkpoint
-        is due (a wake-up per commit would cost the committing thread a switch for nothing)."""
+        """Count one more commit; never blocks on the disk. The thread is woken only when its
+        plans change: under ``full`` by the first commit since its last sync (which starts
+        the ``SYNC_DELAY`` clock), under ``normal`` once a checkpoint is due (a wake-up per
+        commit would cost the committing thread a switch for nothing)."""
         with self._cond:
             self._written += 1
-            if self._wait or self._written - self._synced >= self._checkpoint_commits:
+            if self._wait:
+                if self._written - self._covered == 1:
+                    self._unsynced_since = time.monotonic()
+                    self._cond.notify_all()
+            elif self._written - self._synced >= self._checkpoint_commits:
                 self._cond.notify_all()
 
     async def barrier(self) -> None:
@@ -119,6 +142,9 @@ class Flusher:
             if self._synced >= target or self._failure is not None or self._closed():
                 self._raise_failure()
                 return
+            if target > self._wanted:
+                self._wanted = target
+                self._cond.notify_all()  # a sync is due now, not at the end of the delay
             if loop is not None:
                 # On asyncio the flusher wakes the loop itself: no worker thread in between.
                 future: asyncio.Future[None] = loop.create_future()
@@ -155,9 +181,13 @@ class Flusher:
         since_checkpoint = 0
         while True:
             with self._cond:
-                while self._synced == self._written and not self._closing:
-                    self._cond.wait()
+                while not self._closing:
+                    timeout = self._until_due()
+                    if timeout is not None and timeout <= 0:
+                        break
+                    self._cond.wait(timeout)
                 target, closing = self._written, self._closing
+                self._covered = target
             done = target - self._synced
             try:
                 if done and self._wait:
@@ -184,13 +214,24 @@ class Flusher:
                     if self._synced == self._written:
                         return
 
+    def _until_due(self) -> float | None:
+        """Seconds until the next pass is due (0 or less: now; ``None``: when woken). Called
+        with the condition held."""
+        unsynced = self._written - self._synced
+        if not unsynced:
+            return None
+        if not self._wait:
+            return 0.0 if unsynced >= self._checkpoint_commits else None
+        if self._wanted > self._synced:
+            return 0.0
+        return self._unsynced_since + self._sync_delay - time.monotonic()
+
     def _sync_wal(self) -> None:
         """``fsync`` the WAL file: every frame written before it reached the disk. The file is
-        reopened when SQLite replaced it (a different inode under the same name)."""
+        opened once and kept; ``_checkpoint`` looks whether SQLite replaced it (while the
+        store's own connection is open SQLite keeps the file and writes it again from its
+        start, so that is the one place a new file could appear)."""
         fd = self._fd
-        if fd is not None and os.fstat(fd).st_ino != _inode(self._wal):
-            os.close(fd)
-            fd = self._fd = None
         if fd is None:
             try:
                 fd = self._fd = os.open(self._wal, os.O_RDONLY | os.O_CLOEXEC)
@@ -207,6 +248,10 @@ class Flusher:
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:
             _log.warning("a checkpoint of %s failed, to be tried again: %s", self._path, exc)
+        fd = self._fd
+        if fd is not None and os.fstat(fd).st_ino != _inode(self._wal):
+            os.close(fd)  # replaced: the next sync opens the file under the name
+            self._fd = None
 
     def close(self) -> None:
         """Sync and checkpoint what was committed, then stop the thread (idempotent)."""
