@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from membrane.builtin_tools.browser import browser_preview_tool, find_browser
+from membrane.builtin_tools.declarations import browser_preview_tool, find_browser
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
 from membrane.tools.spec import ToolContext
 

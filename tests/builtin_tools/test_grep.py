@@ -5,7 +5,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from membrane.builtin_tools.grep import grep_tool
+from membrane.builtin_tools.declarations import grep_tool
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
 from membrane.tools.spec import ToolContext
 

@@ -117,6 +117,6 @@ async def test_read_decodes_invalid_utf8_with_replacement(
 
 def test_reads_description_names_no_other_tool() -> None:
     # A child given Read alone must not learn from it that an Edit tool exists.
-    from membrane.builtin_tools.read import read_tool
+    from membrane.builtin_tools.declarations import read_tool
 
     assert "Edit" not in read_tool().description and "Write" not in read_tool().description

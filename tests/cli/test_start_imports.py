@@ -132,9 +132,16 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 
 
 #: What a pure read never needs: the store, the MCP client, the event loop library, the process
-#: runner, the regex engine of Grep, and (once the installed entry points and the skills are
-#: cached) the distribution metadata reader and the YAML parser.
+#: runner, the regex engine of Grep, the built-in tools' handlers (their declarations suffice),
+#: and (once the installed entry points and the skills are cached) the distribution metadata
+#: reader and the YAML parser.
 NOT_FOR_EXPLAIN = (
+    "membrane.builtin_tools.read",
+    "membrane.builtin_tools.glob_tool",
+    "membrane.builtin_tools.grep",
+    "membrane.builtin_tools.edit",
+    "membrane.builtin_tools.write",
+    "membrane.builtin_tools.browser",
     "sqlite3",
     "ruamel",
     "anyio",

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# Not ``from ... import glob_tool``: the package attribute ``glob_tool`` is the submodule,
+# bound when a Glob call first imports it.
+from membrane.builtin_tools import declarations as _declared
 from membrane.builtin_tools.bash import MAX_BASH_TIMEOUT, bash_tool
-from membrane.builtin_tools.browser import browser_preview_tool, find_browser
-from membrane.builtin_tools.edit import edit_tool
-from membrane.builtin_tools.glob_tool import glob_tool
-from membrane.builtin_tools.grep import grep_tool
-from membrane.builtin_tools.read import read_tool
-from membrane.builtin_tools.write import write_tool
 from membrane.sandbox.runner import SandboxPolicy
 from membrane.tools.spec import Tool
 
@@ -42,19 +39,19 @@ def builtin_tools(
 ) -> tuple[Tool, ...]:
     """The built-in tools available here, in ``membrane.vocabulary.BUILTIN_TOOL_NAMES`` order.
 
-    ``BrowserPreview`` is included only when :func:`find_browser` finds a browser on ``PATH``
-    at the time of the call. ``bash_timeout``/``bash_max_timeout`` and ``sandbox`` (the OS
-    boundary; default: the strongest this machine offers) configure ``Bash`` (see
-    :func:`~membrane.builtin_tools.bash.bash_tool`).
+    ``BrowserPreview`` is included only when a browser is on ``PATH`` at the time of the call
+    (:func:`~membrane.builtin_tools.declarations.find_browser`). ``bash_timeout``,
+    ``bash_max_timeout`` and ``sandbox`` (the OS boundary; default: the strongest this machine
+    offers) configure ``Bash`` (see :func:`~membrane.builtin_tools.bash.bash_tool`).
     """
-    tools = [read_tool(), glob_tool(), grep_tool()]
-    browser = find_browser()
+    tools = [_declared.read_tool(), _declared.glob_tool(), _declared.grep_tool()]
+    browser = _declared.find_browser()
     if browser is not None:
-        tools.append(browser_preview_tool(browser))
+        tools.append(_declared.browser_preview_tool(browser))
     tools += [
         bash_tool(default_timeout=bash_timeout, max_timeout=bash_max_timeout, sandbox=sandbox),
-        edit_tool(),
-        write_tool(),
+        _declared.edit_tool(),
+        _declared.write_tool(),
     ]
     return tuple(tools)
 

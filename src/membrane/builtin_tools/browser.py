@@ -8,7 +8,6 @@ there is none. It is never offered as a stub that fails on every call.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,63 +22,18 @@ from membrane.builtin_tools._support import (
     str_arg,
 )
 from membrane.builtin_tools.paths import checkout_root, resolve_path
+from membrane.builtin_tools.tool_limits import (
+    BROWSER_EXECUTABLES,
+    MAX_DOM_BYTES,
+)
+from membrane.builtin_tools.tool_limits import BROWSER_MAX_TIMEOUT as MAX_TIMEOUT
+from membrane.builtin_tools.tool_limits import BROWSER_TIMEOUT as DEFAULT_TIMEOUT
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import ToolContext
 
-__all__ = ["BROWSER_EXECUTABLES", "browser_preview_tool", "find_browser"]
+__all__ = ["BROWSER_EXECUTABLES", "preview"]
 
 NAME = "BrowserPreview"
-#: Executable names tried, in order, on ``PATH``.
-BROWSER_EXECUTABLES = (
-    "chromium",
-    "chromium-browser",
-    "google-chrome",
-    "google-chrome-stable",
-    "chrome",
-)
-DEFAULT_TIMEOUT = 30.0
-MAX_TIMEOUT = 120.0
-MAX_DOM_BYTES = 100_000
-
-DESCRIPTION = f"""\
-Render a web page in a headless browser and return its DOM or a screenshot.
-
-- `url`: an http(s) or file URL, or the path of a local HTML file (absolute or relative to \
-the checkout).
-- `mode`: `dom` (default) returns the serialized DOM after scripts ran (at most \
-{MAX_DOM_BYTES} bytes); `screenshot` saves a PNG of `width` x `height` pixels (default \
-1280 x 800) to a temporary file and returns its path.
-- `timeout` in seconds (default {DEFAULT_TIMEOUT:g}, at most {MAX_TIMEOUT:g})."""
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "url": {
-            "type": "string",
-            "minLength": 1,
-            "description": "http(s)/file URL, or a local HTML file path.",
-        },
-        "mode": {
-            "type": "string",
-            "enum": ["dom", "screenshot"],
-            "description": "`dom` (default) or `screenshot`.",
-        },
-        "width": {"type": "integer", "minimum": 100, "maximum": 4000},
-        "height": {"type": "integer", "minimum": 100, "maximum": 4000},
-        "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
-    },
-    "required": ["url"],
-    "additionalProperties": False,
-}
-
-
-def find_browser() -> str | None:
-    """The path of the first Chromium-family executable on ``PATH``, or ``None``."""
-    for name in BROWSER_EXECUTABLES:
-        found = shutil.which(name)
-        if found is not None:
-            return found
-    return None
 
 
 def _target(raw: str, context: ToolContext) -> str:
@@ -99,70 +53,66 @@ def _target(raw: str, context: ToolContext) -> str:
     return path.as_uri()
 
 
-def browser_preview_tool(executable: str) -> Tool:
-    """The ``BrowserPreview`` tool driving ``executable`` (not mutating)."""
-
-    async def handle(arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
-        url = await in_thread(_target, str_arg(arguments, "url", tool=NAME), context)
-        mode = optional_str_arg(arguments, "mode", tool=NAME) or "dom"
-        if mode not in ("dom", "screenshot"):
-            raise ToolArgumentsInvalid(
-                "BrowserPreview: `mode` must be `dom` or `screenshot`.",
-                tool=NAME,
-                path="$.mode",
-                reason="enum",
-            )
-        width = int_arg(arguments, "width", tool=NAME, default=1280, minimum=100, maximum=4000)
-        height = int_arg(arguments, "height", tool=NAME, default=800, minimum=100, maximum=4000)
-        timeout = number_arg(
-            arguments, "timeout", tool=NAME, default=DEFAULT_TIMEOUT, maximum=MAX_TIMEOUT
+async def preview(
+    arguments: Mapping[str, Any], context: ToolContext, *, executable: str
+) -> dict[str, Any]:
+    """One call of ``BrowserPreview`` driving ``executable``."""
+    url = await in_thread(_target, str_arg(arguments, "url", tool=NAME), context)
+    mode = optional_str_arg(arguments, "mode", tool=NAME) or "dom"
+    if mode not in ("dom", "screenshot"):
+        raise ToolArgumentsInvalid(
+            "BrowserPreview: `mode` must be `dom` or `screenshot`.",
+            tool=NAME,
+            path="$.mode",
+            reason="enum",
         )
-        with tempfile.TemporaryDirectory(prefix="membrane-browser-") as profile:
-            argv = [
-                executable,
-                "--headless",
-                "--disable-gpu",
-                "--no-first-run",
-                "--hide-scrollbars",
-                f"--user-data-dir={profile}",
-            ]
-            if hasattr(os, "geteuid") and os.geteuid() == 0:
-                argv.append("--no-sandbox")  # Chromium refuses to start as root otherwise.
-            shot: Path | None = None
-            if mode == "screenshot":
-                shot = Path(tempfile.mkdtemp(prefix="membrane-preview-")) / "screenshot.png"
-                argv += [f"--screenshot={shot}", f"--window-size={width},{height}"]
-            else:
-                argv.append("--dump-dom")
-            from membrane.sandbox.process import run_process
-
-            try:
-                outcome = await run_process(
-                    [*argv, url],
-                    cwd=checkout_root(context),
-                    timeout=timeout,
-                    max_output=MAX_DOM_BYTES,
-                )
-            except OSError as exc:
-                raise ToolFailed(
-                    f"BrowserPreview: could not start {executable}: {exc.strerror or exc}.",
-                    tool=NAME,
-                ) from exc
-        if outcome.timed_out:
-            raise ToolFailed(
-                f"BrowserPreview: the browser did not finish within {timeout:g} seconds.",
-                tool=NAME,
-            )
-        if outcome.exit_code != 0 or (shot is not None and not shot.is_file()):
-            raise ToolFailed(
-                f"BrowserPreview: the browser failed (exit code {outcome.exit_code}): "
-                f"{outcome.stderr.strip()[-2000:]}",
-                tool=NAME,
-            )
-        if shot is not None:
-            return {"url": url, "screenshot": str(shot), "bytes": shot.stat().st_size}
-        return {"url": url, "dom": outcome.stdout}
-
-    return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=handle, mutating=False
+    width = int_arg(arguments, "width", tool=NAME, default=1280, minimum=100, maximum=4000)
+    height = int_arg(arguments, "height", tool=NAME, default=800, minimum=100, maximum=4000)
+    timeout = number_arg(
+        arguments, "timeout", tool=NAME, default=DEFAULT_TIMEOUT, maximum=MAX_TIMEOUT
     )
+    with tempfile.TemporaryDirectory(prefix="membrane-browser-") as profile:
+        argv = [
+            executable,
+            "--headless",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            argv.append("--no-sandbox")  # Chromium refuses to start as root otherwise.
+        shot: Path | None = None
+        if mode == "screenshot":
+            shot = Path(tempfile.mkdtemp(prefix="membrane-preview-")) / "screenshot.png"
+            argv += [f"--screenshot={shot}", f"--window-size={width},{height}"]
+        else:
+            argv.append("--dump-dom")
+        from membrane.sandbox.process import run_process
+
+        try:
+            outcome = await run_process(
+                [*argv, url],
+                cwd=checkout_root(context),
+                timeout=timeout,
+                max_output=MAX_DOM_BYTES,
+            )
+        except OSError as exc:
+            raise ToolFailed(
+                f"BrowserPreview: could not start {executable}: {exc.strerror or exc}.",
+                tool=NAME,
+            ) from exc
+    if outcome.timed_out:
+        raise ToolFailed(
+            f"BrowserPreview: the browser did not finish within {timeout:g} seconds.",
+            tool=NAME,
+        )
+    if outcome.exit_code != 0 or (shot is not None and not shot.is_file()):
+        raise ToolFailed(
+            f"BrowserPreview: the browser failed (exit code {outcome.exit_code}): "
+            f"{outcome.stderr.strip()[-2000:]}",
+            tool=NAME,
+        )
+    if shot is not None:
+        return {"url": url, "screenshot": str(shot), "bytes": shot.stat().st_size}
+    return {"url": url, "dom": outcome.stdout}

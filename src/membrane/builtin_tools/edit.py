@@ -18,48 +18,11 @@ from membrane.builtin_tools._support import (
 from membrane.builtin_tools.beneath import Parent, open_parent, read_beneath, write_beneath
 from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import ToolContext
 
-__all__ = ["edit_tool"]
+__all__ = ["handle"]
 
 NAME = "Edit"
-
-DESCRIPTION = """\
-Replace exact text in an existing file inside the checkout.
-
-- `old_string` must appear in the file exactly as given (whitespace and indentation included, \
-without the line-number prefix that Read adds). Read the file first.
-- When `old_string` appears more than once, the edit fails: include more surrounding lines \
-to make it unique, or pass `replace_all: true` to replace every occurrence.
-- `new_string` must differ from `old_string`. To create a file, use Write.
-- Files outside the checkout cannot be edited."""
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "file_path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "File to edit, absolute or relative to the checkout.",
-        },
-        "old_string": {
-            "type": "string",
-            "minLength": 1,
-            "description": "The exact text to replace.",
-        },
-        "new_string": {
-            "type": "string",
-            "description": "The text to put in its place (may be empty to delete).",
-        },
-        "replace_all": {
-            "type": "boolean",
-            "description": "Replace every occurrence instead of requiring exactly one "
-            "(default false).",
-        },
-    },
-    "required": ["file_path", "old_string", "new_string"],
-    "additionalProperties": False,
-}
 
 
 def _load(parent: Parent, root: Path, shown: str) -> str:
@@ -144,7 +107,7 @@ def _edit_in(parent: Parent, root: Path, shown: str, old: str, new: str, replace
     return f"Edited {shown}: replaced {replaced} {noun} (first at line {first_line})."
 
 
-async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     raw = str_arg(arguments, "file_path", tool=NAME)
     old = str_arg(arguments, "old_string", tool=NAME)
     new = str_arg(arguments, "new_string", tool=NAME)
@@ -164,10 +127,3 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     path = resolve_for_write(raw, context, tool=NAME)
     root = checkout_root(context)
     return await in_thread(_edit, root, path, display_path(path, context), old, new, replace_all)
-
-
-def edit_tool() -> Tool:
-    """The ``Edit`` tool (mutating: refuses paths outside the checkout)."""
-    return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=True
-    )

@@ -18,71 +18,24 @@ from typing import Any
 
 from membrane.builtin_tools._support import in_thread, int_arg, optional_str_arg, str_arg
 from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.builtin_tools.tool_limits import (
+    DEFAULT_GLOB_LIMIT,
+    MAX_GLOB_LIMIT,
+    SKIPPED_DIRS,
+)
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import ToolContext
 
-__all__ = ["DEFAULT_GLOB_LIMIT", "SKIPPED_DIRS", "GlobPattern", "glob_tool", "walk_files"]
+__all__ = [
+    "DEFAULT_GLOB_LIMIT",
+    "SKIPPED_DIRS",
+    "GlobPattern",
+    "handle",
+    "walk_files",
+]
 
 NAME = "Glob"
-DEFAULT_GLOB_LIMIT = 200
-MAX_GLOB_LIMIT = 2000
 MAX_BRACE_EXPANSIONS = 64
-#: Folder names a walk never descends into: version control metadata and tool caches.
-SKIPPED_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".venv",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        "node_modules",
-    }
-)
-
-DESCRIPTION = f"""\
-Find files by name pattern, e.g. `**/*.py`, `src/**/test_*.py` or `docs/*.{{md,rst}}`.
-
-- The pattern is relative to `path` (default: the checkout). `*` and `?` match within one \
-folder name, `**` matches any number of folders, `{{a,b}}` gives alternatives.
-- Only files are listed, as paths relative to the checkout (absolute when outside it), sorted \
-by modification time, newest first (`sort: "name"` sorts alphabetically instead).
-- At most `limit` paths are returned (default {DEFAULT_GLOB_LIMIT}); a note says how many \
-more matched.
-- Version-control and cache folders ({", ".join(sorted(SKIPPED_DIRS))}) are skipped."""
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "pattern": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Glob pattern, e.g. `**/*.ts` (relative to `path`).",
-        },
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Folder to search, absolute or relative to the checkout (default: "
-            "the checkout).",
-        },
-        "sort": {
-            "type": "string",
-            "enum": ["mtime", "name"],
-            "description": "`mtime` (default): newest first. `name`: alphabetical by path.",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_GLOB_LIMIT,
-            "description": f"Largest number of paths to return (default {DEFAULT_GLOB_LIMIT}).",
-        },
-    },
-    "required": ["pattern"],
-    "additionalProperties": False,
-}
 
 _MAGIC = re.compile(r"[*?\[{]")
 
@@ -258,7 +211,7 @@ def _glob(base: Path, pattern: GlobPattern, sort: str) -> list[Path]:
     return sorted(found, key=newest_first)
 
 
-async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     raw_pattern = str_arg(arguments, "pattern", tool=NAME)
     raw_base = optional_str_arg(arguments, "path", tool=NAME)
     sort = optional_str_arg(arguments, "sort", tool=NAME) or "mtime"
@@ -284,10 +237,3 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
             f"[{len(found) - limit} more files match; narrow the pattern or raise `limit`]"
         )
     return "\n".join(shown)
-
-
-def glob_tool() -> Tool:
-    """The ``Glob`` tool (not mutating)."""
-    return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=False
-    )

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from membrane.builtin_tools._support import (
     BINARY_SNIFF_BYTES,
@@ -25,88 +25,33 @@ from membrane.builtin_tools._support import (
     optional_str_arg,
     str_arg,
 )
-from membrane.builtin_tools.glob_tool import SKIPPED_DIRS, GlobPattern, walk_files
-from membrane.builtin_tools.linear_regex import REFUSED_SYNTAX, LinearPattern, compile_linear
+from membrane.builtin_tools.glob_tool import GlobPattern, walk_files
+from membrane.builtin_tools.linear_regex import LinearPattern, compile_linear
 from membrane.builtin_tools.paths import display_path, resolve_path
-from membrane.errors import ToolArgumentsInvalid, ToolFailed, ToolSpecError
-from membrane.tools.spec import Tool, ToolContext
+from membrane.builtin_tools.tool_limits import (
+    DEFAULT_GREP_LIMIT,
+    GREP_TIME_LIMIT,
+    MAX_CONTEXT_LINES,
+    MAX_GREP_FILE_BYTES,
+    MAX_GREP_LIMIT,
+    OUTPUT_MODES,
+    OutputMode,
+)
+from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.tools.spec import ToolContext
 
-__all__ = ["DEFAULT_GREP_LIMIT", "GREP_TIME_LIMIT", "MAX_GREP_FILE_BYTES", "grep_tool"]
+__all__ = [
+    "DEFAULT_GREP_LIMIT",
+    "GREP_TIME_LIMIT",
+    "MAX_GREP_FILE_BYTES",
+    "handle",
+]
 
 NAME = "Grep"
-OutputMode = Literal["files_with_matches", "content", "count"]
-OUTPUT_MODES: tuple[OutputMode, ...] = ("files_with_matches", "content", "count")
-DEFAULT_GREP_LIMIT = 200
-MAX_GREP_LIMIT = 2000
-MAX_CONTEXT_LINES = 10
-#: Larger files are skipped (and reported): a search must stay quick and its answer small.
-MAX_GREP_FILE_BYTES = 20 * 1024 * 1024
 MAX_LINE_CHARS = 500
 MAX_OUTPUT_CHARS = 60_000
-#: Seconds one call may search before it stops with an error.
-GREP_TIME_LIMIT = 30.0
 #: Lines searched between two looks at the clock.
 _CLOCK_EVERY = 4096
-
-DESCRIPTION = f"""\
-Search file contents with a regular expression (RE2 syntax, as ripgrep: e.g. `def \\w+\\(`, \
-`TODO|FIXME`), line by line. RE2 runs in linear time and refuses {REFUSED_SYNTAX}.
-
-- `path`: a file or folder, absolute or relative to the checkout (default: the checkout).
-- `glob`: only search files matching this pattern (`*.py`, `**/*.{{ts,tsx}}`); a pattern \
-without `/` matches file names in any folder.
-- `output_mode`: `files_with_matches` (default: the paths of matching files), `content` \
-(matching lines as `path:line:text`, with `context` lines around them as `path-line-text`), \
-or `count` (matches per file as `path:N`).
-- `case_insensitive: true` ignores case. Results come in path order; at most `limit` entries \
-(default {DEFAULT_GREP_LIMIT}) are returned, with a note when more exist.
-- Binary files, named pipes, devices, files over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB \
-and version-control or cache folders ({", ".join(sorted(SKIPPED_DIRS))}) are skipped."""
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "pattern": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Regular expression (RE2 syntax) searched in each line.",
-        },
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "File or folder to search (default: the checkout).",
-        },
-        "glob": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Only search files matching this glob, e.g. `*.py`.",
-        },
-        "output_mode": {
-            "type": "string",
-            "enum": list(OUTPUT_MODES),
-            "description": "`files_with_matches` (default), `content` or `count`.",
-        },
-        "case_insensitive": {
-            "type": "boolean",
-            "description": "Match regardless of case (default false).",
-        },
-        "context": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": MAX_CONTEXT_LINES,
-            "description": "Lines of context before and after each match (content mode only).",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_GREP_LIMIT,
-            "description": "Largest number of files, lines or counts returned "
-            f"(default {DEFAULT_GREP_LIMIT}).",
-        },
-    },
-    "required": ["pattern"],
-    "additionalProperties": False,
-}
 
 
 @dataclass(slots=True)
@@ -237,7 +182,7 @@ def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolCo
     return "\n".join(out)
 
 
-async def _handle(arguments: Mapping[str, Any], context: ToolContext, *, time_limit: float) -> str:
+async def handle(arguments: Mapping[str, Any], context: ToolContext, *, time_limit: float) -> str:
     pattern = str_arg(arguments, "pattern", tool=NAME)
     raw_mode = optional_str_arg(arguments, "output_mode", tool=NAME) or "files_with_matches"
     mode = next((known for known in OUTPUT_MODES if known == raw_mode), None)
@@ -274,16 +219,3 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext, *, time_li
     )
     # A stalled file system must not make the call uncancellable.
     return await in_thread(_grep, base, glob, search, context, abandon_on_cancel=True)
-
-
-def grep_tool(*, time_limit: float = GREP_TIME_LIMIT) -> Tool:
-    """The ``Grep`` tool (not mutating); each call searches for at most ``time_limit`` seconds."""
-    if not time_limit >= 0:
-        raise ToolSpecError(f"Grep: time_limit must be at least 0 seconds (got {time_limit!r}).")
-
-    async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
-        return await _handle(arguments, context, time_limit=time_limit)
-
-    return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=handle, mutating=False
-    )

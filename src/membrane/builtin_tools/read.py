@@ -16,54 +16,16 @@ from membrane.builtin_tools._support import (
     str_arg,
 )
 from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.builtin_tools.tool_limits import DEFAULT_READ_LINES
+from membrane.builtin_tools.tool_limits import READ_LINE_CHARS as MAX_LINE_CHARS
 from membrane.errors import ToolFailed
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import ToolContext
 
-__all__ = ["DEFAULT_READ_LINES", "MAX_LINE_CHARS", "MAX_READ_CHARS", "read_tool"]
+__all__ = ["DEFAULT_READ_LINES", "MAX_LINE_CHARS", "MAX_READ_CHARS", "handle"]
 
 NAME = "Read"
-#: Lines returned when the call gives no ``limit``; also the largest ``limit`` accepted.
-DEFAULT_READ_LINES = 2000
-#: A longer line is cut, with a marker, so one minified file cannot flood the context.
-MAX_LINE_CHARS = 2000
 #: The whole answer stops growing past this many characters, with a note saying where to go on.
 MAX_READ_CHARS = 200_000
-
-DESCRIPTION = f"""\
-Read a text file and return its lines, each prefixed with its 1-based line number and a tab.
-
-- `file_path`: absolute, or relative to the checkout (your working directory). Files outside \
-the checkout may be read.
-- `offset` (1-based line to start at) and `limit` (number of lines, at most \
-{DEFAULT_READ_LINES}) page through long files; by default the first {DEFAULT_READ_LINES} lines \
-are returned and a note says how to continue.
-- Lines longer than {MAX_LINE_CHARS} characters are cut. Binary files, directories, named \
-pipes and devices are refused: use Glob to list a directory.
-- The line-number prefix is not part of the file: leave it out when you quote the file's text."""
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "file_path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "Path of the file, absolute or relative to the checkout.",
-        },
-        "offset": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "1-based line number to start reading at (default 1).",
-        },
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": DEFAULT_READ_LINES,
-            "description": f"How many lines to return (default and maximum {DEFAULT_READ_LINES}).",
-        },
-    },
-    "required": ["file_path"],
-    "additionalProperties": False,
-}
 
 
 def _suggestion(path: Path) -> str:
@@ -155,7 +117,7 @@ def _read(path: Path, shown: str, offset: int, limit: int) -> str:
     return "\n".join(out + notes)
 
 
-async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     raw = str_arg(arguments, "file_path", tool=NAME)
     offset = int_arg(arguments, "offset", tool=NAME, default=1, minimum=1) or 1
     limit = (
@@ -173,10 +135,3 @@ async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     shown = display_path(path, context)
     # A stalled file system must not make the call uncancellable.
     return await in_thread(_read, path, shown, offset, limit, abandon_on_cancel=True)
-
-
-def read_tool() -> Tool:
-    """The ``Read`` tool (not mutating)."""
-    return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=False
-    )

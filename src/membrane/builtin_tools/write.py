@@ -10,33 +10,11 @@ from membrane.builtin_tools._support import UMASK, in_thread, str_arg
 from membrane.builtin_tools.beneath import existing_kind, open_parent, write_beneath
 from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.spec import ToolContext
 
-__all__ = ["write_tool"]
+__all__ = ["handle"]
 
 NAME = "Write"
-
-DESCRIPTION = """\
-Create a text file, or replace the whole content of an existing one, inside the checkout.
-
-- `file_path`: absolute, or relative to the checkout. Missing parent folders are created.
-- `content` is written exactly as given (UTF-8). An existing file is overwritten entirely: \
-to change part of a file, prefer Edit.
-- Files outside the checkout cannot be written."""
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "file_path": {
-            "type": "string",
-            "minLength": 1,
-            "description": "File to write, absolute or relative to the checkout.",
-        },
-        "content": {"type": "string", "description": "The complete new content of the file."},
-    },
-    "required": ["file_path", "content"],
-    "additionalProperties": False,
-}
 
 
 def _write(root: Path, path: Path, shown: str, content: str) -> str:
@@ -72,16 +50,9 @@ def _write(root: Path, path: Path, shown: str, content: str) -> str:
     return f"{verb} {shown} ({lines} {noun}, {size} bytes)."
 
 
-async def _handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     raw = str_arg(arguments, "file_path", tool=NAME)
     content = str_arg(arguments, "content", tool=NAME)
     path = resolve_for_write(raw, context, tool=NAME)
     root = checkout_root(context)
     return await in_thread(_write, root, path, display_path(path, context), content)
-
-
-def write_tool() -> Tool:
-    """The ``Write`` tool (mutating: refuses paths outside the checkout)."""
-    return Tool(
-        name=NAME, description=DESCRIPTION, input_schema=SCHEMA, handler=_handle, mutating=True
-    )
