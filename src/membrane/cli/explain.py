@@ -13,7 +13,6 @@ from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
 from membrane.cli.explain_parent import parent_context, read_json
 from membrane.config.budget import budget_view
-from membrane.config.load import load_settings
 from membrane.errors import InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
 from membrane.mcp.named import mounts_servers
@@ -39,6 +38,7 @@ from membrane.workspace import Workspace
 
 if TYPE_CHECKING:  # the tables' renderer is imported to draw them: --json draws none
     from membrane.cli.screen import Screen
+    from membrane.config.values import Settings
 
 __all__ = ["explain"]
 
@@ -67,8 +67,9 @@ def build_authority(
     home: Path | None = None,
     workspace: Path | None = None,
     top_level: bool = False,
-) -> EffectiveAuthority:
-    """Everything ``explain`` reads from disk, handed to the pure resolver.
+) -> tuple[EffectiveAuthority, Settings]:
+    """Everything ``explain`` reads from disk, handed to the pure resolver; and the settings
+    it read.
 
     ``top_level``: AGENT is the root agent a host starts directly (depth 0), not a child.
     """
@@ -135,7 +136,7 @@ def build_authority(
         parent=parent_json,
         warnings=warnings,
     )
-    return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings))
+    return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings)), ws.settings
 
 
 #: What explain shows for a persona variable that only a start can fill.
@@ -202,9 +203,8 @@ def _model_line(view: dict[str, object]) -> str:
     )
 
 
-def sandbox_view(authority: EffectiveAuthority, *, project: Path, home: Path | None) -> JSONDict:
+def sandbox_view(authority: EffectiveAuthority, *, project: Path, settings: Settings) -> JSONDict:
     """The OS boundary the child's commands would run under, and what this machine offers."""
-    settings = load_settings(project=project, home=home)
     writes = bool(WRITING_TOOLS & set(authority.callable))
     policy = SandboxPolicy.from_settings(settings).widened(
         network=authority.definition.network is True
@@ -424,7 +424,7 @@ def explain(
     )
     parent_json = read_json("--parent", parent) if parent is not None else None
     root = (project or Path.cwd()).resolve()
-    authority = build_authority(
+    authority, settings = build_authority(
         agent,
         project=root,
         call=call_params,
@@ -432,8 +432,7 @@ def explain(
         workspace=None if workspace is None else workspace.resolve(),
         top_level=top_level,
     )
-    sandbox = sandbox_view(authority, project=root, home=None)
-    settings = load_settings(project=root)
+    sandbox = sandbox_view(authority, project=root, settings=settings)
     model = model_view(*_model_field(authority), settings)
     own = authority.definition.budget
     budget = budget_view(

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Final
 
@@ -111,6 +110,8 @@ def _points(answer: object, key: list[object]) -> dict[str, str] | None:
 
 
 def _write(cache: Path, answers: dict[str, object]) -> None:
+    import tempfile  # only when the answers changed: a cache hit writes nothing
+
     text = json.dumps({"format": _FORMAT, "answers": answers})
     with contextlib.suppress(OSError):
         cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

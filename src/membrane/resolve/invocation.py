@@ -6,7 +6,6 @@ The call parameters come from a tool call, an RPC payload or ``--call`` JSON, so
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -88,6 +87,8 @@ class CallParams:
         values: dict[str, object] = {}
         for key, value in data.items():
             if not isinstance(key, str) or key not in _CALL_FIELDS:
+                import difflib  # an unknown parameter only
+
                 close = difflib.get_close_matches(str(key), _CALL_FIELDS, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise InvalidRequest(
