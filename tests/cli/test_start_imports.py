@@ -133,9 +133,14 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 
 #: What a pure read never needs: the store, the MCP client, the event loop library, the process
 #: runner, the regex engine of Grep, the built-in tools' handlers (their declarations suffice),
-#: and (once the installed entry points and the skills are cached) the distribution metadata
-#: reader and the YAML parser.
+#: OpenSSL's hashes (the digests are hashlib's built-in ones), the close-match finder of error
+#: messages, and (once the installed entry points and the skills are cached) the distribution
+#: metadata reader, the YAML parser and the temporary files a cache write uses.
 NOT_FOR_EXPLAIN = (
+    "hashlib",
+    "_hashlib",
+    "difflib",
+    "tempfile",
     "membrane.builtin_tools.read",
     "membrane.builtin_tools.glob_tool",
     "membrane.builtin_tools.grep",

@@ -7,20 +7,16 @@ keeps them in it for the next process.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.dialect import MEMBRANE, Dialect
+from membrane.agents.files import content_digest
 
 __all__ = ["BUILTIN_DIR", "builtin_definitions", "builtin_entries", "decode_definition"]
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "builtin_agents"
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def builtin_definitions() -> tuple[AgentDefinition, ...]:
@@ -38,7 +34,7 @@ def builtin_entries(cache: DefinitionCache) -> list[tuple[str, bytes, AgentDefin
     if not _BUILTINS:
         for file in sorted(BUILTIN_DIR.glob("*.md")):
             data, path = file.read_bytes(), f"<builtin>/{file.name}"
-            digest = _digest(data)
+            digest = content_digest(data)
             found = cache.get(path, root="builtin", digest=digest)
             if found is None:
                 found = decode_definition(data, path=path, root="builtin")

@@ -10,7 +10,12 @@ import os
 import stat
 from typing import Final
 
-__all__ = ["MAX_BYTES", "read_file_bytes"]
+try:  # hashlib's own BLAKE2, without hashlib loading OpenSSL for the algorithms it wraps
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter without the built-in module
+    from hashlib import blake2b
+
+__all__ = ["MAX_BYTES", "content_digest", "read_file_bytes"]
 
 #: The largest definition file read, in bytes.
 MAX_BYTES: Final = 1 << 20
@@ -41,3 +46,8 @@ def read_file_bytes(path: str) -> bytes:
         return b"".join(chunks) if len(chunks) != 1 else chunks[0]
     finally:
         os.close(fd)
+
+
+def content_digest(data: bytes) -> bytes:
+    """The 16-byte BLAKE2b digest that keys a file's cached parse."""
+    return blake2b(data, digest_size=16).digest()

@@ -11,7 +11,6 @@ for that path.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 from membrane.agents.builtins import decode_definition
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition
-from membrane.agents.files import read_file_bytes
+from membrane.agents.files import content_digest, read_file_bytes
 from membrane.agents.opencode_config import read_opencode_config
 from membrane.agents.roots import Root
 from membrane.errors import DefinitionError
@@ -76,7 +75,7 @@ class RootScan:
             for path, entry in self.files.items():
                 if _file_signature(path) != entry.signature:
                     return False
-                if path in self.racy and _digest(read_file_bytes(path)) != entry.digest:
+                if path in self.racy and content_digest(read_file_bytes(path)) != entry.digest:
                     return False
         except OSError:
             return False
@@ -184,7 +183,7 @@ class RootScan:
             data = read_file_bytes(path)
         except OSError as exc:
             return _unreadable(path, exc)
-        digest = _digest(data)
+        digest = content_digest(data)
         if old is not None and old.digest == digest:
             return _Entry(signature, digest, old.result)
         label = self.root.label
@@ -234,7 +233,7 @@ class ConfigScan:
             return False
         if self._racy and signature is not None:
             try:
-                if _digest(read_file_bytes(path)) != self._digest:
+                if content_digest(read_file_bytes(path)) != self._digest:
                     return False
             except OSError:
                 return False
@@ -250,7 +249,7 @@ class ConfigScan:
         except OSError:
             self._signature, self._digest, self.files = None, None, {}
             return set(old)
-        digest = _digest(data)
+        digest = content_digest(data)
         if digest != self._digest:
             files = {}
             for result in read_opencode_config(
@@ -309,10 +308,6 @@ def _unreadable(path: str, exc: OSError) -> _Entry | None:
 
 def _listing(path: str) -> frozenset[str]:
     return frozenset(item.name for item in os.scandir(path) if _relevant(item))
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 Scan = RootScan | ConfigScan

@@ -12,7 +12,6 @@ symlink loop, or a root listed twice) is read once.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from membrane.agents.definition import NAME_RE, DefinitionWarning
-from membrane.agents.files import MAX_BYTES
+from membrane.agents.files import MAX_BYTES, content_digest
 from membrane.agents.skill_cache import ParsedSkill, SkillCache
 from membrane.errors import DefinitionError
 
@@ -238,7 +237,7 @@ def _read_skill(
     except OSError as exc:
         problems.append(DefinitionWarning(path, None, "skill-unreadable", str(exc)))
         return None
-    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    digest = content_digest(data).hex()
     parsed = cache.get(path, digest)
     if parsed is None:
         parsed = _parse_skill(data, folder, path)

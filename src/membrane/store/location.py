@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from membrane.errors import StoreError
+
+if TYPE_CHECKING:
+    from hashlib import sha256
+else:
+    try:  # hashlib's own SHA-256, without hashlib loading OpenSSL for the algorithms it wraps
+        from _sha256 import sha256
+    except ImportError:  # an interpreter that names the built-in module otherwise
+        from hashlib import sha256
 
 __all__ = [
     "LEGACY_STATE",
@@ -46,7 +53,7 @@ def project_id(project: Path) -> str:
     """The stable id of a project folder: ``<name>-<16 hex digits of its path's SHA-256>``."""
     resolved = project.resolve()
     name = _UNSAFE.sub("-", resolved.name).strip("-.")[:40] or "project"
-    digest = hashlib.sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()
+    digest = sha256(str(resolved).encode("utf-8", "surrogateescape")).hexdigest()
     return f"{name}-{digest[:16]}"
 
 
