@@ -496,6 +496,10 @@ def check_edge_status(status: str) -> None:
         )
 
 
+#: ``json.dumps(value, allow_nan=False, separators=(",", ":"))`` with one encoder for all.
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
 def dump_json(value: JSONObject | None, *, what: str) -> str | None:
     """Encode a mapping for storage; anything JSON cannot carry is a ``StoreError``."""
     if value is None:
@@ -503,7 +507,7 @@ def dump_json(value: JSONObject | None, *, what: str) -> str | None:
     if not isinstance(value, Mapping):
         raise StoreError(f"{what} must be a mapping, got {type(value).__name__}", what=what)
     try:
-        return json.dumps(dict(value), allow_nan=False, separators=(",", ":"))
+        return _encode(value if type(value) is dict else dict(value))
     except (TypeError, ValueError) as exc:
         raise StoreError(
             f"{what} is not JSON-serialisable ({exc}); store only plain JSON values", what=what

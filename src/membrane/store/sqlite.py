@@ -27,9 +27,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal, Unpack
 
 from membrane.errors import StoreError
@@ -159,17 +160,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    @contextmanager
-    def _guard(self, action: str) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._conn is None:
-                raise StoreError(f"{action}: the store {self.path} is closed", path=str(self.path))
-            try:
-                yield self._conn
-            except sqlite3.Error as exc:
-                raise StoreError(
-                    f"{action} failed in {self.path}: {exc}", path=str(self.path), action=action
-                ) from exc
+    def _guard(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
+        """The connection under the store's lock, ``sqlite3`` errors raised as ``StoreError``."""
+        return _Held(self, action)
 
     def _write(
         self, action: str, *, atomic: bool = True
@@ -179,50 +172,11 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         changing anything) runs bare: SQLite undoes a failed statement by itself, so a
         savepoint would only cost two statements. Others get a savepoint."""
         if atomic and self._nesting and self._lock._is_owned():  # type: ignore[attr-defined]
-            # Inside this thread's own transaction: the guard alone (no second generator).
-            return self._guard(action)
-        return self._enclosed(action, atomic=atomic)
-
-    @contextmanager
-    def _enclosed(self, action: str, *, atomic: bool) -> Iterator[sqlite3.Connection]:
-        with self._guard(action) as conn:
-            level = self._nesting
-            if level and atomic:
-                yield conn
-                return
-            conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT sp{level}")
-            self._nesting += 1
-            try:
-                yield conn
-            except BaseException:
-                self._nesting = level
-                if level == 0:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                else:
-                    conn.execute(f"ROLLBACK TO sp{level}")
-                    conn.execute(f"RELEASE sp{level}")
-                raise
-            self._nesting = level
-            if level == 0:
-                try:
-                    conn.execute("COMMIT")
-                except sqlite3.Error:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                if self._flusher is not None:
-                    self._flusher.written()
-            else:
-                conn.execute(f"RELEASE sp{level}")
+            return _Held(self, action)  # inside this thread's own transaction: the lock alone
+        return _Enclosed(self, action, atomic=atomic)
 
     def transaction(self) -> AbstractContextManager[None]:
-        return self._transaction()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        with self._write("transaction", atomic=False):
-            yield
+        return _Transaction(_Enclosed(self, "transaction", atomic=False))
 
     async def barrier(self) -> None:
         if self._flusher is not None:
@@ -572,3 +526,122 @@ def _header(row: tuple[Any, ...]) -> SessionHeader:
         meta=load_json(meta, what=f"meta of session {session_id!r}"),
         result=None if result is None else load_json(result, what=f"result of {session_id!r}"),
     )
+
+
+class _Held:
+    """The store's connection under its lock for one call; a ``sqlite3`` error leaving it is
+    raised as ``StoreError``. A class, not a generator: a start enters several of them."""
+
+    __slots__ = ("_action", "_store")
+
+    def __init__(self, store: SQLiteStore, action: str) -> None:
+        self._store = store
+        self._action = action
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        store._lock.acquire()
+        conn = store._conn
+        if conn is None:
+            store._lock.release()
+            where = str(store.path)
+            raise StoreError(f"{self._action}: the store {where} is closed", path=where)
+        return conn
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._store._lock.release()
+        if isinstance(exc, sqlite3.Error):
+            where, action = str(self._store.path), self._action
+            raise StoreError(
+                f"{action} failed in {where}: {exc}", path=where, action=action
+            ) from exc
+
+
+class _Enclosed(_Held):
+    """A write of its own: ``BEGIN IMMEDIATE`` ... ``COMMIT`` at the top level (counted by the
+    flusher once committed), a savepoint inside a transaction, or bare there for an
+    ``atomic`` write. Whatever fails is rolled back, to the savepoint when nested."""
+
+    __slots__ = ("_atomic", "_level")
+
+    def __init__(self, store: SQLiteStore, action: str, *, atomic: bool) -> None:
+        self._store = store
+        self._action = action
+        self._atomic = atomic
+        self._level = -1
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = _Held.__enter__(self)
+        store = self._store
+        level = store._nesting
+        if level and self._atomic:
+            return conn  # bare: SQLite undoes a failed statement by itself
+        try:
+            conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT sp{level}")
+        except BaseException as error:
+            _Held.__exit__(self, type(error), error, error.__traceback__)
+            raise
+        self._level = level
+        store._nesting = level + 1
+        return conn
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        level = self._level
+        if level >= 0:
+            store = self._store
+            store._nesting = level
+            conn = store._conn
+            assert conn is not None  # the lock is held: nobody closed it
+            try:
+                if exc is not None:
+                    if level == 0:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                    else:
+                        conn.execute(f"ROLLBACK TO sp{level}")
+                        conn.execute(f"RELEASE sp{level}")
+                elif level == 0:
+                    try:
+                        conn.execute("COMMIT")
+                    except sqlite3.Error:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                    if store._flusher is not None:
+                        store._flusher.written()
+                else:
+                    conn.execute(f"RELEASE sp{level}")
+            except BaseException as error:
+                _Held.__exit__(self, type(error), error, error.__traceback__)
+                raise
+        _Held.__exit__(self, kind, exc, tb)
+
+
+class _Transaction:
+    """``SQLiteStore.transaction()``: an ``_Enclosed`` write that gives no connection out."""
+
+    __slots__ = ("_write",)
+
+    def __init__(self, write: _Enclosed) -> None:
+        self._write = write
+
+    def __enter__(self) -> None:
+        self._write.__enter__()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._write.__exit__(kind, exc, tb)
