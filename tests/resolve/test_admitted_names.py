@@ -17,6 +17,7 @@ from membrane.resolve import CallParams, Deployment, ParentContext, resolve
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import NamedAdmission
 from membrane.tools.scope import Scope
+from membrane.tools.view import ToolView
 
 _TOKENS = st.sampled_from(
     ["Read", "bash", "EDIT", "*", "inherit", "ext:alpha", "ext:alpha/search", "ext:beta",
@@ -135,7 +136,17 @@ def _reason_calls(unselected: int) -> int:
     first.restrict(restriction, validate=False)
     first.view()  # builds the registry's index for this version
     scope = Scope(registry, name="w")
-    scope.restrict(restriction, validate=False)
+    # A restriction of its own: one already asked keeps its answer for the registry's version.
+    scope.restrict(
+        resolve(definition, CallParams(), ParentContext(), deploy).restriction, validate=False
+    )
+    view, asked = _counting_reasons(scope)
+    assert view.names == ("Read", "search")
+    return asked
+
+
+def _counting_reasons(scope: Scope) -> tuple[ToolView, int]:
+    """``scope.view()`` and how many times a restriction was asked ``reason`` for it."""
     asked = 0
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
@@ -148,9 +159,33 @@ def _reason_calls(unselected: int) -> int:
         view = scope.view()
     finally:
         sys.setprofile(None)
-    assert view.names == ("Read", "search")
-    return asked
+    return view, asked
 
 
 def test_a_fresh_scope_asks_about_candidates_only_whatever_the_registry_holds() -> None:
     assert _reason_calls(10) == _reason_calls(1_000) > 0
+
+
+def test_the_children_of_one_resolution_share_its_answer_until_the_registry_changes() -> None:
+    registry = _registry([])
+    registry.register(tool("search", "extension:alpha"))
+    deploy = Deployment(
+        settings=Settings(),
+        registry_tools=dict(registry.tools()),
+        extensions={"alpha": frozenset({"search"})},
+    )
+    definition = AgentDefinition(name="w", root="project", tools=("Read", "ext:alpha"))
+    restriction = resolve(definition, CallParams(), ParentContext(), deploy).restriction
+
+    def child() -> Scope:
+        scope = Scope(registry, name="child")
+        scope.restrict(restriction, validate=False)
+        return scope
+
+    view, asked = _counting_reasons(child())
+    assert view.names == ("Read", "search") and asked > 0
+    view, asked = _counting_reasons(child())
+    assert view.names == ("Read", "search") and asked == 0
+    registry.register(tool("lookup", "extension:alpha"))
+    view, asked = _counting_reasons(child())
+    assert view.names == ("Read", "lookup", "search") and asked > 0

@@ -297,7 +297,7 @@ class DefinitionRestriction:
     view is re-resolved when the parent's catalog changes.
     """
 
-    __slots__ = ("_cache", "label", "parent_stamp", "parent_tools", "plan")
+    __slots__ = ("_admitted", "_cache", "label", "parent_stamp", "parent_tools", "plan")
 
     def __init__(
         self,
@@ -312,6 +312,8 @@ class DefinitionRestriction:
         self.parent_stamp = parent_stamp
         self.label = label
         self._cache: tuple[Hashable, frozenset[str]] | None = None
+        #: The last ``admitted_names``: (registry, its version, the parent's stamp, names).
+        self._admitted: tuple[ToolRegistry, int, Hashable, frozenset[str]] | None = None
 
     def __repr__(self) -> str:
         return f"DefinitionRestriction(label={self.label!r}, inherit={self.plan.inherit})"
@@ -331,9 +333,21 @@ class DefinitionRestriction:
         be admitted as: a builtin the plan names, a delegation or host tool it names, a name
         the parent's catalog holds (``inherit``), or a tool of an extension a selector (or an
         unselective ``extensions``) reaches, found in the registry's per-version index of
-        names by extension. A tool no rule could admit is never looked at.
+        names by extension. A tool no rule could admit is never looked at. The answer is
+        kept while the registry's version and the parent's catalog stay the same (the
+        children of one resolved definition share this restriction, and so the answer).
         """
         plan = self.plan
+        stamp = self._parent_names()[0] if plan.inherit else None
+        known = self._admitted
+        if (
+            known is not None
+            and known[0] is registry
+            and known[1] == registry.version
+            and known[2] == stamp
+        ):
+            return known[3]
+        version = registry.version
         table = registry.table()
         candidates: set[str] = {*plan.builtins, *DELEGATION_TOOLS, *plan.named}
         if plan.inherit:
@@ -349,11 +363,13 @@ class DefinitionRestriction:
                 else:
                     candidates.add(selector.tool)
                     candidates.add(f"mcp__{selector.extension}__{selector.tool}")
-        return frozenset(
+        admitted = frozenset(
             name
             for name in candidates
             if (tool := table.get(name)) is not None and self.reason(tool) is None
         )
+        self._admitted = (registry, version, stamp, admitted)
+        return admitted
 
     def _parent_names(self) -> tuple[Hashable, frozenset[str]]:
         """The parent's inheritable names: its catalog without its reserved tools."""

@@ -171,14 +171,6 @@ class Publisher:
             data["budget"] = record.spending.in_force()
         if record.worktree is not None:
             data["worktree"] = str(record.worktree.cwd)
-        fingerprint: dict[str, Any] = {
-            "provider": record.provider,
-            "model": record.model,
-            "thinking": authority.invocation["thinking"].value,
-            "routing_key": routing_key(
-                _written_model(authority, request) or record.model, self._settings
-            ),
-        }
 
         def write() -> int:
             store.create_session(header)
@@ -191,7 +183,7 @@ class Publisher:
                     child_id=record.run_id,
                     agent=record.agent,
                     task=request.task,
-                    fingerprint=fingerprint,
+                    fingerprint=self._fingerprint(record, authority, request),
                 )
             seq = store.append_event(record.run_id, "published", data)
             if request.request_id is not None:
@@ -203,6 +195,19 @@ class Publisher:
         seq = self._hub.commit(write)
         crash_point("spawn.published")
         self._runs.register(record, seq=seq, data=data)
+
+    def _fingerprint(
+        self, record: RunRecord, authority: EffectiveAuthority, request: SubagentStartRequest
+    ) -> dict[str, Any]:
+        """The spawn fingerprint of a child's lineage edge (a child of the host has none)."""
+        return {
+            "provider": record.provider,
+            "model": record.model,
+            "thinking": authority.invocation["thinking"].value,
+            "routing_key": routing_key(
+                _written_model(authority, request) or record.model, self._settings
+            ),
+        }
 
     def republish(self, record: RunRecord, *, parent: RunRecord | None, messages: int) -> None:
         """Publish a resumed child again: status and a ``published`` event (marked

@@ -26,7 +26,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 import anyio
 from jsonschema.exceptions import best_match
@@ -58,6 +58,24 @@ class _Limiter(Protocol):
     def __bool__(self) -> bool: ...
 
     def acquire(self, session: str, tool: str) -> None: ...
+
+
+#: Gate classes already asked whether they are a ``ToolObserver``: a runtime-checkable
+#: protocol's ``isinstance`` looks up its members every time, and a view is built per child.
+_OBSERVERS: dict[type, bool] = {}
+
+
+def _after_of(
+    gate: ToolGate | None,
+) -> Callable[[Tool, JSONObject, ToolContext, object], Awaitable[object]] | None:
+    """The gate's ``after`` when it is a ``ToolObserver``, else ``None``."""
+    if gate is None:
+        return None
+    kind = type(gate)
+    observes = _OBSERVERS.get(kind)
+    if observes is None:
+        observes = _OBSERVERS[kind] = isinstance(gate, ToolObserver)
+    return cast(ToolObserver, gate).after if observes else None
 
 
 class ToolView:
@@ -120,7 +138,7 @@ class ToolView:
         self._overlay = _NO_TOOLS if overlay is None else overlay
         self._limiter = limiter
         self._gate = gate
-        self._after = gate.after if gate is not None and isinstance(gate, ToolObserver) else None
+        self._after = _after_of(gate)
         self.names = names
         self.visible = frozenset(names) if visible is None else visible
         self.key = key
