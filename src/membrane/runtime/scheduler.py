@@ -1,10 +1,10 @@
 """Where the runs of one runtime run: its task groups, the gate that closes them, and stops.
 
-``Scheduler`` owns the task group the children are driven in, an outer group for the services
-that must outlast every run (the event writer, the outbox drainer, the sweeper), the ``Slots``
-that bound the background runs, and the closing flag. Opening starts the services; closing
-first refuses every new start (``check_publishable``), asks every run to stop, joins them, then
-shuts the services down.
+``Scheduler`` owns the task group the children are driven in (each child's task spawned beside
+it, ``ChildTasks``), an outer group for the services that must outlast every run (the event
+writer, the outbox drainer, the sweeper), the ``Slots`` that bound the background runs, and the
+closing flag. Opening starts the services; closing first refuses every new start
+(``check_publishable``), asks every run to stop, joins them, then shuts the services down.
 
 A child is scheduled (``launch``) in the same synchronous step as the ``check_publishable``
 that preceded its publication, so the group is still open when it is placed. A stop asked of a
@@ -21,6 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from membrane.errors import InvalidRequest, StoreError
+from membrane.runtime.child_tasks import ChildTasks
 from membrane.runtime.events import EventHub
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.slots import Slots
@@ -52,6 +53,7 @@ class Scheduler:
         self.slots = Slots(limit, live=runs.live, start=self._start_queued)
         self.closing = False
         self._group: TaskGroup | None = None
+        self._children: ChildTasks | None = None
         self._writers: TaskGroup | None = None
 
     @property
@@ -74,6 +76,7 @@ class Scheduler:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._writers, self._group = writers, group
+        self._children = ChildTasks(group)
 
     async def close(
         self,
@@ -87,17 +90,27 @@ class Scheduler:
         and join them. The host's own error propagates as itself, not wrapped in a group."""
         # First: from here on no start publishes a child, so every run is asked to stop below.
         self.closing = True
-        group = self._group
-        if group is None:
+        group, children = self._group, self._children
+        if group is None or children is None:
             return None
         for record in self._runs.records():
             self.request_stop(record)
         try:
+            failed: BaseExceptionGroup[BaseException] | None = None
+            try:
+                await children.join()
+            except BaseExceptionGroup as group_error:
+                failed = group_error
+            self._children = None
+            swallowed: bool | None = None
             if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
-                return await group.__aexit__(exc_type, exc, tb)
-            # The children were asked to stop and are joined first.
-            await group.__aexit__(None, None, None)
-            return None
+                swallowed = await group.__aexit__(exc_type, exc, tb)
+            else:
+                # The children were asked to stop and are joined first.
+                await group.__aexit__(None, None, None)
+            if failed is not None:
+                raise failed
+            return swallowed
         finally:
             self._group = None
             shutdown()
@@ -139,10 +152,10 @@ class Scheduler:
     def launch(self, record: RunRecord) -> None:
         """Schedule a child the start path just published. No ``await`` separates this from
         the ``check_publishable`` that preceded publication, so the task group is still open."""
-        group = self._group
-        assert group is not None and not self.closing
+        children = self._children
+        assert children is not None and not self.closing
         if self.slots.place(record):
-            group.start_soon(self._drive, record)
+            children.spawn(self._drive, record)
 
     def stop_run(self, run_id: str) -> None:
         """Ask the live run ``run_id`` (if any) to stop."""
@@ -157,17 +170,18 @@ class Scheduler:
             return
         record.stop_requested = True
         if self.slots.dequeue(record):
-            if self._group is not None:
-                self._group.start_soon(self._drive, record)
+            if self._children is not None:
+                self._children.spawn(self._drive, record)
             return
         record.child.stop()
 
     def _start_queued(self, record: RunRecord) -> bool:
         """Start a queued run the slots just admitted; ``False`` once the group is gone."""
-        if self._group is None:
+        children = self._children
+        if children is None:
             return False
         record.status = "running"
         with contextlib.suppress(StoreError):
             self._hub.commit(lambda: self._store.set_status(record.run_id, "running"))
-        self._group.start_soon(self._drive, record)
+        children.spawn(self._drive, record)
         return True
