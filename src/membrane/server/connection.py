@@ -133,6 +133,8 @@ class Connection(asyncio.Protocol):
         self._closed = False
         #: Set once no more frames are read: end of input, an oversized line, or closing.
         self._ended = anyio.Event()
+        #: ``_ended.is_set()``, as a plain attribute (read for every frame).
+        self._reading = True
         self._lost = anyio.Event()
         #: Set while the peer's unread bytes are over the high-water mark; writers wait on it.
         self._drained: anyio.Event | None = None
@@ -175,7 +177,7 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
-        if self._ended.is_set():
+        if not self._reading:
             return
         pending = self._pending
         # The usual case, a whole line and nothing before it, is read from ``data`` itself.
@@ -191,7 +193,7 @@ class Connection(asyncio.Protocol):
                 self._oversized()
                 return
             self._frame(bytes(chunk[start:end]))
-            if self._ended.is_set():
+            if not self._reading:
                 return
             start = scan = end + 1
         if len(chunk) - start > MAX_FRAME_BYTES:
@@ -202,12 +204,16 @@ class Connection(asyncio.Protocol):
         else:
             pending += data[start:]
 
-    def eof_received(self) -> bool | None:
+    def _end_input(self) -> None:
+        self._reading = False
         self._ended.set()
+
+    def eof_received(self) -> bool | None:
+        self._end_input()
         return None  # the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._ended.set()
+        self._end_input()
         self._lost.set()
         self._resume()
 
@@ -232,7 +238,7 @@ class Connection(asyncio.Protocol):
     def _oversized(self) -> None:
         self.write(_oversized())
         self._pending.clear()
-        self._ended.set()
+        self._end_input()
 
     def _frame(self, line: bytes) -> None:
         try:
@@ -377,7 +383,7 @@ class Connection(asyncio.Protocol):
         if self._closed:
             return
         self._closed = True
-        self._ended.set()
+        self._end_input()
         self.gone.set()
         if self._group is not None:
             self._group.cancel_scope.cancel()
