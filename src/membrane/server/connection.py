@@ -180,7 +180,11 @@ class Connection(asyncio.Protocol):
         if not self._reading:
             return
         pending = self._pending
-        # The usual case, a whole line and nothing before it, is read from ``data`` itself.
+        if not pending and data.find(b"\n") == len(data) - 1 and len(data) <= MAX_FRAME_BYTES:
+            # The usual case, one whole line and nothing before it, read as it is (the
+            # newline is JSON whitespace).
+            self._frame(data)
+            return
         chunk: bytes | bytearray = data
         scan = 0
         if pending:
@@ -326,11 +330,10 @@ class Connection(asyncio.Protocol):
                 self._idle = anyio.Event()
             await self._idle.wait()
 
-    def _end(self) -> None:
-        self.in_flight -= 1
-        if self.in_flight == 0 and self._idle is not None:
-            self._idle.set()
-            self._idle = None
+    def _now_idle(self) -> None:
+        idle, self._idle = self._idle, None
+        if idle is not None:
+            idle.set()
 
     async def _handle(self, request: Request) -> None:
         try:
@@ -354,7 +357,9 @@ class Connection(asyncio.Protocol):
                 if self._drained is not None:
                     await self._drain()
         finally:
-            self._end()
+            self.in_flight -= 1
+            if not self.in_flight and self._idle is not None:
+                self._now_idle()
 
     # -- writing ------------------------------------------------------------------------------
 
