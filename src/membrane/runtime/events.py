@@ -40,6 +40,7 @@ __all__ = [
     "MAX_BATCH",
     "MAX_DELAY",
     "TERMINAL_KINDS",
+    "WRITE_DELAY",
     "EventHub",
     "EventStream",
     "LifecycleEvent",
@@ -66,6 +67,8 @@ TERMINAL_KINDS: Final = frozenset({"completed", "error", "stopped"})
 MAX_BATCH: Final = 256
 #: The longest, in seconds, a queued event waits before the next emitting call writes it.
 MAX_DELAY: Final = 0.05
+#: How long, in seconds, the writer lets queued events wait for a commit to join.
+WRITE_DELAY: Final = 0.005
 
 
 def _nothing() -> None:
@@ -163,14 +166,17 @@ class EventHub:
 
     Events a running child reports (``turn``, ``tool_call``...) are written behind: ``post()``
     queues them and never blocks the child, and the queue is written in one transaction by the
-    hub's writer task or by the next ``commit()``, whichever comes first (and by ``post()``
+    next ``commit()`` or, when none comes within ``write_delay`` seconds (``WRITE_DELAY``), by
+    the hub's writer task (and by ``post()``
     itself past ``MAX_BATCH`` events or ``MAX_DELAY`` seconds). ``commit()`` runs the
     runtime's own writes (publication, a run's end) in the same transaction, after the queue,
     so ``seq`` order is emission order and a run's end is durable with everything before it.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, write_delay: float = WRITE_DELAY) -> None:
         self._store = store
+        self._write_delay = write_delay
+        self._stopping: anyio.Event | None = None
         self._streams: list[EventStream] = []
         self._pending: list[_Pending] = []
         self._wakeup: anyio.Event | None = None
@@ -252,12 +258,16 @@ class EventHub:
 
     async def writer(self) -> None:
         """Write queued events until ``close()``; run it in the runtime's task group."""
+        self._stopping = stopping = anyio.Event()
         while not self._closed:
             self._wakeup = anyio.Event()
             if not self._pending:
                 await self._wakeup.wait()
-            # One scheduling round lets the events of concurrent children join this batch.
-            await anyio.lowlevel.checkpoint()
+            # Queued events join the next ``commit()`` (a publication, a turn's end) that comes
+            # within ``WRITE_DELAY``, with the events of concurrent children; only past it does
+            # the writer spend a transaction of its own on them.
+            with anyio.move_on_after(self._write_delay):
+                await stopping.wait()  # ``close()`` cuts the wait short
             self.flush()
         self.flush()
 
@@ -294,6 +304,8 @@ class EventHub:
         self._closed = True
         if self._wakeup is not None:
             self._wakeup.set()
+        if self._stopping is not None:
+            self._stopping.set()
         for stream in self._streams:
             stream._end()
         self._streams.clear()
