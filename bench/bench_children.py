@@ -69,22 +69,20 @@ async def durable_starts(
         await release.wait()
         return ModelResponse(text="done")
 
-    statements: list[str] = []
     folder.mkdir(parents=True)
-    store = SQLiteStore(folder / "state.db", synchronous=synchronous, trace=statements.append)
+    store = SQLiteStore(folder / "state.db", synchronous=synchronous)
     recorder = Recorder()
     recorder.attach(store)
     runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=count + 10)
     async with runtime:
         await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
-        statements.clear()
         recorder.clear()
         begin, cpu = time.perf_counter(), time.process_time()
         for i in range(count):
             await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
             recorder.mark()
         elapsed, cpu = time.perf_counter() - begin, time.process_time() - cpu
-        per_start = len(statements) // count
+        per_start = recorder.executed // count
         release.set()
     store.close()
     return count / elapsed, cpu / count, recorder, per_start

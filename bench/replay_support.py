@@ -32,16 +32,19 @@ Statement = tuple[str, Sequence[object]]
 class _Recording:
     """A connection that records its write statements and hands everything to ``conn``."""
 
-    def __init__(self, conn: sqlite3.Connection, log: list[Statement]) -> None:
+    def __init__(self, conn: sqlite3.Connection, log: list[Statement], counts: list[int]) -> None:
         self._conn = conn
         self._log = log
+        self._counts = counts
 
     def execute(self, sql: str, parameters: Sequence[object] = ()) -> sqlite3.Cursor:
+        self._counts[0] += 1
         if sql.lstrip()[:9].upper().startswith(_WRITES + _CONTROL):
             self._log.append((sql, tuple(parameters)))
         return self._conn.execute(sql, parameters)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[object]]) -> sqlite3.Cursor:
+        self._counts[0] += 1
         rows = [tuple(row) for row in rows]
         for row in rows:
             self._log.append((sql, row))
@@ -59,15 +62,25 @@ class Recorder:
         self.prelude: list[Statement] = []
         self.units: list[list[Statement]] = []
         self._current: list[Statement] = []
+        #: Every statement the store's connection ran since ``clear()``, reads included (a
+        #: count kept here, not by a trace callback: SQLite expanding each statement's text
+        #: for one would cost Membrane's side time the raw loop never spends).
+        self._counts = [0]
+
+    @property
+    def executed(self) -> int:
+        return self._counts[0]
 
     def attach(self, store: SQLiteStore) -> None:
-        store._conn = _Recording(store._conn, self._current)  # type: ignore[arg-type,assignment]
+        conn = _Recording(store._conn, self._current, self._counts)  # type: ignore[arg-type]
+        store._conn = conn  # type: ignore[assignment]
 
     def clear(self) -> None:
         """Start counting: what was recorded so far becomes the prelude."""
         self.prelude += [s for unit in self.units for s in unit] + self._current
         self.units.clear()
         self._current.clear()
+        self._counts[0] = 0
 
     def mark(self) -> None:
         self.units.append(list(self._current))

@@ -171,6 +171,8 @@ class StartPath:
         self._gate = gate
         self._budgets = budgets
         self._resolutions = ResolutionMemo()
+        #: The host's context, kept while the registry's snapshot of its tools is the same.
+        self._host: ParentContext | None = None
 
     # -- the two entries ------------------------------------------------------------------------
 
@@ -385,14 +387,19 @@ class StartPath:
         of them, prompt, model, transcript, permission mode, cwd, skills."""
         if parent is None:
             registry = self._registry
+            tools = registry.tools()
+            host = self._host
+            if host is not None and host.tools is tools:
+                return host  # frozen, and nothing else in it changes in the runtime's life
             # The host sits above depth 0; the child's own depth is passed to ``resolve``.
-            return ParentContext(
-                tools=registry.tools(),
+            host = self._host = ParentContext(
+                tools=tools,
                 cwd=None if self._project is None else str(self._project),
                 permission_mode=self._settings.permission_mode,
                 live=registry.tools,
                 live_stamp=lambda: registry.version,
             )
+            return host
         scope = parent.child.scope
 
         def live() -> Mapping[str, Tool]:
@@ -444,9 +451,23 @@ def _continuing(
     )
 
 
+#: ``_call``'s answers by (call, background): requests with equal calls share one.
+_FOLDED: dict[tuple[CallParams, bool], CallParams] = {}
+
+
 def _call(request: SubagentStartRequest) -> CallParams:
     """The call fields with ``background`` folded in (``validate_request`` ruled out a clash)."""
     call = request.call
-    if request.background is None or call.run_in_background is not UNSET:
+    background = request.background
+    if background is None or call.run_in_background is not UNSET:
         return call
-    return dataclasses.replace(call, run_in_background=request.background)
+    key = (call, background)
+    try:
+        folded = _FOLDED.get(key)
+    except TypeError:  # a value in the call that cannot be hashed
+        return dataclasses.replace(call, run_in_background=background)
+    if folded is None:
+        if len(_FOLDED) >= 256:
+            _FOLDED.clear()
+        folded = _FOLDED[key] = dataclasses.replace(call, run_in_background=background)
+    return folded
