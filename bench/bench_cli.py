@@ -14,7 +14,9 @@ Goals (issue 16): ``--version`` at most 3x the bare interpreter; ``agents list``
 ``explain NAME --json`` at most 8x.
 
 Each command's imports are counted too (modules in ``sys.modules`` when it ends, and how many of
-them are Membrane's): an operation count, the same on every machine.
+them are Membrane's): an operation count, the same on every machine; with the size of those
+Membrane modules' source and the CPU this process takes to compile it, which is what a cold
+byte-code cache adds.
 
 Run: ``.venv/bin/python bench/bench_cli.py``. ``CLI_RUNS=5`` takes fewer samples.
 """
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 RUNS = int(os.environ.get("CLI_RUNS", "20"))
@@ -39,23 +42,42 @@ COMMANDS = (
     ("membrane agents list", ["agents", "list"], 8.0),
     ("membrane explain scout --json", ["explain", "scout", "--json"], 8.0),
 )
-#: Runs a command as ``membrane`` does and reports the modules it imported, on stderr.
+#: Runs a command as ``membrane`` does and reports the modules it imported (and the source
+#: files of Membrane's), on stderr.
 PROBE = """
 import json, sys
 from membrane.cli.app import main
 code = main(sys.argv[1:])
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+own = [m for n, m in list(sys.modules.items()) if n.split(".")[0] == "membrane"]
+files = sorted({f for f in (getattr(m, "__file__", None) for m in own) if f})
+print(json.dumps({"modules": sorted(sys.modules), "files": files}), file=sys.stderr)
 sys.exit(code)
 """
 
 
-def modules(args: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, int]:
-    """How many modules the command imports, and how many of them are Membrane's."""
+def modules(args: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, int, list[str]]:
+    """How many modules the command imports, how many of them are Membrane's, and the source
+    files of those."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, check=True
     )
-    names = json.loads(done.stderr.decode().strip().splitlines()[-1])
-    return len(names), sum(1 for name in names if name.split(".")[0] == "membrane")
+    report = json.loads(done.stderr.decode().strip().splitlines()[-1])
+    names = report["modules"]
+    own = sum(1 for name in names if name.split(".")[0] == "membrane")
+    return len(names), own, report["files"]
+
+
+def compile_cost(files: list[str]) -> tuple[int, float]:
+    """The bytes of ``files`` and the median CPU seconds of compiling them all (what a cold
+    byte-code cache adds to a command, besides writing the cache)."""
+    sources = [(Path(file).read_bytes(), file) for file in files]
+    samples = []
+    for _ in range(5):
+        start = time.process_time()
+        for source, file in sources:
+            compile(source, file, "exec", dont_inherit=True)
+        samples.append(time.process_time() - start)
+    return sum(len(source) for source, _ in sources), statistics.median(samples)
 
 
 def cpu(command: list[str], *, cwd: Path, env: dict[str, str], cold: bool) -> float:
@@ -94,8 +116,12 @@ def main() -> None:
         print("Imports (warm caches):")
         for label, args, _ in COMMANDS:
             modules(args, cwd=workspace, env=env)  # this interpreter's sys.path: fill its caches
-            total, own = modules(args, cwd=workspace, env=env)
-            print(f"  {label:<32} {total:>4} modules, {own:>3} of Membrane")
+            total, own, files = modules(args, cwd=workspace, env=env)
+            size, seconds = compile_cost(files)
+            print(
+                f"  {label:<32} {total:>4} modules, {own:>3} of Membrane "
+                f"({size // 1024} KB of source, {seconds * 1e3:.0f} ms to compile)"
+            )
         goals = []
         for cache in ("warm", "cold"):
             cold = cache == "cold"

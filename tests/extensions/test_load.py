@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -209,6 +213,63 @@ def test_installed_entry_points_are_discovered_and_loaded(
     registry = ToolRegistry()
     load_extension(found["beta"], registry)
     assert registry.get("fetch").origin == "extension:beta"  # type: ignore[union-attr]
+
+
+def test_an_entry_point_loads_as_importlib_metadata_loads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    (site / "gamma_pkg").mkdir(parents=True)
+    (site / "gamma_pkg" / "__init__.py").write_text("")
+    (site / "gamma_pkg" / "ext.py").write_text(
+        PRELUDE
+        + "\nclass Plugin:\n    @staticmethod\n    def setup(ext):\n"
+        + "        ext.register_tool(make('probe'))\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    import importlib.metadata
+
+    for value in ("gamma_pkg.ext:Plugin.setup", "gamma_pkg.ext : Plugin.setup [extra]"):
+        expected = importlib.metadata.EntryPoint("gamma", value, "membrane.extensions").load()
+        registry = ToolRegistry()
+        load_extension(ExtensionSource("gamma", "entry-point", value), registry)
+        assert registry.get("probe").origin == "extension:gamma"  # type: ignore[union-attr]
+        assert expected is sys.modules["gamma_pkg.ext"].Plugin.setup
+    for value, fragment in (
+        ("gamma_pkg.ext:Missing", "AttributeError"),
+        ("gamma_pkg.nosuch:setup", "ModuleNotFoundError"),
+        ("not an entry point", "is not an entry point"),
+    ):
+        with pytest.raises(ExtensionError) as caught:
+            load_extension(ExtensionSource("gamma", "entry-point", value), ToolRegistry())
+        assert caught.value.code == "extension-invalid"
+        assert fragment in caught.value.message
+
+
+def test_loading_an_entry_point_does_not_import_the_metadata_reader(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "delta_pkg").mkdir(parents=True)
+    (site / "delta_pkg" / "__init__.py").write_text(
+        PRELUDE + "\ndef setup(ext):\n    ext.register_tool(make('fetch'))\n"
+    )
+    probe = (
+        "import json, sys\n"
+        "from membrane.extensions import ExtensionSource, load_extension\n"
+        "from membrane.tools.registry import ToolRegistry\n"
+        "registry = ToolRegistry()\n"
+        "load_extension(ExtensionSource('delta', 'entry-point', 'delta_pkg:setup'), registry)\n"
+        "loaded = registry.get('fetch') is not None\n"
+        "print(json.dumps([loaded, 'importlib.metadata' in sys.modules]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout) == [True, False]
 
 
 def test_function_tool_derives_the_schema_and_passes_the_context() -> None:

@@ -19,9 +19,8 @@ from membrane.agents.dialect import Dialect
 from membrane.agents.files import MAX_BYTES
 from membrane.errors import DefinitionError
 
-__all__ = ["OPENCODE_CONFIG_NAMES", "read_opencode_config"]
+__all__ = ["read_opencode_config"]
 
-OPENCODE_CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
 #: OpenCode's own agents: an entry for one of them without a prompt tunes OpenCode, not Membrane.
 _OPENCODE_AGENTS = frozenset({"build", "plan", "general", "explore", "compaction", "title"})
 _FILE_REF = re.compile(r"\{file:(?P<path>[^}]+)\}")

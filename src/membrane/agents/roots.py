@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Literal
 
 from membrane.agents.dialect import MEMBRANE, Dialect
-from membrane.agents.opencode_config import OPENCODE_CONFIG_NAMES
 from membrane.config.values import Settings
 
-__all__ = ["Root", "claude_config_home", "dialect_roots"]
+__all__ = ["OPENCODE_CONFIG_NAMES", "Root", "claude_config_home", "dialect_roots"]
+
+#: The OpenCode config files of a project, read for their ``agent`` entries.
+OPENCODE_CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ from membrane.agents.builtins import decode_definition
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.files import content_digest, read_file_bytes
-from membrane.agents.opencode_config import read_opencode_config
 from membrane.agents.roots import Root
 from membrane.errors import DefinitionError
 
@@ -251,6 +250,8 @@ class ConfigScan:
             return set(old)
         digest = content_digest(data)
         if digest != self._digest:
+            from membrane.agents.opencode_config import read_opencode_config  # a config to read
+
             files = {}
             for result in read_opencode_config(
                 data, path=path, root=self.root.label, dialect=self.root.dialect

@@ -14,15 +14,17 @@ effects, which is why the resolver selects extensions before anything is loaded.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, cast, overload
+from typing import Any, Final, Literal, cast, overload
 
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
 from membrane.extensions.installed import installed_entry_points
@@ -347,9 +349,7 @@ def _setup_of(source: ExtensionSource) -> Callable[[ExtensionAPI], object]:
         if source.kind == "file":
             target: object = _import_file(source)
         else:
-            from importlib.metadata import EntryPoint
-
-            target = EntryPoint(source.name, source.location, ENTRY_POINT_GROUP).load()
+            target = _load_entry_point(source.location)
     except ExtensionError:
         raise
     except (Exception, SystemExit) as exc:
@@ -366,6 +366,25 @@ def _setup_of(source: ExtensionSource) -> Callable[[ExtensionAPI], object]:
             path=source.location,
         )
     return setup  # type: ignore[no-any-return]
+
+
+#: An entry point's value, as ``importlib.metadata.EntryPoint.pattern`` reads it: ``module``,
+#: ``module:attr`` or ``module:attr.attr``, optionally followed by ``[extras]``.
+#: (Compiled on the first entry point loaded: a project with file extensions only never needs it.)
+_ENTRY_POINT: Final = r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$"
+
+
+def _load_entry_point(value: str) -> object:
+    """What ``importlib.metadata.EntryPoint(name, value, group).load()`` returns: the module,
+    then each attribute after the colon. Without ``importlib.metadata``, which imports
+    ``email``, ``zipfile`` and more that a start whose entry points are cached never needs."""
+    match = re.match(_ENTRY_POINT, value)
+    if match is None:
+        raise ValueError(f"{value!r} is not an entry point (`module` or `module:attribute`)")
+    target: object = importlib.import_module(match.group("module"))
+    for attribute in filter(None, (match.group("attr") or "").split(".")):
+        target = getattr(target, attribute)
+    return target
 
 
 def _describe(exc: BaseException) -> str:
