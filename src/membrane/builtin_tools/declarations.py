@@ -9,7 +9,7 @@ the sandbox it configures.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from membrane.builtin_tools.linear_regex import REFUSED_SYNTAX
@@ -31,7 +31,8 @@ from membrane.builtin_tools.tool_limits import (
     SKIPPED_DIRS,
 )
 from membrane.errors import ToolSpecError
-from membrane.tools.spec import Tool, ToolContext
+from membrane.json_types import JSONObject
+from membrane.tools.spec import Tool, ToolContext, ToolHandler
 
 __all__ = [
     "browser_preview_tool",
@@ -84,19 +85,13 @@ READ_SCHEMA: dict[str, Any] = {
 
 def read_tool() -> Tool:
     """The ``Read`` tool (not mutating)."""
-    return Tool(
-        name="Read",
-        description=READ_DESCRIPTION,
-        input_schema=READ_SCHEMA,
-        handler=_read,
-        mutating=False,
-    )
+    return _declared("Read", READ_DESCRIPTION, READ_SCHEMA, _read, mutating=False)
 
 
-async def _read(arguments: Mapping[str, Any], context: ToolContext) -> str:
+def _read() -> ToolHandler:
     from membrane.builtin_tools.read import handle
 
-    return await handle(arguments, context)
+    return handle
 
 
 # Glob ---------------------------------------------------------------------------------------
@@ -145,19 +140,13 @@ GLOB_SCHEMA: dict[str, Any] = {
 
 def glob_tool() -> Tool:
     """The ``Glob`` tool (not mutating)."""
-    return Tool(
-        name="Glob",
-        description=GLOB_DESCRIPTION,
-        input_schema=GLOB_SCHEMA,
-        handler=_glob,
-        mutating=False,
-    )
+    return _declared("Glob", GLOB_DESCRIPTION, GLOB_SCHEMA, _glob, mutating=False)
 
 
-async def _glob(arguments: Mapping[str, Any], context: ToolContext) -> str:
+def _glob() -> ToolHandler:
     from membrane.builtin_tools.glob_tool import handle
 
-    return await handle(arguments, context)
+    return handle
 
 
 # Grep ---------------------------------------------------------------------------------------
@@ -283,19 +272,13 @@ EDIT_SCHEMA: dict[str, Any] = {
 
 def edit_tool() -> Tool:
     """The ``Edit`` tool (mutating: refuses paths outside the checkout)."""
-    return Tool(
-        name="Edit",
-        description=EDIT_DESCRIPTION,
-        input_schema=EDIT_SCHEMA,
-        handler=_edit,
-        mutating=True,
-    )
+    return _declared("Edit", EDIT_DESCRIPTION, EDIT_SCHEMA, _edit, mutating=True)
 
 
-async def _edit(arguments: Mapping[str, Any], context: ToolContext) -> str:
+def _edit() -> ToolHandler:
     from membrane.builtin_tools.edit import handle
 
-    return await handle(arguments, context)
+    return handle
 
 
 # Write --------------------------------------------------------------------------------------
@@ -324,19 +307,13 @@ WRITE_SCHEMA: dict[str, Any] = {
 
 def write_tool() -> Tool:
     """The ``Write`` tool (mutating: refuses paths outside the checkout)."""
-    return Tool(
-        name="Write",
-        description=WRITE_DESCRIPTION,
-        input_schema=WRITE_SCHEMA,
-        handler=_write,
-        mutating=True,
-    )
+    return _declared("Write", WRITE_DESCRIPTION, WRITE_SCHEMA, _write, mutating=True)
 
 
-async def _write(arguments: Mapping[str, Any], context: ToolContext) -> str:
+def _write() -> ToolHandler:
     from membrane.builtin_tools.write import handle
 
-    return await handle(arguments, context)
+    return handle
 
 
 # BrowserPreview -----------------------------------------------------------------------------
@@ -396,4 +373,22 @@ def browser_preview_tool(executable: str) -> Tool:
         input_schema=BROWSER_SCHEMA,
         handler=handle,
         mutating=False,
+    )
+
+
+def _declared(
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    load: Callable[[], ToolHandler],
+    *,
+    mutating: bool,
+) -> Tool:
+    """A tool whose handler ``load`` imports on the tool's first call."""
+
+    async def handle(arguments: JSONObject, context: ToolContext) -> object:
+        return await load()(arguments, context)
+
+    return Tool(
+        name=name, description=description, input_schema=schema, handler=handle, mutating=mutating
     )
