@@ -351,6 +351,31 @@ async def cycles_per_child(folder: Path, count: int) -> float:
     return found / count
 
 
+async def tracked_per_child(folder: Path, live: int, *, running: bool) -> float:
+    """The objects the collector tracks per live child: scheduled (its task made, not yet
+    run, as the children of the starts above are), or running and waiting for its model."""
+    release = anyio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse(text="done")
+
+    runtime = runtime_for(folder, FunctionModel(answer), store=MemoryStore(), concurrency=live + 5)
+    async with runtime:
+        await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
+        await anyio.wait_all_tasks_blocked()
+        gc.collect()
+        before = len(gc.get_objects())
+        for i in range(live):
+            await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
+        if running:
+            await anyio.wait_all_tasks_blocked()
+        gc.collect()
+        per_child = (len(gc.get_objects()) - before) / live
+        release.set()
+    return per_child
+
+
 async def collector(folder: Path) -> None:
     rows = []
     for live in sizes(100, 1_000, 10_000):
@@ -376,6 +401,12 @@ async def collector(folder: Path) -> None:
         )
     growth = rows[-1][1][0] / rows[0][1][0]
     print(f"  growth from n={rows[0][0]:,} to n={rows[-1][0]:,}: {growth:.2f}x")
+    scheduled = await tracked_per_child(folder / "tracked-scheduled", 1_000, running=False)
+    running = await tracked_per_child(folder / "tracked-running", 1_000, running=True)
+    print(
+        f"  objects the collector tracks per live child: {scheduled:.1f} scheduled (as above),"
+        f" {running:.1f} running and waiting for its model"
+    )
     last = rows[-1]
     goal(
         f"start() with {last[0]:,} live children, collector on vs off",

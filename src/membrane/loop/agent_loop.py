@@ -299,8 +299,19 @@ class AgentLoop:
         if self._stop_requested:
             self._state = "done"
             return self._result("stopped")
+        # One frame for the run, its cancel scope and its errors (each coroutine in the chain
+        # is one more object per waiting child for the collector to follow).
         try:
-            result = await self._guarded()
+            outcome: ChildOutcome | None = None
+            try:
+                with anyio.CancelScope() as cancel:
+                    self._cancel = cancel
+                    outcome = await self._drive()
+            except MembraneError as exc:
+                outcome = self._result("error", error=exc)
+            finally:
+                self._cancel = None
+            result = self._result("stopped") if outcome is None else outcome
         except BaseException as exc:
             status = "cancelled" if isinstance(exc, anyio.get_cancelled_exc_class()) else "error"
             await self._shutdown(status)
@@ -311,17 +322,6 @@ class AgentLoop:
         if failures and result.status in ("completed", "steered"):
             return self._result("error", error=failures[0])
         return result
-
-    async def _guarded(self) -> ChildOutcome:
-        try:
-            with anyio.CancelScope() as cancel:
-                self._cancel = cancel
-                return await self._drive()
-            return self._result("stopped")
-        except MembraneError as exc:
-            return self._result("error", error=exc)
-        finally:
-            self._cancel = None
 
     async def _drive(self) -> ChildOutcome:
         hooks = self._hooks
@@ -360,7 +360,16 @@ class AgentLoop:
             self._emit("turn", {"turn": turn})
             if self._barrier is not None and turn > 1:
                 await self._barrier()
-            response = await self._request()
+            request, name = self._model_request(), self._model_label
+            try:
+                response = await self._model.request(request)
+            except MembraneError:
+                raise
+            except Exception as exc:
+                raise ModelError(
+                    f"the model {name!r} failed: {type(exc).__name__}: {exc}", model=name
+                ) from exc
+            response = self._received(response)
             reply = response.message()
             self._messages.append(reply)
             self._text = response.text
@@ -408,9 +417,10 @@ class AgentLoop:
                 wrap_up = WRAP_UP_MESSAGE.format(grace=self._grace_turns)
                 self._messages.append(Message(role="user", content=wrap_up))
 
-    async def _request(self) -> ModelResponse:
+    def _model_request(self) -> ModelRequest:
+        """The next request to the model: the conversation and the tools in view now."""
         view = self._scope.view()
-        request = ModelRequest(
+        return ModelRequest(
             agent=self.agent,
             run_id=self.run_id,
             system=self._system,
@@ -420,15 +430,10 @@ class AgentLoop:
             thinking=self._thinking,
             response_schema=self._schema,
         )
+
+    def _received(self, response: ModelResponse) -> ModelResponse:
+        """The model's ``response`` checked (``checked_response``), counted and reported."""
         name = self._model_label
-        try:
-            response = await self._model.request(request)
-        except MembraneError:
-            raise
-        except Exception as exc:
-            raise ModelError(
-                f"the model {name!r} failed: {type(exc).__name__}: {exc}", model=name
-            ) from exc
         response, problems = checked_response(response, model=name)
         self._malformed.update(problems)
         self._usage = self._usage + response.usage

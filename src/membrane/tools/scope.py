@@ -137,7 +137,10 @@ class Scope:
             predicate.validate(self.registry, local=[*self._locals, *self._reserved])
         self._restrictions = (*self._restrictions, predicate)
         if not plain:
-            self._stamped = (*self._stamped, predicate)
+            stamped = (*self._stamped, predicate)
+            # Every installed predicate has a stamp (a child's usual one): one tuple for both.
+            same = len(stamped) == len(self._restrictions)
+            self._stamped = self._restrictions if same else stamped
             self._plain = False
         self._filter_version += 1
         self.version += 1
