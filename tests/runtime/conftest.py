@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
-from membrane.models.base import Message
+from membrane.models.base import Message, ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, Provider, RuntimeOptions, SubagentRuntime
 from membrane.store.base import Store
 from membrane.testing import FunctionModel, ScriptedModel
@@ -27,6 +28,16 @@ def after_leases_expire() -> Callable[[], float]:
     """A store clock an hour ahead: a process opening the store with it sees every lease a
     killed process left as expired (as it would be once ``lease_seconds`` had passed)."""
     return lambda: time.time() + 3600
+
+
+def waiting_model(release: anyio.Event) -> FunctionModel:
+    """A model whose every request waits until ``release`` is set, then answers ``done``."""
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse(text="done")
+
+    return FunctionModel(answer)
 
 
 def echo_tool(name: str, *, origin: str = "builtin", mutating: bool = False) -> Tool:

@@ -8,29 +8,21 @@ import asyncio
 
 import anyio
 import pytest
-from tests.runtime.conftest import Project
+from tests.runtime.conftest import Project, waiting_model
 
 from membrane.config.values import Settings
-from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import SubagentStartRequest
 from membrane.runtime.child_tasks import ChildTasks
 from membrane.store import MemoryStore
-from membrane.testing import FunctionModel
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_closing_the_runtime_ends_and_joins_every_child_task(project: Project) -> None:
     project.agent("worker", tools="Read")
-    never = anyio.Event()
-
-    async def answer(request: ModelRequest) -> ModelResponse:
-        await never.wait()
-        return ModelResponse(text="never")
-
     before = len(asyncio.all_tasks())
     project.settings = Settings(max_concurrency=5)
-    runtime = project.runtime(FunctionModel(answer), store=MemoryStore())
+    runtime = project.runtime(waiting_model(anyio.Event()), store=MemoryStore())
     with anyio.fail_after(30):
         async with runtime:
             ids = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.runtime.conftest import Project, echo_tool
+from tests.runtime.conftest import Project, echo_tool, waiting_model
 
 from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse
@@ -140,12 +140,7 @@ async def test_a_waiting_child_keeps_few_objects_for_the_collector_to_follow(
     if where != "queued":
         project.settings = Settings(max_concurrency=LIVE + 10)
     release = anyio.Event()
-
-    async def answer(request: ModelRequest) -> ModelResponse:
-        await release.wait()
-        return ModelResponse(text="done")
-
-    async with project.runtime(FunctionModel(answer), store=MemoryStore()) as runtime:
+    async with project.runtime(waiting_model(release), store=MemoryStore()) as runtime:
         for i in range(5):
             await runtime.start(SubagentStartRequest("worker", f"warm {i}", background=True))
         await anyio.wait_all_tasks_blocked()
