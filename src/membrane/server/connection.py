@@ -23,8 +23,9 @@ import asyncio
 import contextlib
 import contextvars
 
-# How an eagerly started task becomes the current one: asyncio's own (private) helpers.
-from asyncio.tasks import _enter_task, _leave_task
+# How an eagerly started task becomes the current one: asyncio's own (private) helpers, and
+# its table of current tasks (what ``asyncio.current_task`` reads, without the Python frame).
+from asyncio.tasks import _current_tasks, _enter_task, _leave_task  # type: ignore[attr-defined]
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 
 import anyio
@@ -280,7 +281,7 @@ class Connection(asyncio.Protocol):
         stay there), and the next request gets a new spare."""
         loop = self._loop
         assert loop is not None
-        if asyncio.current_task(loop) is not None:
+        if _current_tasks.get(loop) is not None:
             # Called from inside a task (not by the transport): the request gets its own.
             self._calls.add(asyncio.Task(self._whole(request), loop=loop))
             return

@@ -89,31 +89,31 @@ class FrameError(Exception):
         self.id = id
 
 
-#: The C scanner behind ``json.loads``, called directly on the hot path (see ``_loads``).
+#: The C scanner behind ``json.loads``, called directly on the hot path (``parse_frame``).
 _SCAN: Final[Callable[[str, int], tuple[object, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_SPACE: Final = " \t\n\r"
 
 
-def _loads(line: bytes) -> object:
-    """``json.loads(line)``. A UTF-8 line holding one value with nothing before it is scanned
-    directly; any other line (leading space, another encoding, an error) takes ``json.loads``
-    itself, so the value and the error are exactly its own."""
+def _loaded(line: bytes) -> object:
+    """``json.loads(line)``, its error as a parse error."""
     try:
-        text = line.decode()
-        value, end = _SCAN(text, 0)
-    except (UnicodeDecodeError, StopIteration, ValueError):
         return json.loads(line)
-    if end != len(text) and text[end:].strip(_JSON_SPACE):
-        return json.loads(line)  # raises its "extra data" error
-    return value
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FrameError(PARSE_ERROR, f"parse error: {exc}") from None
 
 
 def parse_frame(line: bytes) -> Request | Notification | Response:
-    """One frame (without its newline); ``FrameError`` when it is not JSON-RPC 2.0."""
+    """One frame (its newline may end it); ``FrameError`` when it is not JSON-RPC 2.0."""
     try:
-        message = _loads(line)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise FrameError(PARSE_ERROR, f"parse error: {exc}") from None
+        # ``json.loads(line)`` by its C scanner: a UTF-8 line holding one value and nothing
+        # but JSON space after it. Any other line takes ``json.loads`` itself, so the value and
+        # the error are exactly its own.
+        text = line.decode()
+        message, end = _SCAN(text, 0)
+        if end != len(text) and text[end:].strip(_JSON_SPACE):
+            message = _loaded(line)  # raises its "extra data" error
+    except (UnicodeDecodeError, StopIteration, ValueError):
+        message = _loaded(line)
     if type(message) is dict:
         # A well-formed request (the usual frame) is taken in one pass over its fields; any
         # other frame takes the checks below, which name its problem.
