@@ -204,3 +204,5 @@ def test_a_cached_listing_parses_nothing(tmp_path: Path, isolated_home: Path) ->
         assert code == 0
         parsing = sorted(m for m in modules if m.split(".")[0] == "ruamel" or m in PARSING)
         assert (args, parsing) == (args, [])
+        if args == commands[0]:  # a definition's rules need neither the tool model nor the gates
+            assert {"membrane.tools.spec", "membrane.tools.permissions"} & modules == set()

@@ -33,7 +33,7 @@ from membrane._version import __version__
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
-from membrane.tools.permissions import PermissionRule
+from membrane.tools.rules import PermissionRule
 
 __all__ = ["CACHE_FILE", "DefinitionCache", "parser_fingerprint", "read_entries", "write_entries"]
 

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal, TypeVar
 from membrane.agents.command_hooks import CommandHook
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
-from membrane.tools.permissions import PermissionRule
+from membrane.tools.rules import PermissionRule
 
 __all__ = [
     "FIELDS",

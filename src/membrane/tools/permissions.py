@@ -27,9 +27,10 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Final, Literal, Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from membrane.json_types import JSONDict, JSONObject
+from membrane.tools.rules import RULE_TOOLS, VERDICTS, PermissionRule, Verdict
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = [
@@ -50,22 +51,11 @@ __all__ = [
     "worst",
 ]
 
-Verdict = Literal["allow", "ask", "deny"]
-VERDICTS: Final = ("allow", "ask", "deny")
 #: Permission modes (Claude Code's ``permissionMode``, Membrane's ``permission``); ``inherit``
 #: follows the parent. ``plan`` leaves every mutating tool out; ``acceptEdits`` approves the
 #: ``ask`` calls of ``Edit``/``Write``; ``dontAsk`` refuses every ``ask``; ``bypassPermissions``
 #: approves every ``ask`` (``deny`` rules still hold). ``default`` sends each ``ask`` to the host.
 PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
-#: Built-ins whose rules may carry a pattern, and the tools each one's rules govern.
-RULE_TOOLS: Mapping[str, tuple[str, ...]] = {
-    "Bash": ("Bash",),
-    "Read": ("Read", "Glob", "Grep"),
-    "Glob": ("Glob",),
-    "Grep": ("Grep",),
-    "Edit": ("Edit", "Write"),
-    "Write": ("Write",),
-}
 #: The argument holding the path each file tool reads or changes (and its default).
 PATH_RULE_TOOLS: Mapping[str, tuple[str, str | None]] = {
     "Read": ("file_path", None),
@@ -83,35 +73,6 @@ _RANK: Mapping[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 def worst(*verdicts: Verdict) -> Verdict:
     """The most restrictive of ``verdicts`` (``deny`` > ``ask`` > ``allow``)."""
     return max(verdicts, key=_RANK.__getitem__, default="allow")
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionRule:
-    """One rule. ``tool`` is a built-in's canonical name or another tool's exact name; ``text``
-    is the rule as written (``Bash(git log:*)``) and ``source`` where (``tools``,
-    ``disallowed_tools``, ``ask_tools``, ``permission.bash``). ``grants``: the rule also
-    grants its tool (a rule in ``tools``, OpenCode's ``allow``/``ask``), whose calls no rule
-    matches then ask."""
-
-    tool: str
-    pattern: str | None
-    verdict: Verdict
-    text: str = ""
-    source: str = ""
-    grants: bool = False
-
-    def governs(self, builtin: str) -> bool:
-        """Whether this rule applies to calls of the built-in ``builtin``."""
-        return builtin in RULE_TOOLS.get(self.tool, (self.tool,))
-
-    def to_json(self) -> JSONDict:
-        return {
-            "tool": self.tool,
-            "pattern": self.pattern,
-            "verdict": self.verdict,
-            "rule": self.text or self.tool,
-            "source": self.source,
-        }
 
 
 def parse_rule(token: str) -> tuple[str, str | None] | None:
