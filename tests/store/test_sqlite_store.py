@@ -248,3 +248,15 @@ def test_every_commit_survives_the_process_being_killed(tmp_path: Path, synchron
     with SQLiteStore(path) as store:
         assert len(store.list_sessions()) == 50
         assert [e.data["i"] for e in store.events()] == list(range(50))
+
+
+def test_a_store_closed_inside_its_own_transaction_ends_it_with_store_error(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    with pytest.raises(StoreError) as caught, store.transaction():
+        store.create_session(SessionHeader("a", "reviewer", None, 0, "running"))
+        store.close()
+    assert caught.value.code == "store-error"
+    with SQLiteStore(tmp_path / "state.db") as again:
+        assert again.get_header("a") is None  # nothing of the unfinished transaction stayed

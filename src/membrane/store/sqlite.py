@@ -567,16 +567,17 @@ class _Enclosed(_Held):
     flusher once committed), a savepoint inside a transaction, or bare there for an
     ``atomic`` write. Whatever fails is rolled back, to the savepoint when nested."""
 
-    __slots__ = ("_atomic", "_level")
+    __slots__ = ("_atomic", "_conn", "_level")
 
     def __init__(self, store: SQLiteStore, action: str, *, atomic: bool) -> None:
         self._store = store
         self._action = action
         self._atomic = atomic
         self._level = -1
+        self._conn: sqlite3.Connection | None = None
 
     def __enter__(self) -> sqlite3.Connection:
-        conn = _Held.__enter__(self)
+        conn = self._conn = _Held.__enter__(self)
         store = self._store
         level = store._nesting
         if level and self._atomic:
@@ -600,8 +601,8 @@ class _Enclosed(_Held):
         if level >= 0:
             store = self._store
             store._nesting = level
-            conn = store._conn
-            assert conn is not None  # the lock is held: nobody closed it
+            conn = self._conn
+            assert conn is not None  # set by ``__enter__``
             try:
                 if exc is not None:
                     if level == 0:
