@@ -22,7 +22,7 @@ RESPONSE = Usage(input_tokens=70, output_tokens=30)
 LEAD_RESPONSE = Usage(input_tokens=8, output_tokens=2)
 
 
-def _model() -> FunctionModel:
+def _model(held: list[str]) -> FunctionModel:
     # The workers spend only once the lead waits for them (TaskWait): the lead then ends after
     # them, whatever the machine's load, so its subtree usage counts every one of them.
     waiting = anyio.Event()
@@ -38,6 +38,11 @@ def _model() -> FunctionModel:
         # requests overlap and interleave rather than taking turns.
         turn = sum(1 for m in request.messages if m.role == "assistant")
         part = int(request.messages[0].content.rsplit(" ", 1)[-1])
+        if part == 0 and turn:
+            # This worker's second request is in flight when the budget runs out, however the
+            # others interleave: it must be cancelled, never answered, and never charged.
+            held.append(request.run_id)
+            await anyio.sleep_forever()
         for _ in range(1 + (part * 3 + turn) % 5):
             await anyio.lowlevel.checkpoint()
         call = ToolCall(id=f"read-{turn}", name="Read", arguments={"file_path": "notes.txt"})
@@ -70,9 +75,10 @@ async def test_concurrent_children_never_overspend_a_shared_budget_by_more_than_
     team: Path, tmp_path: Path
 ) -> None:
     state = tmp_path / "state.db"
+    held: list[str] = []
     request = SubagentStartRequest("lead", "split the work", budget={"tokens": LIMIT})
     with anyio.fail_after(60):
-        async with SubagentRuntime.open(team, model=_model(), state=state) as runtime:
+        async with SubagentRuntime.open(team, model=_model(held), state=state) as runtime:
             result = await runtime.run(request)
             runs = {info.run_id: info for info in runtime.runs()}
 
@@ -107,4 +113,5 @@ async def test_concurrent_children_never_overspend_a_shared_budget_by_more_than_
     # Other workers had a request in flight when the budget ran out: theirs were cancelled,
     # never answered (a turn without usage), which is what keeps the overspend to one response.
     unanswered = [run_id for run_id, (turns, usages) in counts.items() if turns > usages]
-    assert unanswered and set(unanswered) <= {info.run_id for info in workers}
+    assert len(held) == 1 and held[0] in unanswered
+    assert set(unanswered) <= {info.run_id for info in workers}
