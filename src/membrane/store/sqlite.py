@@ -570,8 +570,7 @@ class _Enclosed(_Held):
     __slots__ = ("_atomic", "_conn", "_level")
 
     def __init__(self, store: SQLiteStore, action: str, *, atomic: bool) -> None:
-        self._store = store
-        self._action = action
+        super().__init__(store, action)
         self._atomic = atomic
         self._level = -1
         self._conn: sqlite3.Connection | None = None
