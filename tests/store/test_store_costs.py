@@ -3,6 +3,7 @@ file (through the store's ``trace``) and memory allocated per ``MemoryStore`` tr
 
 from __future__ import annotations
 
+import gc
 import tracemalloc
 from pathlib import Path
 
@@ -127,3 +128,33 @@ def test_a_failed_memory_transaction_undoes_exactly_its_own_changes() -> None:
     assert store.pending_outbox() == []
     # Sequence numbers rolled back with the writes, as SQLite's do.
     assert store.append_event("kept", "turn", {}) == 1
+
+
+def test_a_live_runs_memory_rows_leave_nothing_for_the_collector_to_follow() -> None:
+    """A run's session (with nested ``meta``), its events (with lists and mappings in their
+    data) and its lease add no object the garbage collector tracks once it has passed over
+    them: counted with ``gc.get_objects()``. What a read returns is still a fresh copy."""
+    store = MemoryStore()
+    count = 200
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(count):
+        run = f"run-{i}"
+        meta = {"agent_type": "worker", "controls": {"tool_filter": None}, "tags": ["a"]}
+        store.create_session(SessionHeader(run, "worker", None, 0, "running", meta=meta))
+        store.append_event(run, "published", {"tools": ["Read"], "sandbox": {"writable": []}})
+        store.claim_lease(run, owner="me", ttl=60.0)
+        store.set_status(run, "running", result={"text": "partial", "items": [1, 2]})
+        store.update_meta(run, {"seen": [i]})
+    gc.collect()
+    assert len(gc.get_objects()) - before < count / 10
+    first = store.get_header("run-0")
+    assert first is not None and first.meta["controls"] == {"tool_filter": None}
+    assert first.meta["seen"] == [0] and first.result == {"text": "partial", "items": [1, 2]}
+    first.meta["tags"].append("changed")
+    again = store.get_header("run-0")
+    assert again is not None and again.meta["tags"] == ["a"]
+    [event] = store.events(session_id="run-0")
+    assert event.data == {"tools": ["Read"], "sandbox": {"writable": []}}
+    lease = store.get_lease("run-0")
+    assert lease is not None and lease.owner == "me"

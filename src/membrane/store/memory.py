@@ -5,6 +5,12 @@ errors, JSON round-tripping of every mapping (so what comes back is a fresh copy
 JSON cannot carry is refused on write), strictly increasing, never reused sequence numbers,
 cascading ``delete_session`` and savepoint-style nested transactions. Only durability differs.
 
+The rows a live child keeps (its session, its events, its lease) are held as tuples of atomic
+values, their mappings as the JSON text a read decodes: the garbage collector stops tracking
+such a tuple at its first pass, so however many children are live, their rows add nothing to
+what its full passes follow (a header, its ``meta``, an event and the lists and mappings of its
+data would be about nine tracked objects per child).
+
 Every single method validates before it changes anything, so it is atomic on its own. Inside
 an explicit ``transaction()`` each change also records how to undo itself (an undo log), and a
 block that raises replays its part of the log backwards: a transaction costs what it changes,
@@ -50,10 +56,47 @@ __all__ = ["MemoryStore"]
 _T = TypeVar("_T")
 
 
+#: A stored session: ``SessionHeader``'s fields in order, ``meta`` and ``result`` as JSON text
+#: (``result`` ``None`` until ``set_status`` gives one).
+_Session = tuple[str, str, str | None, int, str, str, float, str | None, str, str | None]
+#: A stored event: ``StoredEvent``'s fields in order, ``data`` as JSON text.
+_Event = tuple[int, str, str, str, float]
+
+#: Where ``_Session`` holds the fields a change or a filter reads.
+_PARENT: Final = 2
+_STATUS: Final = 4
+_CREATED: Final = 6
+_META: Final = 8
+_RESULT: Final = 9
+
+
+def _header(row: _Session) -> SessionHeader:
+    """A fresh ``SessionHeader`` of a stored row (its mappings decoded anew)."""
+    session_id, agent, parent_id, depth, status, provider, created_at, request_id, meta, result = (
+        row
+    )
+    return SessionHeader(
+        session_id,
+        agent,
+        parent_id,
+        depth,
+        status,
+        provider,
+        created_at,
+        request_id,
+        json.loads(meta),
+        None if result is None else json.loads(result),
+    )
+
+
+def _event(row: _Event) -> StoredEvent:
+    return StoredEvent(row[0], row[1], row[2], json.loads(row[3]), row[4])
+
+
 @dataclass(slots=True)
 class _State:
-    sessions: dict[str, SessionHeader] = field(default_factory=dict)
-    events: list[StoredEvent] = field(default_factory=list)
+    sessions: dict[str, _Session] = field(default_factory=dict)
+    events: list[_Event] = field(default_factory=list)
     last_seq: int = 0
     receipts: dict[str, Receipt] = field(default_factory=dict)
     outbox: dict[int, OutboxItem] = field(default_factory=dict)
@@ -67,8 +110,13 @@ class _State:
 
 def _normalise(value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
     """What SQLite would give back after storing ``value`` as JSON."""
-    loaded: dict[str, Any] = json.loads(dump_json(value, what=what) or "{}")
+    loaded: dict[str, Any] = json.loads(_text(value, what=what))
     return loaded
+
+
+def _text(value: Mapping[str, Any], *, what: str) -> str:
+    """``value`` as the JSON text stored for it (a value JSON cannot carry is refused)."""
+    return dump_json(value, what=what) or "{}"
 
 
 def _same(edge: LineageEdge) -> LineageEdge:
@@ -173,66 +221,67 @@ class MemoryStore(MemoryDurable, Store):
     # -- sessions and events ------------------------------------------------------------------
 
     def create_session(self, header: SessionHeader) -> None:
-        check_depth(header.delegation_depth, session_id=header.session_id, stored=False)
-        meta = _normalise(header.meta, what=f"meta of session {header.session_id!r}")
+        session_id = header.session_id
+        check_depth(header.delegation_depth, session_id=session_id, stored=False)
+        meta = _text(header.meta, what=f"meta of session {session_id!r}")
         result = None
         if header.result is not None:
-            result = _normalise(header.result, what=f"result of session {header.session_id!r}")
+            result = _text(header.result, what=f"result of session {session_id!r}")
         with self._open("create_session") as state:
-            if header.session_id in state.sessions:
+            if session_id in state.sessions:
                 raise StoreError(
-                    f"session {header.session_id!r} already exists; session ids are unique",
-                    session_id=header.session_id,
+                    f"session {session_id!r} already exists; session ids are unique",
+                    session_id=session_id,
                 )
-            self._put(
-                state.sessions,
-                header.session_id,
-                replace(
-                    header,
-                    created_at=header.created_at or self._clock(),
-                    meta=meta,
-                    result=result,
-                ),
+            row: _Session = (
+                session_id,
+                header.agent,
+                header.parent_id,
+                header.delegation_depth,
+                header.status,
+                header.provider,
+                header.created_at or self._clock(),
+                header.request_id,
+                meta,
+                result,
             )
+            self._put(state.sessions, session_id, row)
 
     def get_header(self, session_id: str) -> SessionHeader | None:
         with self._open("get_header") as state:
-            return _fresh(state.sessions.get(session_id))
+            row = state.sessions.get(session_id)
+        return None if row is None else _header(row)
 
     def set_status(self, session_id: str, status: str, *, result: JSONObject | None = None) -> None:
         encoded = None
         if result is not None:
-            encoded = _normalise(result, what=f"result of session {session_id!r}")
+            encoded = _text(result, what=f"result of session {session_id!r}")
         with self._open("set_status") as state:
-            header = state.sessions.get(session_id)
-            if header is None:
+            row = state.sessions.get(session_id)
+            if row is None:
                 raise missing("session", session_id)
-            self._put(
-                state.sessions,
-                session_id,
-                replace(
-                    header, status=status, result=header.result if encoded is None else encoded
-                ),
-            )
+            kept = row[_RESULT] if encoded is None else encoded
+            self._put(state.sessions, session_id, (*row[:_STATUS], status, *row[5:_RESULT], kept))
 
     def list_sessions(self, *, parent_id: str | None = None) -> list[SessionHeader]:
         with self._open("list_sessions") as state:
             found = [
-                header
-                for header in state.sessions.values()
-                if parent_id is None or header.parent_id == parent_id
+                row
+                for row in state.sessions.values()
+                if parent_id is None or row[_PARENT] == parent_id
             ]
         # sorted() is stable, so equal timestamps keep insertion order, as rowid does in SQLite.
-        return _fresh(sorted(found, key=lambda header: header.created_at))
+        found.sort(key=lambda row: row[_CREATED])
+        return [_header(row) for row in found]
 
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
-        encoded = _normalise(data, what=f"data of event {kind!r}")
+        encoded = _text(data, what=f"data of event {kind!r}")
         with self._open("append_event") as state:
             if session_id not in state.sessions:
                 raise missing("session", session_id)
             seq = self._counter(state, "last_seq")
             events = state.events
-            events.append(StoredEvent(seq, session_id, kind, encoded, self._clock()))
+            events.append((seq, session_id, kind, encoded, self._clock()))
             if self._undo is not None:
                 self._undo.append(lambda: events.__delitem__(-1))
             return seq
@@ -240,18 +289,18 @@ class MemoryStore(MemoryDurable, Store):
     def events(self, *, session_id: str | None = None, after: int = 0) -> list[StoredEvent]:
         with self._open("events") as state:
             found = [
-                event
-                for event in state.events
-                if event.seq > after and (session_id is None or event.session_id == session_id)
+                row
+                for row in state.events
+                if row[0] > after and (session_id is None or row[1] == session_id)
             ]
-        return _fresh(found)
+        return [_event(row) for row in found]
 
     def delete_session(self, session_id: str) -> None:
         with self._open("delete_session") as state:
             if self._drop(state.sessions, session_id) is None:
                 return
             old = state.events
-            state.events = [event for event in old if event.session_id != session_id]
+            state.events = [row for row in old if row[1] != session_id]
             if self._undo is not None:
                 self._undo.append(lambda: setattr(state, "events", old))
             self._drop(state.edges, session_id)
@@ -260,10 +309,11 @@ class MemoryStore(MemoryDurable, Store):
     def update_meta(self, session_id: str, values: JSONObject) -> None:
         update = _normalise(values, what=f"meta update of session {session_id!r}")
         with self._open("update_meta") as state:
-            header = state.sessions.get(session_id)
-            if header is None:
+            row = state.sessions.get(session_id)
+            if row is None:
                 raise missing("session", session_id)
-            self._put(state.sessions, session_id, replace(header, meta={**header.meta, **update}))
+            meta = _text({**json.loads(row[_META]), **update}, what="meta")
+            self._put(state.sessions, session_id, (*row[:_META], meta, row[_RESULT]))
 
     # -- transcripts --------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONObject
@@ -37,8 +37,16 @@ __all__ = ["DurableState", "MemoryDurable", "Opened"]
 class DurableState:
     dead: dict[int, DeadLetter] = field(default_factory=dict)
     errors: dict[int, str] = field(default_factory=dict)
-    leases: dict[str, Lease] = field(default_factory=dict)
+    #: ``Lease``'s fields in order: a tuple of atomic values, which the garbage collector stops
+    #: tracking at its first pass (a live run's lease adds nothing to its full passes).
+    leases: dict[str, tuple[str, str, float, float]] = field(default_factory=dict)
     workflows: dict[str, WorkflowRecord] = field(default_factory=dict)
+
+
+#: Where a stored lease holds its owner, its expiry and when it was taken.
+_OWNER: Final = 1
+_EXPIRES: Final = 2
+_ACQUIRED: Final = 3
 
 
 class _Core(Protocol):
@@ -131,52 +139,54 @@ class MemoryDurable:
         with self._open("claim_lease") as state:
             now = self._clock()
             held = state.durable.leases.get(run_id)
-            if held is None or held.expires_at <= now:
-                held = Lease(run_id, owner, now + ttl, now)
-            elif held.owner == owner:
-                held = replace(held, expires_at=now + ttl)
+            if held is None or held[_EXPIRES] <= now:
+                held = (run_id, owner, now + ttl, now)
+            elif held[_OWNER] == owner:
+                held = (run_id, owner, now + ttl, held[_ACQUIRED])
             self._put(state.durable.leases, run_id, held)
-            return held
+            return Lease(*held)
 
     def renew_lease(self: Opened, run_id: str, *, owner: str, ttl: float) -> Lease | None:
         with self._open("renew_lease") as state:
             held = state.durable.leases.get(run_id)
-            if held is None or held.owner != owner:
+            if held is None or held[_OWNER] != owner:
                 return None
-            held = replace(held, expires_at=self._clock() + ttl)
+            held = (run_id, owner, self._clock() + ttl, held[_ACQUIRED])
             self._put(state.durable.leases, run_id, held)
-            return held
+            return Lease(*held)
 
     def release_lease(self: Opened, run_id: str, *, owner: str) -> None:
         with self._open("release_lease") as state:
             held = state.durable.leases.get(run_id)
-            if held is not None and held.owner == owner:
+            if held is not None and held[_OWNER] == owner:
                 self._drop(state.durable.leases, run_id)
 
     def get_lease(self: Opened, run_id: str) -> Lease | None:
         with self._open("get_lease") as state:
-            found: Lease | None = state.durable.leases.get(run_id)
-            return found
+            held = state.durable.leases.get(run_id)
+        return None if held is None else Lease(*held)
 
     def renew_owner_leases(self: Opened, owner: str, *, ttl: float) -> list[str]:
         with self._open("renew_owner_leases") as state:
             until = self._clock() + ttl
-            held = [lease for lease in state.durable.leases.values() if lease.owner == owner]
-            for lease in held:
-                self._put(state.durable.leases, lease.run_id, replace(lease, expires_at=until))
-            return sorted(lease.run_id for lease in held)
+            leases = state.durable.leases
+            held = [lease for lease in leases.values() if lease[_OWNER] == owner]
+            for run_id, _, _, acquired in held:
+                self._put(leases, run_id, (run_id, owner, until, acquired))
+            return sorted(lease[0] for lease in held)
 
     def release_owner_leases(self: Opened, owner: str) -> None:
         with self._open("release_owner_leases") as state:
             leases = state.durable.leases
-            for run_id in [r for r, lease in leases.items() if lease.owner == owner]:
+            for run_id in [r for r, lease in leases.items() if lease[_OWNER] == owner]:
                 self._drop(leases, run_id)
 
     def expired_leases(self: Opened, *, now: float | None = None, limit: int = 100) -> list[Lease]:
         with self._open("expired_leases") as state:
             moment = self._clock() if now is None else now
-            found = [lease for lease in state.durable.leases.values() if lease.expires_at <= moment]
-        return sorted(found, key=lambda lease: (lease.expires_at, lease.run_id))[:limit]
+            found = [lease for lease in state.durable.leases.values() if lease[_EXPIRES] <= moment]
+        found.sort(key=lambda lease: (lease[_EXPIRES], lease[0]))
+        return [Lease(*lease) for lease in found[:limit]]
 
     # -- workflow state -------------------------------------------------------------------------
 
