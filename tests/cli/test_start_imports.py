@@ -135,7 +135,8 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: runner, the regex engine of Grep, the built-in tools' handlers (their declarations suffice),
 #: OpenSSL's hashes (the digests are hashlib's built-in ones), the close-match finder of error
 #: messages, and (once the installed entry points and the skills are cached) the distribution
-#: metadata reader, the YAML parser and the temporary files a cache write uses.
+#: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
+#: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``).
 NOT_FOR_EXPLAIN = (
     "hashlib",
     "_hashlib",
@@ -153,6 +154,9 @@ NOT_FOR_EXPLAIN = (
     "mcp",
     "re2",
     "importlib.metadata",
+    "subprocess",
+    "shutil",
+    "threading",
     "membrane.store.sqlite",
     "membrane.mcp.mount",
     "membrane.mcp.client",

@@ -15,7 +15,6 @@ code, which needs an OS, container or VM boundary.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from membrane.errors import (
     ToolSpecError,
 )
 from membrane.limits import MAX_TOOL_OUTPUT_BYTES
+from membrane.sandbox.executables import which
 from membrane.sandbox.runner import Sandbox, SandboxPolicy
 from membrane.tools.spec import Tool, ToolContext
 
@@ -150,7 +150,7 @@ def bash_tool(
                 reason=escape.reason,
                 checkout=str(root),
             )
-        shell = shutil.which("bash")
+        shell = which("bash")
         if shell is None:
             raise ToolFailed("Bash: no `bash` executable was found on PATH.", tool=NAME)
         try:

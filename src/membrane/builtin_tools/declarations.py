@@ -8,7 +8,6 @@ the sandbox it configures.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,6 +31,7 @@ from membrane.builtin_tools.tool_limits import (
 )
 from membrane.errors import ToolSpecError
 from membrane.json_types import JSONObject
+from membrane.sandbox.executables import which
 from membrane.tools.spec import Tool, ToolContext, ToolHandler
 
 __all__ = [
@@ -353,7 +353,7 @@ BROWSER_SCHEMA: dict[str, Any] = {
 def find_browser() -> str | None:
     """The path of the first Chromium-family executable on ``PATH``, or ``None``."""
     for name in BROWSER_EXECUTABLES:
-        found = shutil.which(name)
+        found = which(name)
         if found is not None:
             return found
     return None

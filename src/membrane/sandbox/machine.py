@@ -5,6 +5,10 @@ sandbox here (a probe runs ``bwrap ... true`` once: user namespaces may be disab
 process may lack the rights). ``landlock`` needs a kernel with the Landlock LSM enabled
 (ABI 1 or later, asked of the kernel with ``landlock_create_ruleset``). ``guard`` is the shell
 guard alone: it reads command text and is not a boundary.
+
+The probe is spawned with ``os.posix_spawn``, without ``subprocess`` (nor ``shutil`` to find
+``bwrap``): ``membrane explain`` shows what the machine offers, and those modules (with the
+threading, signal and compression modules they import) were a real part of its start.
 """
 
 from __future__ import annotations
@@ -12,14 +16,15 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import shutil
-import subprocess
+import select
+import time
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from membrane.config.values import SandboxChoice
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
+from membrane.sandbox.executables import which
 
 __all__ = ["Backend", "MachineSupport", "choose_backend", "machine_support"]
 
@@ -59,19 +64,58 @@ class MachineSupport:
         }
 
 
+def _run_probe(argv: list[str]) -> tuple[int | None, str]:
+    """Run ``argv`` with no input and its output discarded; its exit code (``None``: it did not
+    finish within ``_PROBE_SECONDS`` and was killed) and what it wrote on stderr."""
+    read_end, write_end = os.pipe()
+    try:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            (os.POSIX_SPAWN_DUP2, write_end, 2),
+        ]
+        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + _PROBE_SECONDS
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([read_end], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            import signal  # only for a probe that hangs
+
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None, ""
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+
+
 def _probe_bwrap() -> tuple[str | None, str]:
-    found = shutil.which("bwrap")
+    found = which("bwrap")
     if found is None:
         return None, "no `bwrap` on PATH (install the bubblewrap package)"
     argv = [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"]
     try:
-        done = subprocess.run(
-            argv, capture_output=True, timeout=_PROBE_SECONDS, stdin=subprocess.DEVNULL, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        code, stderr = _run_probe(argv)
+    except OSError as exc:
         return None, f"{found} cannot run here: {exc}"
-    if done.returncode != 0:
-        why = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+    if code is None:
+        return None, f"{found} cannot run here: it did not finish in {_PROBE_SECONDS:g} seconds"
+    if code != 0:
+        why = stderr.strip() or f"exit {code}"
         return None, f"{found} cannot build a sandbox here: {why}"
     return found, f"{found} works here"
 
