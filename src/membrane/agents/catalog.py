@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from membrane._record import record
 from membrane.agents.builtins import BUILTIN_DIR, builtin_definitions, builtin_entries
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.catalog_index import WinnerIndex
@@ -53,7 +53,7 @@ __all__ = [
 DEFAULT_FALLBACK = "general-purpose"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Dispatch:
     """The answer to an agent type: the definition to run and, when it is not an exact hit, why."""
 

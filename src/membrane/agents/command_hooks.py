@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, NoReturn
+
+from membrane._record import record
 
 __all__ = [
     "COMMAND_HOOK_EVENTS",
@@ -65,7 +66,7 @@ _HINT = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CommandHook:
     """One command hook. ``event`` is Claude Code's name (``Stop`` is read as
     ``SubagentStop``); ``matcher`` ``None`` matches every tool; ``timeout`` is in seconds."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
 
+from membrane._record import field, fields, record
 from membrane.agents.command_hooks import CommandHook
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
@@ -59,7 +59,7 @@ def or_else(value: T | Unset, default: U) -> T | U:
     return default if value is UNSET else value
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DefinitionWarning:
     """A repair or a suspicious key, reported as ``path:line: code: message``."""
 
@@ -79,7 +79,7 @@ Isolation = Literal["off", "worktree"]
 MemoryScope = Literal["project", "local", "user"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AgentDefinition:
     """One definition. Lists are normalised to tuples of tokens, in file order.
 

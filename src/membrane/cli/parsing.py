@@ -12,10 +12,10 @@ import argparse
 import types
 import typing
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from membrane._record import record
 from membrane.cli.declare import REQUIRED, Argument, Command, Group, Option, UsageError
 
 __all__ = ["Param", "dispatch", "params_of"]
@@ -24,7 +24,7 @@ __all__ = ["Param", "dispatch", "params_of"]
 _TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "NUMBER", Path: "PATH"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Param:
     """One parameter of a command, as the parser and the help see it."""
 

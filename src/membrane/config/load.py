@@ -8,14 +8,13 @@ are errors: a misspelt ``default-tools`` would otherwise leave the default silen
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from membrane._record import record, replace
 from membrane.config.budget import Budget
 from membrane.config.shape import (
     REQUIRED,
@@ -86,7 +85,7 @@ _NAMES = list_of(text())
 _STRINGS = mapping_of(text())
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Role:
     allow: list[str] | None
     deny: list[str] | None
@@ -183,7 +182,7 @@ def mcp_server_spec(name: str, raw: object, *, path: str, key: str) -> McpServer
         raise bad(f"has url {server.url!r}, which is not http(s)", "use an http:// or https:// url")
     if server.url is None and server.headers:
         raise bad("sets `headers` on a stdio server", "headers apply to a `url` server only")
-    return dataclasses.replace(server, name=name)
+    return replace(server, name=name)
 
 
 _MODEL_FIELDS: Final = {

@@ -21,10 +21,10 @@ import fcntl
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from membrane._record import record
 from membrane.errors import StoreError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def project_id(project: Path) -> str:
     return f"{name}-{digest[:16]}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StateLocation:
     """The state file of one project: ``path`` (where it lives now) and ``legacy`` (where an
     earlier version kept it, inside the project)."""

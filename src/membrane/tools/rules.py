@@ -8,9 +8,9 @@ tool model nor the gates that enforce the rules.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final, Literal
 
+from membrane._record import record
 from membrane.json_types import JSONDict
 
 __all__ = ["RULE_TOOLS", "VERDICTS", "PermissionRule", "Verdict"]
@@ -28,7 +28,7 @@ RULE_TOOLS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PermissionRule:
     """One rule. ``tool`` is a built-in's canonical name or another tool's exact name; ``text``
     is the rule as written (``Bash(git log:*)``) and ``source`` where (``tools``,
