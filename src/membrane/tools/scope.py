@@ -40,7 +40,7 @@ from membrane.errors import ToolSpecError
 from membrane.json_types import JSONDict
 from membrane.tools.permissions import ToolGate
 from membrane.tools.registry import ToolRegistry, check_tool, retag, wire_schema
-from membrane.tools.restriction import NamedAdmission, Restriction, ToolPredicate
+from membrane.tools.restriction import Restriction, ToolPredicate
 from membrane.tools.spec import Tool
 from membrane.tools.view import ToolView
 
@@ -319,8 +319,10 @@ class Scope:
             if type(predicate) is Restriction:
                 denied |= predicate.deny
                 allow: AbstractSet[str] | None = predicate.allow
-            elif isinstance(predicate, NamedAdmission):
-                allow = predicate.admitted_names(registry)
+            elif (admitted := getattr(predicate, "admitted_names", None)) is not None:
+                # A ``NamedAdmission``, found by its method: ``isinstance`` against a runtime
+                # protocol walks the protocol's members on every call.
+                allow = admitted(registry)
             else:
                 others.append(predicate)
                 continue
