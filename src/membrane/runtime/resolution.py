@@ -71,7 +71,10 @@ class ResolutionMemo:
             if deployment is not self._deployment:
                 self._known.clear()
                 self._deployment = deployment
-            known = self._known.get(key)
+            try:
+                known = self._known.get(key)  # the one place the key is hashed on a hit
+            except TypeError:  # a value in it that cannot be hashed
+                key, known = None, None
             if known is not None and known[0] is definition:
                 self.hits += 1
                 return known[1]
@@ -107,12 +110,7 @@ def _key(
     filters = (_filter_key(tool_filter), _filter_key(role))
     if filters[0] is False or filters[1] is False:
         return None
-    key = (id(definition), parent_key, call, persona, filters, depth)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (id(definition), parent_key, call, persona, filters, depth)
 
 
 def _filter_key(predicate: ToolPredicate | None) -> Hashable:

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from membrane.errors import InvalidDepth, StoreError
@@ -496,8 +497,27 @@ def check_edge_status(status: str) -> None:
         )
 
 
-#: ``json.dumps(value, allow_nan=False, separators=(",", ":"))`` with one encoder for all.
-_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+#: ``json.dumps(value, allow_nan=False, separators=(",", ":"))`` as one C encoder made once
+#: (``JSONEncoder.encode`` builds one, a closure and a marker table on every call); it keeps
+#: no marker table, so it is shared by every thread, and a value that contains itself ends in
+#: ``RecursionError``, which ``dump_json`` reports like any other value JSON cannot carry.
+_c_encode = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _not_json, encode_basestring_ascii, None, ":", ",", False, False, False
+    )
+)
+
+
+def _encode(value: object) -> str:
+    if _c_encode is None:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    return "".join(_c_encode(value, 0))
 
 
 def dump_json(value: JSONObject | None, *, what: str) -> str | None:
@@ -508,7 +528,7 @@ def dump_json(value: JSONObject | None, *, what: str) -> str | None:
         raise StoreError(f"{what} must be a mapping, got {type(value).__name__}", what=what)
     try:
         return _encode(value if type(value) is dict else dict(value))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(
             f"{what} is not JSON-serialisable ({exc}); store only plain JSON values", what=what
         ) from exc
