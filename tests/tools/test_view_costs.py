@@ -67,10 +67,13 @@ def test_a_view_holds_its_names_and_compares_by_identity() -> None:
     for name in ("b", "a", "c"):
         registry.register(_tool(name))
     first, second = Scope(registry, name="one"), Scope(registry, name="two")
+    second.restrict(Restriction(allow=["a", "b", "c"]))
     one, two = first.view(), second.view()
-    assert set(one) == {"a", "b", "c"} and list(one) == ["a", "b", "c"]
+    assert set(one) == {"a", "b", "c"} and list(one) == ["a", "b", "c"] == list(two)
     # Equal names are not the same resolution: views compare and hash by identity.
     assert one != two and one == one and len({one, two}) == 2
+    # Scopes with nothing of their own, under the same predicates, share one resolution.
+    assert Scope(registry, name="three").view() is one
     assert ToolView.of([_tool("x")]) != ToolView.of([_tool("x")])
     registry.register(_tool("d"))
     later = first.view()

@@ -25,6 +25,11 @@ names and their entries), with Python code only per denied name and per scope-lo
 predicate that can name what it admits (``NamedAdmission``: a definition's) counts as one more
 allow-list; any other predicate is asked per tool. A
 ``Restriction`` never changes, so an unchanged view is found by comparing three versions.
+
+Scopes of one registry whose view depends on nothing of their own (no local, reserved or gate
+tool) share it: the same predicates and call gate (by identity) at the same key resolve to one
+view object, so the many children of one definition hold one view, name set and schema tuple
+between them, not one each (objects the garbage collector's full passes would visit per child).
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Hashable, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import suppress
 from itertools import compress
-from operator import and_
+from operator import and_, is_
 from types import MappingProxyType
+from typing import Final, cast
 
 from membrane.errors import ToolSpecError
 from membrane.json_types import JSONDict
@@ -52,6 +59,19 @@ _REPLAY_SHARE = 4
 #: Classes whose instances passed the ``ToolPredicate`` check (a runtime-checkable protocol's
 #: ``isinstance`` looks up every member each time: the cost of a start's whole restriction).
 _PREDICATE_TYPES: set[type] = set()
+
+
+#: The shared views at one registry version (see the module's docstring; an index of the
+#: registry's, so a new version starts with none), by view key, predicate ids and call gate id.
+#: Each entry holds its predicates and gate, so no id is reused while it lives. Cleared when
+#: it reaches ``_SHARED_MOST`` entries.
+_Shared = tuple[tuple[ToolPredicate, ...], ToolGate | None, ToolView]
+_SHARED: Final = "membrane.tools.scope:shared-views"
+_SHARED_MOST = 64
+
+
+def _no_views(table: Mapping[str, Tool]) -> dict[Hashable, _Shared]:
+    return {}
 
 
 def _is_predicate(value: object) -> bool:
@@ -85,7 +105,9 @@ class Scope:
         self._view_requirements = -1
         #: No installed predicate has a stamp to read (only ``Restriction``s, no gate).
         self._plain = True
-        self._view_filter: Hashable = None
+        #: ``_filter_version`` when ``_view`` was last resolved from scratch (a view derived
+        #: from it keeps the same filter: the predicates' stamps in its key).
+        self._view_filter = -1
         self._view_own: Mapping[str, Tool] = {}
         self._gates: tuple[ToolPredicate, ...] = ()
         self._call_gate: ToolGate | None = None
@@ -222,12 +244,50 @@ class Scope:
         previous = self._view
         if previous is not None and previous.key == key:
             return previous
-        view = self._resolve(key, previous)
+        shares = not self._locals and not self._reserved and not self._gates
+        view = self._shared(key) if shares else None
+        if view is None:
+            view = self._resolve(key, previous)
+            if shares:
+                self._share(key, view)
+        else:
+            self._view_filter = self._filter_version
+            self._view_own = {}
         self._view = view
         self._view_registry = registry.version
         self._view_version = self.version
         self._view_requirements = registry.requirements.version
         return view
+
+    def _shared_key(self, key: tuple[Hashable, ...]) -> Hashable:
+        call_gate = self._call_gate
+        return (
+            key,
+            tuple(map(id, self._restrictions)),
+            None if call_gate is None else id(call_gate),
+        )
+
+    def _shared(self, key: tuple[Hashable, ...]) -> ToolView | None:
+        """The view another scope of this registry resolved at ``key`` through the same
+        predicates and call gate, if one did."""
+        try:
+            entry = self.registry.index(_SHARED, _no_views).get(self._shared_key(key))
+        except TypeError:  # a predicate's stamp that cannot be hashed: nothing is shared
+            return None
+        if entry is None:
+            return None
+        predicates, call_gate, view = entry
+        mine = self._restrictions
+        if call_gate is not self._call_gate or len(predicates) != len(mine):
+            return None
+        return view if all(map(is_, predicates, mine)) else None
+
+    def _share(self, key: tuple[Hashable, ...], view: ToolView) -> None:
+        views = self.registry.index(_SHARED, _no_views)
+        if len(views) >= _SHARED_MOST:
+            views.clear()
+        with suppress(TypeError):  # a predicate's stamp that cannot be hashed: not shared
+            views[self._shared_key(key)] = (self._restrictions, self._call_gate, view)
 
     def _claim(self, name: str, own: dict[str, Tool], *, replace: bool, kind: str) -> None:
         other = self._reserved if own is self._locals else self._locals
@@ -250,12 +310,15 @@ class Scope:
         """A fresh view under ``key``: derived from ``previous`` when only the registry or the
         scope's own tools moved (and the registry's log reaches back), resolved otherwise."""
         registry = self.registry
-        filter_key = (self._filter_version, key[2:])
         overlay = self._overlay()
         # Every tool of the scope's own, shut by a gate or not: it shadows the global one.
         own = {**self._locals, **self._reserved}
         before, self._view_own = self._view_own, own
-        if previous is not None and self._view_filter == filter_key:
+        if (
+            previous is not None
+            and self._view_filter == self._filter_version
+            and cast(tuple[Hashable, ...], previous.key)[2:] == key[2:]
+        ):
             changes = registry.changes_since(self._view_registry)
             if changes is not None and len(changes) * _REPLAY_SHARE <= len(previous) + 64:
                 touched = {change.name for change in changes}
@@ -274,7 +337,7 @@ class Scope:
                     overlay=overlay,
                     gate=self._call_gate,
                 )
-        self._view_filter = filter_key
+        self._view_filter = self._filter_version
         return self._rebuild(key, overlay)
 
     def _overlay(self) -> dict[str, Tool]:
