@@ -19,10 +19,10 @@ name (``unknown-model``), a missing key (``model-auth-failed``) or a missing SDK
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from membrane._frozen import frozen
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
 
@@ -42,7 +42,7 @@ PROVIDERS = ("scripted", "openai", "anthropic")
 Provider = Literal["scripted", "openai", "anthropic"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelChoice:
     """What a spec resolves to. ``via`` says how: ``spec``, ``entry:NAME`` or ``alias:NAME``."""
 
@@ -51,6 +51,20 @@ class ModelChoice:
     model: str
     via: str
     entry: ModelEntry
+
+    def __init__(
+        self,
+        spec: str,
+        provider: Provider,
+        model: str,
+        via: str,
+        entry: ModelEntry,
+    ) -> None:
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "provider", provider)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "via", via)
+        object.__setattr__(self, "entry", entry)
 
     def to_dict(self) -> dict[str, str | None]:
         return {

@@ -18,9 +18,9 @@ import functools
 import os
 import select
 import time
-from dataclasses import dataclass
 from typing import Final, Literal
 
+from membrane._frozen import frozen
 from membrane.config.values import SandboxChoice
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
@@ -37,7 +37,7 @@ LANDLOCK_CREATE_RULESET_VERSION: Final = 1
 _PROBE_SECONDS: Final = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MachineSupport:
     """The backends this machine offers, and why each missing one is missing."""
 
@@ -47,6 +47,18 @@ class MachineSupport:
     landlock_abi: int
     """The kernel's Landlock ABI version; 0 when Landlock is not available."""
     landlock_reason: str
+
+    def __init__(
+        self,
+        bwrap: str | None,
+        bwrap_reason: str,
+        landlock_abi: int,
+        landlock_reason: str,
+    ) -> None:
+        object.__setattr__(self, "bwrap", bwrap)
+        object.__setattr__(self, "bwrap_reason", bwrap_reason)
+        object.__setattr__(self, "landlock_abi", landlock_abi)
+        object.__setattr__(self, "landlock_reason", landlock_reason)
 
     @property
     def strongest(self) -> Backend:

@@ -19,10 +19,10 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from membrane._frozen import frozen
 from membrane.config.values import SandboxChoice, Settings
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
@@ -38,12 +38,16 @@ if TYPE_CHECKING:
 __all__ = ["Sandbox", "SandboxPolicy", "boundary_summary"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SandboxPolicy:
     """The deployment's choice: ``choice`` (the ``sandbox`` setting) and ``network``."""
 
     choice: SandboxChoice = "auto"
     network: bool = False
+
+    def __init__(self, choice: SandboxChoice = "auto", network: bool = False) -> None:
+        object.__setattr__(self, "choice", choice)
+        object.__setattr__(self, "network", network)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:

@@ -17,12 +17,12 @@ import re
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, is_
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
+from membrane._frozen import frozen
 from membrane.errors import ToolSpecError
 from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.requirements import Requirements
@@ -48,7 +48,7 @@ ChangeKind = Literal["registered", "replaced", "removed"]
 _Index = TypeVar("_Index")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RegistryChange:
     """One change to the registry. ``tool`` is the new tool (``None`` after a removal)."""
 
@@ -58,8 +58,22 @@ class RegistryChange:
     tool: Tool | None
     previous: Tool | None
 
+    def __init__(
+        self,
+        version: int,
+        kind: ChangeKind,
+        name: str,
+        tool: Tool | None,
+        previous: Tool | None,
+    ) -> None:
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "tool", tool)
+        object.__setattr__(self, "previous", previous)
 
-@dataclass(frozen=True, slots=True)
+
+@frozen
 class _Checked:
     """What ``check_tool`` proved about one tool, kept in its ``memo``. Only ``check_tool``
     makes one, and it holds the very objects it checked, so a ``memo`` filled by hand (or a
@@ -67,6 +81,10 @@ class _Checked:
 
     fields: tuple[object, ...]
     schema: dict[str, Any]
+
+    def __init__(self, fields: tuple[object, ...], schema: dict[str, Any]) -> None:
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "schema", schema)
 
     def covers(self, tool: Tool) -> bool:
         return all(map(is_, self.fields, _fields(tool)))

@@ -20,8 +20,9 @@ through the full check above.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+
+from membrane._frozen import frozen
 
 if TYPE_CHECKING:
     from referencing import Specification
@@ -39,12 +40,16 @@ _CACHE_SIZE = 16_384
 _checked: dict[str, SchemaProblem | None] = {}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SchemaProblem:
     """Why a schema was refused: where (a ``/``-joined path, ``(root)`` at the top) and what."""
 
     where: str
     what: str
+
+    def __init__(self, where: str, what: str) -> None:
+        object.__setattr__(self, "where", where)
+        object.__setattr__(self, "what", what)
 
 
 def schema_problem(plain: dict[str, Any]) -> SchemaProblem | None:
