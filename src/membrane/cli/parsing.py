@@ -3,20 +3,25 @@
 ``dispatch`` walks the words of the line down the groups to one command, builds an
 ``argparse`` parser for that command alone from its declarations (``membrane.cli.declare``) and
 calls it. Every mistake in the line is a ``UsageError`` (exit 2); ``--help`` on any group or
-command prints its help (``membrane.cli.helptext``).
+command prints its help (``membrane.cli.helptext``). A line that gives the command no
+parameter at all (``membrane agents list``) needs no parser: each parameter takes the value
+``argparse`` would give it, its default, and ``argparse`` (with ``gettext`` and ``locale``) is not
+imported.
 """
 
 from __future__ import annotations
 
-import argparse
 import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from membrane._record import record
 from membrane.cli.declare import REQUIRED, Argument, Command, Group, Option, UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["Param", "dispatch", "params_of"]
 
@@ -114,11 +119,6 @@ def params_of(command: Command) -> list[Param]:
     return found
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message[:1].upper() + message[1:] + ".")
-
-
 def _convert(base: type) -> object:
     if base is int:
 
@@ -137,16 +137,38 @@ def _convert(base: type) -> object:
     return None
 
 
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    # argparse never prints here (help and usage lines are ``membrane.cli.helptext``'s), so a
-    # fixed width spares its terminal size lookup, and the import of ``shutil`` with it.
-    return argparse.HelpFormatter(prog, width=80)
+def _defaults(params: list[Param]) -> dict[str, object] | None:
+    """The values ``argparse`` gives ``params`` on a line that names none of them; ``None``
+    where it must decide: a required parameter (a mistake to report) or a text default that it
+    would convert to the parameter's type."""
+    values: dict[str, object] = {}
+    for p in params:
+        if p.required or (isinstance(p.default, str) and _convert(p.base) is not None):
+            return None
+        if p.is_flag:
+            values[p.name] = p.default is True
+        elif p.many and not p.is_option and p.default is None:
+            values[p.name] = []  # a positional taking any number of values, given none
+        else:
+            values[p.name] = p.default
+    return values
 
 
 def _parser(params: list[Param], prog: str) -> argparse.ArgumentParser:
+    import argparse  # only a line that gives parameters is parsed
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(message[:1].upper() + message[1:] + ".")
+
+    def formatter(prog: str) -> argparse.HelpFormatter:
+        # argparse never prints here (help and usage lines are ``membrane.cli.helptext``'s), so
+        # a fixed width spares its terminal size lookup, and the import of ``shutil`` with it.
+        return argparse.HelpFormatter(prog, width=80)
+
     # ``usage`` given: ``parse_intermixed_args`` would otherwise format one it never shows.
-    parser = _Parser(
-        prog=prog, usage=prog, add_help=False, allow_abbrev=False, formatter_class=_formatter
+    parser = Parser(
+        prog=prog, usage=prog, add_help=False, allow_abbrev=False, formatter_class=formatter
     )
     for p in params:
         shown = argparse.SUPPRESS if p.hidden else p.help
@@ -234,6 +256,9 @@ def dispatch(root: Group, args: Sequence[str], *, prog: str = "membrane") -> obj
     if _wants_help(rest):
         _print_help(node, words, params)
         return None
+    defaults = None if rest else _defaults(params)
+    if defaults is not None:
+        return node.function(**defaults)
     parser = _parser(params, " ".join(words))
     try:
         parsed = parser.parse_intermixed_args(rest)
