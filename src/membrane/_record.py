@@ -3,11 +3,12 @@
 ``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``) and compiles
 each generated method from its own text, about 0.4 ms a class; the classes every command
 builds at start (definitions, settings, the command line's declarations) would cost more than
-the rest of ``membrane agents list``. ``record`` generates the same methods as ``dataclass``
+the rest of ``membrane agents list``. ``record`` gives a class what ``dataclass`` would
 (``__init__`` with defaults, default factories and ``__post_init__``; ``__repr__``; ``__eq__``;
 ``__hash__`` when frozen; a frozen class's ``__setattr__`` and ``__delattr__``; ``__slots__``;
-``__match_args__``) from one text per class, for what Membrane's hot classes declare: their own
-fields, no base class with fields, no ``InitVar``, ``ClassVar`` or keyword-only field.
+``__match_args__``) and compiles only ``__init__`` (its signature is the fields'): the other
+methods are closures over the field names. It covers what Membrane's hot classes declare: their
+own fields, no base class with fields, no ``InitVar``, ``ClassVar`` or keyword-only field.
 
 ``dataclasses.fields``, ``replace`` and ``asdict`` keep working on a record:
 ``__dataclass_fields__`` is built by ``dataclasses`` itself, from the same declarations, the
@@ -16,7 +17,9 @@ first time anything asks for it. Membrane's own code reads ``fields`` from here.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not ``typing``'s: this module imports nothing at run time
+from operator import attrgetter
+
+TYPE_CHECKING = False  # not ``typing``'s: this module imports no more than ``operator``
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Final, TypeVar, dataclass_transform
@@ -112,10 +115,17 @@ class _DataclassFields:
         return twin.__dataclass_fields__
 
 
-def _methods(cls: type, declared: list[Field], *, frozen: bool, slots: bool) -> dict[str, object]:
-    """The generated methods of ``cls``, compiled from one text."""
-    names = [f.name for f in declared]
-    scope: dict[str, object] = {"_MISSING": MISSING, "_Frozen": FrozenInstanceError}
+def _frozen_setattr(self: object, name: str, value: object) -> None:
+    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _frozen_delattr(self: object, name: str) -> None:
+    raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def _init(cls: type, declared: list[Field], *, frozen: bool) -> object:
+    """``cls.__init__``, the one method compiled from text (its signature is the fields')."""
+    scope: dict[str, object] = {"_MISSING": MISSING, "_set": object.__setattr__}
     params = []
     body = []
     for f in declared:
@@ -131,51 +141,54 @@ def _methods(cls: type, declared: list[Field], *, frozen: bool, slots: bool) -> 
             else:
                 params.append(name)
             value = name
-        body.append(f"  _set(self, {name!r}, {value})" if frozen else f"  self.{name} = {value}")
+        body.append(f" _set(self, {name!r}, {value})" if frozen else f" self.{name} = {value}")
     if hasattr(cls, "__post_init__"):
-        body.append("  self.__post_init__()")
-    values = "".join(f"self.{name}," for name in names)
-    other = "".join(f"other.{name}," for name in names)
-    shown = ", ".join(f"{name}={{self.{name}!r}}" for name in names)
-    lines = [
-        f"def __init__(self, {', '.join(params)}):",
-        *(body or ["  pass"]),
-        "def __repr__(self):",
-        f'  return f"{{self.__class__.__qualname__}}({shown})"',
-        "def __eq__(self, other):",
-        "  if other.__class__ is self.__class__:",
-        f"    return ({values}) == ({other})",
-        "  return NotImplemented",
-    ]
-    made = ["__init__", "__repr__", "__eq__"]
+        body.append(" self.__post_init__()")
+    text = "\n".join([f"def __init__(self, {', '.join(params)}):", *(body or [" pass"])])
+    exec(text, scope)  # the text is made above from the field names
+    return scope["__init__"]
+
+
+def _methods(cls: type, declared: list[Field], *, frozen: bool, slots: bool) -> dict[str, object]:
+    """The methods of ``cls``: ``__init__`` compiled, the others closures over its fields."""
+    names = tuple(f.name for f in declared)
+    key = attrgetter(*names) if names else (lambda self: ())
+
+    def __eq__(self: object, other: object) -> object:
+        if other.__class__ is self.__class__:
+            return bool(key(self) == key(other))
+        return NotImplemented
+
+    def __hash__(self: object) -> int:
+        return hash(key(self))
+
+    def __repr__(self: object) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return f"{self.__class__.__qualname__}({shown})"
+
+    def __getstate__(self: object) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in names)
+
+    def __setstate__(self: object, state: tuple[object, ...]) -> None:
+        for name, value in zip(names, state, strict=True):
+            object.__setattr__(self, name, value)
+
+    methods: dict[str, object] = {
+        "__init__": _init(cls, declared, frozen=frozen),
+        "__repr__": __repr__,
+        "__eq__": __eq__,
+        # As a dataclass with ``eq``: hashable when frozen, else not.
+        "__hash__": __hash__ if frozen else None,
+    }
     if frozen:
-        scope["_set"] = object.__setattr__
-        lines += [
-            "def __hash__(self):",
-            f"  return hash(({values}))",
-            "def __setattr__(self, name, value):",
-            "  raise _Frozen(f'cannot assign to field {name!r}')",
-            "def __delattr__(self, name):",
-            "  raise _Frozen(f'cannot delete field {name!r}')",
-        ]
-        made += ["__hash__", "__setattr__", "__delattr__"]
+        methods["__setattr__"] = _frozen_setattr
+        methods["__delattr__"] = _frozen_delattr
     if slots:  # copy and pickle set the state through the slots, past a frozen __setattr__
-        scope["_names"] = tuple(names)
-        scope["_put"] = object.__setattr__
-        lines += [
-            "def __getstate__(self):",
-            f"  return ({values})",
-            "def __setstate__(self, state):",
-            "  for name, value in zip(_names, state):",
-            "    _put(self, name, value)",
-        ]
-        made += ["__getstate__", "__setstate__"]
-    exec("\n".join(lines), scope)  # the text is made above from the field names
-    methods = {name: scope[name] for name in made}
-    for function in methods.values():
-        function.__qualname__ = f"{cls.__qualname__}.{function.__name__}"  # type: ignore[attr-defined]
-    if not frozen:
-        methods["__hash__"] = None  # as a dataclass with ``eq`` and not ``frozen``: unhashable
+        methods["__getstate__"] = __getstate__
+        methods["__setstate__"] = __setstate__
+    for name, function in methods.items():
+        if name not in ("__hash__", "__setattr__", "__delattr__") or function is __hash__:
+            function.__qualname__ = f"{cls.__qualname__}.{name}"  # type: ignore[attr-defined]
     return methods
 
 
