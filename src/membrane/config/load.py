@@ -30,6 +30,7 @@ from membrane.config.shape import (
     table,
     text,
 )
+from membrane.config.toml_cache import SETTINGS_CACHE_FILE, TomlCache
 from membrane.config.values import (
     BUILTIN_ROLES,
     DEFAULT_ROLE,
@@ -331,7 +332,7 @@ def _default_tool_problem(token: str) -> tuple[str, str]:
 CONFIG_KEYS = tuple(_FILE_FIELDS)
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path, cache: TomlCache) -> dict[str, Any] | None:
     try:
         content = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -343,11 +344,9 @@ def _read(path: Path) -> dict[str, Any] | None:
             key=None,
             hint="check that it is a readable UTF-8 file",
         ) from exc
-    import tomllib  # only when there is a file to read
-
     try:
-        raw = tomllib.loads(content)
-    except tomllib.TOMLDecodeError as exc:
+        raw = cache.loads(path, content)
+    except ValueError as exc:  # tomllib.TOMLDecodeError
         raise SettingsError(
             f"{path}: invalid TOML: {exc}",
             path=str(path),
@@ -411,6 +410,8 @@ def _role(name: str, role: _Role, path: Path) -> RoleSpec:
 
 def load_settings(*, project: Path | None, home: Path | None = None) -> Settings:
     """Read and merge both files (a missing one adds nothing); ``SettingsError`` otherwise."""
+    home = home if home is not None else membrane_home()
+    cache = TomlCache(home / "cache" / SETTINGS_CACHE_FILE)
     paths = [global_config_path(home)]
     if project is not None:
         paths.append(project_config_path(project))
@@ -422,7 +423,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     aliases: dict[str, str] = {}
     budget: dict[str, Any] = {}
     for path in paths:
-        parsed = _read(path)
+        parsed = _read(path, cache)
         if parsed is None:
             continue
         models.update(parsed["models"] or {})
@@ -437,6 +438,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         limits.update(parsed["rate_limits"] or {})
         for name, raw in (parsed["mcp_servers"] or {}).items():
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
+    cache.save()
     default_role = merged.get("default_role", DEFAULT_ROLE)
     if default_role not in roles:
         raise SettingsError(
