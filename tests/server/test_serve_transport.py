@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -333,9 +334,11 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
                     proc.send_signal(signal.SIGTERM)
                     line = await anyio.to_thread.run_sync(draining, abandon_on_cancel=True)
                     assert "draining 1 call(s) in flight" in line, line
-                    # Draining: a new connection is refused (a blocking connect here: anyio's
-                    # non-blocking one can set its future twice on a busy machine).
+                    # Draining: a new connection is refused, to a probe and to a client.
                     assert not probe_socket(socket_path)
+                    with pytest.raises(RuntimeUnavailable):
+                        async with Client.connect(socket_path):
+                            pass
                     # A new request on an open connection is not run; the call goes on.
                     with pytest.raises(RuntimeUnavailable) as late:
                         await client.request("actions/list", ids)
@@ -347,3 +350,47 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
         assert not socket_path.exists()
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("ready", ["a reply", "the end of the stream"])
+async def test_leaving_a_client_as_its_socket_turns_readable_reports_nothing_to_the_loop(
+    tmp_path: Path, ready: str
+) -> None:
+    # A caller leaves ``Client.connect`` in the very loop iteration in which the socket turns
+    # readable (the server answers, or closes as it drains): the reader's wait is cancelled
+    # and its wake-up is due in that same iteration. That wake-up must not set the cancelled
+    # wait's future (``InvalidStateError`` raised from a loop callback, which a host's loop
+    # reports and anyio's test runner turns into a failure).
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    path = tmp_path / "m.sock"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(str(path))
+            listener.listen(1)
+            with anyio.fail_after(START_BOUND):
+                async with Client.connect(path) as client:
+                    # ``connect`` returned, so the connection waits in the backlog.
+                    peer, _ = listener.accept()
+                    with peer:
+                        async with anyio.create_task_group() as group:
+                            group.start_soon(client.request, "initialize", {})
+                            frame = await anyio.to_thread.run_sync(peer.recv, 65536)
+                            reply = {"jsonrpc": "2.0", "id": json.loads(frame)["id"], "result": {}}
+                            peer.sendall(json.dumps(reply).encode() + b"\n")
+                        # The reply came back, so the reader waits on the socket again.
+                        if ready == "a reply":
+                            note = {"jsonrpc": "2.0", "method": "events/event", "params": {}}
+                            peer.sendall(json.dumps(note).encode() + b"\n")
+                        else:
+                            peer.shutdown(socket.SHUT_WR)
+                        # The next iteration's poll finds the socket readable, and queues
+                        # the reader's wake-up behind this task, which then leaves.
+                        await asyncio.sleep(0)
+            # The queued wake-up has run by now: the exit took more iterations.
+            await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert reported == []

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-from anyio.abc import SocketStream, TaskGroup, UNIXSocketStream
-from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from membrane import errors
@@ -46,6 +45,8 @@ __all__ = ["IDENTITY_ENV", "Client", "Handler", "identity_from_env", "remote_err
 
 #: How long a connect may wait for a server whose backlog is full.
 _CONNECT_SECONDS: Final = 30.0
+#: The most a line may hold before the connection is given up (a reply may be large).
+_LINE_LIMIT: Final = MAX_FRAME_BYTES * 16
 
 #: Answers one request the server sends (``approval/request``): its params to its result.
 Handler = Callable[[JSONDict], Awaitable[JSONValue]]
@@ -96,8 +97,8 @@ def remote_error(error: JSONDict) -> MembraneError:
 class Client:
     """One connection. Use ``Client.connect``; requests may run concurrently."""
 
-    def __init__(self, stream: SocketStream, group: TaskGroup) -> None:
-        self._stream = stream
+    def __init__(self, sock: socket.socket, group: TaskGroup) -> None:
+        self._sock = sock
         self._group = group
         self._ids = itertools.count(1)
         self._waiting: dict[int, MemoryObjectSendStream[Response]] = {}
@@ -113,9 +114,7 @@ class Client:
     async def connect(cls, path: Path) -> AsyncIterator[Client]:
         """Connect to ``path``; ``RuntimeUnavailable`` when nothing answers there."""
         try:
-            stream = await UNIXSocketStream.from_socket(
-                await anyio.to_thread.run_sync(_connected, str(path))
-            )
+            sock = await anyio.to_thread.run_sync(_connected, str(path))
         except OSError as exc:
             if exc.errno in (errno.EAGAIN, errno.ETIMEDOUT):
                 raise RuntimeUnavailable(
@@ -130,18 +129,20 @@ class Client:
                 hint="start one with `membrane serve`, or pass --headless",
             ) from None
         failure: Exception | None = None
-        async with stream, anyio.create_task_group() as group:
-            client = cls(stream, group)
-            group.start_soon(client._read)
-            try:
-                yield client
-            except Exception as exc:
-                # Raised outside the reader's task group, so the caller gets the error itself
-                # and not an exception group around it.
-                failure = exc
-            finally:
-                client._closed = True
-                group.cancel_scope.cancel()
+        with sock:
+            sock.setblocking(False)
+            async with anyio.create_task_group() as group:
+                client = cls(sock, group)
+                group.start_soon(client._read)
+                try:
+                    yield client
+                except Exception as exc:
+                    # Raised outside the reader's task group, so the caller gets the error
+                    # itself and not an exception group around it.
+                    failure = exc
+                finally:
+                    client._closed = True
+                    group.cancel_scope.cancel()
         if failure is not None:
             raise failure
 
@@ -170,36 +171,59 @@ class Client:
 
     async def send_raw(self, frame: bytes) -> None:
         async with self._lock:
+            view = memoryview(frame)
             try:
-                await self._stream.send(frame)
+                while view:
+                    try:
+                        view = view[self._sock.send(view) :]
+                    except BlockingIOError:
+                        await anyio.wait_writable(self._sock)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 raise ProtocolError(f"the runtime connection is closed: {exc}") from None
 
     async def _read(self) -> None:
-        reader = BufferedByteReceiveStream(self._stream)
+        # The socket is waited on with ``anyio.wait_readable`` (and ``wait_writable`` above),
+        # not through anyio's socket stream: the stream's wait is a future its selector
+        # callback sets, so a reader cancelled in the loop iteration in which the socket turns
+        # readable (a caller leaving ``connect`` as a reply or the server's close arrives) has
+        # that callback set its cancelled future, and the loop reports ``InvalidStateError``.
+        sock = self._sock
+        pending = b""
         try:
             while True:
+                await anyio.wait_readable(sock)
                 try:
-                    line = await reader.receive_until(b"\n", MAX_FRAME_BYTES * 16)
-                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound):
-                    return
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    return
-                try:
-                    message = parse_frame(line)
-                except Exception:
+                    chunk = sock.recv(65536)
+                except BlockingIOError:
                     continue
-                if isinstance(message, Request):
-                    self._group.start_soon(self._answer, message)
-                elif isinstance(message, Notification):
-                    self._notes_in.send_nowait(message)
-                elif isinstance(message, Response):
-                    self._deliver(message)
+                except OSError:
+                    return
+                if not chunk:
+                    return  # the end of the stream (a partial line in ``pending`` is dropped)
+                if pending:
+                    chunk = pending + chunk
+                *lines, pending = chunk.split(b"\n")
+                if len(pending) > _LINE_LIMIT:
+                    return
+                for line in lines:
+                    self._take(line)
         finally:
             for send in list(self._waiting.values()):
                 send.close()
             self._waiting.clear()
             self._notes_in.close()
+
+    def _take(self, line: bytes) -> None:
+        try:
+            message = parse_frame(line)
+        except Exception:
+            return
+        if isinstance(message, Request):
+            self._group.start_soon(self._answer, message)
+        elif isinstance(message, Notification):
+            self._notes_in.send_nowait(message)
+        elif isinstance(message, Response):
+            self._deliver(message)
 
     def answer(self, method: str, handler: Handler) -> None:
         """Answer the server's requests for ``method`` (``approval/request``) with
