@@ -63,9 +63,12 @@ async def test_bash_returns_exit_code_stdout_and_stderr(context: ToolContext) ->
 
 
 async def test_bash_runs_in_the_checkout(checkout: Path, context: ToolContext) -> None:
-    result = await call("Bash", {"command": "pwd; echo hi > made.txt"}, context)
+    # A file in a folder of the checkout: under Landlock (the sandbox where no bwrap is) a new
+    # top-level entry cannot be made (tests/sandbox/test_escapes.py pins that per backend).
+    (checkout / "sub").mkdir()
+    result = await call("Bash", {"command": "pwd; echo hi > sub/made.txt"}, context)
     assert result["stdout"] == f"{checkout}\n"
-    assert (checkout / "made.txt").read_text() == "hi\n"
+    assert (checkout / "sub" / "made.txt").read_text() == "hi\n"
 
 
 async def test_bash_gives_the_command_no_stdin(context: ToolContext) -> None:

@@ -22,8 +22,8 @@ SCRIPT = """\
 agents:
   maker:
     - tool_calls:
-        - {name: Bash, arguments: {command: "touch approved.txt"}}
-        - {name: Bash, arguments: {command: "touch refused.txt"}}
+        - {name: Bash, arguments: {command: "touch out/approved.txt"}}
+        - {name: Bash, arguments: {command: "touch out/refused.txt"}}
     - text: made
 """
 
@@ -37,6 +37,9 @@ def _project(tmp_path: Path) -> tuple[Path, list[str]]:
     project = tmp_path / "project"
     (project / ".membrane" / "agents").mkdir(parents=True)
     (project / ".membrane" / "agents" / "maker.md").write_text(AGENT, encoding="utf-8")
+    # The files are made in a folder of the checkout: under Landlock (the sandbox where no
+    # bwrap is), a command cannot create entries at the checkout's top level.
+    (project / "out").mkdir()
     script = tmp_path / "script.yaml"
     script.write_text(SCRIPT, encoding="utf-8")
     argv = [sys.executable, "-m", "membrane", "run", "maker", "make", "--project", str(project)]
@@ -51,13 +54,13 @@ def test_an_ask_is_put_to_the_user_on_a_terminal(tmp_path: Path, isolated_home: 
         os.execve(sys.executable, argv, env)
     try:
         first = _plain(_read_until(fd, b"[y/N]"))
-        assert b"maker asks to run Bash: touch approved.txt" in first
+        assert b"maker asks to run Bash: touch out/approved.txt" in first
         assert b"needs approval" in first
         os.write(fd, b"y\n")
         second = first.partition(b"[y/N]")[2]
         if b"[y/N]" not in second:
             second += _plain(_read_until(fd, b"[y/N]"))
-        assert b"maker asks to run Bash: touch refused.txt" in second
+        assert b"maker asks to run Bash: touch out/refused.txt" in second
         os.write(fd, b"n\n")
         rest = _read_until(fd, b"\x00never")
     except BaseException:
@@ -67,8 +70,8 @@ def test_an_ask_is_put_to_the_user_on_a_terminal(tmp_path: Path, isolated_home: 
         _, status = os.waitpid(pid, 0)
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 0, (first + second + rest).decode()
-    assert (project / "approved.txt").exists()
-    assert not (project / "refused.txt").exists()
+    assert (project / "out" / "approved.txt").exists()
+    assert not (project / "out" / "refused.txt").exists()
 
 
 def test_without_a_terminal_an_ask_is_unavailable(tmp_path: Path, isolated_home: Path) -> None:
@@ -80,4 +83,4 @@ def test_without_a_terminal_an_ask_is_unavailable(tmp_path: Path, isolated_home:
     events = [json.loads(line) for line in done.stdout.splitlines()]
     vetoed = [e["data"] for e in events if e.get("kind") == "vetoed_call"]
     assert [v["code"] for v in vetoed] == ["approval-unavailable"] * 2
-    assert not (project / "approved.txt").exists()
+    assert not (project / "out" / "approved.txt").exists()

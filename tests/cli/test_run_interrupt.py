@@ -114,7 +114,10 @@ def test_ctrl_c_in_any_other_command_exits_130_with_one_line(
     (project / ".membrane" / "config.toml").write_text(
         '[roles.ops]\nallow = ["Bash"]\n', encoding="utf-8"
     )
-    marker = project / "started"  # inside the checkout: the only place the tool may write
+    # Inside the checkout, the only place the tool may write, and in a folder of it: under
+    # Landlock (the sandbox where no bwrap is) nothing new can be made at its top level.
+    (project / "out").mkdir()
+    marker = project / "out" / "started"
     command = f"touch {marker} && sleep 120"
     argv = ["actions", "run", "Bash", "--args", json.dumps({"command": command})]
     argv += ["--project", str(project), "--role", "ops", "--headless"]

@@ -229,8 +229,11 @@ async def test_the_agent_process_itself_is_sandboxed_by_default(
         pytest.skip(f"no OS sandbox here: {support.bwrap_reason}; {support.landlock_reason}")
     write_agent(root, "direct", tools)
     (root / ".membrane" / "agents").mkdir(parents=True, exist_ok=True)
+    # The write it may do is in a folder of the checkout: under Landlock (the sandbox where no
+    # bwrap is) nothing new can be made at the checkout's top level.
+    (root / "out").mkdir()
     escape = outside_home / "escaped.txt"
-    task = f"touch {escape}\ntouch .membrane/agents/evil.md\ntouch inside.txt"
+    task = f"touch {escape}\ntouch .membrane/agents/evil.md\ntouch out/inside.txt"
     runtime = runtime_for(root, isolated_home, None, sandbox=SandboxPolicy())
     async with runtime, runtime.events() as events:
         with anyio.fail_after(60):
@@ -243,4 +246,4 @@ async def test_the_agent_process_itself_is_sandboxed_by_default(
     assert boundary["backend"] == support.strongest and boundary["confined"] is True
     assert not escape.exists()
     assert not (root / ".membrane" / "agents" / "evil.md").exists()
-    assert (root / "inside.txt").exists() is (tools == "Read, Write")
+    assert (root / "out" / "inside.txt").exists() is (tools == "Read, Write")

@@ -35,9 +35,11 @@ case "$command" in
 esac
 exit 0
 """
-#: Prints its stdin into the checkout, so a test sees what Claude Code's JSON held.
+#: Prints its stdin into the checkout's ``out`` folder, so a test sees what Claude Code's JSON
+#: held (a folder: under Landlock, the sandbox where no bwrap is, nothing new can be made at
+#: the checkout's top level).
 RECORD = """#!/bin/bash
-cat > "$CLAUDE_PROJECT_DIR/seen-$1.json"
+cat > "$CLAUDE_PROJECT_DIR/out/seen-$1.json"
 """
 
 
@@ -129,6 +131,7 @@ async def test_hooks_add_context_see_the_tool_response_and_a_timeout_does_not_bl
     real: Project,
 ) -> None:
     record = script(real, "record.sh", RECORD)
+    (real.root / "out").mkdir()
     context = script(
         real,
         "context.sh",
@@ -154,7 +157,7 @@ async def test_hooks_add_context_see_the_tool_response_and_a_timeout_does_not_bl
     assert _codes(model) == [None]
     result = _tool_results(model)[0].content
     assert "out-42" in result and "remember the style guide" in result
-    seen = json.loads((real.root / "seen-post.json").read_text())
+    seen = json.loads((real.root / "out" / "seen-post.json").read_text())
     assert seen["hook_event_name"] == "PostToolUse" and seen["tool_name"] == "Bash"
     assert seen["tool_input"] == {"command": "echo out-42"}
     assert "out-42" in seen["tool_response"]["stdout"]
@@ -238,21 +241,24 @@ async def test_a_subagentstop_hook_sends_the_child_back_to_work_once(real: Proje
 
 
 @pytest.mark.anyio
-async def test_a_hooks_writes_are_confined_by_the_sandbox(real: Project, tmp_path: Path) -> None:
+async def test_a_hooks_writes_are_confined_by_the_sandbox(
+    real: Project, outside_home: Path
+) -> None:
     if choose_backend(SandboxPolicy().choice, machine_support()) == "guard":
         pytest.skip("this machine offers no OS sandbox (bubblewrap or Landlock)")
-    outside = tmp_path / "outside"
-    outside.mkdir()
+    # Inside: a folder of the checkout (Landlock cannot grant new top-level entries). Outside:
+    # a folder in the home, not under /tmp, which is private under bubblewrap.
+    (real.root / "out").mkdir()
     claude_agent(
         real,
         "writer",
         "tools: Bash, Write\nhooks:\n  PostToolUse:\n    - hooks:\n        - type: command\n"
-        f"          command: echo in > inside.txt; echo out > {outside}/escaped.txt\n",
+        f"          command: echo in > out/inside.txt; echo out > {outside_home}/escaped.txt\n",
     )
     model = ScriptedModel({"agents": {"writer": _calls(("Bash", {"command": "true"}))}})
     hooks = await _run(real, model, "writer")
-    assert (real.root / "inside.txt").read_text() == "in\n"
-    assert not (outside / "escaped.txt").exists()
+    assert (real.root / "out" / "inside.txt").read_text() == "in\n"
+    assert not (outside_home / "escaped.txt").exists()
     # The failed write made the hook exit 1: recorded, not blocking.
     assert [e.data["decision"] for e in hooks] == ["error"] and _codes(model) == [None]
 

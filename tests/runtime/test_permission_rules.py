@@ -97,10 +97,16 @@ async def test_a_hostile_model_cannot_run_a_denied_rm_in_any_spelling(real: Proj
 
 @pytest.mark.anyio
 async def test_allow_rules_grant_only_the_commands_they_match(real: Project) -> None:
-    # Write makes the checkout writable for the child's commands too.
+    # Write makes the checkout writable for the child's commands too (in a folder of it: under
+    # Landlock, the sandbox where no bwrap is, nothing new can be made at its top level).
     real.agent("logger", tools="'Bash(echo:*), Write'")
+    (real.root / "out").mkdir()
     model = ScriptedModel(
-        {"agents": {"logger": _bash("echo hello", "echo hi > made.txt", "echo a && touch b")}}
+        {
+            "agents": {
+                "logger": _bash("echo hello", "echo hi > out/made.txt", "echo a && touch out/b")
+            }
+        }
     )
     async with real.runtime(model) as runtime:
         explained = _explain(real, "logger")
@@ -111,7 +117,7 @@ async def test_allow_rules_grant_only_the_commands_they_match(real: Project) -> 
     assert [r["rule"] for r in bash["rules"]] == ["Bash(echo:*)"]
     assert _codes(model) == [None, None, "approval-unavailable"]
     assert "hello" in _results(model)[0].content
-    assert (real.root / "made.txt").exists() and not (real.root / "b").exists()
+    assert (real.root / "out" / "made.txt").exists() and not (real.root / "out" / "b").exists()
 
 
 @pytest.mark.anyio
@@ -123,15 +129,17 @@ async def test_ask_goes_to_the_approver_which_can_allow_or_refuse(real: Project)
         asked.append(request)
         return "yes" in (request.subject or "")
 
-    model = ScriptedModel({"agents": {"pusher": _bash("touch yes.txt", "touch no.txt")}})
+    (real.root / "out").mkdir()  # not the top level, which Landlock cannot grant
+    model = ScriptedModel({"agents": {"pusher": _bash("touch out/yes.txt", "touch out/no.txt")}})
     async with real.runtime(model, approver=approver) as runtime:
         result = await runtime.run(SubagentStartRequest("pusher", "go"))
-    assert [r.subject for r in asked] == ["touch yes.txt", "touch no.txt"]
+    assert [r.subject for r in asked] == ["touch out/yes.txt", "touch out/no.txt"]
     assert asked[0].tool == "Bash" and asked[0].run_id == result.run_id
-    assert asked[0].arguments == {"command": "touch yes.txt"}
+    assert asked[0].arguments == {"command": "touch out/yes.txt"}
     assert _codes(model) == [None, "tool-call-denied"]
     assert "refused" in _results(model)[1].content
-    assert (real.root / "yes.txt").exists() and not (real.root / "no.txt").exists()
+    assert (real.root / "out" / "yes.txt").exists()
+    assert not (real.root / "out" / "no.txt").exists()
 
 
 OPENCODE = """---

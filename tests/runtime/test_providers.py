@@ -128,16 +128,18 @@ async def test_a_command_that_fails_is_an_error_carrying_its_stderr(project: Pro
 
 
 @pytest.mark.anyio
-async def test_a_command_that_overruns_its_timeout_is_an_error(
-    project: Project, tmp_path: Path
-) -> None:
+async def test_a_command_that_overruns_its_timeout_is_an_error(project: Project) -> None:
     project.agent("external")
-    pids = tmp_path / "pids.json"
+    # The pids go to a folder of the checkout: the child is sandboxed, and Landlock (the
+    # sandbox where no bwrap is) lets it write neither outside nor at the checkout's top level.
+    (project.root / "out").mkdir()
+    pids = project.root / "out" / "pids.json"
     async with _command(project, "hang", "{task}", timeout=0.5, kill_grace=0.5) as runtime:  # type: ignore[attr-defined]
         with anyio.fail_after(20):
             result = await runtime.run(SubagentStartRequest("external", str(pids)))
     assert result.status == "error"
     assert "did not finish" in result.error["message"]  # type: ignore[index]
+    assert pids.exists()  # it hung where it waits forever, past writing them
 
 
 def _alive(pid: int) -> bool:

@@ -182,6 +182,20 @@ async def test_a_writing_child_still_writes_its_checkout_and_own_memory(
     assert (memory / "M.md").read_text() == "m\n"
 
 
+async def test_a_new_top_level_entry_is_made_under_bubblewrap_and_refused_under_landlock(
+    os_sandbox: str, checkout: Path
+) -> None:
+    # Landlock cannot grant making entries in the checkout itself without granting it beneath
+    # its control paths too (docs/isolation.md): what a test that writes there must expect.
+    result = await _run(os_sandbox, "echo new > new.txt", ToolContext(agent="a", cwd=checkout))
+    if os_sandbox == "bubblewrap":
+        assert result["exit_code"] == 0, result
+        assert (checkout / "new.txt").read_text() == "new\n"
+    else:
+        assert result["exit_code"] != 0 and "Permission denied" in str(result["stderr"]), result
+        assert not (checkout / "new.txt").exists()
+
+
 async def test_the_private_tmp_is_gone_after_the_call(os_sandbox: str, checkout: Path) -> None:
     context = ToolContext(agent="a", cwd=checkout)
     first = await _run(os_sandbox, 'echo left > "$TMPDIR/left" && echo "$TMPDIR"', context)

@@ -35,7 +35,7 @@ ROLES = '[roles.ops]\nallow = ["Read", "Write", "Bash"]\n'
 SCRIPT = {
     "agents": {
         "maker": [
-            {"tool_calls": [{"name": "Bash", "arguments": {"command": "touch made.txt"}}]},
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": "touch out/made.txt"}}]},
             {"text": "made"},
         ]
     }
@@ -51,6 +51,9 @@ def _serving(tmp_path_factory: pytest.TempPathFactory, *args: str) -> Iterator[R
     (project / ".membrane" / "agents").mkdir(parents=True)
     (project / ".membrane" / "agents" / "maker.md").write_text(AGENT, encoding="utf-8")
     (project / ".membrane" / "config.toml").write_text(ROLES, encoding="utf-8")
+    # The maker's file goes to a folder of the checkout: under Landlock (the sandbox where no
+    # bwrap is) nothing new can be made at the checkout's top level.
+    (project / "out").mkdir()
     (base / "script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
     socket = base / "sock" / "m.sock"
     proc = serve(socket, home, "--role", "ops", *args)
@@ -101,7 +104,7 @@ async def _outcome(client: Client, run_id: str) -> list[str | None]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("decision", ["allow", "deny"])
 async def test_the_starting_client_answers_the_ask(served: Running, decision: str) -> None:
-    made = served.project / "made.txt"
+    made = served.project / "out" / "made.txt"
     made.unlink(missing_ok=True)
     asked: list[JSONDict] = []
 
@@ -116,8 +119,8 @@ async def test_the_starting_client_answers_the_ask(served: Running, decision: st
             codes = await _outcome(client, run_id)
     [request] = asked
     assert request["runId"] == run_id and request["agent"] == "maker"
-    assert request["tool"] == "Bash" and request["subject"] == "touch made.txt"
-    assert request["arguments"] == {"command": "touch made.txt"}
+    assert request["tool"] == "Bash" and request["subject"] == "touch out/made.txt"
+    assert request["arguments"] == {"command": "touch out/made.txt"}
     assert "Bash is granted only through rules" in str(request["rule"])
     if decision == "allow":
         assert codes == [None] and made.exists()
@@ -127,7 +130,7 @@ async def test_the_starting_client_answers_the_ask(served: Running, decision: st
 
 @pytest.mark.anyio
 async def test_a_client_that_cannot_answer_gets_no_request(served: Running) -> None:
-    (served.project / "made.txt").unlink(missing_ok=True)
+    (served.project / "out" / "made.txt").unlink(missing_ok=True)
     asked: list[Any] = []
 
     async def answer(params: JSONDict) -> JSONValue:
@@ -140,12 +143,12 @@ async def test_a_client_that_cannot_answer_gets_no_request(served: Running) -> N
             _, run_id = await _start(client, served, capable=False)
             codes = await _outcome(client, run_id)
     assert codes == ["approval-unavailable"] and asked == []
-    assert not (served.project / "made.txt").exists()
+    assert not (served.project / "out" / "made.txt").exists()
 
 
 @pytest.mark.anyio
 async def test_a_client_that_disconnects_leaves_the_call_unapproved(served: Running) -> None:
-    (served.project / "made.txt").unlink(missing_ok=True)
+    (served.project / "out" / "made.txt").unlink(missing_ok=True)
     asked = anyio.Event()
     never = anyio.Event()
 
@@ -165,7 +168,7 @@ async def test_a_client_that_disconnects_leaves_the_call_unapproved(served: Runn
                 await asked.wait()
             codes = await _outcome(watcher, run_id)
     assert codes == ["approval-unavailable"]
-    assert not (served.project / "made.txt").exists()
+    assert not (served.project / "out" / "made.txt").exists()
 
 
 @pytest.mark.anyio
@@ -188,7 +191,7 @@ async def test_a_client_that_never_answers_leaves_the_call_denied_after_the_time
     # The question reached the client, still connected, which never answered: denied.
     assert [a["tool"] for a in asked] == ["Bash"] and not never.is_set()
     assert codes == ["approval-unavailable"]
-    assert not (impatient.project / "made.txt").exists()
+    assert not (impatient.project / "out" / "made.txt").exists()
     # What the model read as the call's result: the code, why, and what it can do instead.
     monkeypatch.setenv("MEMBRANE_HOME", str(impatient.home))
     assert main(["show", run_id, "--project", str(impatient.project), "--json", "--full"]) == 0
@@ -220,7 +223,7 @@ def _read_until(fd: int, marker: bytes) -> bytes:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="needs a Linux pseudo-terminal")
 def test_a_runtime_backed_run_on_a_terminal_puts_the_ask_to_the_user(served: Running) -> None:
-    made = served.project / "made.txt"
+    made = served.project / "out" / "made.txt"
     made.unlink(missing_ok=True)
     script = served.project.parent / "script.json"
     argv = [sys.executable, "-m", "membrane", "run", "maker", "make"]
@@ -231,7 +234,7 @@ def test_a_runtime_backed_run_on_a_terminal_puts_the_ask_to_the_user(served: Run
         os.execve(sys.executable, argv, env)
     try:
         first = _read_until(fd, b"[y/N]")
-        assert b"maker asks to run Bash" in first and b"touch made.txt" in first
+        assert b"maker asks to run Bash" in first and b"touch out/made.txt" in first
         os.write(fd, b"y\n")
         rest = _read_until(fd, b"\x00never")
     except BaseException:
