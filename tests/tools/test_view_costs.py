@@ -74,6 +74,9 @@ def test_a_view_holds_its_names_and_compares_by_identity() -> None:
     assert one != two and one == one and len({one, two}) == 2
     # Scopes with nothing of their own, under the same predicates, share one resolution.
     assert Scope(registry, name="three").view() is one
+    # Its wire schemas are one tuple for every request, equal to the copies schemas() gives.
+    assert one.wire_schemas() is one.wire_schemas()
+    assert list(one.wire_schemas()) == one.schemas() and one.schemas() is not one.schemas()
     assert ToolView.of([_tool("x")]) != ToolView.of([_tool("x")])
     registry.register(_tool("d"))
     later = first.view()

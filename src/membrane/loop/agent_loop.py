@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 
@@ -198,7 +198,9 @@ class AgentLoop:
         self.run_id = run_id
         self._system = system
         self._task = task
-        self._messages: list[Message] = list(messages)
+        # The conversation's list is made when the run starts: a child waiting to run keeps
+        # its history as given (the empty tuple of a fresh child is no object of its own).
+        self._messages: list[Message] = cast(list[Message], tuple(messages))
         self._resumed = resumed is True
         self._context = context
         self._max_turns = max_turns
@@ -296,6 +298,7 @@ class AgentLoop:
                 run_id=self.run_id,
             )
         self._state = "running"
+        self._messages = list(self._messages)
         if self._stop_requested:
             self._state = "done"
             return self._result("stopped")
@@ -425,7 +428,7 @@ class AgentLoop:
             run_id=self.run_id,
             system=self._system,
             messages=tuple(self._messages),
-            tools=tuple(view.schemas()),
+            tools=view.wire_schemas(),
             model=self._model_name,
             thinking=self._thinking,
             response_schema=self._schema,

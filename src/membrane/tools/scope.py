@@ -280,7 +280,13 @@ class Scope:
         mine = self._restrictions
         if call_gate is not self._call_gate or len(predicates) != len(mine):
             return None
-        return view if all(map(is_, predicates, mine)) else None
+        if not all(map(is_, predicates, mine)):
+            return None
+        # The entry's tuple of the same predicates serves for ours (one object less per scope).
+        if self._stamped is mine:
+            self._stamped = predicates
+        self._restrictions = predicates
+        return view
 
     def _share(self, key: tuple[Hashable, ...], view: ToolView) -> None:
         views = self.registry.index(_SHARED, _no_views)

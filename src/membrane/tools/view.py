@@ -261,6 +261,13 @@ class ToolView:
             self._schemas = tuple(wires_of(self.tools()))
         return list(self._schemas)
 
+    def wire_schemas(self) -> tuple[JSONDict, ...]:
+        """``schemas()`` as the view's own tuple, shared by everyone who asks (a model request
+        per turn of every child holding the view), not a copy per call. Read-only."""
+        if self._schemas is None:
+            self._schemas = tuple(wires_of(self.tools()))
+        return self._schemas
+
     def anthropic_tools(self) -> list[JSONDict]:
         """The Anthropic Messages API ``tools`` list (same shape as ``schemas()``)."""
         return self.schemas()
