@@ -50,6 +50,8 @@ DepthCap = int | Literal["provider-managed"]
 
 def depth_problem(value: object, *, exact: bool = False) -> str | None:
     """Why ``value`` is not a depth (``None``: it is one). ``exact`` refuses integral floats."""
+    if type(value) is int and 0 <= value <= MAX_SAFE_INT:
+        return None  # the usual case, decided before the checks of everything else
     if isinstance(value, bool):
         return f"got the boolean {value!r}; write a number such as 3"
     if isinstance(value, str):

@@ -125,7 +125,8 @@ class ChildBuilder:
             cwd = Path(authority.checkout.path)
         restrictions: list[ToolPredicate] = [authority.restriction]
         restrictions += [p for p in (request.restriction, role) if p is not None]
-        local = self._local_tools(run_id, request, authority, context, definition)
+        deployment = self._deployment()
+        local = self._local_tools(run_id, request, authority, context, definition, deployment)
         sections = list(authority.prompt_sections)
         if bound is not None:
             local += list(bound.tools)
@@ -182,7 +183,7 @@ class ChildBuilder:
             barrier=self._barrier,
             network=definition.network is True,
             env={
-                **child_environment(skill_roots=self._deployment().skill_roots),
+                **child_environment(skill_roots=deployment.skill_roots),
                 **(self._child_env(run_id, cwd) if self._child_env is not None else {}),
             },
         )
@@ -272,6 +273,7 @@ class ChildBuilder:
         authority: EffectiveAuthority,
         context: ParentContext,
         definition: AgentDefinition,
+        deployment: Deployment,
     ) -> list[Tool]:
         tools = [context.tools[name] for name in authority.inherited_local_tools]
         if authority.delegation_tools:
@@ -284,7 +286,7 @@ class ChildBuilder:
                 role=request.role,
                 names=authority.delegation_tools,
             )
-        return bind_skill_tool(tools, authority.skills, self._deployment().skill_files)
+        return bind_skill_tool(tools, authority.skills, deployment.skill_files)
 
 
 async def discard_child(child: object) -> None:

@@ -190,6 +190,14 @@ def check_capabilities(
     ``role_filters`` says the caller's role maps to a restriction, which needs ``tool_filter``
     as much as the request's own filter does.
     """
+    if (
+        (request.persona is UNSET or request.persona is None)
+        and request.tool_filter is None
+        and request.max_depth is None
+        and not role_filters
+        and request.response_schema is None
+    ):
+        return  # no control asked for: nothing a provider could lack
     caps = provider.capabilities
     structured = getattr(caps, "structured_output", False) is True
     wanted: list[tuple[str, bool]] = [

@@ -65,7 +65,10 @@ class BoundaryCache:
     __slots__ = ("_known", "_limit")
 
     def __init__(self, *, limit: int = 256) -> None:
-        self._known: dict[tuple[SandboxPolicy, str, str | None, bool], dict[str, Any]] = {}
+        #: key -> (the summary, the names of its list values: the parts a copy must copy)
+        self._known: dict[
+            tuple[SandboxPolicy, str, str | None, bool], tuple[dict[str, Any], tuple[str, ...]]
+        ] = {}
         self._limit = limit
 
     def summary(
@@ -76,10 +79,16 @@ class BoundaryCache:
         if known is None:
             if len(self._known) >= self._limit:
                 self._known.clear()
-            known = self._known[key] = boundary_summary(
+            summary: dict[str, Any] = boundary_summary(
                 policy, Path(checkout), agent=agent, writes=writes
             )
-        return {name: list(v) if isinstance(v, list) else v for name, v in known.items()}
+            lists = tuple(name for name, value in summary.items() if isinstance(value, list))
+            known = self._known[key] = (summary, lists)
+        summary, lists = known
+        copy = summary.copy()
+        for name in lists:
+            copy[name] = list(summary[name])
+        return copy
 
 
 class Publisher:

@@ -335,12 +335,16 @@ class StartPath:
         if entry.history is not None:
             own = budgets.ledger(entry.run_id)
         else:
-            limit = tighter(
+            budgets_given = (
                 Budget.parse(request.budget) if request.budget is not None else None,
                 None if definition.budget is UNSET else definition.budget,
                 self._settings.budget if request.parent_id is None else None,
             )
-            own = None if limit is None else Ledger(entry.run_id, limit)
+            if budgets_given == (None, None, None):
+                own = None  # nothing limits it: no ledger of its own
+            else:
+                limit = tighter(*budgets_given)
+                own = None if limit is None else Ledger(entry.run_id, limit)
             if request.parent_id is not None:
                 budgets.reserve_child(ancestors, entry.run_id)
         ledgers = (*ancestors, own) if own is not None else ancestors
