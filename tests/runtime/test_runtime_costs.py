@@ -61,6 +61,32 @@ async def test_a_start_is_one_commit_of_two_rows_and_a_finish_one_more(
     assert len(finish) <= 9, statements
 
 
+async def test_a_start_with_a_request_id_adds_its_receipt_and_no_read(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("worker", tools="Read")
+    statements: list[str] = []
+    store = SQLiteStore(tmp_path / "state.db", trace=statements.append)
+    async with project.runtime(_done(), store=store) as runtime:
+        await runtime.run(SubagentStartRequest("worker", "warm up"))
+        statements.clear()
+        request = SubagentStartRequest("worker", "go", background=True, request_id="r1")
+        info = await runtime.start(request)
+        # The pending receipt, then the publication completing it in one UPDATE that returns
+        # the row: no SELECT of it afterwards.
+        assert _verbs(statements) == [
+            *("BEGIN", "INSERT", "COMMIT"),
+            *("BEGIN", "INSERT", "INSERT", "INSERT", "UPDATE", "COMMIT"),
+        ]
+        await runtime.wait(info.run_id)
+        statements.clear()
+        replayed = await runtime.start(request)
+        assert replayed.run_id == info.run_id
+    receipt = store.get_receipt("r1")
+    assert receipt is not None and receipt.status == "completed"
+    assert receipt.result is not None and receipt.result["run"]["run_id"] == info.run_id
+
+
 async def test_each_turn_is_one_commit_with_its_events_and_transcript(
     project: Project, tmp_path: Path
 ) -> None:

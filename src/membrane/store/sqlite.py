@@ -69,6 +69,7 @@ _SESSION_COLUMNS = (
     "session_id, agent, parent_id, delegation_depth, status, provider, created_at, request_id, "
     "meta, result"
 )
+_RECEIPT_COLUMNS = "request_id, kind, status, result, created_at, completed_at"
 _EDGE_COLUMNS = (
     "parent_id, child_id, child_role, brief_digest, spawn_fingerprint, status, created_at, "
     "result_summary, completed_at"
@@ -396,20 +397,21 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     def complete_receipt(self, request_id: str, result: JSONObject) -> Receipt:
         encoded = dump_json(result, what=f"result of request {request_id!r}")
         with self._write("complete_receipt") as conn:
-            cursor = conn.execute(
+            # One statement when the receipt was pending (a start's always is): the row comes
+            # back with the update; a look at it only to say why nothing was updated.
+            row = conn.execute(
                 "UPDATE receipts SET status = 'completed', result = ?, completed_at = ? "
-                "WHERE request_id = ? AND status = 'pending'",
+                f"WHERE request_id = ? AND status = 'pending' RETURNING {_RECEIPT_COLUMNS}",
                 (encoded, self._clock(), request_id),
-            )
-            receipt = self._receipt(conn, request_id)
-            if receipt is None:
+            ).fetchone()
+            if row is not None:
+                return _receipt_row(row)
+            if self._receipt(conn, request_id) is None:
                 raise missing("receipt", request_id)
-            if cursor.rowcount == 0:
-                raise StoreError(
-                    f"receipt {request_id!r} is already completed; replay its result instead",
-                    request_id=request_id,
-                )
-            return receipt
+            raise StoreError(
+                f"receipt {request_id!r} is already completed; replay its result instead",
+                request_id=request_id,
+            )
 
     def get_receipt(self, request_id: str) -> Receipt | None:
         with self._guard("get_receipt") as conn:
@@ -437,15 +439,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     @staticmethod
     def _receipt(conn: sqlite3.Connection, request_id: str) -> Receipt | None:
         row = conn.execute(
-            "SELECT request_id, kind, status, result, created_at, completed_at "
-            "FROM receipts WHERE request_id = ?",
-            (request_id,),
+            f"SELECT {_RECEIPT_COLUMNS} FROM receipts WHERE request_id = ?", (request_id,)
         ).fetchone()
-        if row is None:
-            return None
-        rid, kind, status, result, created_at, completed_at = row
-        decoded = None if result is None else load_json(result, what=f"receipt {rid!r}")
-        return Receipt(rid, kind, status, decoded, created_at, completed_at)
+        return None if row is None else _receipt_row(row)
 
     # -- lineage ------------------------------------------------------------------------------
 
@@ -508,6 +504,12 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             f"SELECT {_EDGE_COLUMNS} FROM lineage_edges WHERE child_id = ?", (child_id,)
         ).fetchone()
         return None if row is None else edge_row(row)
+
+
+def _receipt_row(row: tuple[Any, ...]) -> Receipt:
+    rid, kind, status, result, created_at, completed_at = row
+    decoded = None if result is None else load_json(result, what=f"receipt {rid!r}")
+    return Receipt(rid, kind, status, decoded, created_at, completed_at)
 
 
 def _header(row: tuple[Any, ...]) -> SessionHeader:
