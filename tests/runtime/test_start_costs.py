@@ -158,3 +158,29 @@ async def test_a_waiting_child_keeps_few_objects_for_the_collector_to_follow(
         per_child = (len(gc.get_objects()) - before) / LIVE
         release.set()
     assert per_child <= MOST_OBJECTS[where], per_child
+
+
+#: The most objects the collector tracks per ended run, which stays listed (with its result)
+#: for the runtime's life: its record, result, outcome and conversation, its loop and scope,
+#: the memory store's transcript list, and the test model's record of its request. It was 24
+#: when the record kept its done event (with the loop's events and waiters' queue) and the
+#: loop its conversation list and events callback.
+MOST_PER_ENDED_RUN = 19
+
+
+async def test_an_ended_run_keeps_few_objects_for_the_collector_to_follow(
+    project: Project,
+) -> None:
+    project.agent("worker", tools="Read")
+    async with project.runtime(_done(), store=MemoryStore()) as runtime:
+        for i in range(5):
+            await runtime.run(SubagentStartRequest("worker", f"warm {i}"))
+        gc.collect()
+        before = len(gc.get_objects())
+        for i in range(LIVE):
+            result = await runtime.run(SubagentStartRequest("worker", f"job {i}"))
+            assert result.outcome.status == "completed"
+        gc.collect()
+        per_run = (len(gc.get_objects()) - before) / LIVE
+        assert len(runtime.runs()) == LIVE + 5
+    assert per_run <= MOST_PER_ENDED_RUN, per_run

@@ -323,8 +323,17 @@ class AgentLoop:
             self._state = "done"
         failures = await self._shutdown(result.status)
         if failures and result.status in ("completed", "steered"):
-            return self._result("error", error=failures[0])
+            result = self._result("error", error=failures[0])
+        self._release(result)
         return result
+
+    def _release(self, result: ChildOutcome) -> None:
+        """Let go of what only a running loop needs once it has ended (an ended run stays
+        listed, with its loop, for the runtime's life): the conversation is the outcome's
+        tuple from now on, not a list of its own, and nothing is emitted any more."""
+        if len(result.messages) == len(self._messages):
+            self._messages = cast(list[Message], result.messages)
+        self._emit = _ignore
 
     async def _drive(self) -> ChildOutcome:
         hooks = self._hooks

@@ -94,16 +94,22 @@ class RunRecord:
         """Set once the run has ended and its end is delivered (``mark_done``)."""
         event = self._done
         if event is None:
-            event = self._done = anyio.Event()
+            event = anyio.Event()
             if self._ended:
                 event.set()
+            else:
+                self._done = event
         return event
 
     def mark_done(self) -> None:
-        """The run has ended: wake its waiters, and any that come later at once."""
+        """The run has ended: wake its waiters, and any that come later at once (each with an
+        event of its own, already set: the record keeps none, since an ended run stays listed
+        for the runtime's life)."""
         self._ended = True
-        if self._done is not None:
-            self._done.set()
+        event = self._done
+        if event is not None:
+            self._done = None
+            event.set()
 
     def add_child(self, run_id: str) -> None:
         children = self.children
