@@ -1,24 +1,20 @@
 """``@frozen`` behaves as ``@dataclass(frozen=True, slots=True)``, measured against a twin
-built by ``dataclasses`` itself; and the resolver's, the tools' and the sandbox's value classes
-that ``membrane explain`` imports get none of the methods ``dataclasses`` generates (an
-operation count, never timed)."""
+built by ``dataclasses`` itself (that ``membrane explain`` then imports neither ``dataclasses``
+nor ``inspect`` is pinned in ``tests/cli/test_start_imports.py``)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import pickle
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from membrane import _record
 from membrane._frozen import FACTORY, frozen
+from membrane._frozen import field as frozen_field
 
 
 @frozen
@@ -26,10 +22,10 @@ class Made:
     """A value."""
 
     name: str
-    tags: dict[str, int] = field(default_factory=dict)
+    tags: dict[str, int] = frozen_field(default_factory=dict)
     size: int = 0
-    secret: str = field(default="", repr=False, compare=False)
-    memo: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    secret: str = frozen_field(default="", repr=False, compare=False)
+    memo: dict[str, int] = frozen_field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __init__(
         self, name: str, tags: dict[str, int] = FACTORY, size: int = 0, secret: str = ""
@@ -114,7 +110,7 @@ def test_repr_equality_and_hash_are_the_generated_ones() -> None:
     @frozen
     class Pair:
         left: int
-        right: str = field(default="", compare=False)
+        right: str = frozen_field(default="", compare=False)
 
         def __init__(self, left: int, right: str = "") -> None:
             object.__setattr__(self, "left", left)
@@ -186,7 +182,7 @@ def test_an_init_that_does_not_take_the_fields_as_generated_is_refused() -> None
 
         @frozen
         class NoFactory:
-            b: list[int] = field(default_factory=list)
+            b: list[int] = frozen_field(default_factory=list)
 
             def __init__(self, b: list[int] | None = None) -> None:
                 object.__setattr__(self, "b", b or [])
@@ -210,49 +206,22 @@ def test_an_init_that_does_not_take_the_fields_as_generated_is_refused() -> None
             a: int
 
 
-PROBE = """
-import json, sys
-from membrane.cli.app import main
-code = main(sys.argv[1:])
-generated = sorted(
-    f"{name}.{value.__qualname__}"
-    for name, module in list(sys.modules.items())
-    if name.split(".")[0] == "membrane"
-    for value in list(vars(module).values())
-    if isinstance(value, type) and value.__module__ == name
-    and (params := vars(value).get("__dataclass_params__")) is not None
-    and (params.init or params.repr or params.eq)
-)
-print(json.dumps({"code": code, "generated": generated}), file=sys.stderr)
-"""
-
-#: The modules whose value classes are ``@frozen``: the resolver, the tool model, the sandbox,
-#: the extensions and the model specs.
-FROZEN_PACKAGES = (
-    "membrane.resolve.",
-    "membrane.tools.",
-    "membrane.sandbox.",
-    "membrane.extensions.",
-    "membrane.models.specs.",
-)
+def test_the_fields_replace_copies_are_those_the_init_takes() -> None:
+    made = Made("a", {"x": 1}, size=2, secret="s")
+    assert [f.name for f in _record.fields(made)] == ["name", "tags", "size", "secret"]
+    changed = _record.replace(made, size=5)
+    assert (changed.name, changed.tags, changed.size, changed.secret) == ("a", {"x": 1}, 5, "s")
+    assert changed.memo == {} and changed.memo is not made.memo  # made anew, as dataclasses does
+    with pytest.raises(TypeError, match="no field 'memo'"):
+        _record.replace(made, memo={})
 
 
-def test_explain_builds_no_resolver_tool_or_sandbox_class_with_generated_methods(
-    tmp_path: Path, isolated_home: Path
-) -> None:
-    workspace = tmp_path / "workspace"
-    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "workspace", workspace)
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, "explain", "scout", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=workspace,
-        check=False,
-    )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report["code"] == 0
-    generated = [name for name in report["generated"] if name.startswith(FROZEN_PACKAGES)]
-    assert generated == []
-    # The count is real: a class still built with ``@dataclass`` shows up.
-    assert "membrane.runtime.workspace.Workspace" in report["generated"]
+def test_a_dataclasses_field_is_refused_rather_than_taken_for_a_default() -> None:
+    with pytest.raises(TypeError, match=r"use membrane\._frozen\.field"):
+
+        @frozen
+        class Wrong:
+            a: int = field(default=1)
+
+            def __init__(self, a: int = 1) -> None:
+                object.__setattr__(self, "a", a)

@@ -136,7 +136,8 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: OpenSSL's hashes (the digests are hashlib's built-in ones), the close-match finder of error
 #: messages, and (once the installed entry points and the skills are cached) the distribution
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
-#: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``).
+#: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor
+#: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``).
 NOT_FOR_EXPLAIN = (
     "hashlib",
     "_hashlib",
@@ -157,6 +158,8 @@ NOT_FOR_EXPLAIN = (
     "subprocess",
     "shutil",
     "threading",
+    "dataclasses",
+    "inspect",
     "membrane.store.sqlite",
     "membrane.mcp.mount",
     "membrane.mcp.client",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+from membrane._record import replace
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
@@ -91,7 +91,7 @@ def build_authority(
             cwd=ws.project,
             top_level=top_level,
         )
-        deployment = dataclasses.replace(ws.deployment(), memory=ws.memory_for(definition))
+        deployment = replace(ws.deployment(), memory=ws.memory_for(definition))
         depth = 0 if top_level else None
         authority = resolve(definition, call, parent, deployment, depth=depth)
         if authority.checkout.kind == "worktree":
@@ -99,7 +99,7 @@ def build_authority(
             if problem is not None:
                 warnings.append(problem)
             elif subfolder:
-                deployment = dataclasses.replace(deployment, project_subfolder=subfolder)
+                deployment = replace(deployment, project_subfolder=subfolder)
                 authority = resolve(definition, call, parent, deployment, depth=depth)
         return authority
 
@@ -136,7 +136,7 @@ def build_authority(
         parent=parent_json,
         warnings=warnings,
     )
-    return dataclasses.replace(authority, warnings=(*warnings, *authority.warnings)), ws.settings
+    return replace(authority, warnings=(*warnings, *authority.warnings)), ws.settings
 
 
 #: What explain shows for a persona variable that only a start can fill.
@@ -180,9 +180,7 @@ def _rendered(
                 f"the persona names {{{{{name}}}}}, known only when the child starts; "
                 f"shown as {shown}"
             )
-    return dataclasses.replace(
-        authority, system_prompt=join_sections(sections), prompt_sections=sections
-    )
+    return replace(authority, system_prompt=join_sections(sections), prompt_sections=sections)
 
 
 def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:

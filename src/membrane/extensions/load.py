@@ -16,14 +16,13 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
-import inspect
 import re
 import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal, cast, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, overload
 
 from membrane._frozen import frozen
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
@@ -32,6 +31,9 @@ from membrane.json_types import JSONObject
 from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
 from membrane.tools.requirements import Requirements
 from membrane.tools.spec import Tool, ToolContext
+
+if TYPE_CHECKING:  # a function tool's signature is read with ``inspect``, imported for it only
+    import inspect
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -244,6 +246,8 @@ def function_tool(
         )
 
     def build(function: ToolFunction) -> Tool:
+        import inspect
+
         label = name or str(getattr(function, "__name__", ""))
         if not callable(function):
             raise ToolSpecError(f"tool {label!r}: decorate a function", name=label)
@@ -312,6 +316,12 @@ def _untitled(value: Any) -> Any:
     return value
 
 
+def _awaitable(value: object) -> bool:
+    import inspect
+
+    return inspect.isawaitable(value)
+
+
 def load_extension(source: ExtensionSource, registry: ToolRegistry) -> LoadedExtension:
     """Import ``source`` and run its ``setup(ext)``; ``ExtensionError`` naming the location if not.
 
@@ -325,7 +335,8 @@ def load_extension(source: ExtensionSource, registry: ToolRegistry) -> LoadedExt
     )
     try:
         result = setup(api)
-        if inspect.isawaitable(result):
+        # ``None`` is the usual answer, and no awaitable: ``inspect`` is imported for others only.
+        if result is not None and _awaitable(result):
             if isinstance(result, types.CoroutineType):
                 result.close()
             raise ExtensionError(

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field
 from typing import Literal
 
-from membrane._frozen import FACTORY, frozen
+from membrane._frozen import FACTORY, field, frozen
 from membrane.errors import ExtensionError
 from membrane.tools.spec import Tool
 

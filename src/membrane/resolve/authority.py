@@ -6,13 +6,12 @@ hands the results in as ``ParentContext`` and ``Deployment``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Collection, Hashable, Mapping
-from dataclasses import field
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from membrane._frozen import FACTORY, frozen
+from membrane._frozen import FACTORY, field, frozen
+from membrane._record import replace
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings
@@ -555,7 +554,7 @@ def resolve(
         isolated=isolated,
     )
     if selection.mode == "named" and own_servers:
-        selection = dataclasses.replace(selection, named=selection.named | set(own_servers))
+        selection = replace(selection, named=selection.named | set(own_servers))
     warnings += more
 
     depth = agent_depth(parent.depth, depth)

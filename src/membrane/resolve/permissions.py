@@ -9,9 +9,8 @@ no rule matches asks). ``explain`` prints the result, and the runtime builds the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 
-from membrane._frozen import FACTORY, frozen
+from membrane._frozen import FACTORY, field, frozen
 from membrane.json_types import JSONDict
 from membrane.resolve.tools import ToolPlan, builtin_of
 from membrane.tools.permissions import NAME_RULE_TOOLS, PERMISSION_MODES, PermissionRule

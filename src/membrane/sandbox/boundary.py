@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import field
 from pathlib import Path
 
-from membrane._frozen import frozen
+from membrane._frozen import field, frozen
 from membrane.json_types import JSONDict
 from membrane.sandbox.machine import Backend
 from membrane.sandbox.paths import (

@@ -16,13 +16,13 @@ private temporary folder); ``agent`` names the memory folders it may write.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from membrane._frozen import frozen
+from membrane._record import replace
 from membrane.config.values import SandboxChoice, Settings
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
@@ -56,7 +56,7 @@ class SandboxPolicy:
     def widened(self, *, network: bool) -> SandboxPolicy:
         """This policy, with the network allowed too when ``network`` (a definition's
         ``network: true``); never narrower than it is."""
-        return dataclasses.replace(self, network=True) if network and not self.network else self
+        return replace(self, network=True) if network and not self.network else self
 
 
 class Sandbox:
@@ -176,7 +176,11 @@ class Sandbox:
                     )
         finally:
             removed = self.remove_planted()
-        return dataclasses.replace(outcome, removed=removed) if removed else outcome
+        if not removed:
+            return outcome
+        import dataclasses  # the outcome is a dataclass of the process runner, imported above
+
+        return dataclasses.replace(outcome, removed=removed)
 
     def remove_planted(self) -> tuple[str, ...]:
         """Remove the control files (``watch``) that appeared during a command."""

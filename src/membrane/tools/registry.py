@@ -12,7 +12,6 @@ after setup, or removes later, is seen by every view at its next resolution.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from bisect import bisect_left, insort
 from collections import deque
@@ -23,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
 from membrane._frozen import frozen
+from membrane._record import fields as declared_fields
 from membrane.errors import ToolSpecError
 from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.requirements import Requirements
@@ -93,7 +93,7 @@ class _Checked:
 #: The fields a check proves something about, read in one C-level call.
 _CHECKED_FIELDS = attrgetter("name", "description", "handler", "origin", "input_schema", "requires")
 #: The fields ``Tool(...)`` takes, for ``retag``.
-_INIT_FIELDS = tuple(field.name for field in dataclasses.fields(Tool) if field.init)
+_INIT_FIELDS = tuple(field.name for field in declared_fields(Tool))
 _INIT_VALUES = attrgetter(*_INIT_FIELDS)
 
 
@@ -163,7 +163,7 @@ def _check_fields(tool: Tool) -> None:
 
 
 def retag(tool: Tool, **changes: Any) -> Tool:
-    """``dataclasses.replace(tool, **changes)``, keeping the checked schema if it is unchanged."""
+    """``replace(tool, **changes)``, keeping the checked schema if it is unchanged."""
     mark = check_tool(tool).memo["checked"]
     fields = dict(zip(_INIT_FIELDS, _INIT_VALUES(tool), strict=True))
     fields.update(changes)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from membrane._frozen import FACTORY, frozen
+from membrane._frozen import FACTORY, field, frozen
 from membrane.json_types import JSONObject
 
 __all__ = ["Attachment", "Tool", "ToolContext", "ToolHandler", "ToolLoader", "ToolOutput"]
