@@ -17,6 +17,7 @@ first time anything asks for it. Membrane's own code reads ``fields`` from here.
 
 from __future__ import annotations
 
+import sys
 from operator import attrgetter
 
 TYPE_CHECKING = False  # not ``typing``'s: this module imports no more than ``operator``
@@ -124,7 +125,10 @@ def _frozen_delattr(self: object, name: str) -> None:
 
 
 def _init(cls: type, declared: list[Field], *, frozen: bool) -> object:
-    """``cls.__init__``, the one method compiled from text (its signature is the fields')."""
+    """``cls.__init__``, the one method compiled from text (its signature is the fields').
+
+    As ``dataclasses`` does, it is compiled in the module's namespace and annotated with the
+    fields' types, so ``typing.get_type_hints`` reads it as it reads any function there."""
     scope: dict[str, object] = {"_MISSING": MISSING, "_set": object.__setattr__}
     params = []
     body = []
@@ -141,12 +145,25 @@ def _init(cls: type, declared: list[Field], *, frozen: bool) -> object:
             else:
                 params.append(name)
             value = name
-        body.append(f" _set(self, {name!r}, {value})" if frozen else f" self.{name} = {value}")
+        body.append(f"  _set(self, {name!r}, {value})" if frozen else f"  self.{name} = {value}")
     if hasattr(cls, "__post_init__"):
-        body.append(" self.__post_init__()")
-    text = "\n".join([f"def __init__(self, {', '.join(params)}):", *(body or [" pass"])])
-    exec(text, scope)  # the text is made above from the field names
-    return scope["__init__"]
+        body.append("  self.__post_init__()")
+    text = "\n".join(
+        [
+            f"def __create_fn__({', '.join(scope)}):",
+            f" def __init__(self, {', '.join(params)}):",
+            *(body or ["  pass"]),
+            " return __init__",
+        ]
+    )
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(text, module.__dict__ if module is not None else {}, made)  # made from field names
+    init = made["__create_fn__"](**scope)
+    annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
+    init.__annotations__ = {f.name: annotations[f.name] for f in declared}
+    init.__annotations__["return"] = "None"
+    return init
 
 
 def _methods(cls: type, declared: list[Field], *, frozen: bool, slots: bool) -> dict[str, object]:
