@@ -7,8 +7,14 @@ import typing
 from membrane._lazy import lazy_exports
 
 if typing.TYPE_CHECKING:
-    from membrane.agents.catalog import Catalog, Dispatch, builtin_definitions
-    from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Unset
+    from membrane.agents.catalog import Catalog, builtin_definitions
+    from membrane.agents.definition import (
+        UNSET,
+        AgentDefinition,
+        DefinitionWarning,
+        Dispatch,
+        Unset,
+    )
     from membrane.agents.dialect import Dialect
     from membrane.agents.frontmatter import parse_definition, read_definition
     from membrane.agents.roots import Root
@@ -37,7 +43,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "Catalog": "membrane.agents.catalog",
-        "Dispatch": "membrane.agents.catalog",
+        "Dispatch": "membrane.agents.definition",
         "Root": "membrane.agents.roots",
         "builtin_definitions": "membrane.agents.catalog",
         "UNSET": "membrane.agents.definition",

@@ -30,38 +30,23 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from membrane._record import record
 from membrane.agents.builtins import BUILTIN_DIR, builtin_definitions, builtin_entries
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.catalog_index import WinnerIndex
-from membrane.agents.definition import REPAIRED_NAME, AgentDefinition, DefinitionWarning
+from membrane.agents.definition import REPAIRED_NAME, AgentDefinition, DefinitionWarning, Dispatch
 from membrane.agents.roots import Root, claude_config_home, dialect_roots
 from membrane.agents.scan import ConfigScan, RootScan, Scan
 
 if TYPE_CHECKING:  # the watcher (ctypes) is imported only when a second reload arms it
     from membrane.agents.watch import DirectoryWatcher
 from membrane.config.values import Settings
-from membrane.errors import DefinitionError, UnknownAgent, UnknownSubagent
+from membrane.errors import DefinitionError
 
 __all__ = [
     "BUILTIN_DIR",
     "Catalog",
-    "Dispatch",
     "builtin_definitions",
 ]
-
-DEFAULT_FALLBACK = "general-purpose"
-
-
-@record(frozen=True, slots=True)
-class Dispatch:
-    """The answer to an agent type: the definition to run and, when it is not an exact hit, why."""
-
-    definition: AgentDefinition
-    requested: str
-    note: str | None = None
-    #: True when the fallback policy chose ``definition``.
-    fallback: bool = False
 
 
 def _refused_repairs(
@@ -96,20 +81,6 @@ def _refused_repairs(
             ),
         )
     return refused
-
-
-def _cannot_use(error: DefinitionError) -> str:
-    """Why a name whose file exists but cannot be read is unusable: a broken file is never
-    reported as unknown."""
-    return f"is defined by {error.data['path']}, which cannot be used: {error}"
-
-
-def _names_file(error: DefinitionError, name: str) -> bool:
-    """Whether the unusable file of ``error`` is the one a run of ``name`` meant: its file
-    name (or its ``opencode.json`` entry) is ``name``, in any case."""
-    path = str(error.data.get("path", ""))
-    stem = path.rpartition("#")[2] if "#" in path else Path(path).stem
-    return stem.casefold() == name.casefold()
 
 
 def _path_order(path: str) -> tuple[str, ...]:
@@ -432,78 +403,14 @@ class Catalog:
         ``child``: the agent is started by another agent (a ``Task`` call), so a definition with
         ``mode: primary`` (top level only) counts as unusable; ``False`` for a top-level start.
         """
-        found, why = self.lookup(agent_type)
-        if found is None:
-            broken = next((e for e in self.errors if _names_file(e, agent_type)), None)
-            if broken is not None:
-                why = _cannot_use(broken)
-        if found is not None and child and found.mode == "primary":
-            why = f"is a primary agent (mode: primary in {found.path}), run only at the top level"
-        elif found is not None and found.is_enabled:
-            note = None
-            if found.name != agent_type:
-                note = f"`{agent_type}` matched `{found.name}` (names match case-insensitively)"
-            return Dispatch(found, agent_type, note)
-        elif found is not None:
-            why = f"is disabled ({found.path})"
-        policy = self.settings.fallback_subagent
-        if policy is not None and policy.strip().lower() == "none":
-            raise self._unknown(agent_type, why, "fallback_subagent is `none`, which fails closed")
-        target = policy if policy is not None else DEFAULT_FALLBACK
-        fallback, fallback_why = self.lookup(target)
-        if fallback is not None and child and fallback.mode == "primary":
-            fallback, fallback_why = None, "is a primary agent (mode: primary)"
-        if fallback is None or not fallback.is_enabled:
-            fallback_why = fallback_why or "is disabled"
-            raise self._unknown(agent_type, why, f"the fallback `{target}` {fallback_why}")
-        if policy is None:
-            note = (
-                f"agent type `{agent_type}` {why}; using `{fallback.name}`, the default fallback "
-                '(set fallback_subagent = "none" to fail instead)'
-            )
-        else:
-            note = f"agent type `{agent_type}` {why}; using `{fallback.name}` (fallback_subagent)"
-        return Dispatch(fallback, agent_type, note, fallback=True)
+        from membrane.agents.dispatch import dispatch  # a listing never dispatches
+
+        return dispatch(self, agent_type, child=child)
 
     def require(self, name: str) -> AgentDefinition:
         """The usable definition ``name`` names for a top-level run (exact, else the one
         case-insensitive match), never a fallback: ``UnknownAgent`` with the closest names, and
         the file's own error when a file by that name exists but cannot be read."""
-        found, why = self.lookup(name)
-        if found is not None and found.is_enabled:
-            return found
-        if found is not None:
-            why = f"is disabled (enabled: false in {found.path})"
-        broken = next((e for e in self.errors if _names_file(e, name)), None)
-        if broken is not None:
-            why = _cannot_use(broken)
-        import difflib  # only for a name that is not there
+        from membrane.agents.dispatch import require
 
-        known = sorted(n for n, d in self._winners.items() if d.is_enabled)
-        closest = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-        hint = (
-            f"did you mean {', '.join(f'`{c}`' for c in closest)}?"
-            if closest
-            else "`membrane agents list` shows the agents"
-        )
-        raise UnknownAgent(
-            f"agent `{name}` {why}; {hint}",
-            requested=name,
-            reason=why,
-            closest=closest,
-            file_error=None if broken is None else broken.to_dict(),
-        )
-
-    def _unknown(self, agent_type: str, why: str, policy: str) -> UnknownSubagent:
-        import difflib  # only for a name that is not there
-
-        known = sorted(name for name, d in self._winners.items() if d.is_enabled)
-        close = difflib.get_close_matches(agent_type, known, n=1)
-        hint = f"did you mean `{close[0]}`?" if close else "known: " + ", ".join(known)
-        return UnknownSubagent(
-            f"agent type `{agent_type}` {why}, and {policy}; {hint}",
-            requested=agent_type,
-            reason=why,
-            known=known,
-            suggestion=close[0] if close else None,
-        )
+        return require(self, name)

@@ -20,6 +20,7 @@ __all__ = [
     "UNSET",
     "AgentDefinition",
     "DefinitionWarning",
+    "Dispatch",
     "Unset",
     "is_set",
     "or_else",
@@ -225,3 +226,14 @@ def _spec_json(spec: McpServerSpec) -> dict[str, Any]:
 FIELDS: tuple[str, ...] = tuple(
     f.name for f in fields(AgentDefinition) if f.name == "name" or f.name not in _META
 )
+
+
+@record(frozen=True, slots=True)
+class Dispatch:
+    """The answer to an agent type: the definition to run and, when it is not an exact hit, why."""
+
+    definition: AgentDefinition
+    requested: str
+    note: str | None = None
+    #: True when the fallback policy chose ``definition``.
+    fallback: bool = False
