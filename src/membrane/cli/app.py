@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from membrane.agents.definition import DefinitionWarning
     from membrane.cli.declare import Group
-    from membrane.errors import MembraneError
+    from membrane.errors import DefinitionError, MembraneError
 
     app: Group
     err_console: Console
@@ -79,6 +79,22 @@ def warning_json(warning: DefinitionWarning) -> dict[str, object]:
         "file": warning.path,
         "line": warning.line,
     }
+
+
+def echo_text(text: str, *, err: bool = False) -> None:
+    """Print file-derived text verbatim, and a newline: no markup, and nothing the terminal
+    cannot encode."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(safe_text(text, stream=stream) + "\n")
+    stream.flush()
+
+
+def definition_error_line(error: DefinitionError) -> str:
+    """A file that cannot be used, as one line: ``path[:line]: code: message (hint: ...)``."""
+    data = error.data
+    where = data["path"] if data.get("line") is None else f"{data['path']}:{data['line']}"
+    hint = f" (hint: {data['hint']})" if data.get("hint") else ""
+    return f"{where}: {error.code}: {error.message}{hint}"
 
 
 def error_text(exc: MembraneError) -> str:
