@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from membrane.cli.app import main
+from membrane.cli.argparse_line import parser_for
 from membrane.cli.declare import Command, Group
-from membrane.cli.parsing import _defaults, _parser, params_of
+from membrane.cli.parsing import _defaults, params_of
 
 
 def _commands(group: Group, words: list[str]) -> list[tuple[str, Command]]:
@@ -40,7 +41,7 @@ def test_every_command_given_no_parameter_gets_what_argparse_gives() -> None:
                 isinstance(p.default, str) for p in params
             ), line
             continue
-        parsed = vars(_parser(params, line).parse_intermixed_args([]))
+        parsed = vars(parser_for(params, line).parse_intermixed_args([]))
         assert values == parsed, line
         assert {k: type(v) for k, v in values.items()} == {k: type(v) for k, v in parsed.items()}
         compared += 1

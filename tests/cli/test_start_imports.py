@@ -82,6 +82,7 @@ def test_agents_list_imports_only_its_own_command(tmp_path: Path) -> None:
     assert commands == {
         "membrane.cli.agents",
         "membrane.cli.app",
+        "membrane.cli.argparse_line",  # the line gives an option: it is parsed
         "membrane.cli.commands",
         "membrane.cli.declare",
         "membrane.cli.parsing",

@@ -1,12 +1,12 @@
 """The command line read with ``argparse``: the command a line names, its parameters, and help.
 
 ``dispatch`` walks the words of the line down the groups to one command, builds an
-``argparse`` parser for that command alone from its declarations (``membrane.cli.declare``) and
-calls it. Every mistake in the line is a ``UsageError`` (exit 2); ``--help`` on any group or
-command prints its help (``membrane.cli.helptext``). A line that gives the command no
-parameter at all (``membrane agents list``) needs no parser: each parameter takes the value
-``argparse`` would give it, its default, and ``argparse`` (with ``gettext`` and ``locale``) is not
-imported.
+``argparse`` parser for that command alone from its declarations (``membrane.cli.declare``;
+the parser is ``membrane.cli.argparse_line``'s) and calls it. Every mistake in the line is a
+``UsageError`` (exit 2); ``--help`` on any group or command prints its help
+(``membrane.cli.helptext``). A line that gives the command no parameter at all
+(``membrane agents list``) needs no parser: each parameter takes the value ``argparse`` would
+give it, its default, and ``argparse`` (with ``gettext`` and ``locale``) is not imported.
 """
 
 from __future__ import annotations
@@ -15,13 +15,9 @@ import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
 
 from membrane._record import record
 from membrane.cli.declare import REQUIRED, Argument, Command, Group, Option, UsageError
-
-if TYPE_CHECKING:
-    import argparse
 
 __all__ = ["Param", "dispatch", "params_of"]
 
@@ -119,31 +115,13 @@ def params_of(command: Command) -> list[Param]:
     return found
 
 
-def _convert(base: type) -> object:
-    if base is int:
-
-        def integer(text: str) -> int:
-            return int(text)
-
-        return integer
-    if base is float:
-
-        def number(text: str) -> float:
-            return float(text)
-
-        return number
-    if base is Path:
-        return Path
-    return None
-
-
 def _defaults(params: list[Param]) -> dict[str, object] | None:
     """The values ``argparse`` gives ``params`` on a line that names none of them; ``None``
     where it must decide: a required parameter (a mistake to report) or a text default that it
     would convert to the parameter's type."""
     values: dict[str, object] = {}
     for p in params:
-        if p.required or (isinstance(p.default, str) and _convert(p.base) is not None):
+        if p.required or (isinstance(p.default, str) and p.base in (int, float, Path)):
             return None
         if p.is_flag:
             values[p.name] = p.default is True
@@ -152,44 +130,6 @@ def _defaults(params: list[Param]) -> dict[str, object] | None:
         else:
             values[p.name] = p.default
     return values
-
-
-def _parser(params: list[Param], prog: str) -> argparse.ArgumentParser:
-    import argparse  # only a line that gives parameters is parsed
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> NoReturn:
-            raise UsageError(message[:1].upper() + message[1:] + ".")
-
-    def formatter(prog: str) -> argparse.HelpFormatter:
-        # argparse never prints here (help and usage lines are ``membrane.cli.helptext``'s), so
-        # a fixed width spares its terminal size lookup, and the import of ``shutil`` with it.
-        return argparse.HelpFormatter(prog, width=80)
-
-    # ``usage`` given: ``parse_intermixed_args`` would otherwise format one it never shows.
-    parser = Parser(
-        prog=prog, usage=prog, add_help=False, allow_abbrev=False, formatter_class=formatter
-    )
-    for p in params:
-        shown = argparse.SUPPRESS if p.hidden else p.help
-        if not p.is_option:
-            nargs = ("+" if p.required else "*") if p.many else (None if p.required else "?")
-            parser.add_argument(
-                p.name, metavar=p.metavar, nargs=nargs, type=_convert(p.base),  # type: ignore[arg-type]
-                default=None if p.required else p.default, help=shown,
-            )  # fmt: skip
-        elif p.is_flag:
-            parser.add_argument(*p.flags, dest=p.name, action="store_true", help=shown)
-            if p.negations:
-                parser.add_argument(*p.negations, dest=p.name, action="store_false")
-            parser.set_defaults(**{p.name: p.default is True})
-        else:
-            parser.add_argument(
-                *p.flags, dest=p.name, metavar=p.metavar, type=_convert(p.base),  # type: ignore[arg-type]
-                action="append" if p.many else "store", required=p.required,
-                default=None if p.required else p.default, help=shown,
-            )  # fmt: skip
-    return parser
 
 
 def _closest(word: str, choices: Sequence[str]) -> str:
@@ -259,7 +199,9 @@ def dispatch(root: Group, args: Sequence[str], *, prog: str = "membrane") -> obj
     defaults = None if rest else _defaults(params)
     if defaults is not None:
         return node.function(**defaults)
-    parser = _parser(params, " ".join(words))
+    from membrane.cli.argparse_line import parser_for  # only a line that gives parameters
+
+    parser = parser_for(params, " ".join(words))
     try:
         parsed = parser.parse_intermixed_args(rest)
     except UsageError as exc:
