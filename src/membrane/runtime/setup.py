@@ -67,7 +67,10 @@ class ChildSetup:
     on_step: SetupStep | None = field(default=None, compare=False)
 
     def __call__(self, scope: Scope) -> ChildComposition:
-        sections = [self._placed(section) for section in self.sections]
+        if self.checkout is None:
+            sections = list(self.sections)
+        else:
+            sections = [self._placed(section) for section in self.sections]
         with self._step("persona"):
             sections = list(render_sections(sections, self.persona_values))
         for predicate in self.restrictions:
@@ -78,9 +81,10 @@ class ChildSetup:
         if self.call_gate is not None:
             with self._step("permissions"):
                 scope.guard(self.call_gate)
-        with self._step("local-tools"):
-            for tool in self.local_tools:
-                scope.add_local(tool)
+        if self.local_tools or self.on_step is not None:  # an empty step unobserved: none
+            with self._step("local-tools"):
+                for tool in self.local_tools:
+                    scope.add_local(tool)
         for gate in self.gates:
             with self._step(f"gate:{gate.label}"):
                 scope.gate(gate)
