@@ -64,7 +64,9 @@ class RootScan:
     def unchanged(self) -> bool:
         """The stat-only check (plus content for racy paths). Never parses."""
         if not self.dirs:
-            return not os.path.isdir(self.root.directory)
+            # An absent root: ``access`` answers without raising when it is still absent.
+            root = self.root.directory
+            return not os.access(root, os.F_OK) or not os.path.isdir(root)
         try:
             for path, (sig, names) in self.dirs.items():
                 if _signature(os.stat(path)) != sig:
@@ -224,6 +226,8 @@ class ConfigScan:
 
     def unchanged(self) -> bool:
         path = str(self.root.directory)
+        if self._signature is None and not os.access(path, os.F_OK):
+            return True  # still absent, known without a raised error
         try:
             signature: Signature | None = _signature(os.stat(path))
         except OSError:
