@@ -10,7 +10,8 @@
   the event loop, ``SQLiteStore(group_commit=False)``) in the same run: durable starts and
   turns with several children at once, and the longest stall of the event loop meanwhile;
 * ``start()`` with n live children (100 / 1,000 / 10,000), with the garbage collector on,
-  against the same starts with it off (what the collector's pauses add), and the objects that
+  against the same starts with it off (what the collector's pauses add), what its full and
+  young passes cost per start (``gc.callbacks``, in a run of its own), and the objects that
   only the collector can free per finished child (reference cycles);
 * ``FunctionModel``'s record of the requests over a run of n turns (100 / 1,000 / 10,000),
   bytes retained per turn, against the bytes of the conversation itself.
@@ -333,6 +334,47 @@ async def live_starts(folder: Path, live: int, *, collector: bool) -> tuple[floa
     return statistics.mean(samples), max(samples)
 
 
+async def collector_passes(folder: Path, live: int) -> tuple[float, float, int]:
+    """What the collector's passes cost per start while the live children grow from
+    ``live // 2`` to ``live`` (as ``live_starts`` samples them), counted with ``gc.callbacks``
+    in a run of its own: the CPU seconds of its full passes and of its young ones per start,
+    and how many full passes came."""
+    release = anyio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        await release.wait()
+        return ModelResponse(text="done")
+
+    spent = {"full": 0.0, "young": 0.0}
+    full = 0
+    began = 0.0
+    counting = False
+
+    def observe(phase: str, info: dict[str, int]) -> None:
+        nonlocal began, full
+        if phase == "start":
+            began = time.process_time()
+        elif counting:
+            oldest = info["generation"] == 2
+            spent["full" if oldest else "young"] += time.process_time() - began
+            full += oldest
+
+    runtime = runtime_for(folder, FunctionModel(answer), store=MemoryStore(), concurrency=live)
+    gc.collect()
+    gc.callbacks.append(observe)
+    try:
+        async with runtime:
+            for i in range(live):
+                counting = i >= live // 2
+                await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
+            counting = False
+            release.set()
+    finally:
+        gc.callbacks.remove(observe)
+    starts = live - live // 2
+    return spent["full"] / starts, spent["young"] / starts, full
+
+
 async def cycles_per_child(folder: Path, count: int) -> float:
     async def answer(request: ModelRequest) -> ModelResponse:
         return ModelResponse(text="done")
@@ -406,6 +448,11 @@ async def collector(folder: Path) -> None:
     print(
         f"  objects the collector tracks per live child: {scheduled:.1f} scheduled (as above),"
         f" {running:.1f} running and waiting for its model"
+    )
+    full, young, passes = await collector_passes(folder / "passes", rows[-1][0])
+    print(
+        f"  what the collector's passes cost per start from n/2 to n={rows[-1][0]:,}:"
+        f" {show(full)} in {passes} full passes, {show(young)} in young ones"
     )
     last = rows[-1]
     goal(
