@@ -162,6 +162,10 @@ def _check_init(cls: type, declared: list[Field]) -> None:
         raise TypeError(f"{where} must call __post_init__")
 
 
+#: The frozen dataclasses made for ``__dataclass_fields__``, one per ``@frozen`` class read so.
+_TWINS: list[type] = []
+
+
 class _DataclassFields:
     """A ``@frozen`` class's ``__dataclass_fields__``, made on first use by ``dataclasses``
     from a frozen dataclass with the same fields, which then replaces this descriptor."""
@@ -181,6 +185,9 @@ class _DataclassFields:
                 options["default"] = f.default
             body[f.name] = dataclasses.field(**options)
         twin: Any = dataclasses.dataclass(frozen=True)(type(owner.__name__, (), body))
+        # Kept: a class is a reference cycle, so a dropped twin would be left to the garbage
+        # collector (and found by a cycle count taken while a child runs).
+        _TWINS.append(twin)
         type.__setattr__(owner, "__dataclass_fields__", twin.__dataclass_fields__)
         type.__setattr__(owner, "__dataclass_params__", twin.__dataclass_params__)
         return twin.__dataclass_fields__
