@@ -5,6 +5,9 @@ grow with them (counted with ``gc.collect()``, never timed)."""
 from __future__ import annotations
 
 import gc
+import threading
+from collections import Counter
+from types import FrameType
 
 import pytest
 from tests.runtime.conftest import Project
@@ -41,7 +44,23 @@ async def test_finished_children_leave_no_reference_cycles(
                 result = await runtime.wait(info.run_id)
                 assert result.status == "completed", result
             del info, result
+            # Kept, so that a failure names what was in the cycles.
+            gc.set_debug(gc.DEBUG_SAVEALL)
             found = gc.collect()
         finally:
+            gc.set_debug(0)
             gc.enable()
-    assert found == 0
+    garbage = _described(gc.garbage)
+    gc.garbage.clear()
+    assert found == 0, garbage
+
+
+def _described(garbage: list[object]) -> str:
+    """The kinds of objects the collector found, most common first, the code of any frames,
+    and the threads alive (a cycle another thread left while the collector was off counts)."""
+    kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in garbage)
+    frames = sorted(
+        {f"{o.f_code.co_filename}:{o.f_code.co_name}" for o in garbage if isinstance(o, FrameType)}
+    )
+    threads = [t.name for t in threading.enumerate()]
+    return f"{kinds.most_common(20)}; frames {frames}; threads {threads}"
