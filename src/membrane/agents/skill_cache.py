@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Final
 
 from membrane._record import record
-from membrane.agents.cache import parser_fingerprint, read_entries, write_entries
+from membrane.agents.cache import parser_fingerprint, read_entries
+from membrane.agents.cache_write import write_entries
 from membrane.agents.definition import DefinitionWarning
 
 __all__ = ["SKILLS_CACHE_FILE", "ParsedSkill", "SkillCache"]
