@@ -48,6 +48,7 @@ _PARSER_MODULES: Final = (
     "values",
     "cache",
     "cache_write",
+    "hook_reading",
     "translation",
     "dialects",
     "claude_code",

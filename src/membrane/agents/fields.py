@@ -24,9 +24,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from membrane.agents.command_hooks import read_hooks
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, DefinitionWarning
 from membrane.agents.dialects import MEMBRANE, Dialect, translate
+from membrane.agents.hook_reading import read_hooks
 from membrane.agents.values import (
     AUTHORITY_FIELDS,
     CHOICES,
