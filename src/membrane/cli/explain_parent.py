@@ -3,8 +3,9 @@ turned into a ``ParentContext`` (``--call`` is read by the same JSON reader)."""
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,51 +78,52 @@ def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
     return Message(role, content, kind=kind)
 
 
-_PARENT_TOOL = table(
-    "_ParentTool",
-    {
-        "name": Field(text(min_length=1), default=REQUIRED),
-        "origin": Field(text(), default="builtin"),
-        "deferred": Field(boolean, default=False),
-        "mutating": Field(boolean, default=False),
-    },
-    _ParentTool,
-)
-_PARENT_TOOLS = list_of(_PARENT_TOOL)
+@functools.cache
+def _parent_table() -> Callable[[object], _ParentParts]:
+    """The reader of ``--parent``, built when one is given (explain without it builds none)."""
+    tool = table(
+        "_ParentTool",
+        {
+            "name": Field(text(min_length=1), default=REQUIRED),
+            "origin": Field(text(), default="builtin"),
+            "deferred": Field(boolean, default=False),
+            "mutating": Field(boolean, default=False),
+        },
+        _ParentTool,
+    )
+    listed = list_of(tool)
 
+    def tools(value: object) -> object:
+        if isinstance(value, list):  # a bare name stands for {"name": NAME}
+            value = [{"name": item} if isinstance(item, str) else item for item in value]
+        return listed(value)
 
-def _tools(value: object) -> object:
-    if isinstance(value, list):  # a bare name stands for {"name": NAME}
-        value = [{"name": item} if isinstance(item, str) else item for item in value]
-    return _PARENT_TOOLS(value)
-
-
-_PARENT_TABLE = table(
-    "_Parent",
-    {
-        "tools": Field(optional(_tools)),
-        "system_prompt": Field(text(), default=""),
-        "model": Field(optional(text())),
-        "transcript": Field(
-            list_of(
-                table(
-                    "_ParentMessage",
-                    {
-                        "role": Field(choice("user", "assistant", "tool"), default=REQUIRED),
-                        "content": Field(text(), default=""),
-                        "kind": Field(choice("text", "summary"), default="text"),
-                    },
-                    _message,
-                )
+    return table(
+        "_Parent",
+        {
+            "tools": Field(optional(tools)),
+            "system_prompt": Field(text(), default=""),
+            "model": Field(optional(text())),
+            "transcript": Field(
+                list_of(
+                    table(
+                        "_ParentMessage",
+                        {
+                            "role": Field(choice("user", "assistant", "tool"), default=REQUIRED),
+                            "content": Field(text(), default=""),
+                            "kind": Field(choice("text", "summary"), default="text"),
+                        },
+                        _message,
+                    )
+                ),
+                factory=list,
             ),
-            factory=list,
-        ),
-        "permission_mode": Field(optional(text())),
-        "depth": Field(integer(), default=0),
-        "cwd": Field(optional(text())),
-    },
-    _ParentParts,
-)
+            "permission_mode": Field(optional(text())),
+            "depth": Field(integer(), default=0),
+            "cwd": Field(optional(text())),
+        },
+        _ParentParts,
+    )
 
 
 def read_json(option: str, value: str) -> object:
@@ -178,7 +180,7 @@ def parent_context(
     if raw is None:
         return ParentContext(tools=dict(registry.tools()), permission_mode=permission, cwd=str(cwd))
     try:
-        parsed = _PARENT_TABLE(raw)
+        parsed = _parent_table()(raw)
     except Invalid as exc:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
         got = "" if exc.kind == "missing" else f" (got {exc.value!r})"
