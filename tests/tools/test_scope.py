@@ -229,3 +229,37 @@ def test_requires_must_be_a_frozenset_of_names(make_tool: Callable[..., Tool]) -
     bad = dataclasses.replace(make_tool("x"), requires=("computer-use",))  # type: ignore[arg-type]
     with pytest.raises(ToolSpecError):
         ToolRegistry().register(bad)
+
+
+def test_a_shared_view_never_shows_one_scope_what_anothers_filters_hide(
+    registry: ToolRegistry, make_tool: Callable[..., Tool]
+) -> None:
+    definition = Restriction(allow=["Read", "Grep", "Bash"], label="definition")
+    plain, denied, equal, own = (Scope(registry, name=f"child-{i}") for i in range(4))
+    for scope in (plain, denied, own):
+        scope.restrict(definition)
+    denied.restrict(Restriction(deny=["Bash"], label="toolFilter"))
+    # An equal restriction is another predicate: its scope resolves a view of its own.
+    equal.restrict(Restriction(allow=["Read", "Grep", "Bash"], label="definition"))
+    own.add_local(make_tool("Note"))
+    assert plain.view().names == ("Bash", "Grep", "Read")
+    assert denied.view().names == ("Grep", "Read") and "Bash" not in denied.view()
+    assert own.view().names == ("Bash", "Grep", "Note", "Read")
+    assert equal.view().names == plain.view().names and equal.view() is not plain.view()
+    # The same predicates, nothing of its own: the same view object, and not once the scope
+    # holds a tool of its own or a further filter.
+    twin = Scope(registry, name="twin")
+    twin.restrict(definition)
+    assert twin.view() is plain.view()
+    twin.add_local(make_tool("Note"))
+    assert twin.view() is not own.view() and "Note" in twin.view() and "Note" not in plain.view()
+    later = Scope(registry, name="later")
+    later.restrict(definition)
+    later.restrict(Restriction(deny=["Read"], label="role:worker"))
+    assert later.view().names == ("Bash", "Grep") and plain.view().names == ("Bash", "Grep", "Read")
+    # The registry moved: each scope resolves again, and they share again.
+    registry.remove("Grep")
+    assert plain.view().names == ("Bash", "Read") and twin.view() is not plain.view()
+    fresh = Scope(registry, name="fresh")
+    fresh.restrict(definition, validate=False)
+    assert fresh.view() is plain.view() and denied.view().names == ("Read",)
