@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from membrane.agents.definition import NAME_RE, REPAIRED_NAME, UNSET, DefinitionWarning, Unset
 from membrane.config.budget import Budget
-from membrane.config.load import mcp_server_spec
+from membrane.config.mcp_servers import mcp_server_spec
 from membrane.config.values import McpServerSpec
 from membrane.errors import DefinitionError, InvalidRequest, SettingsError
 from membrane.tools.permissions import RULE_TOOLS, PermissionRule, Verdict, parse_rule

@@ -9,12 +9,11 @@ are errors: a misspelt ``default-tools`` would otherwise leave the default silen
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from membrane._record import record, replace
+from membrane._record import record
 from membrane.config.budget import Budget
 from membrane.config.shape import (
     REQUIRED,
@@ -50,12 +49,21 @@ __all__ = [
     "CONFIG_NAME",
     "global_config_path",
     "load_settings",
-    "mcp_server_spec",
     "membrane_home",
     "project_config_path",
 ]
 
 CONFIG_NAME = "config.toml"
+
+
+def __getattr__(name: str) -> object:
+    # ``mcp_server_spec`` lives in ``membrane.config.mcp_servers`` (imported by what reads an
+    # MCP server's table); its old address keeps working.
+    if name == "mcp_server_spec":
+        from membrane.config.mcp_servers import mcp_server_spec
+
+        return mcp_server_spec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def membrane_home() -> Path:
@@ -107,83 +115,6 @@ _RATE_LIMIT = table(
     {"max_calls": _count(1, REQUIRED), "window_seconds": _seconds(REQUIRED)},
     RateLimit,
 )
-
-
-def _server(
-    *,
-    command: str | None,
-    args: list[str],
-    env: dict[str, str],
-    cwd: str | None,
-    url: str | None,
-    headers: dict[str, str],
-    timeout: float,
-    startup_timeout: float,
-) -> McpServerSpec:
-    """The spec, named by ``mcp_server_spec`` once it is whole."""
-    return McpServerSpec(
-        name="",
-        command=command,
-        args=tuple(args),
-        env=MappingProxyType(env),
-        cwd=cwd,
-        url=url,
-        headers=MappingProxyType(headers),
-        timeout=timeout,
-        startup_timeout=startup_timeout,
-    )
-
-
-_MCP_SERVER = table(
-    "_McpServer",
-    {
-        "command": Field(optional(_NAME)),
-        "args": Field(_NAMES, factory=list),
-        "env": Field(_STRINGS, factory=dict),
-        "cwd": Field(optional(_NAME)),
-        "url": Field(optional(_NAME)),
-        "headers": Field(_STRINGS, factory=dict),
-        "timeout": _seconds(60.0),
-        "startup_timeout": _seconds(30.0),
-    },
-    _server,
-)
-
-#: A server name becomes the middle of ``mcp__NAME__TOOL``: no ``__`` inside, no edge ``_``.
-_MCP_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*(?<!_)")
-
-
-def mcp_server_spec(name: str, raw: object, *, path: str, key: str) -> McpServerSpec:
-    """``raw`` (one ``[mcp_servers.NAME]`` table, or a definition's inline entry) checked;
-    ``SettingsError`` naming ``path`` and ``key`` otherwise."""
-
-    def bad(problem: str, hint: str) -> SettingsError:
-        return SettingsError(f"{path}: `{key}` {problem}", path=path, key=key, hint=hint)
-
-    if not isinstance(name, str) or _MCP_NAME.fullmatch(name) is None:
-        raise bad(
-            f"names the MCP server {name!r}, which is not a usable name",
-            "use letters, digits, '-' and single '_' (its tools are named mcp__NAME__TOOL)",
-        )
-    try:
-        server = _MCP_SERVER(raw)
-    except Invalid as exc:
-        where = ".".join(str(part) for part in exc.loc)
-        raise bad(
-            f"{('at ' + where + ': ') if where else ''}{exc.message}",
-            "an MCP server has `command` (with `args`, `env`, `cwd`) or `url`, and optional "
-            "`headers`, `timeout`, `startup_timeout`",
-        ) from None
-    if (server.command is None) == (server.url is None):
-        raise bad(
-            "needs exactly one of `command` (a stdio server) or `url` (streamable HTTP)",
-            'write command = "..." with args = [...], or url = "http://127.0.0.1:PORT/mcp"',
-        )
-    if server.url is not None and not server.url.startswith(("http://", "https://")):
-        raise bad(f"has url {server.url!r}, which is not http(s)", "use an http:// or https:// url")
-    if server.url is None and server.headers:
-        raise bad("sets `headers` on a stdio server", "headers apply to a `url` server only")
-    return replace(server, name=name)
 
 
 _MODEL_FIELDS: Final = {
@@ -437,6 +368,8 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
             roles[name] = _role(name, role, path)
         limits.update(parsed["rate_limits"] or {})
         for name, raw in (parsed["mcp_servers"] or {}).items():
+            from membrane.config.mcp_servers import mcp_server_spec  # only for [mcp_servers]
+
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
     cache.save()
     default_role = merged.get("default_role", DEFAULT_ROLE)
