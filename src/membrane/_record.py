@@ -1,38 +1,56 @@
 """Value classes declared as dataclasses are, built without the ``dataclasses`` module.
 
-``dataclasses`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``) and compiles
-each generated method from its own text, about 0.4 ms a class; the classes every command
-builds at start (definitions, settings, the command line's declarations) would cost more than
-the rest of ``membrane agents list``. ``record`` gives a class what ``dataclass`` would
-(``__init__`` with defaults, default factories and ``__post_init__``; ``__repr__``; ``__eq__``;
-``__hash__`` when frozen; a frozen class's ``__setattr__`` and ``__delattr__``; ``__slots__``;
-``__match_args__``) and compiles only ``__init__`` (its signature is the fields'): the other
-methods are closures over the field names. It covers what Membrane's hot classes declare: their
-own fields, no base class with fields, no ``InitVar``, ``ClassVar`` or keyword-only field.
+``@dataclass`` imports ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``) and compiles
+each generated method from its own text when the class is defined, about 0.4 ms a class, every
+time a process imports it (the byte-code cache holds the module, not those methods): the
+classes every command builds at start would cost more than the rest of
+``membrane agents list``. ``@record(frozen=..., slots=...)`` builds the class
+``@dataclass(frozen=..., slots=...)`` would, and ``@frozen`` is ``@record(frozen=True,
+slots=True)``:
 
-``dataclasses.fields``, ``replace`` and ``asdict`` keep working on a record:
-``__dataclass_fields__`` is built by ``dataclasses`` itself, from the same declarations, the
-first time anything asks for it. Membrane's own code reads ``fields`` from here.
+- ``__init__``: a class that writes its own keeps it (compiled once, into the module's byte
+  code, which is what makes a class cheap to define), checked once against the fields: it takes
+  exactly those not declared ``init=False``, in their order (the ``kw_only`` ones after a
+  ``*``), with their defaults (``FACTORY`` for a ``default_factory``, which it then calls), and
+  it calls ``__post_init__`` when the class has one. A class that does not gets one compiled
+  from text (its signature is the fields'), the one method that is;
+- ``__repr__``, ``__eq__`` and, when frozen, ``__hash__`` are the dataclass's (fields with
+  ``repr``, ``compare``, ``hash``), shared functions reading the fields; a frozen class's
+  ``__setattr__``/``__delattr__`` raise ``dataclasses.FrozenInstanceError`` (imported only
+  then); a slotted one's pickling and ``copy`` restore the fields past them; ``__slots__`` and
+  ``__match_args__`` are the dataclass's;
+- it is a dataclass when asked: ``dataclasses.fields``, ``replace``, ``asdict`` and
+  ``is_dataclass`` work, ``__dataclass_fields__`` being made by ``dataclasses`` itself, from the
+  same declarations, the first time anything reads it; type checkers read it as a dataclass
+  (``dataclass_transform``).
+
+Options are declared with this module's ``field`` (``default``, ``default_factory``, ``init``,
+``repr``, ``compare``, ``hash``, ``kw_only``). A record declares its own fields: no base class
+with fields, no ``ClassVar``, ``InitVar`` or ``KW_ONLY`` annotation. Membrane's own code reads
+``fields`` and ``replace`` from here (without importing ``dataclasses``): a record's fields, for
+them, are those its ``__init__`` takes.
 """
 
 from __future__ import annotations
 
 import sys
+from _thread import get_ident
 from operator import attrgetter
 
-TYPE_CHECKING = False  # not ``typing``'s: this module imports no more than ``operator``
+TYPE_CHECKING = False  # not ``typing``'s: this module imports nothing it does not use
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, Final, TypeVar, dataclass_transform
 
     T = TypeVar("T")
+    _C = TypeVar("_C", bound=type)
 else:
 
     def dataclass_transform(**_: object) -> object:
         return lambda function: function
 
 
-__all__ = ["MISSING", "Field", "FrozenInstanceError", "field", "fields", "record", "replace"]
+__all__ = ["FACTORY", "MISSING", "Field", "field", "fields", "frozen", "record", "replace"]
 
 
 class _Missing:
@@ -46,35 +64,81 @@ class _Missing:
 MISSING: Final = _Missing()
 
 
-class FrozenInstanceError(AttributeError):
-    """A field of a frozen record was assigned or deleted."""
+class _Factory:
+    """The default of a ``default_factory`` field in an ``__init__``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+#: ``def __init__(self, tools: Mapping[str, Tool] = FACTORY)``: the field's factory makes it.
+FACTORY: Final[Any] = _Factory()
 
 
 class Field:
-    """One declared field: its name, and its default or its default factory (or ``MISSING``)."""
+    """One declared field: its name, its default or default factory (or ``MISSING``), and the
+    options ``dataclasses.field`` has."""
 
-    __slots__ = ("default", "default_factory", "name")
+    __slots__ = ("compare", "default", "default_factory", "hash", "init", "kw_only", "name", "repr")
 
-    def __init__(self, default: Any = MISSING, default_factory: Any = MISSING) -> None:
+    def __init__(
+        self,
+        default: Any = MISSING,
+        default_factory: Any = MISSING,
+        *,
+        init: bool = True,
+        repr: bool = True,
+        compare: bool = True,
+        hash: bool | None = None,
+        kw_only: bool = False,
+    ) -> None:
         self.name = ""
         self.default: Any = default
         self.default_factory: Any = default_factory
+        self.init = init
+        self.repr = repr
+        self.compare = compare
+        self.hash = hash
+        self.kw_only = kw_only
+
+    @property
+    def hashed(self) -> bool:
+        return self.compare if self.hash is None else self.hash
 
     def __repr__(self) -> str:
         return f"Field(name={self.name!r}, default={self.default!r})"
 
 
 def field(
-    *, default: Any = MISSING, default_factory: Callable[[], Any] | _Missing = MISSING
+    *,
+    default: Any = MISSING,
+    default_factory: Callable[[], Any] | Any = MISSING,
+    init: bool = True,
+    repr: bool = True,
+    compare: bool = True,
+    hash: bool | None = None,
+    kw_only: bool = False,
 ) -> Any:
-    """A field's declaration when a plain default does not say enough (``default_factory``)."""
+    """A field's declaration when a plain default does not say enough, as
+    ``dataclasses.field``."""
     if default is not MISSING and default_factory is not MISSING:
         raise ValueError("a field has a default or a default factory, not both")
-    return Field(default, default_factory)
+    return Field(
+        default,
+        default_factory,
+        init=init,
+        repr=repr,
+        compare=compare,
+        hash=hash,
+        kw_only=kw_only,
+    )
 
 
 def fields(record_or_class: object) -> tuple[Field, ...]:
-    """The fields of a record class (or of one of its instances), in declaration order."""
+    """The fields a record class (or one of its instances) takes in its ``__init__``, in
+    declaration order."""
     cls = record_or_class if isinstance(record_or_class, type) else type(record_or_class)
     found: tuple[Field, ...] = cls.__dict__["_record_fields"]
     return found
@@ -91,6 +155,10 @@ def replace(value: T, /, **changes: object) -> T:
     return type(value)(**changes)
 
 
+#: The dataclasses made for ``__dataclass_fields__``, one per record class read so.
+_TWINS: list[type] = []
+
+
 class _DataclassFields:
     """A record's ``__dataclass_fields__``, made on first use by ``dataclasses`` from a
     dataclass with the same fields, which then replaces this descriptor on the class."""
@@ -104,54 +172,122 @@ class _DataclassFields:
         annotations = owner.__dict__["__annotations__"]  # noqa: RUF063 - no ``inspect`` here
         kept: dict[str, object] = {}
         body: dict[str, object] = {"__module__": owner.__module__, "__annotations__": kept}
-        for f in fields(owner):
+        for f in owner.__dict__["_record_declared"]:
             kept[f.name] = annotations[f.name]
+            options: dict[str, Any] = {
+                "init": f.init,
+                "repr": f.repr,
+                "compare": f.compare,
+                "hash": f.hash,
+                "kw_only": f.kw_only,
+            }
             if f.default_factory is not MISSING:
-                body[f.name] = dataclasses.field(default_factory=f.default_factory)
+                options["default_factory"] = f.default_factory
             elif f.default is not MISSING:
-                body[f.name] = f.default
+                options["default"] = f.default
+            body[f.name] = dataclasses.field(**options)
         twin: Any = dataclasses.dataclass(frozen=self.frozen)(type(owner.__name__, (), body))
+        # Kept: a class is a reference cycle, so a dropped twin would be left to the garbage
+        # collector (and found by a cycle count taken while a child runs).
+        _TWINS.append(twin)
         type.__setattr__(owner, "__dataclass_fields__", twin.__dataclass_fields__)
         type.__setattr__(owner, "__dataclass_params__", twin.__dataclass_params__)
         return twin.__dataclass_fields__
 
 
-def _frozen_setattr(self: object, name: str, value: object) -> None:
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+def _frozen_error(message: str) -> AttributeError:
+    from dataclasses import FrozenInstanceError  # only when a frozen field is written
+
+    return FrozenInstanceError(message)
 
 
-def _frozen_delattr(self: object, name: str) -> None:
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
+def _declared(cls: type) -> list[Field]:
+    """The fields ``cls`` declares, in order, as ``dataclasses`` reads them."""
+    # The class's own annotations (``inspect`` is not imported for them).
+    annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
+    declared = []
+    for name, annotation in annotations.items():
+        if str(annotation).startswith(("ClassVar", "typing.ClassVar", "InitVar", "KW_ONLY")):
+            raise TypeError(f"{cls.__qualname__}.{name}: a record declares plain fields only")
+        value = cls.__dict__.get(name, MISSING)
+        if type(value).__module__ == "dataclasses":  # its options would be taken for a default
+            raise TypeError(f"{cls.__qualname__}.{name}: use membrane._record.field")
+        found = value if isinstance(value, Field) else Field(value)
+        found.name = name
+        declared.append(found)
+    return declared
 
 
-def _init(cls: type, declared: list[Field], *, frozen: bool) -> object:
-    """``cls.__init__``, the one method compiled from text (its signature is the fields').
+def _check_init(cls: type, init: Any, taken: list[Field]) -> None:
+    """The class's own ``__init__`` takes the fields as the generated one would."""
+    where = f"{cls.__qualname__}.__init__"
+    code = getattr(init, "__code__", None)
+    if code is None:
+        raise TypeError(f"{where}: write a function (the fields, in order, with defaults)")
+    positional = [f for f in taken if not f.kw_only]
+    keywords = [f for f in taken if f.kw_only]
+    names = code.co_varnames[1 : code.co_argcount]
+    named = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    expected = tuple(f.name for f in positional)
+    expected_named = tuple(f.name for f in keywords)
+    if names != expected or named != expected_named:
+        wanted = expected + (("*", *expected_named) if expected_named else ())
+        got = names + (("*", *named) if named else ())
+        raise TypeError(f"{where} takes {got}, the fields are {wanted}")
+    defaults = init.__defaults__ or ()
+    with_defaults = [f.name for f in positional][len(positional) - len(defaults) :]
+    given = dict(zip(with_defaults, defaults, strict=True))
+    given.update(init.__kwdefaults__ or {})
+    for f in taken:
+        default = FACTORY if f.default_factory is not MISSING else f.default
+        got = given.get(f.name, MISSING)
+        if got is not default and (type(got) is not type(default) or got != default):
+            raise TypeError(f"{where}: {f.name} must default to {default!r}")
+    if "__post_init__" in cls.__dict__ and "__post_init__" not in code.co_names:
+        raise TypeError(f"{where} must call __post_init__")
+
+
+def _compiled_init(cls: type, declared: list[Field], *, frozen: bool) -> Any:
+    """``cls.__init__`` compiled from text, its signature the fields'.
 
     As ``dataclasses`` does, it is compiled in the module's namespace and annotated with the
     fields' types, so ``typing.get_type_hints`` reads it as it reads any function there."""
-    scope: dict[str, object] = {"_MISSING": MISSING, "_set": object.__setattr__}
-    params = []
-    body = []
+    scope: dict[str, object] = {"_FACTORY": FACTORY, "_set": object.__setattr__}
+    params: list[str] = []
+    named: list[str] = []
+    body: list[str] = []
+    defaulted = False
     for f in declared:
         name = f.name
         if f.default_factory is not MISSING:
             scope[f"_fact_{name}"] = f.default_factory
-            params.append(f"{name}=_MISSING")
-            value = f"_fact_{name}() if {name} is _MISSING else {name}"
+            param = f"{name}=_FACTORY"
+            value = f"_fact_{name}()"
+            if f.init:
+                value = f"{value} if {name} is _FACTORY else {name}"
+        elif f.default is not MISSING:
+            scope[f"_dflt_{name}"] = f.default
+            param = f"{name}=_dflt_{name}"
+            value = name if f.init else f"_dflt_{name}"
+        elif f.init:
+            if not f.kw_only and defaulted:
+                raise TypeError(f"{cls.__qualname__}.{name}: no default after a field with one")
+            param = value = name
         else:
-            if f.default is not MISSING:
-                scope[f"_dflt_{name}"] = f.default
-                params.append(f"{name}=_dflt_{name}")
-            else:
-                params.append(name)
-            value = name
+            continue  # an ``init=False`` field without a default is not set, as by dataclasses
+        if f.init and f.kw_only:
+            named.append(param)
+        elif f.init:
+            params.append(param)
+            defaulted = param != name
         body.append(f"  _set(self, {name!r}, {value})" if frozen else f"  self.{name} = {value}")
     if hasattr(cls, "__post_init__"):
         body.append("  self.__post_init__()")
+    signature = ", ".join(["self", *params, *(["*", *named] if named else [])])
     text = "\n".join(
         [
             f"def __create_fn__({', '.join(scope)}):",
-            f" def __init__(self, {', '.join(params)}):",
+            f" def __init__({signature}):",
             *(body or ["  pass"]),
             " return __init__",
         ]
@@ -161,99 +297,129 @@ def _init(cls: type, declared: list[Field], *, frozen: bool) -> object:
     exec(text, module.__dict__ if module is not None else {}, made)  # made from field names
     init = made["__create_fn__"](**scope)
     annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
-    init.__annotations__ = {f.name: annotations[f.name] for f in declared}
+    init.__annotations__ = {f.name: annotations[f.name] for f in declared if f.init}
     init.__annotations__["return"] = "None"
     return init
 
 
-def _methods(cls: type, declared: list[Field], *, frozen: bool, slots: bool) -> dict[str, object]:
-    """The methods of ``cls``: ``__init__`` compiled, the others closures over its fields."""
-    names = tuple(f.name for f in declared)
-    key = attrgetter(*names) if names else (lambda self: ())
+def _reader(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
+    """The tuple of ``names``' values of an object (what a generated method compares)."""
+    if len(names) > 1:
+        read: Callable[[object], tuple[Any, ...]] = attrgetter(*names)
+        return read
+    if names:
+        (name,) = names
+        return lambda obj: (getattr(obj, name),)
+    return lambda obj: ()
 
-    def __eq__(self: object, other: object) -> object:
+
+def _build(cls: type, *, frozen: bool, slots: bool) -> Any:
+    declared = _declared(cls)
+    taken = [f for f in declared if f.init]
+    own_init = cls.__dict__.get("__init__")
+    if own_init is None:
+        init = _compiled_init(cls, declared, frozen=frozen)
+    else:
+        _check_init(cls, own_init, taken)
+        init = own_init
+    every = tuple([f.name for f in declared])
+    names = frozenset(every)
+    compared = _reader(tuple([f.name for f in declared if f.compare]))
+    hashed = _reader(tuple([f.name for f in declared if f.hashed]))
+    shown = tuple([f.name for f in declared if f.repr])
+    showing: set[tuple[int, int]] = set()
+    made: Any = cls
+
+    def __repr__(self: Any) -> str:
+        key = (id(self), get_ident())
+        if key in showing:  # a value holding itself, as reprlib.recursive_repr shows it
+            return "..."
+        showing.add(key)
+        try:
+            inner = ", ".join([f"{name}={getattr(self, name)!r}" for name in shown])
+        finally:
+            showing.discard(key)
+        return f"{self.__class__.__qualname__}({inner})"
+
+    def __eq__(self: Any, other: object) -> Any:
         if other.__class__ is self.__class__:
-            return bool(key(self) == key(other))
+            return compared(self) == compared(other)
         return NotImplemented
 
-    def __hash__(self: object) -> int:
-        return hash(key(self))
+    def __hash__(self: Any) -> int:
+        return hash(hashed(self))
 
-    def __repr__(self: object) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
-        return f"{self.__class__.__qualname__}({shown})"
+    def __setattr__(self: Any, name: str, value: object) -> None:
+        if type(self) is made or name in names:
+            raise _frozen_error(f"cannot assign to field {name!r}")
+        super(made, self).__setattr__(name, value)
 
-    def __getstate__(self: object) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in names)
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is made or name in names:
+            raise _frozen_error(f"cannot delete field {name!r}")
+        super(made, self).__delattr__(name)
 
-    def __setstate__(self: object, state: tuple[object, ...]) -> None:
-        for name, value in zip(names, state, strict=True):
+    def __getstate__(self: Any) -> list[Any]:
+        return [getattr(self, name) for name in every]
+
+    def __setstate__(self: Any, state: list[Any]) -> None:
+        # Through the slots, past a frozen __setattr__, as a slotted dataclass's does.
+        for name, value in zip(every, state, strict=False):
             object.__setattr__(self, name, value)
 
-    methods: dict[str, object] = {
-        "__init__": _init(cls, declared, frozen=frozen),
-        "__repr__": __repr__,
-        "__eq__": __eq__,
-        # As a dataclass with ``eq``: hashable when frozen, else not.
-        "__hash__": __hash__ if frozen else None,
-    }
-    if frozen:
-        methods["__setattr__"] = _frozen_setattr
-        methods["__delattr__"] = _frozen_delattr
-    if slots:  # copy and pickle set the state through the slots, past a frozen __setattr__
-        methods["__getstate__"] = __getstate__
-        methods["__setstate__"] = __setstate__
-    for name, function in methods.items():
-        if name not in ("__hash__", "__setattr__", "__delattr__") or function is __hash__:
-            function.__qualname__ = f"{cls.__qualname__}.{name}"  # type: ignore[attr-defined]
-    return methods
-
-
-def _build(cls: type, *, frozen: bool, slots: bool) -> type:
-    # The class's own annotations, as ``dataclasses`` reads them (``inspect`` is not imported).
-    annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
-    declared = []
-    for name, annotation in annotations.items():
-        if str(annotation).startswith(("ClassVar", "typing.ClassVar", "InitVar")):
-            raise TypeError(f"{cls.__qualname__}.{name}: a record declares plain fields only")
-        value = cls.__dict__.get(name, MISSING)
-        found = value if isinstance(value, Field) else Field(value)
-        found.name = name
-        declared.append(found)
-    attributes = {
-        name: value
-        for name, value in _methods(cls, declared, frozen=frozen, slots=slots).items()
-        if name not in cls.__dict__ or (name == "__hash__" and cls.__dict__[name] is None)
-    }
-    attributes["_record_fields"] = tuple(declared)
+    methods: list[Any] = [__repr__, __eq__]
+    if frozen:  # as a dataclass with ``eq``: hashable when frozen, else not
+        methods += (__hash__, __setattr__, __delattr__)
+    if slots:
+        methods += (__getstate__, __setstate__)
+    attributes: dict[str, object] = {"__init__": init}
+    if not frozen and cls.__dict__.get("__hash__") is None:
+        attributes["__hash__"] = None
+    for method in methods:
+        if cls.__dict__.get(method.__name__) is None:  # ``__hash__ = None`` is not the class's
+            method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+            attributes[method.__name__] = method
+    if init is not own_init:
+        init.__qualname__ = f"{cls.__qualname__}.__init__"
+    attributes["__match_args__"] = tuple([f.name for f in taken if not f.kw_only])
+    attributes["_record_declared"] = tuple(declared)
+    attributes["_record_fields"] = tuple(taken)
     attributes["__dataclass_fields__"] = _DataclassFields(frozen)
-    attributes["__match_args__"] = tuple(f.name for f in declared)
     if slots:
         body = {
             name: value
             for name, value in cls.__dict__.items()
-            if name not in annotations and name not in ("__dict__", "__weakref__")
+            if name not in names and name not in ("__dict__", "__weakref__")
         }
         body.update(attributes)
-        body["__slots__"] = tuple(f.name for f in declared)
+        body["__slots__"] = every
         body["__qualname__"] = cls.__qualname__
-        return type(cls)(cls.__name__, cls.__bases__, body)
+        made = type(cls)(cls.__name__, cls.__bases__, body)
+        return made
     for f in declared:
-        if f.default is MISSING and f.name in cls.__dict__:
-            delattr(cls, f.name)  # a default factory's declaration
-        elif f.default is not MISSING:
+        if f.default is not MISSING:
             setattr(cls, f.name, f.default)
+        elif f.name in cls.__dict__:
+            delattr(cls, f.name)  # a default factory's declaration
     for name, value in attributes.items():
         setattr(cls, name, value)
     return cls
 
 
-@dataclass_transform(field_specifiers=(field,))
+@dataclass_transform(field_specifiers=(field, Field))
 def record(*, frozen: bool = False, slots: bool = False) -> Callable[[type[T]], type[T]]:
     """Make the decorated class a record: ``@record(frozen=True, slots=True)`` as
     ``@dataclass(frozen=True, slots=True)``."""
 
     def build(cls: type[T]) -> type[T]:
-        return _build(cls, frozen=frozen, slots=slots)
+        built: type[T] = _build(cls, frozen=frozen, slots=slots)
+        return built
 
     return build
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field, Field))
+def frozen(cls: _C) -> _C:
+    """``cls`` as ``@record(frozen=True, slots=True)`` makes it (a frozen, slotted dataclass)."""
+    built: _C = _build(cls, frozen=True, slots=True)
+    return built
