@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, overload
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.errors import ExtensionError, MembraneError, ToolSpecError
 from membrane.extensions.installed import installed_entry_points
 from membrane.json_types import JSONObject

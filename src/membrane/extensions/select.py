@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from membrane._frozen import FACTORY, field, frozen
+from membrane._record import FACTORY, field, frozen
 from membrane.errors import ExtensionError
 from membrane.tools.spec import Tool
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
 

@@ -10,8 +10,7 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from membrane._frozen import FACTORY, field, frozen
-from membrane._record import replace
+from membrane._record import FACTORY, field, frozen, replace
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Final, Generic, Literal, TypeVar
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.agents.definition import UNSET, AgentDefinition, Isolation, Unset
 from membrane.config.values import Settings
 from membrane.errors import InvalidRequest

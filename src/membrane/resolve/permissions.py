@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from membrane._frozen import FACTORY, field, frozen
+from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONDict
 from membrane.resolve.tools import ToolPlan, builtin_of
 from membrane.tools.permissions import NAME_RULE_TOOLS, PERMISSION_MODES, PermissionRule

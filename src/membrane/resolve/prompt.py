@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, Protocol
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.resolve.guidance import CLI_GUIDANCE_SECTION, WRITE_BOUNDARY_SECTION
 from membrane.vocabulary import DELEGATION_TOOLS
 

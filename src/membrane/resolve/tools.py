@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Final
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible

@@ -24,7 +24,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from membrane._frozen import field, frozen
+from membrane._record import field, frozen
 from membrane.json_types import JSONDict
 from membrane.sandbox.machine import Backend
 from membrane.sandbox.paths import (

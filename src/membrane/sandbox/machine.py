@@ -20,7 +20,7 @@ import select
 import time
 from typing import Final, Literal
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.config.values import SandboxChoice
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict

@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from membrane._frozen import frozen
-from membrane._record import replace
+from membrane._record import frozen, replace
 from membrane.config.values import SandboxChoice, Settings
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
 from typing import Final, Protocol, runtime_checkable
 
-from membrane._frozen import FACTORY, field, frozen
+from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.rules import RULE_TOOLS, VERDICTS, PermissionRule, Verdict
 from membrane.tools.spec import Tool, ToolContext

@@ -19,7 +19,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 from membrane.errors import RateLimited
 
 __all__ = ["RateLimiter", "Window"]

@@ -21,8 +21,8 @@ from operator import attrgetter, is_
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
-from membrane._frozen import frozen
 from membrane._record import fields as declared_fields
+from membrane._record import frozen
 from membrane.errors import ToolSpecError
 from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.requirements import Requirements

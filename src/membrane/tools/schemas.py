@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from membrane._frozen import frozen
+from membrane._record import frozen
 
 if TYPE_CHECKING:
     from referencing import Specification

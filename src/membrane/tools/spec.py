@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from membrane._frozen import FACTORY, field, frozen
+from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONObject
 
 __all__ = ["Attachment", "Tool", "ToolContext", "ToolHandler", "ToolLoader", "ToolOutput"]
