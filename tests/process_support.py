@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["first_line_then_kill", "probe_json"]
+__all__ = ["cli_imports", "first_line_then_kill", "probe_json"]
 
 
 def first_line_then_kill(script: Path, *args: object, what: str = "the script") -> Any:
@@ -45,3 +45,28 @@ def probe_json(code: str, *args: object) -> Any:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+#: Runs ``membrane`` with the command line it is given and reports, on stderr, the exit code and
+#: every module the command imported.
+CLI_PROBE = """
+import json, sys
+from membrane.cli.app import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def cli_imports(*args: str, cwd: Path | None = None) -> tuple[int, set[str], str]:
+    """Run ``membrane args`` in a fresh Python: its exit code, the modules it imported (counted
+    when it ends) and what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", CLI_PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["code"], set(report["modules"]), done.stdout

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import pickle
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,6 +22,7 @@ from membrane import AgentDefinition, Budget, Settings
 from membrane._record import FACTORY, field, fields, frozen, record, replace
 from membrane.config.values import McpServerSpec
 from membrane.errors import InvalidRequest
+from process_support import cli_imports
 
 
 @frozen
@@ -438,26 +436,12 @@ HEAVY = ("dataclasses", "inspect", "ast", "dis", "tokenize")
 def test_agents_list_imports_no_dataclasses(tmp_path: Path, isolated_home: Path) -> None:
     workspace = tmp_path / "workspace"
     shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "workspace", workspace)
-    probe = (
-        "import json, sys\n"
-        "from membrane.cli.app import main\n"
-        "code = main(['agents', 'list'])\n"
-        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
-    )
     modules: list[set[str]] = []
     for _ in range(2):  # the first listing parses the files and fills the cache
-        done = subprocess.run(
-            [sys.executable, "-c", probe],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=workspace,
-            check=False,
-        )
-        report = json.loads(done.stderr.strip().splitlines()[-1])
-        assert report["code"] == 0
-        assert "scout" in done.stdout
-        modules.append(set(report["modules"]))
+        code, imported, printed = cli_imports("agents", "list", cwd=workspace)
+        assert code == 0
+        assert "scout" in printed
+        modules.append(imported)
     assert "membrane.agents.fields" in modules[0]
     # The second hits the cache: every definition, the settings and the command line are built
     # without dataclasses (nor inspect, which it imports).

@@ -4,9 +4,6 @@ value ``argparse`` would give it, for every command of the CLI, and ``argparse``
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from membrane.cli.app import main
 from membrane.cli.argparse_line import parser_for
 from membrane.cli.declare import Command, Group
 from membrane.cli.parsing import _defaults, params_of
+from process_support import cli_imports
 
 
 def _commands(group: Group, words: list[str]) -> list[tuple[str, Command]]:
@@ -55,26 +53,10 @@ def test_a_missing_required_argument_is_still_reported(capsys: pytest.CaptureFix
     assert "NAME" in err.splitlines()[-1]
 
 
-PROBE = """
-import json, sys
-from membrane.cli.app import main
-code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
-"""
-
-
 def _modules(*args: str, cwd: Path) -> set[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        check=False,
-    )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert report["code"] == 0
-    return set(report["modules"])
+    code, modules, _ = cli_imports(*args, cwd=cwd)
+    assert code == 0
+    return modules
 
 
 def test_agents_list_without_options_imports_no_parser(tmp_path: Path, isolated_home: Path) -> None:

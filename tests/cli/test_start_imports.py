@@ -12,28 +12,14 @@ from pathlib import Path
 import pytest
 
 from membrane.cli.app import main
-
-PROBE = """
-import json, sys
-from membrane.cli.app import main
-code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
-"""
+from process_support import cli_imports
 
 LIBRARIES = {"typer", "click", "rich", "pydantic", "jsonschema", "ruamel", "anyio", "typing"}
 
 
 def imported(*args: str, cwd: Path | None = None) -> tuple[int, set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        check=False,
-    )
-    report = json.loads(done.stderr.strip().splitlines()[-1])
-    return report["code"], set(report["modules"])
+    code, modules, _ = cli_imports(*args, cwd=cwd)
+    return code, modules
 
 
 def libraries(modules: set[str]) -> set[str]:
