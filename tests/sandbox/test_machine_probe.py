@@ -22,10 +22,12 @@ print(json.dumps(machine_support().to_json()["bubblewrap"]))
 """
 
 
-def probed(path: str) -> dict[str, object]:
-    """The probe's verdict on bubblewrap in a fresh interpreter whose ``PATH`` is ``path``."""
+def probed(path: str, *, seconds: float | None = None) -> dict[str, object]:
+    """The probe's verdict on bubblewrap in a fresh interpreter whose ``PATH`` is ``path``
+    (with a deadline of ``seconds`` instead of the probe's own, when given)."""
+    shorter = "" if seconds is None else f"machine._PROBE_SECONDS = {seconds!r}\n"
     done = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", f"from membrane.sandbox import machine\n{shorter}{PROBE}"],
         env={**os.environ, "PATH": path},
         capture_output=True,
         text=True,
@@ -71,6 +73,21 @@ def test_a_bwrap_that_cannot_build_a_sandbox_says_why(tmp_path: Path) -> None:
     }
     silent = stand_in(tmp_path / "silent", "exit 3")
     assert probed(str(silent.parent))["detail"] == (f"{silent} cannot build a sandbox here: exit 3")
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["exec /bin/sleep 60", "exec 2>&-\nexec /bin/sleep 60"],
+    ids=["stderr-open", "stderr-closed"],
+)
+def test_a_bwrap_that_hangs_is_killed_at_the_deadline(tmp_path: Path, script: str) -> None:
+    # Whether it keeps its stderr open or closes it first, a probe that does not finish is
+    # killed once the deadline passes, and bubblewrap is reported unavailable.
+    found = stand_in(tmp_path / "bin", script)
+    assert probed(str(found.parent), seconds=0.5) == {
+        "available": False,
+        "detail": f"{found} cannot run here: it did not finish in 0.5 seconds",
+    }
 
 
 def test_a_bwrap_that_cannot_be_executed_is_not_available(tmp_path: Path) -> None:

@@ -104,15 +104,26 @@ def _run_probe(argv: list[str]) -> tuple[int | None, str]:
                 break
             chunks.append(chunk)
         else:
-            import signal  # only for a probe that hangs
-
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None, ""
+            return _killed(pid)
     finally:
         os.close(read_end)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+    # Its stderr is closed; the deadline still bounds the wait for it to exit.
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+        if time.monotonic() >= deadline:
+            return _killed(pid)
+        time.sleep(0.005)
+
+
+def _killed(pid: int) -> tuple[None, str]:
+    """Kill and reap a probe that did not finish in time."""
+    import signal  # only for a probe that hangs
+
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None, ""
 
 
 def _probe_bwrap() -> tuple[str | None, str]:
