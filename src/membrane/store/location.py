@@ -86,4 +86,4 @@ def migrate_legacy_state(location: StateLocation) -> bool:
         return False
     from membrane.store.state_move import move_legacy_state  # only a move needs the rest
 
-    return move_legacy_state(location)
+    return move_legacy_state(location.project, location.legacy, location.path)

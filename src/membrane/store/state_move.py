@@ -8,21 +8,16 @@ import fcntl
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from membrane.errors import StoreError
-
-if TYPE_CHECKING:
-    from membrane.store.location import StateLocation
 
 __all__ = ["move_legacy_state"]
 
 
-def move_legacy_state(location: StateLocation) -> bool:
-    """Move the legacy file of ``location`` (``migrate_legacy_state``'s work once a legacy
-    file was seen): a copy by SQLite's online backup, synced, renamed into place, then the
-    old files removed; False when another process moved it first or the new file exists."""
-    legacy, target = location.legacy, location.path
+def move_legacy_state(project: Path, legacy: Path, target: Path) -> bool:
+    """Move ``project``'s ``legacy`` file to ``target`` (``migrate_legacy_state``'s work once a
+    legacy file was seen): a copy by SQLite's online backup, synced, renamed into place, then
+    the old files removed; False when another process moved it first or the new file exists."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
@@ -37,7 +32,7 @@ def move_legacy_state(location: StateLocation) -> bool:
         _backup(legacy, partial)
         os.replace(partial, target)
         _sync_folder(target.parent)
-        (target.parent / "project").write_text(f"{location.project}\n", encoding="utf-8")
+        (target.parent / "project").write_text(f"{project}\n", encoding="utf-8")
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 legacy.with_name(legacy.name + suffix).unlink()
