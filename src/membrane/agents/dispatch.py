@@ -6,16 +6,33 @@ Kept apart from the catalog, which a listing imports and which never dispatches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from membrane.agents.definition import AgentDefinition, Dispatch
 from membrane.errors import DefinitionError, UnknownAgent, UnknownSubagent
 
 if TYPE_CHECKING:
-    from membrane.agents.catalog import Catalog
+    from membrane.config.values import Settings
 
-__all__ = ["DEFAULT_FALLBACK", "dispatch", "require"]
+__all__ = ["DEFAULT_FALLBACK", "Winners", "dispatch", "require"]
+
+
+class Winners(Protocol):
+    """What dispatch reads of a catalog (``membrane.agents.catalog.Catalog``, which calls it):
+    the winner a name finds, every winner, the files that could not be used, the settings."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def errors(self) -> list[DefinitionError]: ...
+
+    def definitions(self) -> Mapping[str, AgentDefinition]: ...
+
+    def lookup(self, name: str) -> tuple[AgentDefinition | None, str]: ...
+
 
 DEFAULT_FALLBACK = "general-purpose"
 
@@ -34,7 +51,7 @@ def _names_file(error: DefinitionError, name: str) -> bool:
     return stem.casefold() == name.casefold()
 
 
-def dispatch(catalog: Catalog, agent_type: str, *, child: bool = True) -> Dispatch:
+def dispatch(catalog: Winners, agent_type: str, *, child: bool = True) -> Dispatch:
     """Resolve an agent type, following ``fallback_subagent`` when it is unknown, disabled
     or ambiguous. ``UnknownSubagent`` when the policy is ``none`` or the fallback is missing.
 
@@ -75,7 +92,7 @@ def dispatch(catalog: Catalog, agent_type: str, *, child: bool = True) -> Dispat
     return Dispatch(fallback, agent_type, note, fallback=True)
 
 
-def require(catalog: Catalog, name: str) -> AgentDefinition:
+def require(catalog: Winners, name: str) -> AgentDefinition:
     """The usable definition ``name`` names for a top-level run (exact, else the one
     case-insensitive match), never a fallback: ``UnknownAgent`` with the closest names, and
     the file's own error when a file by that name exists but cannot be read."""
@@ -105,7 +122,7 @@ def require(catalog: Catalog, name: str) -> AgentDefinition:
     )
 
 
-def _unknown(catalog: Catalog, agent_type: str, why: str, policy: str) -> UnknownSubagent:
+def _unknown(catalog: Winners, agent_type: str, why: str, policy: str) -> UnknownSubagent:
     import difflib  # only for a name that is not there
 
     known = sorted(name for name, d in catalog.definitions().items() if d.is_enabled)
