@@ -124,8 +124,10 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: messages, and (once the installed entry points and the skills are cached) the distribution
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
 #: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor
-#: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``).
+#: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``), nor the
+#: reader of ``--parent`` and ``--call`` when neither is given.
 NOT_FOR_EXPLAIN = (
+    "membrane.cli.explain_parent",
     "hashlib",
     "_hashlib",
     "difflib",

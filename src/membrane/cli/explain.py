@@ -11,7 +11,6 @@ from membrane._record import replace
 from membrane.agents.definition import UNSET
 from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
-from membrane.cli.explain_parent import parent_context, read_json
 from membrane.config.budget import budget_view
 from membrane.errors import InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
@@ -20,6 +19,7 @@ from membrane.models.specs import model_view
 from membrane.resolve import (
     CallParams,
     EffectiveAuthority,
+    ParentContext,
     resolve,
 )
 from membrane.resolve.authority import mcp_server_of
@@ -84,13 +84,24 @@ def build_authority(
     definition = dispatch.definition
 
     def compute() -> EffectiveAuthority:
-        parent = parent_context(
-            parent_json,
-            registry=ws.registry,
-            permission=ws.settings.permission_mode,
-            cwd=ws.project,
-            top_level=top_level,
-        )
+        if parent_json is None:
+            # A top-level session that sees the whole registry (with --top-level: the host
+            # that starts AGENT directly).
+            parent = ParentContext(
+                tools=dict(ws.registry.tools()),
+                permission_mode=ws.settings.permission_mode,
+                cwd=str(ws.project),
+            )
+        else:
+            from membrane.cli.explain_parent import parent_context  # only --parent reads it
+
+            parent = parent_context(
+                parent_json,
+                registry=ws.registry,
+                permission=ws.settings.permission_mode,
+                cwd=ws.project,
+                top_level=top_level,
+            )
         deployment = replace(ws.deployment(), memory=ws.memory_for(definition))
         depth = 0 if top_level else None
         authority = resolve(definition, call, parent, deployment, depth=depth)
@@ -415,12 +426,15 @@ def explain(
     <project>/.membrane/extensions and runs its setup(), as a run does: explain only projects
     whose extensions you trust.
     """
-    call_params = (
-        CallParams.from_mapping(read_json("--call", call), where="--call")
-        if call is not None
-        else CallParams()
-    )
-    parent_json = read_json("--parent", parent) if parent is not None else None
+    call_params = CallParams()
+    parent_json: object | None = None
+    if call is not None or parent is not None:
+        from membrane.cli.explain_parent import read_json  # the JSON options' reader
+
+        if call is not None:
+            call_params = CallParams.from_mapping(read_json("--call", call), where="--call")
+        if parent is not None:
+            parent_json = read_json("--parent", parent)
     root = (project or Path.cwd()).resolve()
     authority, settings = build_authority(
         agent,

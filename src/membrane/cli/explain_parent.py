@@ -172,13 +172,11 @@ def _check_parent_depth(raw: object, *, top_level: bool) -> None:
 
 
 def parent_context(
-    raw: object | None, *, registry: ToolRegistry, permission: str, cwd: Path, top_level: bool
+    raw: object, *, registry: ToolRegistry, permission: str, cwd: Path, top_level: bool
 ) -> ParentContext:
-    """Without ``--parent``, the parent is a top-level session that sees the whole registry
-    (with ``--top-level``: the host that starts AGENT directly)."""
+    """The parent ``--parent`` describes (``raw``: its JSON, as read). A tool it names that
+    ``registry`` holds is that tool; another is a stand-in that cannot run."""
     _check_parent_depth(raw, top_level=top_level)
-    if raw is None:
-        return ParentContext(tools=dict(registry.tools()), permission_mode=permission, cwd=str(cwd))
     try:
         parsed = _parent_table()(raw)
     except Invalid as exc:
