@@ -73,9 +73,74 @@ def test_an_unchanged_reload_costs_no_stat_per_file(agents: Path, counts: Counte
     counts.clear()
     for _ in range(5):
         assert not catalog.reload()
-    # Only the absent roots (home, workspace) are stat'ed: O(roots), nothing parsed.
+    # Nothing is stat'ed, not even the absent roots (their nearest folders are watched).
     assert counts["parse"] == 0
-    assert counts["stat"] <= 5 * len(catalog.roots)
+    assert counts["stat"] == 0
+
+
+@needs_watcher
+def test_an_unchanged_reload_looks_at_no_absent_root(
+    agents: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = open_catalog(agents)
+    absent = [root for root in catalog.roots if not os.path.exists(root.directory)]
+    assert len(absent) >= 5  # the other products' roots, home's and the workspace's
+    catalog.reload()  # arms the watcher
+    catalog.reload()  # checks the absent roots once more, now that their folders are watched
+    seen: Counter[str] = Counter()
+    for name in ("stat", "lstat", "access", "scandir"):
+        real = getattr(os, name)
+
+        def counting(
+            *args: object, _real: object = real, _name: str = name, **kw: object
+        ) -> object:
+            seen[_name] += 1
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, counting)
+    for _ in range(5):
+        assert not catalog.reload()
+    assert seen == Counter()
+
+
+@needs_watcher
+@pytest.mark.parametrize("how", ["in steps", "at once", "moved in", "config file", "folder again"])
+def test_an_absent_root_that_appears_is_seen_at_the_next_reload(tmp_path: Path, how: str) -> None:
+    project = tmp_path / "project"
+    (project / ".membrane" / "agents").mkdir(parents=True)
+    catalog = Catalog(project=project, home=tmp_path / "home", settings=Settings())
+    for _ in range(3):  # arm the watcher and settle
+        assert not catalog.reload()
+    definition = "---\nname: late\ndescription: Came later.\n---\nBody.\n"
+    if how == "in steps":
+        # Each folder on the way is new: the watch moves down with them.
+        (project / ".claude").mkdir()
+        assert not catalog.reload()
+        (project / ".claude" / "agents").mkdir()
+        assert not catalog.reload()
+        (project / ".claude" / "agents" / "late.md").write_text(definition)
+    elif how == "at once":
+        (project / ".pi" / "agents").mkdir(parents=True)
+        (project / ".pi" / "agents" / "late.md").write_text(definition)
+    elif how == "moved in":
+        (tmp_path / "elsewhere" / "agents").mkdir(parents=True)
+        (tmp_path / "elsewhere" / "agents" / "late.md").write_text(definition)
+        os.rename(tmp_path / "elsewhere", project / ".opencode")
+    elif how == "config file":
+        (project / "opencode.json").write_text(
+            '{"agent": {"late": {"description": "Came later.", "prompt": "Body."}}}'
+        )
+    else:
+        # The folder an absent root is watched through goes and comes back.
+        (project / ".claude").mkdir()
+        assert not catalog.reload()
+        (project / ".claude").rmdir()
+        assert not catalog.reload()
+        (project / ".claude" / "agents").mkdir(parents=True)
+        (project / ".claude" / "agents" / "late.md").write_text(definition)
+    assert catalog.reload()
+    assert catalog.definitions()["late"].description == "Came later."
+    assert not catalog.reload()
 
 
 @needs_watcher

@@ -13,18 +13,22 @@ file raises, it becomes a ``DefinitionError`` for that path and never stops a re
 From the second reload on, where the platform has a directory watcher (Linux inotify, see
 ``membrane.agents.watch``), a reload reads the watcher once: nothing changed costs one
 non-blocking read, and k changed files cost k stats and reads (and a parse of each whose content
-changed), plus the update of the names they define. Without a watcher (or when the watcher
-cannot say exactly what changed, or cannot watch a directory), the stat walk decides: it stats
-every known directory and file and compares ``(mtime_ns, ctime_ns, size, inode)``. A file or
-directory whose timestamp is too recent to be trusted (a second write could land in the same
-clock tick and leave the stat unchanged, as git's "racy" entries) is re-checked by content
-until it settles. Either way a file is parsed only when its content changed. The roots are in
-``membrane.agents.roots``; scanning one root is ``membrane.agents.scan``.
+changed), plus the update of the names they define. An absent root is watched through its
+nearest existing folder, for the entry that would lead to it appearing: while nothing appears
+there it costs no stat either (a config file that exists is stat'ed at each reload). Without a
+watcher (or when the watcher cannot say exactly what changed, or cannot watch a directory),
+the stat walk decides: it stats every known directory and file and compares ``(mtime_ns,
+ctime_ns, size, inode)``. A file or directory whose timestamp is too recent to be trusted (a
+second write could land in the same clock tick and leave the stat unchanged, as git's "racy"
+entries) is re-checked by content until it settles. Either way a file is parsed only when its
+content changed. The roots are in ``membrane.agents.roots``; scanning one root is
+``membrane.agents.scan``.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -156,6 +160,13 @@ class Catalog:
         self._duplicates = {}
         #: ``None`` until the second reload arms it; ``False`` where no watcher can be had.
         self._watcher: DirectoryWatcher | bool | None = None
+        #: Each absent root's nearest existing directory, watched for entries appearing (by
+        #: index in ``_scans``); the scans with no directory that no such watch covers (a
+        #: config file that exists, a root whose ancestor cannot be watched), checked with
+        #: a stat each reload; and the covered ones not yet checked since their watch began.
+        self._ancestors: dict[int, str] = {}
+        self._stat_each: tuple[Scan, ...] = ()
+        self._unverified: set[int] = set()
         for path, _, definition in builtin_entries(self._cache):
             self._index(path, 0, definition)
         self._loaded = False
@@ -205,9 +216,44 @@ class Catalog:
 
     def _rewatch(self, watcher: DirectoryWatcher) -> bool:
         wanted = {directory for scan in self._scans for directory in scan.dirs}
-        for directory in watcher.directories - wanted:
+        ancestors = self._absent_ancestors()
+        for directory in watcher.directories - wanted - set(ancestors.values()):
             watcher.discard(directory)
-        return all(watcher.add(directory) for directory in wanted)
+        if not all(watcher.add(directory) for directory in wanted):
+            return False
+        self._watch_absent(watcher, ancestors)
+        return True
+
+    def _absent_ancestors(self) -> dict[int, str]:
+        return {
+            i: found
+            for i, scan in enumerate(self._scans)
+            if not scan.dirs and (found := _appear_ancestor(str(scan.root.directory)))
+        }
+
+    def _watch_absent(
+        self, watcher: DirectoryWatcher, ancestors: dict[int, str] | None = None
+    ) -> None:
+        """Watch each absent root's nearest existing directory for entries appearing, so an
+        unchanged reload needs no stat of an absent root. A root whose watch is new is checked
+        once more at the next reload (what appeared before the watch began); one whose
+        ancestor cannot be watched is stat'ed every reload, as a config file that exists is."""
+        if ancestors is None:
+            ancestors = self._absent_ancestors()
+        covered: dict[int, str] = {}
+        for i, directory in ancestors.items():
+            known = directory in watcher
+            if watcher.add(directory, appear=True):
+                covered[i] = directory
+                if not known:
+                    self._unverified.add(i)
+        for directory in set(self._ancestors.values()) - set(covered.values()):
+            if directory in watcher and not any(directory in scan.dirs for scan in self._scans):
+                watcher.discard(directory)
+        self._ancestors = covered
+        self._stat_each = tuple(
+            scan for i, scan in enumerate(self._scans) if not scan.dirs and i not in covered
+        )
 
     def _watched(self, watcher: DirectoryWatcher) -> set[str] | None:
         """What changed according to ``watcher``; ``None`` when the stat walk must decide."""
@@ -215,10 +261,25 @@ class Catalog:
         if changes is None:
             return None
         changed: set[str] = set()
-        for scan in self._scans:
-            if not scan.dirs:
-                # An absent root: one stat says whether it appeared.
+        if not changes and not self._unverified:
+            # Nothing appeared under any watched directory: only the scans no watch covers.
+            for scan in self._stat_each:
                 if not scan.unchanged():
+                    changed |= scan.rescan()
+                    if not self._rewatch(watcher):
+                        return None
+            return changed
+        if changes:
+            # Something appeared somewhere: move the absent roots' watches first (a folder on
+            # the way to one may be new), then look at each absent root once more.
+            self._watch_absent(watcher)
+        unverified, self._unverified = self._unverified, set()
+        for i, scan in enumerate(self._scans):
+            if not scan.dirs:
+                # An absent root (or a config file): one stat says whether it appeared.
+                if (changes or i in unverified or i not in self._ancestors) and (
+                    not scan.unchanged()
+                ):
                     changed |= scan.rescan()
                     if not self._rewatch(watcher):
                         return None
@@ -414,3 +475,25 @@ class Catalog:
         from membrane.agents.dispatch import require
 
         return require(self, name)
+
+
+def _appear_ancestor(path: str) -> str | None:
+    """The nearest existing directory above ``path`` when ``path`` does not exist: what to
+    watch for the entry that would lead to it. ``None`` when ``path`` exists (in any form), or
+    the nearest thing that exists is not a plain directory (a file, a symlink) or cannot be
+    looked at (no permission): then a stat decides at every reload."""
+    current = path
+    while True:
+        try:
+            found = os.lstat(current)
+        except FileNotFoundError:
+            parent = os.path.dirname(current)
+            if parent == current:
+                return None
+            current = parent
+            continue
+        except OSError:
+            return None
+        if current == path or not stat.S_ISDIR(found.st_mode):
+            return None
+        return current

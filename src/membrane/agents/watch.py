@@ -37,6 +37,7 @@ _IN_Q_OVERFLOW: Final = 0x00004000
 _IN_IGNORED: Final = 0x00008000
 _IN_ONLYDIR: Final = 0x01000000
 _IN_DONT_FOLLOW: Final = 0x02000000
+_IN_MASK_ADD: Final = 0x20000000
 _IN_ISDIR: Final = 0x40000000
 _IN_NONBLOCK: Final = 0o4000
 _IN_CLOEXEC: Final = 0o2000000
@@ -53,6 +54,19 @@ _MASK: Final = (
     | _IN_MOVE_SELF
     | _IN_ONLYDIR
     | _IN_DONT_FOLLOW
+)
+#: An entry appearing (created, linked or moved in), or the directory itself going: what
+#: an existing ancestor of an absent root is watched for. A write to its other entries (a
+#: project's own files) is none of the catalog's business. Added to a watch the kernel may
+#: already hold for the same directory, never narrowing it.
+_APPEAR_MASK: Final = (
+    _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+    | _IN_ONLYDIR
+    | _IN_DONT_FOLLOW
+    | _IN_MASK_ADD
 )
 #: Events that make the watched directory itself unusable: rescan.
 _LOST: Final = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED | _IN_Q_OVERFLOW
@@ -76,6 +90,8 @@ class DirectoryWatcher:
         self._libc = libc
         self._paths: dict[int, str] = {}
         self._watches: dict[str, int] = {}
+        #: Each watched directory: ``True`` when watched only for entries appearing.
+        self._appear: dict[str, bool] = {}
 
     @classmethod
     def create(cls) -> DirectoryWatcher | None:
@@ -92,20 +108,36 @@ class DirectoryWatcher:
             return None
         return cls(fd, libc)
 
-    def add(self, directory: str) -> bool:
-        """Watch ``directory``'s entries; ``False`` when it cannot be watched (gone, limits)."""
-        if directory in self._watches:
+    def add(self, directory: str, *, appear: bool = False) -> bool:
+        """Watch ``directory``'s entries; ``False`` when it cannot be watched (gone, limits,
+        a symlink). ``appear``: only for entries appearing in it (and it going), the watch on
+        an absent root's nearest existing ancestor; a directory watched both ways is watched
+        for everything."""
+        known = self._appear.get(directory)
+        if known is not None and (not known or appear):
             return True
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), _MASK)
+        mask = _APPEAR_MASK if appear else _MASK
+        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), mask)
         if wd < 0:
             return False
+        other = self._paths.get(wd)
+        if other is not None and other != directory:
+            # One directory under two paths: the kernel's one watch names one of them.
+            if appear:
+                return False  # watched under the other path already, for as much or more
+            if self._appear.get(other):
+                # The watch now serves this path, for everything: the other path's entry
+                # goes, so that discarding it never removes the kernel's watch.
+                del self._watches[other], self._appear[other]
         self._paths[wd] = directory
         self._watches[directory] = wd
+        self._appear[directory] = appear
         return True
 
     def discard(self, directory: str) -> None:
         """Stop watching ``directory`` (and forget it) if it was watched."""
         wd = self._watches.pop(directory, None)
+        self._appear.pop(directory, None)
         if wd is not None:
             self._paths.pop(wd, None)
             self._libc.inotify_rm_watch(self._fd, wd)
@@ -113,6 +145,9 @@ class DirectoryWatcher:
     @property
     def directories(self) -> frozenset[str]:
         return frozenset(self._watches)
+
+    def __contains__(self, directory: object) -> bool:
+        return directory in self._watches
 
     def changes(self) -> list[Change] | None:
         """What changed since the last call (empty: nothing), or ``None``: rescan."""
@@ -161,6 +196,7 @@ class DirectoryWatcher:
             self._fd = -1
             self._paths.clear()
             self._watches.clear()
+            self._appear.clear()
 
     def __del__(self) -> None:
         with contextlib.suppress(OSError):
