@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_type_hints
 
 import pytest
 
@@ -22,7 +23,7 @@ from membrane import AgentDefinition, Budget, Settings
 from membrane._record import FACTORY, field, fields, frozen, record, replace
 from membrane.config.values import McpServerSpec
 from membrane.errors import InvalidRequest
-from process_support import cli_imports
+from process_support import cli_imports, probe_json
 
 
 @frozen
@@ -447,3 +448,112 @@ def test_agents_list_imports_no_dataclasses(tmp_path: Path, isolated_home: Path)
     # without dataclasses (nor inspect, which it imports).
     assert "membrane.agents.fields" not in modules[1]
     assert sorted(modules[1] & set(HEAVY)) == []
+
+
+@BUILT
+def test_a_call_that_does_not_fit_fails_as_on_the_generated_class(cls: Any) -> None:
+    def failure(made: Any, *args: Any, **kwargs: Any) -> str:
+        with pytest.raises(TypeError) as raised:
+            made(*args, **kwargs)
+        return str(raised.value).replace(made.__qualname__, "<class>")
+
+    for args, kwargs in [
+        ((), {}),
+        (("a", {}, 1, "s", "extra"), {}),
+        (("a",), {"unknown": 1}),
+        (("a",), {"memo": {}}),
+        (("a", {}), {"tags": {}}),
+        (("a",), {"label": "l", "size": 1, "other": 2}),
+    ]:
+        assert failure(cls, *args, **kwargs) == failure(Generated, *args, **kwargs)
+
+
+@BUILT
+def test_the_init_reads_as_the_generated_one(cls: Any) -> None:
+    # A written ``__init__``'s return annotation is its module's text (``'None'``); a
+    # factory's default is ``FACTORY``, shown as the generated class shows its own.
+    params = [str(p) for p in inspect.signature(cls).parameters.values()]
+    assert params == [str(p) for p in inspect.signature(Generated).parameters.values()]
+    assert get_type_hints(cls.__init__) == get_type_hints(Generated.__init__)
+    assert cls.__init__.__qualname__ == f"{cls.__qualname__}.__init__"
+    assert cls.__init__.__module__ == __name__
+
+
+@record(frozen=True, slots=True)
+class Point:
+    """Two records of one shape: their fields differ only in names and defaults."""
+
+    x: int
+    y: int = 0
+    tags: list[str] = field(default_factory=list)
+
+
+@record(frozen=True, slots=True)
+class Span:
+    start: str
+    end: str = "end"
+    marks: dict[str, int] = field(default_factory=dict)
+
+
+def test_records_of_one_shape_keep_their_own_names_and_defaults() -> None:
+    point, span = Point(1), Span("a")
+    assert (point.x, point.y, point.tags) == (1, 0, [])
+    assert (span.start, span.end, span.marks) == ("a", "end", {})
+    assert Span("a", "b", {"m": 1}) == Span(start="a", end="b", marks={"m": 1})
+    assert str(inspect.signature(Span)) == (
+        "(start: 'str', end: 'str' = 'end', marks: 'dict[str, int]' = <factory>) -> None"
+    )
+    with pytest.raises(
+        TypeError, match=r"Point.__init__\(\) got an unexpected keyword argument 'start'"
+    ):
+        Point(start=1)
+
+
+#: Counts the ``__init__`` compiled for records in a fresh interpreter (compiles of text, not
+#: of a module's file): none when classes are defined, one per shape when their instances are
+#: first made.
+_COMPILES = """
+import json, sys
+seen = []
+def hook(event, args):
+    if event == "compile" and args[1] == "<string>":
+        seen.append(args[1])
+sys.addaudithook(hook)
+from membrane._record import field, record
+
+@record(frozen=True, slots=True)
+class A:
+    a: int
+    b: str = ""
+
+@record(frozen=True, slots=True)
+class B:
+    c: str
+    d: int = 1
+
+@record(frozen=True, slots=True)
+class C:
+    e: int
+    f: list[int] = field(default_factory=list)
+
+@record()
+class D:
+    g: int
+
+defined = len(seen)
+made = [A(1, "x"), B("y"), A(2), B("z", 2)]
+one_shape = len(seen) - defined
+C(1), D(1), C(2), D(2)
+print(json.dumps({
+    "defined": defined, "one_shape": one_shape, "all": len(seen) - defined,
+    "values": [[m.a, m.b] if isinstance(m, A) else [m.c, m.d] for m in made],
+}))
+"""
+
+
+def test_an_init_is_compiled_once_per_shape_when_first_used() -> None:
+    counted = probe_json(_COMPILES)
+    assert counted["defined"] == 0  # defining a record compiles nothing
+    assert counted["one_shape"] == 1  # A and B share one shape
+    assert counted["all"] == 3  # C and D have a shape each
+    assert counted["values"] == [[1, "x"], ["y", 1], [2, ""], ["z", 2]]

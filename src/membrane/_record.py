@@ -13,7 +13,10 @@ slots=True)``:
   exactly those not declared ``init=False``, in their order (the ``kw_only`` ones after a
   ``*``), with their defaults (``FACTORY`` for a ``default_factory``, which it then calls), and
   it calls ``__post_init__`` when the class has one. A class that does not gets one compiled
-  from text (its signature is the fields'), the one method that is;
+  from text (its signature is the fields'), the one method that is, and only when first read
+  (its first instance, or ``cls.__init__``): a command imports many classes it never makes.
+  Classes whose fields differ only in names and defaults share that compile, each with its
+  own copy of the code (``CodeType.replace``);
 - ``__repr__``, ``__eq__`` and, when frozen, ``__hash__`` are the dataclass's (fields with
   ``repr``, ``compare``, ``hash``), shared functions reading the fields; a frozen class's
   ``__setattr__``/``__delattr__`` raise ``dataclasses.FrozenInstanceError`` (imported only
@@ -36,6 +39,7 @@ from __future__ import annotations
 import sys
 from _thread import get_ident
 from operator import attrgetter
+from types import CellType, CodeType, FunctionType
 
 TYPE_CHECKING = False  # not ``typing``'s: this module imports nothing it does not use
 if TYPE_CHECKING:
@@ -247,41 +251,82 @@ def _check_init(cls: type, init: Any, taken: list[Field]) -> None:
         raise TypeError(f"{where} must call __post_init__")
 
 
-def _compiled_init(cls: type, declared: list[Field], *, frozen: bool) -> Any:
-    """``cls.__init__`` compiled from text, its signature the fields'.
-
-    As ``dataclasses`` does, it is compiled in the module's namespace and annotated with the
-    fields' types, so ``typing.get_type_hints`` reads it as it reads any function there."""
-    scope: dict[str, object] = {"_FACTORY": FACTORY, "_set": object.__setattr__}
-    params: list[str] = []
-    named: list[str] = []
-    body: list[str] = []
+def _check_order(cls: type, declared: list[Field]) -> None:
+    """The fields can be an ``__init__``'s parameters: no positional one without a default
+    after one with a default (``dataclasses`` refuses the class too)."""
     defaulted = False
     for f in declared:
-        name = f.name
+        if not f.init or f.kw_only:
+            continue
+        if f.default is MISSING and f.default_factory is MISSING:
+            if defaulted:
+                raise TypeError(f"{cls.__qualname__}.{f.name}: no default after a field with one")
+        else:
+            defaulted = True
+
+
+#: The code of each shape of ``__init__`` compiled so far, by its text: the text names the
+#: fields ``f0``, ``f1``, ... (in declaration order), so classes whose fields differ only in
+#: their names and default values share one compile, each with a copy of the code that has
+#: its own names (``CodeType.replace``; the defaults are the function's, not the code's).
+_SHAPES: dict[str, CodeType] = {}
+
+
+def _shape_code(text: str) -> CodeType:
+    code = _SHAPES.get(text)
+    if code is None:
+        module = compile(text, "<string>", "exec")  # made from field positions alone
+        (create,) = [c for c in module.co_consts if isinstance(c, CodeType)]
+        (code,) = [c for c in create.co_consts if isinstance(c, CodeType)]
+        _SHAPES[text] = code
+    return code
+
+
+def _compiled_init(cls: type, declared: tuple[Field, ...], *, frozen: bool, post_init: bool) -> Any:
+    """``cls.__init__`` as ``dataclasses`` compiles it from text, its signature the fields'.
+
+    As ``dataclasses`` does, it runs in the module's namespace and is annotated with the
+    fields' types, so ``typing.get_type_hints`` reads it as it reads any function there."""
+    scope: dict[str, object] = {"_FACTORY": FACTORY, "_set": object.__setattr__}
+    names = {"_FACTORY": "_FACTORY", "_set": "_set", "self": "self"}
+    params: list[str] = []
+    named: list[str] = []
+    defaults: list[object] = []
+    kwdefaults: dict[str, object] = {}
+    body: list[str] = []
+    for index, f in enumerate(declared):
+        name = f"f{index}"
+        names[name] = f.name
+        default: object = f.default
         if f.default_factory is not MISSING:
+            default = FACTORY
             scope[f"_fact_{name}"] = f.default_factory
-            param = f"{name}=_FACTORY"
+            names[f"_fact_{name}"] = f"_fact_{f.name}"
             value = f"_fact_{name}()"
             if f.init:
                 value = f"{value} if {name} is _FACTORY else {name}"
         elif f.default is not MISSING:
-            scope[f"_dflt_{name}"] = f.default
-            param = f"{name}=_dflt_{name}"
-            value = name if f.init else f"_dflt_{name}"
+            value = name
+            if not f.init:
+                scope[f"_dflt_{name}"] = f.default
+                names[f"_dflt_{name}"] = f"_dflt_{f.name}"
+                value = f"_dflt_{name}"
         elif f.init:
-            if not f.kw_only and defaulted:
-                raise TypeError(f"{cls.__qualname__}.{name}: no default after a field with one")
-            param = value = name
+            value = name
         else:
             continue  # an ``init=False`` field without a default is not set, as by dataclasses
-        if f.init and f.kw_only:
-            named.append(param)
-        elif f.init:
-            params.append(param)
-            defaulted = param != name
+        if f.init:
+            param = name if default is MISSING else f"{name}=_FACTORY"
+            if f.kw_only:
+                named.append(param)
+                if default is not MISSING:
+                    kwdefaults[f.name] = default
+            else:
+                params.append(param)
+                if default is not MISSING:
+                    defaults.append(default)
         body.append(f"  _set(self, {name!r}, {value})" if frozen else f"  self.{name} = {value}")
-    if hasattr(cls, "__post_init__"):
+    if post_init:
         body.append("  self.__post_init__()")
     signature = ", ".join(["self", *params, *(["*", *named] if named else [])])
     text = "\n".join(
@@ -292,14 +337,50 @@ def _compiled_init(cls: type, declared: list[Field], *, frozen: bool) -> Any:
             " return __init__",
         ]
     )
+    code = _shape_code(text)
+
+    def renamed(found: tuple[object, ...]) -> tuple[Any, ...]:
+        return tuple([names.get(n, n) if type(n) is str else n for n in found])
+
+    code = code.replace(
+        co_varnames=renamed(code.co_varnames),
+        co_names=renamed(code.co_names),
+        co_consts=renamed(code.co_consts),
+        co_freevars=renamed(code.co_freevars),
+    )
     module = sys.modules.get(cls.__module__)
-    made: dict[str, Any] = {}
-    exec(text, module.__dict__ if module is not None else {}, made)  # made from field names
-    init = made["__create_fn__"](**scope)
+    closure = tuple([CellType(scope[n]) for n in _shape_code(text).co_freevars])
+    init: Any = FunctionType(
+        code, module.__dict__ if module is not None else {}, "__init__", tuple(defaults), closure
+    )
+    init.__kwdefaults__ = kwdefaults or None
     annotations = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
     init.__annotations__ = {f.name: annotations[f.name] for f in declared if f.init}
-    init.__annotations__["return"] = "None"
+    init.__annotations__["return"] = None  # as the generated one's
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
+
+
+class _CompiledInit:
+    """A record's compiled ``__init__`` before anything reads it: read (the first instance
+    made, or ``cls.__init__``), it compiles the method and puts it on the class in its place.
+    A process compiles only the ``__init__`` of the classes it uses (the CLI imports many that
+    a command never makes an instance of)."""
+
+    __slots__ = ("declared", "frozen", "owner", "post_init")
+
+    def __init__(self, declared: tuple[Field, ...], *, frozen: bool, post_init: bool) -> None:
+        self.owner: type = object
+        self.declared = declared
+        self.frozen = frozen
+        self.post_init = post_init
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        init = _compiled_init(
+            self.owner, self.declared, frozen=self.frozen, post_init=self.post_init
+        )
+        type.__setattr__(self.owner, "__init__", init)
+        return init if instance is None else init.__get__(instance, owner)
 
 
 def _reader(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
@@ -317,11 +398,14 @@ def _build(cls: type, *, frozen: bool, slots: bool) -> Any:
     declared = _declared(cls)
     taken = [f for f in declared if f.init]
     own_init = cls.__dict__.get("__init__")
+    compiled = None
     if own_init is None:
-        init = _compiled_init(cls, declared, frozen=frozen)
+        _check_order(cls, declared)
+        compiled = _CompiledInit(
+            tuple(declared), frozen=frozen, post_init=hasattr(cls, "__post_init__")
+        )
     else:
         _check_init(cls, own_init, taken)
-        init = own_init
     every = tuple([f.name for f in declared])
     names = frozenset(every)
     compared = _reader(tuple([f.name for f in declared if f.compare]))
@@ -372,15 +456,13 @@ def _build(cls: type, *, frozen: bool, slots: bool) -> Any:
         methods += (__hash__, __setattr__, __delattr__)
     if slots:
         methods += (__getstate__, __setstate__)
-    attributes: dict[str, object] = {"__init__": init}
+    attributes: dict[str, object] = {"__init__": own_init if compiled is None else compiled}
     if not frozen and cls.__dict__.get("__hash__") is None:
         attributes["__hash__"] = None
     for method in methods:
         if cls.__dict__.get(method.__name__) is None:  # ``__hash__ = None`` is not the class's
             method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
             attributes[method.__name__] = method
-    if init is not own_init:
-        init.__qualname__ = f"{cls.__qualname__}.__init__"
     attributes["__match_args__"] = tuple([f.name for f in taken if not f.kw_only])
     attributes["_record_declared"] = tuple(declared)
     attributes["_record_fields"] = tuple(taken)
@@ -395,6 +477,8 @@ def _build(cls: type, *, frozen: bool, slots: bool) -> Any:
         body["__slots__"] = every
         body["__qualname__"] = cls.__qualname__
         made = type(cls)(cls.__name__, cls.__bases__, body)
+        if compiled is not None:
+            compiled.owner = made
         return made
     for f in declared:
         if f.default is not MISSING:
@@ -403,6 +487,8 @@ def _build(cls: type, *, frozen: bool, slots: bool) -> Any:
             delattr(cls, f.name)  # a default factory's declaration
     for name, value in attributes.items():
         setattr(cls, name, value)
+    if compiled is not None:
+        compiled.owner = cls
     return cls
 
 
