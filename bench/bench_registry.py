@@ -14,10 +14,17 @@ local tools. It has no cache, so its per-step ``get_tools`` is what every step, 
 Goals at 10,000 tools: unchanged >= 1,000,000x, cold >= 100x, hot >= 100x faster than a peer
 step, and the per-call check at least as fast as the peer's dict lookup.
 
-The per-call check is timed the same way on both sides: one hit and one miss per round, with the
-same two key objects (fresh strings, as a name decoded from a model's reply is), by ``timeit``'s
-own loop (no Python call around the check), in trials that alternate between the two sides; each
-side's figure is its fastest trial, so a burst of load on the machine decides neither.
+The per-call check is timed the same way on both sides, with the same key objects: 128 names
+both sides hold, spread evenly over them, and 128 names neither holds, each a fresh string (equal
+to a held name but not the same object, as a name decoded from a model's reply is). One key
+decides little: where its hash lands in a table (so how far it probes) is a matter of the
+process's hash seed, on each side independently; over 128 keys of each kind that evens out. Hits
+and misses are timed apart (a round that alternates them lets the branch predictor learn the
+sequence, which moved the ratio by several percent from one process to the next), each round
+unrolled (no Python call or loop around a check, only ``timeit``'s own), in trials that alternate
+between the sides, in the thread's CPU time (time the thread spends descheduled counts for
+neither); each side's figure for a kind is its fastest trial, so a burst of load decides neither,
+and a check is the mean of a hit and a miss.
 """
 
 from __future__ import annotations
@@ -81,12 +88,15 @@ def restrictions(names: list[str]) -> list[Restriction]:
     ]
 
 
-CHECK_TRIALS = 15
-CHECK_LOOPS = 2_000
-#: One round: a hit and a miss, unrolled so the loop's own cost is spread over 50 checks.
-CHECK_ROUND = "hit in seen; miss in seen; " * 25
+CHECK_TRIALS = 41
+#: Keys of each kind (held by both sides, held by neither) in a round.
+CHECK_KEYS = 128
+CHECK_LOOPS = 100
+#: One round: every key of one kind once, unrolled (``k0`` ... are the round's keys).
+CHECK_ROUND = "; ".join(f"k{index} in seen" for index in range(CHECK_KEYS))
 #: The same through the scope, re-resolving (finding unchanged) its view before each check.
-CHECK_VIEW_ROUND = "hit in scope.view().visible; miss in scope.view().visible; " * 25
+CHECK_VIEW_ROUND = "; ".join(f"k{index} in scope.view().visible" for index in range(CHECK_KEYS))
+CHECK_SETUP = f"seen = scope = held; {', '.join(f'k{i}' for i in range(CHECK_KEYS))}, = keys"
 
 
 def fresh(name: str) -> str:
@@ -94,24 +104,42 @@ def fresh(name: str) -> str:
     return "".join(list(name))
 
 
-def checks(sides: Mapping[str, tuple[str, object]], hit: str, miss: str) -> dict[str, float]:
-    """Seconds per check for each side (its round and what ``seen`` or ``scope`` is there):
-    the fastest of trials that alternate the order of the sides."""
+def check_keys(held: list[frozenset[str]]) -> dict[str, list[str]]:
+    """The keys of the per-call check, the same objects for every side: ``CHECK_KEYS`` names
+    every set in ``held`` has, evenly spread over them in name order (some twice when fewer are
+    held), and as many that none has."""
+    common = sorted(frozenset.intersection(*held))
+    step = len(common) / CHECK_KEYS
+    hits = [fresh(common[int(step * (index + 0.5))]) for index in range(CHECK_KEYS)]
+    misses = [fresh(f"absent_{index:05d}") for index in range(CHECK_KEYS)]
+    assert all(hit in names for hit in hits for names in held)
+    assert not any(miss in names for miss in misses for names in held)
+    return {"hit": hits, "miss": misses}
+
+
+def checks(
+    sides: Mapping[str, tuple[str, object]], keys: Mapping[str, list[str]]
+) -> dict[str, dict[str, float]]:
+    """CPU seconds per check for each side (its round and what ``seen`` or ``scope`` is there)
+    and each kind of key: the fastest of trials that alternate the order of the sides."""
     timers = {
-        side: timeit.Timer(
+        (side, kind): timeit.Timer(
             statement,
-            "seen = scope = held; hit, miss = keys",
-            globals={"held": held, "keys": (hit, miss)},
+            CHECK_SETUP,
+            timer=time.thread_time,
+            globals={"held": held, "keys": keys[kind]},
         )
+        for kind in keys
         for side, (statement, held) in sides.items()
     }
     best = dict.fromkeys(timers, float("inf"))
     for trial in range(CHECK_TRIALS):
-        order = list(timers) if trial % 2 == 0 else list(reversed(timers))
-        for side in order:
-            spent = timers[side].timeit(CHECK_LOOPS) / (CHECK_LOOPS * 50)
-            best[side] = min(best[side], spent)
-    return best
+        for kind in keys:
+            order = list(sides) if trial % 2 == 0 else list(reversed(sides))
+            for side in order:
+                spent = timers[side, kind].timeit(CHECK_LOOPS) / (CHECK_LOOPS * CHECK_KEYS)
+                best[side, kind] = min(best[side, kind], spent)
+    return {side: {kind: best[side, kind] for kind in keys} for side in sides}
 
 
 def timed(action: Callable[[], object], repeat: int) -> float:
@@ -256,25 +284,29 @@ def main() -> None:
         ours, scope = measure_membrane(size)
         peer, peer_tools = measure_peer(size)
         step = peer["step"]
-        # The same two key objects on both sides: a hit (an equal fresh string) and a miss.
-        hit, miss = fresh(global_names(size)[size // 2]), fresh("tool_absent")
+        # The same key objects on both sides: names both hold, and names neither holds.
         view = scope.view()
-        assert hit in view and hit in peer_tools
-        assert miss not in view and miss not in peer_tools
+        keys = check_keys([view.visible, frozenset(peer_tools)])
         sides = {
             "membrane": (CHECK_ROUND, view.visible),
             "membrane+view": (CHECK_VIEW_ROUND, scope),
             "peer": (CHECK_ROUND, peer_tools),
         }
-        timing = checks(sides, hit, miss)
-        ours["check"], ours["check+view"] = timing["membrane"], timing["membrane+view"]
-        peer["check"] = timing["peer"]
+        timing = checks(sides, keys)
+        # A check is the mean of a hit and a miss.
+        ours["check"] = statistics.fmean(timing["membrane"].values())
+        ours["check+view"] = statistics.fmean(timing["membrane+view"].values())
+        peer["check"] = statistics.fmean(timing["peer"].values())
+        for kind in keys:
+            ours[kind], peer[kind] = timing["membrane"][kind], timing["peer"][kind]
         rows: list[tuple[str, float, float | None, str | None]] = [
             ("cold resolution (+schemas)", ours["cold"], step, "cold"),
             ("first resolution, no wire dicts yet", ours["first"], step, None),
             ("  cold, a definition's restriction", ours["definition"], step, None),
             ("unchanged view", ours["unchanged"], step, "unchanged"),
             ("per-call visibility check", ours["check"], peer["check"], "check"),
+            ("  of it, a name in the view", ours["hit"], peer["hit"], None),
+            ("  of it, a name outside it", ours["miss"], peer["miss"], None),
             ("  the same, re-resolving the view", ours["check+view"], peer["check"], None),
             ("after one hot registration", ours["hot"], step, "hot"),
             ("  the registration itself", ours["register"], None, None),
