@@ -151,7 +151,7 @@ def test_an_event_for_an_unknown_session_is_refused(store: Store) -> None:
 def test_event_data_that_json_cannot_carry_is_refused_and_not_written(store: Store) -> None:
     store.create_session(header("a"))
     for data in ({"x": object()}, {"x": math.nan}):
-        with pytest.raises(StoreError, match="not JSON-serialisable"):
+        with pytest.raises(StoreError, match="data of event 'turn' is not JSON-serialisable"):
             store.append_event("a", "turn", data)
     assert store.events() == []
 

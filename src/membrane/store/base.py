@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack
+from typing import Any, Final, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from membrane.errors import InvalidDepth, StoreError
 from membrane.json_types import JSONDict, JSONObject
@@ -451,7 +451,6 @@ def check_start(start: object, *, session_id: str, length: int) -> int:
 
 def dump_messages(messages: object, *, session_id: str, start: object) -> list[str]:
     """Encode transcript messages (JSON objects), each named by its position if it fails."""
-    first = start if type(start) is int else 0
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise StoreError(
             f"messages for session {session_id!r} must be a list of JSON objects, "
@@ -459,12 +458,23 @@ def dump_messages(messages: object, *, session_id: str, start: object) -> list[s
             session_id=session_id,
         )
     encoded: list[str] = []
-    for offset, message in enumerate(messages):
+    try:
+        for message in messages:
+            # The usual message is a plain dict: encoded at once, its name built only if the
+            # encoding fails (below).
+            encoded.append(
+                _encode(message) if type(message) is dict else _dump_other(message, what="")
+            )
+    except (StoreError, TypeError, ValueError, RecursionError):
+        # Name the message that failed: the next one after those encoded.
+        offset = len(encoded)
+        first = start if type(start) is int else 0
         what = f"message {first + offset} of session {session_id!r}"
-        text = dump_json(message, what=what) if message is not None else None
-        if text is None:
-            raise StoreError(f"{what} must be a mapping, got None", what=what)
-        encoded.append(text)
+        message = messages[offset]
+        if message is None:
+            raise StoreError(f"{what} must be a mapping, got None", what=what) from None
+        dump_json(message, what=what)
+        raise  # not reached: the same value fails the same way with its name
     return encoded
 
 
@@ -497,6 +507,10 @@ def check_edge_status(status: str) -> None:
         )
 
 
+#: ``dump_json``'s ``of`` when the caller gave none.
+_NAMELESS: Final = object()
+
+
 def _not_json(value: object) -> object:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
@@ -520,18 +534,37 @@ def _encode(value: object) -> str:
     return "".join(_c_encode(value, 0))
 
 
-def dump_json(value: JSONObject | None, *, what: str) -> str | None:
-    """Encode a mapping for storage; anything JSON cannot carry is a ``StoreError``."""
+def dump_json(value: JSONObject | None, *, what: str, of: object = _NAMELESS) -> str | None:
+    """Encode a mapping for storage; anything JSON cannot carry is a ``StoreError`` naming
+    ``what`` (followed by ``of``'s ``repr`` when given: the name is built only on failure)."""
+    if type(value) is dict:  # the usual case: no copy, no abstract-class check
+        try:
+            return _encode(value)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise _unencodable(_name(what, of), exc) from exc
     if value is None:
         return None
+    return _dump_other(value, what=_name(what, of))
+
+
+def _dump_other(value: object, *, what: str) -> str:
+    """``dump_json`` of anything but a ``dict`` or ``None``."""
     if not isinstance(value, Mapping):
         raise StoreError(f"{what} must be a mapping, got {type(value).__name__}", what=what)
     try:
-        return _encode(value if type(value) is dict else dict(value))
+        return _encode(dict(value))
     except (TypeError, ValueError, RecursionError) as exc:
-        raise StoreError(
-            f"{what} is not JSON-serialisable ({exc}); store only plain JSON values", what=what
-        ) from exc
+        raise _unencodable(what, exc) from exc
+
+
+def _name(what: str, of: object) -> str:
+    return what if of is _NAMELESS else f"{what} {of!r}"
+
+
+def _unencodable(what: str, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"{what} is not JSON-serialisable ({exc}); store only plain JSON values", what=what
+    )
 
 
 def load_json(text: object, *, what: str) -> dict[str, Any]:

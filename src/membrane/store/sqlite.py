@@ -206,8 +206,12 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     def create_session(self, header: SessionHeader) -> None:
         depth = check_depth(header.delegation_depth, session_id=header.session_id, stored=False)
-        meta = dump_json(header.meta, what=f"meta of session {header.session_id!r}")
-        result = dump_json(header.result, what=f"result of session {header.session_id!r}")
+        meta = dump_json(header.meta, what="meta of session", of=header.session_id)
+        result = (
+            None
+            if header.result is None
+            else dump_json(header.result, what="result of session", of=header.session_id)
+        )
         now = self._clock()
         with self._write("create_session") as conn:
             try:
@@ -242,7 +246,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         return None if row is None else _header(row)
 
     def set_status(self, session_id: str, status: str, *, result: JSONObject | None = None) -> None:
-        encoded = dump_json(result, what=f"result of session {session_id!r}")
+        encoded = dump_json(result, what="result of session", of=session_id)
         with self._write("set_status") as conn:
             cursor = conn.execute(
                 "UPDATE sessions SET status = ?, result = COALESCE(?, result), updated_at = ? "
@@ -262,7 +266,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         return [_header(row) for row in rows]
 
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
-        encoded = dump_json(data, what=f"data of event {kind!r}")
+        encoded = dump_json(data, what="data of event", of=kind)
         with self._write("append_event") as conn:
             try:
                 cursor = conn.execute(
@@ -395,7 +399,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             return existing
 
     def complete_receipt(self, request_id: str, result: JSONObject) -> Receipt:
-        encoded = dump_json(result, what=f"result of request {request_id!r}")
+        encoded = dump_json(result, what="result of request", of=request_id)
         with self._write("complete_receipt") as conn:
             # One statement when the receipt was pending (a start's always is): the row comes
             # back with the update; a look at it only to say why nothing was updated.
@@ -447,9 +451,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     def record_edge(self, **edge: Unpack[NewEdge]) -> LineageEdge:
         child_id = edge["child_id"]
-        fingerprint = dump_json(
-            edge["spawn_fingerprint"], what=f"spawn fingerprint of {child_id!r}"
-        )
+        fingerprint = dump_json(edge["spawn_fingerprint"], what="spawn fingerprint of", of=child_id)
         with self._write("record_edge") as conn:
             if self._edge(conn, child_id) is not None:
                 raise edge_exists(child_id)
