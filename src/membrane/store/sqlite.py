@@ -110,6 +110,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         self._clock = clock
         self._lock = threading.RLock()
         self._nesting = 0
+        #: One ``_Joined`` per action, reused: a call inside this thread's own transaction.
+        self._joined: dict[str, _Joined] = {}
         self._conn: sqlite3.Connection | None = None
         self._flusher: Flusher | None = None
         where = str(self.path)
@@ -163,6 +165,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     def _guard(self, action: str) -> AbstractContextManager[sqlite3.Connection]:
         """The connection under the store's lock, ``sqlite3`` errors raised as ``StoreError``."""
+        if self._nesting and self._lock._is_owned():  # type: ignore[attr-defined]
+            return self._joined_for(action)
         return _Held(self, action)
 
     def _write(
@@ -173,11 +177,17 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         changing anything) runs bare: SQLite undoes a failed statement by itself, so a
         savepoint would only cost two statements. Others get a savepoint."""
         if atomic and self._nesting and self._lock._is_owned():  # type: ignore[attr-defined]
-            return _Held(self, action)  # inside this thread's own transaction: the lock alone
+            return self._joined_for(action)  # inside this thread's own transaction
         return _Enclosed(self, action, atomic=atomic)
 
+    def _joined_for(self, action: str) -> _Joined:
+        joined = self._joined.get(action)
+        if joined is None:
+            joined = self._joined[action] = _Joined(self, action)
+        return joined
+
     def transaction(self) -> AbstractContextManager[None]:
-        return _Transaction(_Enclosed(self, "transaction", atomic=False))
+        return _Transaction(self)
 
     async def barrier(self) -> None:
         if self._flusher is not None:
@@ -566,6 +576,37 @@ class _Held:
             ) from exc
 
 
+class _Joined:
+    """A call inside a transaction this thread holds: the lock is already held (from
+    ``BEGIN`` to ``COMMIT``), so the call only needs the connection and the translation of
+    ``sqlite3`` errors. It keeps no state of its own, so the store reuses one per action."""
+
+    __slots__ = ("_action", "_store")
+
+    def __init__(self, store: SQLiteStore, action: str) -> None:
+        self._store = store
+        self._action = action
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = self._store._conn
+        if conn is None:  # closed by this thread inside its own transaction
+            where = str(self._store.path)
+            raise StoreError(f"{self._action}: the store {where} is closed", path=where)
+        return conn
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and isinstance(exc, sqlite3.Error):
+            where, action = str(self._store.path), self._action
+            raise StoreError(
+                f"{action} failed in {where}: {exc}", path=where, action=action
+            ) from exc
+
+
 class _Enclosed(_Held):
     """A write of its own: ``BEGIN IMMEDIATE`` ... ``COMMIT`` at the top level (counted by the
     flusher once committed), a savepoint inside a transaction, or bare there for an
@@ -631,21 +672,13 @@ class _Enclosed(_Held):
         _Held.__exit__(self, kind, exc, tb)
 
 
-class _Transaction:
+class _Transaction(_Enclosed):
     """``SQLiteStore.transaction()``: an ``_Enclosed`` write that gives no connection out."""
 
-    __slots__ = ("_write",)
+    __slots__ = ()
 
-    def __init__(self, write: _Enclosed) -> None:
-        self._write = write
+    def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(store, "transaction", atomic=False)
 
-    def __enter__(self) -> None:
-        self._write.__enter__()
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._write.__exit__(kind, exc, tb)
+    def __enter__(self) -> None:  # type: ignore[override]
+        _Enclosed.__enter__(self)
