@@ -227,19 +227,24 @@ class EventHub:
     def commit(self, work: Callable[[], T]) -> T:
         """Write the queued events, then ``work()``, in one store transaction; deliver the
         queued events once it commits. ``work`` may add events and deliver them afterwards."""
-        batch, self._pending = self._pending, []
+        batch = self._pending
+        if batch:
+            self._pending = []
         committing, self._committing = self._committing, True
+        store = self._store
         try:
-            with self._store.transaction():
-                seqs = [self._store.append_event(p.run_id, p.kind, p.data) for p in batch]
+            with store.transaction():
+                seqs = [store.append_event(p.run_id, p.kind, p.data) for p in batch]
                 result = work()
         except BaseException:
-            self._pending[:0] = batch
+            if batch:
+                self._pending[:0] = batch
             raise
         finally:
             self._committing = committing
-        for pending, seq in zip(batch, seqs, strict=True):
-            self._deliver(pending, seq)
+        if batch:
+            for pending, seq in zip(batch, seqs, strict=True):
+                self._deliver(pending, seq)
         return result
 
     def flush(self, work: Callable[[], object] | None = None) -> None:
