@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from membrane.agents.definition import UNSET, Unset
@@ -32,7 +32,10 @@ from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.schemas import schema_problem
 
-__all__ = ["SubagentStartRequest", "allowed_agent_names", "validate_request"]
+__all__ = ["NO_CALL", "SubagentStartRequest", "allowed_agent_names", "validate_request"]
+
+#: The call parameters of a request that gives none: nothing asked.
+NO_CALL = CallParams()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,8 @@ class SubagentStartRequest:
 
     agent_type: str
     task: str
-    call: CallParams = field(default_factory=CallParams)
+    #: One shared value when the caller gives none (a ``CallParams`` is frozen).
+    call: CallParams = NO_CALL
     persona: str | Unset | None = UNSET
     tool_filter: Restriction | JSONObject | None = None
     max_depth: int | None = None

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 import anyio
 
@@ -52,7 +52,7 @@ from membrane.runtime.delegation import agent_allowed, not_allowed
 from membrane.runtime.depth import check_cap, effective_parent_depth
 from membrane.runtime.provider import Provider, ProviderChild
 from membrane.runtime.publish import Publisher
-from membrane.runtime.request import SubagentStartRequest
+from membrane.runtime.request import NO_CALL, SubagentStartRequest
 from membrane.runtime.resolution import HOST, ResolutionMemo
 from membrane.runtime.resume import resumed_depths, stored_history, stored_request
 from membrane.runtime.runs import LiveRuns, RunRecord
@@ -459,12 +459,21 @@ def _continuing(
 _FOLDED: dict[tuple[CallParams, bool], CallParams] = {}
 
 
+#: ``_call``'s answers for a request with no call parameters, by ``background``.
+_NO_CALL_FOLDED: Final = {
+    background: dataclasses.replace(NO_CALL, run_in_background=background)
+    for background in (False, True)
+}
+
+
 def _call(request: SubagentStartRequest) -> CallParams:
     """The call fields with ``background`` folded in (``validate_request`` ruled out a clash)."""
     call = request.call
     background = request.background
     if background is None or call.run_in_background is not UNSET:
         return call
+    if call is NO_CALL:
+        return _NO_CALL_FOLDED[background]  # the usual request: nothing to hash
     key = (call, background)
     try:
         folded = _FOLDED.get(key)
