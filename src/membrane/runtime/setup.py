@@ -44,7 +44,7 @@ STRUCTURED_SECTION: Final = "output:structured"
 SetupStep = Callable[[str], None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChildSetup:
     """Everything one child's setup installs; calling it with the child's scope installs it.
 
@@ -71,27 +71,46 @@ class ChildSetup:
             sections = list(self.sections)
         else:
             sections = [self._placed(section) for section in self.sections]
-        with self._step("persona"):
+        observe = self.on_step
+        # The step running now: what a failure (of the step or of its observer) is named by.
+        step = "persona"
+        try:
+            if observe is not None:
+                _observe(observe, step, self.run_id)
             sections = list(render_sections(sections, self.persona_values))
-        for predicate in self.restrictions:
-            with self._step(f"restrict:{predicate.label}"):
+            for predicate in self.restrictions:
+                step = f"restrict:{predicate.label}"
+                if observe is not None:
+                    _observe(observe, step, self.run_id)
                 if isinstance(predicate, RoleRestriction):
                     predicate.validate(scope.registry, local=[*scope.locals(), *scope.reserved()])
                 scope.restrict(predicate, validate=isinstance(predicate, Restriction))
-        if self.call_gate is not None:
-            with self._step("permissions"):
+            if self.call_gate is not None:
+                step = "permissions"
+                if observe is not None:
+                    _observe(observe, step, self.run_id)
                 scope.guard(self.call_gate)
-        if self.local_tools or self.on_step is not None:  # an empty step unobserved: none
-            with self._step("local-tools"):
+            if self.local_tools or observe is not None:  # an empty step unobserved: none
+                step = "local-tools"
+                if observe is not None:
+                    _observe(observe, step, self.run_id)
                 for tool in self.local_tools:
                     scope.add_local(tool)
-        for gate in self.gates:
-            with self._step(f"gate:{gate.label}"):
+            for gate in self.gates:
+                step = f"gate:{gate.label}"
+                if observe is not None:
+                    _observe(observe, step, self.run_id)
                 scope.gate(gate)
-        if self.response_schema is not None:
-            with self._step("structured-output"):
+            if self.response_schema is not None:
+                step = "structured-output"
+                if observe is not None:
+                    _observe(observe, step, self.run_id)
                 text = structured_section(self.response_schema)
                 sections.append(PromptSection(STRUCTURED_SECTION, text, "child"))
+        except SetupFailed:
+            raise
+        except Exception as exc:
+            raise _failed(self.run_id, step, exc) from exc
         persona = next((s.text for s in sections if s.name == PERSONA_SECTION), None)
         return ChildComposition(
             system=join_sections(sections),
@@ -106,49 +125,34 @@ class ChildSetup:
         placeholder, real = self.checkout
         return replace(section, text=section.text.replace(placeholder, real))
 
-    def _step(self, name: str) -> _Step:
-        return _Step(self, name)
+
+def _observe(observe: SetupStep, step: str, run_id: str) -> None:
+    """Tell the observer that ``step`` starts; what it raises fails that step."""
+    try:
+        observe(step)
+    except Exception as exc:
+        raise _failed(run_id, step, exc) from exc
 
 
-class _Step:
-    """Runs one named step: calls the observer, and turns any failure into ``SetupFailed``."""
-
-    __slots__ = ("_name", "_setup")
-
-    def __init__(self, setup: ChildSetup, name: str) -> None:
-        self._setup = setup
-        self._name = name
-
-    def __enter__(self) -> None:
-        if self._setup.on_step is not None:
-            try:
-                self._setup.on_step(self._name)
-            except Exception as exc:
-                raise self._failed(exc) from exc
-
-    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, Exception) and not isinstance(exc, SetupFailed):
-            raise self._failed(exc) from exc
-
-    def _failed(self, exc: Exception) -> SetupFailed:
-        code = exc.code if isinstance(exc, MembraneError) else None
-        detail = exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, ToolFilterError) and self._name.startswith("restrict:"):
-            # A filter that matched the registry when it was checked no longer does: the
-            # registry changed since. The message reaches models and socket callers, who must
-            # not learn a hidden tool's name from it; the chained cause keeps the detail.
-            detail = (
-                f"the {self._name.removeprefix('restrict:')} filter names a tool that is not "
-                "registered now; this is a deployment configuration problem, not something "
-                "a different call can fix"
-            )
-        return SetupFailed(
-            f"setting up child {self._setup.run_id!r} failed at step {self._name!r}: {detail}; "
-            "nothing was published",
-            run_id=self._setup.run_id,
-            step=self._name,
-            cause=code,
+def _failed(run_id: str, step: str, exc: Exception) -> SetupFailed:
+    """``SetupFailed`` for ``exc``, raised by the step ``step`` or by its observer."""
+    code = exc.code if isinstance(exc, MembraneError) else None
+    detail = exc.message if isinstance(exc, MembraneError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ToolFilterError) and step.startswith("restrict:"):
+        # A filter that matched the registry when it was checked no longer does: the
+        # registry changed since. The message reaches models and socket callers, who must
+        # not learn a hidden tool's name from it; the chained cause keeps the detail.
+        detail = (
+            f"the {step.removeprefix('restrict:')} filter names a tool that is not "
+            "registered now; this is a deployment configuration problem, not something "
+            "a different call can fix"
         )
+    return SetupFailed(
+        f"setting up child {run_id!r} failed at step {step!r}: {detail}; nothing was published",
+        run_id=run_id,
+        step=step,
+        cause=code,
+    )
 
 
 def structured_section(schema: Mapping[str, Any]) -> str:

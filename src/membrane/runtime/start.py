@@ -113,10 +113,11 @@ def new_run_id() -> str:
     return _RUN_IDS.next()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Entry:
     """What one entry contributes to the shared path. ``history`` is ``None`` for a fresh
-    start, and the stored conversation a resumed run continues from otherwise."""
+    start, and the stored conversation a resumed run continues from otherwise. Never changed
+    once made (not frozen: a frozen value's fields cost a call each to set, every start)."""
 
     run_id: str
     request: SubagentStartRequest

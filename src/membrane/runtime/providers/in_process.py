@@ -101,7 +101,7 @@ class InProcessProvider:
                 agent=request.agent,
                 run_id=request.run_id,
                 cwd=request.cwd,
-                read_only=not WRITING_TOOLS & set(scope.view().names),
+                read_only=WRITING_TOOLS.isdisjoint(scope.view().visible),
                 env=request.env,
                 network=request.network,
             ),
