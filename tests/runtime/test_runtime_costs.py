@@ -54,11 +54,12 @@ async def test_a_start_is_one_commit_of_two_rows_and_a_finish_one_more(
         statements.clear()
         await runtime.wait(info.run_id)
         finish = _verbs(statements)
-    # One turn: its turn and usage events, the status, the length check and one insert of the
-    # transcript, the lease's release, the end event, all in one commit.
+    # One turn: its turn and usage events, the status, one insert of the transcript (its
+    # length check in it), the lease's release, the end event, all in one commit; no read.
     assert finish.count("COMMIT") == 1
     assert "SAVEPOINT" not in finish
-    assert len(finish) <= 9, statements
+    assert "SELECT" not in finish
+    assert len(finish) <= 8, statements
 
 
 async def test_a_start_with_a_request_id_adds_its_receipt_and_no_read(
@@ -111,6 +112,7 @@ async def test_each_turn_is_one_commit_with_its_events_and_transcript(
         assert result.turns == turns
         # The start, one commit per turn after the first, the end.
         assert _verbs(statements).count("COMMIT") == 1 + (turns - 1) + 1
+        assert "SELECT" not in _verbs(statements)  # an append reads nothing first
         stored = store.transcript(result.run_id)
     inserts = [s for s in statements if s.startswith("INSERT INTO messages")]
     assert len(inserts) == turns  # every message written exactly once, one INSERT per write

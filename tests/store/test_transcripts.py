@@ -45,6 +45,18 @@ def test_an_append_that_would_leave_a_gap_or_overwrite_is_refused_and_writes_not
     assert store.transcript("s1") == [message("one")]
 
 
+def test_an_append_at_a_stale_start_names_the_stored_length_and_leaves_the_transaction(
+    store: Store,
+) -> None:
+    store.append_messages("s1", [message("one"), message("two")], start=0)
+    with store.transaction():
+        for start in (1, 3, 0):
+            with pytest.raises(StoreError, match="holds 2 messages, so new ones start at 2"):
+                store.append_messages("s1", [message("x"), message("y")], start=start)
+        assert store.append_messages("s1", [message("three")], start=2) == 3
+    assert store.transcript("s1") == [message("one"), message("two"), message("three")]
+
+
 def test_an_empty_append_changes_nothing_but_still_checks_its_start(store: Store) -> None:
     assert store.append_messages("s1", [], start=0) == 0
     with pytest.raises(StoreError, match="holds 0 messages"):

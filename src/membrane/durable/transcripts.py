@@ -5,9 +5,10 @@ the start of every turn after the first (``journal_event``), in the same transac
 events queued since the last write (``EventHub.commit``), so a turn costs one commit and a
 process killed mid-turn loses at most the turn in flight; and once more inside the transaction
 that records the run's end. Each message is written once: the record remembers how many the
-store holds, so an append is one indexed check and one insert whatever the conversation's
-length. The transcript only grows, as the loop's messages do. What else a resume needs (the
-start controls, the first user message) the header records at publication (``publish``).
+store holds, so an append is one insert (the indexed check of the stored length inside it)
+whatever the conversation's length. The transcript only grows, as the loop's messages do. What
+else a resume needs (the start controls, the first user message) the header records at
+publication (``publish``).
 """
 
 from __future__ import annotations

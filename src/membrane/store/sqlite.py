@@ -332,13 +332,43 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         chunks = [
             encoded[i : i + _ROWS_PER_INSERT] for i in range(0, len(encoded), _ROWS_PER_INSERT)
         ]
-        with self._write("append_messages", atomic=len(chunks) <= 1) as conn:
-            length = self._transcript_length(conn, session_id)
+        if type(start) is not int or start < 0 or not chunks:
+            with self._guard("append_messages") as conn:
+                length = self._transcript_length(conn, session_id)
             check_start(start, session_id=session_id, length=length)
-            at = start
-            for chunk in chunks:
+            return start
+        with self._write("append_messages", atomic=len(chunks) <= 1) as conn:
+            # The first INSERT carries the length check: its rows go in only where the stored
+            # transcript ends at ``start`` (its last position read from the end of the primary
+            # key), so an append is no read and one statement. When nothing went in, the read
+            # says why, with the error a separate check would have raised.
+            chunk = chunks[0]
+            values = ", ".join(["(?, ?)"] * len(chunk))
+            params: list[object] = [session_id]
+            for offset, text in enumerate(chunk):
+                params += (start + offset, text)
+            params += (session_id, start)
+            try:
+                added = conn.execute(
+                    "INSERT INTO messages (session_id, idx, data) SELECT ?, column1, column2 "
+                    f"FROM (VALUES {values}) WHERE COALESCE((SELECT idx FROM messages WHERE "
+                    "session_id = ? ORDER BY idx DESC LIMIT 1) + 1, 0) = ?",
+                    params,
+                ).rowcount
+            except sqlite3.IntegrityError:
+                added = 0  # no such session: the read below names it
+            if added != len(chunk):
+                check_start(
+                    start, session_id=session_id, length=self._transcript_length(conn, session_id)
+                )
+                raise StoreError(
+                    f"the messages of session {session_id!r} could not be appended at {start}",
+                    session_id=session_id,
+                )
+            at = start + len(chunk)
+            for chunk in chunks[1:]:
                 rows = ", ".join(["(?, ?, ?)"] * len(chunk))
-                params: list[object] = []
+                params = []
                 for offset, text in enumerate(chunk):
                     params += (session_id, at + offset, text)
                 conn.execute(f"INSERT INTO messages (session_id, idx, data) VALUES {rows}", params)
