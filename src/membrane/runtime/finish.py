@@ -98,8 +98,18 @@ class Finisher:
             )
             outcome = ChildOutcome(status="error", error=failure.to_dict())
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._finish(record, outcome)
+            outcome = self._ended(record, outcome)
+            worktree: dict[str, Any] | None = None
+            if record.worktree is not None and self._worktrees is not None:
+                # The one step of an end that awaits; shielded, as the whole end must run.
+                with anyio.CancelScope(shield=True):
+                    finished = await anyio.to_thread.run_sync(
+                        partial(self._worktrees.finish, record.worktree, success=outcome.ok)
+                    )
+                worktree = dict(finished.to_dict())
+            # The rest never awaits, so no cancellation can reach it (and no cancel scope of
+            # its own is spent on every run).
+            self._finish(record, outcome, worktree)
 
     async def _run_until(self, record: RunRecord, deadline: float) -> ChildOutcome:
         """The child's run, ended at the wall-time ``deadline`` its budget sets. (A run with
@@ -120,20 +130,20 @@ class Finisher:
             group.cancel_scope.cancel()
         return outcome
 
-    async def _finish(self, record: RunRecord, outcome: ChildOutcome) -> None:
+    @staticmethod
+    def _ended(record: RunRecord, outcome: ChildOutcome) -> ChildOutcome:
+        """The outcome the run ends with; its spending stops counting."""
         if record.ended_by is not None and outcome.status == "stopped":
             # A budget ended it (``stop()`` was how): it ends as that error, usage kept.
             error = record.ended_by.to_dict()
             outcome = dataclasses.replace(outcome, status="error", error=error)
         if record.spending is not None:
             record.spending.close()
-        worktree: dict[str, Any] | None = None
-        if record.worktree is not None and self._worktrees is not None:
-            ok = outcome.ok
-            finished = await anyio.to_thread.run_sync(
-                partial(self._worktrees.finish, record.worktree, success=ok)
-            )
-            worktree = dict(finished.to_dict())
+        return outcome
+
+    def _finish(
+        self, record: RunRecord, outcome: ChildOutcome, worktree: dict[str, Any] | None
+    ) -> None:
         descendants = Usage()
         for child_id in record.children:
             child = self._live(child_id)
