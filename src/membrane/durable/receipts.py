@@ -75,8 +75,9 @@ class SpawnReceipts:
         self._store = store
         self._hub = hub
         self._live = live
-        #: Starts in flight in this runtime, by request id, for repeats to wait on.
-        self._starting: dict[str, anyio.Event] = {}
+        #: Starts in flight in this runtime, by request id, with the event a repeat waits on
+        #: (made by the first repeat: a start nobody repeats meanwhile needs none).
+        self._starting: dict[str, anyio.Event | None] = {}
 
     async def start(self, request_id: str, act: Callable[[], Awaitable[RunInfo]]) -> RunInfo:
         """Run ``act`` (build, publish and schedule the child) once for ``request_id``, or
@@ -88,8 +89,7 @@ class SpawnReceipts:
                 return await self._act(request_id, act)
             if receipt.status == "completed":
                 return self._replay(receipt)
-            in_flight = self._starting.get(request_id)
-            if in_flight is None:
+            if request_id not in self._starting:
                 raise RequestPending(
                     f"a start with request_id {request_id!r} is in progress elsewhere, or was "
                     "interrupted before it published a child; retry once it completes or its "
@@ -98,11 +98,13 @@ class SpawnReceipts:
                     request_id=request_id,
                     kind="spawn",
                 )
+            in_flight = self._starting[request_id]
+            if in_flight is None:
+                in_flight = self._starting[request_id] = anyio.Event()
             await in_flight.wait()
 
     async def _act(self, request_id: str, act: Callable[[], Awaitable[RunInfo]]) -> RunInfo:
-        done = anyio.Event()
-        self._starting[request_id] = done
+        self._starting[request_id] = None
         try:
             return await act()
         except BaseException as exc:
@@ -116,8 +118,9 @@ class SpawnReceipts:
                 self._hub.commit(settle)
             raise
         finally:
-            del self._starting[request_id]
-            done.set()
+            done = self._starting.pop(request_id)
+            if done is not None:
+                done.set()
 
     def _replay(self, receipt: Receipt) -> RunInfo:
         request_id = receipt.request_id
