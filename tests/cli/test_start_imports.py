@@ -125,9 +125,11 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
 #: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor
 #: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``), nor the
-#: reader of ``--parent`` and ``--call`` when neither is given.
+#: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables.
 NOT_FOR_EXPLAIN = (
     "membrane.cli.explain_parent",
+    "membrane.cli.explain_tables",
+    "membrane.cli.screen",
     "hashlib",
     "_hashlib",
     "difflib",
