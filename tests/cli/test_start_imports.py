@@ -125,8 +125,10 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
 #: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor
 #: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``), nor the
-#: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables.
+#: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables,
+#: nor ``function_tool`` for extensions that build their ``Tool`` objects themselves.
 NOT_FOR_EXPLAIN = (
+    "membrane.extensions.function_tools",
     "membrane.cli.explain_parent",
     "membrane.cli.explain_tables",
     "membrane.cli.screen",

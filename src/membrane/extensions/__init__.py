@@ -16,6 +16,7 @@ import typing
 from membrane._lazy import lazy_exports as _lazy_exports
 
 if typing.TYPE_CHECKING:
+    from membrane.extensions.function_tools import function_tool
     from membrane.extensions.hooks import (
         BeforeAgentStart,
         BeforeToolCall,
@@ -32,7 +33,6 @@ if typing.TYPE_CHECKING:
         ExtensionSource,
         LoadedExtension,
         discover_extensions,
-        function_tool,
         load_extension,
     )
     from membrane.tools.registry import ExtensionTools
@@ -76,7 +76,7 @@ __getattr__, __dir__ = _lazy_exports(
         "ExtensionSource": "membrane.extensions.load",
         "LoadedExtension": "membrane.extensions.load",
         "discover_extensions": "membrane.extensions.load",
-        "function_tool": "membrane.extensions.load",
+        "function_tool": "membrane.extensions.function_tools",
         "load_extension": "membrane.extensions.load",
         "ExtensionTools": "membrane.tools.registry",
         "Requirements": "membrane.tools.requirements",

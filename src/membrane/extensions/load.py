@@ -13,7 +13,6 @@ effects, which is why the resolver selects extensions before anything is loaded.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import re
@@ -22,18 +21,15 @@ import types
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, cast, overload
+from typing import Final, Literal, overload
 
 from membrane._record import frozen
-from membrane.errors import ExtensionError, MembraneError, ToolSpecError
+from membrane.errors import ExtensionError, MembraneError
 from membrane.extensions.installed import installed_entry_points
 from membrane.json_types import JSONObject
-from membrane.tools.registry import ExtensionTools, ToolRegistry, check_tool
+from membrane.tools.registry import ExtensionTools, ToolRegistry
 from membrane.tools.requirements import Requirements
-from membrane.tools.spec import Tool, ToolContext
-
-if TYPE_CHECKING:  # a function tool's signature is read with ``inspect``, imported for it only
-    import inspect
+from membrane.tools.spec import Tool
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -41,15 +37,12 @@ __all__ = [
     "ExtensionSource",
     "LoadedExtension",
     "discover_extensions",
-    "function_tool",
     "load_extension",
 ]
 
 ENTRY_POINT_GROUP = "membrane.extensions"
 Hook = Callable[..., object]
 AsyncFunction = Callable[..., Awaitable[object]]
-#: What ``function_tool`` decorates: an ``async def``, or a plain ``def`` (run in a thread).
-ToolFunction = Callable[..., object]
 
 
 @frozen
@@ -151,6 +144,8 @@ class ExtensionAPI:
         """Decorator, bare or called: ``function_tool`` that also registers the tool here."""
         if callable(name):
             return self.tool()(name)
+        from membrane.extensions.function_tools import function_tool  # only a decorated tool
+
         build = function_tool(name, description=description, schema=schema, mutating=mutating)
 
         def register(function: AsyncFunction) -> Tool:
@@ -205,115 +200,6 @@ class LoadedExtension:
 
     def __repr__(self) -> str:
         return f"LoadedExtension({self.name!r}, tools={sorted(self.tools.names())!r})"
-
-
-@overload
-def function_tool(name: ToolFunction, /) -> Tool: ...
-
-
-@overload
-def function_tool(
-    name: str | None = None,
-    *,
-    description: str | None = None,
-    schema: JSONObject | None = None,
-    mutating: bool = False,
-) -> Callable[[ToolFunction], Tool]: ...
-
-
-def function_tool(
-    name: str | ToolFunction | None = None,
-    *,
-    description: str | None = None,
-    schema: JSONObject | None = None,
-    mutating: bool = False,
-) -> Tool | Callable[[ToolFunction], Tool]:
-    """Decorator: a ``Tool`` (origin ``host``) from a function taking its arguments as keyword
-    parameters: an ``async def``, or a plain ``def``, which runs in a worker thread.
-
-    Use it bare (``@function_tool``) or called (``@function_tool("name", mutating=True)``).
-    The name defaults to the function's, the description to its docstring, and the schema is
-    derived from the parameters' annotations unless given. A parameter named ``context``
-    receives the ``ToolContext`` and is not part of the schema.
-    """
-    if callable(name):
-        return function_tool()(name)
-    if name is not None and not isinstance(name, str):
-        raise ToolSpecError(
-            f"function_tool(name) takes a tool name or decorates an async function, "
-            f"got {type(name).__name__}",
-            name=str(name),
-        )
-
-    def build(function: ToolFunction) -> Tool:
-        import inspect
-
-        label = name or str(getattr(function, "__name__", ""))
-        if not callable(function):
-            raise ToolSpecError(f"tool {label!r}: decorate a function", name=label)
-        parameters = inspect.signature(function).parameters
-        wants_context = "context" in parameters
-        input_schema = schema if schema is not None else _derived_schema(label, parameters)
-        is_async = inspect.iscoroutinefunction(function)
-
-        async def handler(arguments: JSONObject, context: ToolContext) -> object:
-            values: dict[str, object] = dict(arguments)
-            if wants_context:
-                values["context"] = context
-            if is_async:
-                return await cast(AsyncFunction, function)(**values)
-            # A plain ``def`` runs in a worker thread, so it never blocks the event loop.
-            import anyio.to_thread
-
-            return await anyio.to_thread.run_sync(functools.partial(function, **values))
-
-        text = (inspect.getdoc(function) or "") if description is None else description
-        # A host's own tool; an extension's live map retags it ``extension:NAME``.
-        tool = Tool(label, text, input_schema, handler, origin="host", mutating=mutating)
-        return check_tool(tool)
-
-    return build
-
-
-def _derived_schema(label: str, parameters: Mapping[str, inspect.Parameter]) -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for parameter in parameters.values():
-        if parameter.name == "context":
-            continue
-        if parameter.kind in (
-            parameter.VAR_POSITIONAL,
-            parameter.VAR_KEYWORD,
-            parameter.POSITIONAL_ONLY,
-        ):
-            raise ToolSpecError(
-                f"tool {label!r}: parameter {parameter.name!r} must be passable by keyword",
-                name=label,
-            )
-        annotation = Any if parameter.annotation is parameter.empty else parameter.annotation
-        default = ... if parameter.default is parameter.empty else parameter.default
-        fields[parameter.name] = (annotation, default)
-    import pydantic  # only a function tool without a schema pays for it
-
-    try:
-        derived = pydantic.create_model(f"{label}_arguments", **fields).model_json_schema()
-    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise ToolSpecError(
-            f"tool {label!r}: cannot derive a JSON Schema from its parameters ({exc}); "
-            "pass schema=...",
-            name=label,
-        ) from exc
-    return _untitled(derived)  # type: ignore[no-any-return]
-
-
-def _untitled(value: Any) -> Any:
-    """Drop pydantic's generated ``title`` keys, which only repeat the names."""
-    if isinstance(value, dict):
-        return {
-            k: _untitled(v) for k, v in value.items() if not (k == "title" and isinstance(v, str))
-        }
-    if isinstance(value, list):
-        return [_untitled(item) for item in value]
-    return value
 
 
 def _awaitable(value: object) -> bool:
