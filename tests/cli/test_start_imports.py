@@ -142,6 +142,8 @@ NOT_FOR_EXPLAIN = (
     "membrane.builtin_tools.edit",
     "membrane.builtin_tools.write",
     "membrane.builtin_tools.browser",
+    "membrane.builtin_tools.bash_run",
+    "membrane.builtin_tools.paths",
     "sqlite3",
     "ruamel",
     "anyio",
