@@ -144,6 +144,8 @@ NOT_FOR_EXPLAIN = (
     "membrane.builtin_tools.browser",
     "membrane.builtin_tools.bash_run",
     "membrane.builtin_tools.paths",
+    "membrane.builtin_tools.skill_files",
+    "membrane.builtin_tools._support",
     "sqlite3",
     "ruamel",
     "anyio",

@@ -8,22 +8,16 @@ that set is refused without naming any skill the child was not given.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from membrane.agents.skills import Skill
-from membrane.builtin_tools._support import in_thread, looks_binary
-from membrane.errors import ToolFailed, UnknownSkill
+from membrane.errors import UnknownSkill
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["MAX_SKILL_FILE_BYTES", "SKILL_TOOL", "bind_skill_tool", "skill_tool"]
+__all__ = ["SKILL_TOOL", "bind_skill_tool", "skill_tool"]
 
 SKILL_TOOL: Final = "Skill"
-#: A skill file larger than this is refused (read it with Read, in windows, if it is needed).
-MAX_SKILL_FILE_BYTES: Final = 256 * 1024
 
 DESCRIPTION = """\
 Load a skill: its instructions (and the list of its files), or one of its files.
@@ -61,56 +55,12 @@ def skill_tool(skills: Mapping[str, Skill]) -> Tool:
                 f"no skill named {name!r} is available to this agent (available: {listed})",
                 skill=name,
             )
-        file = arguments.get("file")
-        if file is None:
-            return await in_thread(_instructions, skill)
-        return await in_thread(_file_text, skill, file)
+        # Reading a skill is imported on the first call: declaring Skill needs none of it.
+        from membrane.builtin_tools.skill_files import load_skill
+
+        return await load_skill(skill, arguments.get("file"))
 
     return Tool(SKILL_TOOL, DESCRIPTION, SCHEMA, handler)
-
-
-def _instructions(skill: Skill) -> str:
-    try:
-        body = skill.body()
-    except Exception as exc:
-        raise ToolFailed(
-            f"skill {skill.name!r} cannot be read now: {exc}", tool=SKILL_TOOL
-        ) from exc
-    files = skill.files()
-    listing = "\n".join(f"- {f}" for f in files) if files else "(none)"
-    return (
-        f"# Skill: {skill.name}\nFolder: {skill.folder}\n\n{body.rstrip()}\n\n"
-        f"## Files of this skill (load one with file=PATH)\n{listing}"
-    )
-
-
-def _file_text(skill: Skill, file: str) -> str:
-    relative = PurePosixPath(file)
-    if relative.is_absolute() or ".." in relative.parts or file not in skill.files():
-        raise ToolFailed(
-            f"{file!r} is not a file of skill {skill.name!r}; load the skill without `file` to "
-            "see its files",
-            tool=SKILL_TOOL,
-        )
-    path = skill.folder / Path(*relative.parts)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ToolFailed(f"{file!r} is not a regular file", tool=SKILL_TOOL)
-        if info.st_size > MAX_SKILL_FILE_BYTES:
-            raise ToolFailed(
-                f"{file!r} is {info.st_size} bytes, more than {MAX_SKILL_FILE_BYTES}; read it "
-                f"with Read from {path}",
-                tool=SKILL_TOOL,
-            )
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(MAX_SKILL_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if looks_binary(data[:8192]):
-        return f"{file} is a binary file ({len(data)} bytes) at {path}"
-    return data.decode("utf-8", errors="replace")
 
 
 def bind_skill_tool(
