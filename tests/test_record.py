@@ -448,6 +448,9 @@ def test_agents_list_imports_no_dataclasses(tmp_path: Path, isolated_home: Path)
     # without dataclasses (nor inspect, which it imports).
     assert "membrane.agents.fields" not in modules[1]
     assert sorted(modules[1] & set(HEAVY)) == []
+    # No class on its path writes its own __init__ (the check of one is not imported), and
+    # nothing asks for __dataclass_fields__ (nor the module that makes them).
+    assert {"membrane._record_written", "membrane._record_twin"} & modules[1] == set()
 
 
 @BUILT

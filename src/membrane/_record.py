@@ -12,7 +12,8 @@ slots=True)``:
   code, which is what makes a class cheap to define), checked once against the fields: it takes
   exactly those not declared ``init=False``, in their order (the ``kw_only`` ones after a
   ``*``), with their defaults (``FACTORY`` for a ``default_factory``, which it then calls), and
-  it calls ``__post_init__`` when the class has one. A class that does not gets one compiled
+  it calls ``__post_init__`` when the class has one (``membrane._record_written`` checks it,
+  imported only for such a class). A class that does not gets one compiled
   from text (its signature is the fields'), the one method that is, and only when first read
   (its first instance, or ``cls.__init__``): a command imports many classes it never makes.
   Classes whose fields differ only in names and defaults share that compile, each with its
@@ -24,7 +25,8 @@ slots=True)``:
   ``__match_args__`` are the dataclass's;
 - it is a dataclass when asked: ``dataclasses.fields``, ``replace``, ``asdict`` and
   ``is_dataclass`` work, ``__dataclass_fields__`` being made by ``dataclasses`` itself, from the
-  same declarations, the first time anything reads it; type checkers read it as a dataclass
+  same declarations, the first time anything reads it (``membrane._record_twin``, imported
+  only then); type checkers read it as a dataclass
   (``dataclass_transform``).
 
 Options are declared with this module's ``field`` (``default``, ``default_factory``, ``init``,
@@ -159,44 +161,18 @@ def replace(value: T, /, **changes: object) -> T:
     return type(value)(**changes)
 
 
-#: The dataclasses made for ``__dataclass_fields__``, one per record class read so.
-_TWINS: list[type] = []
-
-
 class _DataclassFields:
     """A record's ``__dataclass_fields__``, made on first use by ``dataclasses`` from a
-    dataclass with the same fields, which then replaces this descriptor on the class."""
+    dataclass with the same fields (``membrane._record_twin``), which then replaces this
+    descriptor on the class."""
 
     def __init__(self, frozen: bool) -> None:
         self.frozen = frozen
 
     def __get__(self, instance: object, owner: type) -> object:
-        import dataclasses
+        from membrane._record_twin import dataclass_fields  # only when something asks
 
-        annotations = owner.__dict__["__annotations__"]  # noqa: RUF063 - no ``inspect`` here
-        kept: dict[str, object] = {}
-        body: dict[str, object] = {"__module__": owner.__module__, "__annotations__": kept}
-        for f in owner.__dict__["_record_declared"]:
-            kept[f.name] = annotations[f.name]
-            options: dict[str, Any] = {
-                "init": f.init,
-                "repr": f.repr,
-                "compare": f.compare,
-                "hash": f.hash,
-                "kw_only": f.kw_only,
-            }
-            if f.default_factory is not MISSING:
-                options["default_factory"] = f.default_factory
-            elif f.default is not MISSING:
-                options["default"] = f.default
-            body[f.name] = dataclasses.field(**options)
-        twin: Any = dataclasses.dataclass(frozen=self.frozen)(type(owner.__name__, (), body))
-        # Kept: a class is a reference cycle, so a dropped twin would be left to the garbage
-        # collector (and found by a cycle count taken while a child runs).
-        _TWINS.append(twin)
-        type.__setattr__(owner, "__dataclass_fields__", twin.__dataclass_fields__)
-        type.__setattr__(owner, "__dataclass_params__", twin.__dataclass_params__)
-        return twin.__dataclass_fields__
+        return dataclass_fields(owner, frozen=self.frozen, missing=MISSING)
 
 
 def _frozen_error(message: str) -> AttributeError:
@@ -220,35 +196,6 @@ def _declared(cls: type) -> list[Field]:
         found.name = name
         declared.append(found)
     return declared
-
-
-def _check_init(cls: type, init: Any, taken: list[Field]) -> None:
-    """The class's own ``__init__`` takes the fields as the generated one would."""
-    where = f"{cls.__qualname__}.__init__"
-    code = getattr(init, "__code__", None)
-    if code is None:
-        raise TypeError(f"{where}: write a function (the fields, in order, with defaults)")
-    positional = [f for f in taken if not f.kw_only]
-    keywords = [f for f in taken if f.kw_only]
-    names = code.co_varnames[1 : code.co_argcount]
-    named = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
-    expected = tuple(f.name for f in positional)
-    expected_named = tuple(f.name for f in keywords)
-    if names != expected or named != expected_named:
-        wanted = expected + (("*", *expected_named) if expected_named else ())
-        got = names + (("*", *named) if named else ())
-        raise TypeError(f"{where} takes {got}, the fields are {wanted}")
-    defaults = init.__defaults__ or ()
-    with_defaults = [f.name for f in positional][len(positional) - len(defaults) :]
-    given = dict(zip(with_defaults, defaults, strict=True))
-    given.update(init.__kwdefaults__ or {})
-    for f in taken:
-        default = FACTORY if f.default_factory is not MISSING else f.default
-        got = given.get(f.name, MISSING)
-        if got is not default and (type(got) is not type(default) or got != default):
-            raise TypeError(f"{where}: {f.name} must default to {default!r}")
-    if "__post_init__" in cls.__dict__ and "__post_init__" not in code.co_names:
-        raise TypeError(f"{where} must call __post_init__")
 
 
 def _check_order(cls: type, declared: list[Field]) -> None:
@@ -405,7 +352,9 @@ def _build(cls: type, *, frozen: bool, slots: bool) -> Any:
             tuple(declared), frozen=frozen, post_init=hasattr(cls, "__post_init__")
         )
     else:
-        _check_init(cls, own_init, taken)
+        from membrane._record_written import check_init  # only for a class that writes one
+
+        check_init(cls, own_init, taken, missing=MISSING, factory=FACTORY)
     every = tuple([f.name for f in declared])
     names = frozenset(every)
     compared = _reader(tuple([f.name for f in declared if f.compare]))
