@@ -512,9 +512,71 @@ def test_records_of_one_shape_keep_their_own_names_and_defaults() -> None:
         Point(start=1)
 
 
+def _fresh() -> Any:
+    """A new class of ``Compiled``'s fields: its ``__init__`` not compiled yet."""
+
+    @record(frozen=True, slots=True)
+    class Fresh:
+        name: str
+        tags: dict[str, int] = field(default_factory=dict)
+        size: int = 0
+        secret: str = field(default="", repr=False, compare=False)
+        memo: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+        label: str = field(default="", kw_only=True)
+
+        def __post_init__(self) -> None:
+            if self.size < 0:
+                raise ValueError("size")
+
+    return Fresh
+
+
+CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    (("a",), {}),
+    (("a", {"x": 1}, 2, "s"), {"label": "l"}),
+    ((), {"name": "a", "size": 3, "label": "l"}),
+    (("a",), {"secret": "s", "tags": {"y": 2}}),
+]
+
+
+def test_instances_made_before_the_init_is_compiled_are_the_generated_ones() -> None:
+    for compiled in (False, True):
+        fresh = _fresh()
+        if compiled:
+            assert fresh.__init__.__qualname__.endswith("Fresh.__init__")  # compiled on reading
+        for args, kwargs in CALLS:
+            made, generated = fresh(*args, **kwargs), Generated(*args, **kwargs)
+            assert [getattr(made, f.name) for f in dataclasses.fields(generated)] == [
+                getattr(generated, f.name) for f in dataclasses.fields(generated)
+            ]
+        assert fresh("a").tags is not fresh("a").tags  # a fresh dict per instance
+        assert fresh("a").memo is not fresh("a").memo
+        with pytest.raises(ValueError, match="size"):
+            fresh("a", size=-1)  # __post_init__ runs
+
+
+def test_a_call_that_does_not_fit_fails_as_on_the_generated_class_before_a_compile() -> None:
+    for args, kwargs in [
+        ((), {}),
+        (("a", {}, 1, "s", "extra"), {}),
+        (("a",), {"unknown": 1}),
+        (("a",), {"memo": {}}),
+        (("a", {}), {"tags": {}}),
+        ((), {"size": 1}),
+    ]:
+        fresh = _fresh()  # each call the first on its class
+        with pytest.raises(TypeError) as raised:
+            fresh(*args, **kwargs)
+        with pytest.raises(TypeError) as expected:
+            Generated(*args, **kwargs)
+        assert str(raised.value).replace(fresh.__qualname__, "<class>") == str(
+            expected.value
+        ).replace(Generated.__qualname__, "<class>")
+
+
 #: Counts the ``__init__`` compiled for records in a fresh interpreter (compiles of text, not
-#: of a module's file): none when classes are defined, one per shape when their instances are
-#: first made.
+#: of a module's file): none when classes are defined or make their first instances, one per
+#: shape once they have made more.
 _COMPILES = """
 import json, sys
 seen = []
@@ -522,7 +584,7 @@ def hook(event, args):
     if event == "compile" and args[1] == "<string>":
         seen.append(args[1])
 sys.addaudithook(hook)
-from membrane._record import field, record
+from membrane._record import _INTERPRETED_CALLS, field, record
 
 @record(frozen=True, slots=True)
 class A:
@@ -545,18 +607,24 @@ class D:
 
 defined = len(seen)
 made = [A(1, "x"), B("y"), A(2), B("z", 2)]
+for n in range(_INTERPRETED_CALLS):
+    C(n), D(n)
+interpreted = len(seen) - defined
+made += [A(3) for _ in range(_INTERPRETED_CALLS)] + [B("w") for _ in range(_INTERPRETED_CALLS)]
 one_shape = len(seen) - defined
-C(1), D(1), C(2), D(2)
+C(1), D(1)
 print(json.dumps({
-    "defined": defined, "one_shape": one_shape, "all": len(seen) - defined,
-    "values": [[m.a, m.b] if isinstance(m, A) else [m.c, m.d] for m in made],
+    "defined": defined, "interpreted": interpreted, "one_shape": one_shape,
+    "all": len(seen) - defined,
+    "values": [[m.a, m.b] if isinstance(m, A) else [m.c, m.d] for m in made[:4]],
 }))
 """
 
 
-def test_an_init_is_compiled_once_per_shape_when_first_used() -> None:
+def test_an_init_is_compiled_once_per_shape_after_its_first_instances() -> None:
     counted = probe_json(_COMPILES)
     assert counted["defined"] == 0  # defining a record compiles nothing
+    assert counted["interpreted"] == 0  # nor making its first instances
     assert counted["one_shape"] == 1  # A and B share one shape
     assert counted["all"] == 3  # C and D have a shape each
     assert counted["values"] == [[1, "x"], ["y", 1], [2, ""], ["z", 2]]

@@ -14,8 +14,11 @@ slots=True)``:
   ``*``), with their defaults (``FACTORY`` for a ``default_factory``, which it then calls), and
   it calls ``__post_init__`` when the class has one (``membrane._record_written`` checks it,
   imported only for such a class). A class that does not gets one compiled
-  from text (its signature is the fields'), the one method that is, and only when first read
-  (its first instance, or ``cls.__init__``): a command imports many classes it never makes.
+  from text (its signature is the fields'), the one method that is, and only once it is
+  needed: its first instances are made by a generic ``__init__`` that reads the fields (a
+  command makes one instance of many classes, or none), and it is compiled when the class has
+  made ``_INTERPRETED_CALLS`` of them, when something reads ``cls.__init__``, or for a call
+  the generic one does not bind plainly (so that it fails with the compiled one's error).
   Classes whose fields differ only in names and defaults share that compile, each with its
   own copy of the code (``CodeType.replace``);
 - ``__repr__``, ``__eq__`` and, when frozen, ``__hash__`` are the dataclass's (fields with
@@ -41,7 +44,7 @@ from __future__ import annotations
 import sys
 from _thread import get_ident
 from operator import attrgetter
-from types import CellType, CodeType, FunctionType
+from types import CellType, CodeType, FunctionType, MethodType
 
 TYPE_CHECKING = False  # not ``typing``'s: this module imports nothing it does not use
 if TYPE_CHECKING:
@@ -308,26 +311,91 @@ def _compiled_init(cls: type, declared: tuple[Field, ...], *, frozen: bool, post
     return init
 
 
-class _CompiledInit:
-    """A record's compiled ``__init__`` before anything reads it: read (the first instance
-    made, or ``cls.__init__``), it compiles the method and puts it on the class in its place.
-    A process compiles only the ``__init__`` of the classes it uses (the CLI imports many that
-    a command never makes an instance of)."""
+#: How many instances a record makes through the interpreted ``__init__`` before its own is
+#: compiled: a compile costs as much as a few dozen interpreted calls of a small class.
+_INTERPRETED_CALLS = 32
 
-    __slots__ = ("declared", "frozen", "owner", "post_init")
+
+class _CompiledInit:
+    """A record's compiled ``__init__`` before it is compiled. Its first ``_INTERPRETED_CALLS``
+    instances are made by one generic ``__init__`` that reads the fields (``interpret``), which
+    sets them as the compiled one would; after that, or as soon as anything reads
+    ``cls.__init__``, the method is compiled and put on the class in its place. A process
+    compiles only the ``__init__`` of the classes it makes many instances of: the CLI imports
+    many classes that a command makes one instance of, or none. A call the generic one does
+    not bind plainly (a missing, extra or repeated argument) is left to the compiled one, so
+    that it fails with the error the compiled one raises."""
+
+    __slots__ = (
+        "calls",
+        "declared",
+        "frozen",
+        "owner",
+        "positional",
+        "post_init",
+        "required",
+        "taken",
+    )
 
     def __init__(self, declared: tuple[Field, ...], *, frozen: bool, post_init: bool) -> None:
         self.owner: type = object
         self.declared = declared
         self.frozen = frozen
         self.post_init = post_init
+        self.calls = 0
+        self.positional = tuple([f.name for f in declared if f.init and not f.kw_only])
+        self.taken = frozenset([f.name for f in declared if f.init])
+        self.required = tuple(
+            [
+                f.name
+                for f in declared
+                if f.init and f.default is MISSING and f.default_factory is MISSING
+            ]
+        )
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is not None and self.calls < _INTERPRETED_CALLS:
+            self.calls += 1
+            return MethodType(self.interpret, instance)
+        init = self.compiled()
+        return init if instance is None else init.__get__(instance, owner)
+
+    def compiled(self) -> Any:
+        """The compiled ``__init__``, now on the class."""
         init = _compiled_init(
             self.owner, self.declared, frozen=self.frozen, post_init=self.post_init
         )
         type.__setattr__(self.owner, "__init__", init)
-        return init if instance is None else init.__get__(instance, owner)
+        return init
+
+    def interpret(self, instance: Any, *args: object, **kwargs: object) -> None:
+        """``instance.__init__(*args, **kwargs)``, read from the fields."""
+        given = dict(zip(self.positional, args, strict=False))
+        if len(args) > len(self.positional):
+            return self.compiled()(instance, *args, **kwargs)  # type: ignore[no-any-return]
+        for name, value in kwargs.items():
+            if name in given or name not in self.taken:
+                return self.compiled()(instance, *args, **kwargs)  # type: ignore[no-any-return]
+            given[name] = value
+        for name in self.required:
+            if name not in given:
+                return self.compiled()(instance, *args, **kwargs)  # type: ignore[no-any-return]
+        put = object.__setattr__ if self.frozen else setattr
+        for f in self.declared:
+            if f.default_factory is not MISSING:
+                value = given.get(f.name, FACTORY) if f.init else FACTORY
+                if value is FACTORY:
+                    value = f.default_factory()
+            elif f.init:
+                value = given.get(f.name, f.default)
+            elif f.default is not MISSING:
+                value = f.default
+            else:
+                continue  # an ``init=False`` field without a default is not set
+            put(instance, f.name, value)
+        if self.post_init:
+            instance.__post_init__()
+        return None
 
 
 def _reader(names: tuple[str, ...]) -> Callable[[object], tuple[Any, ...]]:
