@@ -11,8 +11,8 @@ file raises, it becomes a ``DefinitionError`` for that path and never stops a re
 
 ``reload()`` runs before every spawn, so its unchanged path must cost O(roots), not O(files).
 From the second reload on, where the platform has a directory watcher (Linux inotify, see
-``membrane.agents.watch``), a reload reads the watcher once: nothing changed costs one
-non-blocking read, and k changed files cost k stats and reads (and a parse of each whose content
+``membrane.agents.watch``), a reload asks the watcher once: nothing changed costs one look
+with no wait, and k changed files cost k stats and reads (and a parse of each whose content
 changed), plus the update of the names they define. An absent root is watched through its
 nearest existing folder, for the entry that would lead to it appearing: while nothing appears
 there it costs no stat either (a config file that exists is stat'ed at each reload). Without a

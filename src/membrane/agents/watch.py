@@ -2,7 +2,8 @@
 
 ``DirectoryWatcher.create()`` returns ``None`` where the platform (or its limits) gives no
 watcher; the catalog then falls back to its stat walk. With one, a reload asks ``changes()``,
-which is one non-blocking ``read`` when nothing happened, whatever the number of files: the
+which is one ``poll`` with no wait when nothing happened (no read, and no error raised by one
+finding nothing), whatever the number of files: the
 kernel queued every change to a watched directory's entries (created, deleted, renamed,
 written, attributes) since the last call.
 
@@ -17,6 +18,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import select
 import struct
 import sys
 from dataclasses import dataclass
@@ -92,6 +94,10 @@ class DirectoryWatcher:
         self._watches: dict[str, int] = {}
         #: Each watched directory: ``True`` when watched only for entries appearing.
         self._appear: dict[str, bool] = {}
+        #: Asks whether anything is queued: a read with nothing there raises (and an
+        #: exception costs more than the look).
+        self._ready = select.poll()
+        self._ready.register(fd, select.POLLIN)
 
     @classmethod
     def create(cls) -> DirectoryWatcher | None:
@@ -151,6 +157,8 @@ class DirectoryWatcher:
 
     def changes(self) -> list[Change] | None:
         """What changed since the last call (empty: nothing), or ``None``: rescan."""
+        if not self._ready.poll(0):
+            return []  # nothing queued (a closed descriptor is reported, and read below)
         found: list[Change] = []
         lost = False
         while True:
