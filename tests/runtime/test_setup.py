@@ -67,6 +67,30 @@ async def test_an_empty_persona_shadows_the_deployment_persona_with_nothing(
     assert "Deployment voice" not in model.requests[1].system
 
 
+@pytest.mark.anyio
+async def test_children_of_one_definition_share_a_prompt_only_where_nothing_differs(
+    project: Project,
+) -> None:
+    project.agent("worker")
+    model = _model('{"verdict": "approve"}')
+    async with project.runtime(model) as runtime:
+        for _ in range(2):
+            await runtime.run(SubagentStartRequest("worker", "task"))
+        named = [
+            await runtime.run(SubagentStartRequest("worker", "task", persona="Run {{run_id}}."))
+            for _ in range(2)
+        ]
+        await runtime.run(SubagentStartRequest("worker", "task", response_schema=SCHEMA))
+        await runtime.run(SubagentStartRequest("worker", "task"))
+    systems = [request.system for request in model.requests]
+    assert systems[0] == systems[1] == systems[5]
+    assert [system.split("\n")[0] for system in systems[2:4]] == [
+        f"Run {result.run_id}." for result in named
+    ]
+    assert "JSON Schema" in systems[4] and "JSON Schema" not in systems[5]
+    assert systems[4].startswith(systems[0])
+
+
 def test_an_unfillable_deployment_persona_fails_when_the_runtime_is_built(
     project: Project,
 ) -> None:

@@ -67,7 +67,12 @@ class ChildSetup:
     on_step: SetupStep | None = field(default=None, compare=False)
 
     def __call__(self, scope: Scope) -> ChildComposition:
-        if self.checkout is None:
+        # Sections composed before need no rendering (they hold no persona to render).
+        plain = _plain_composition(self)
+        sections: list[PromptSection] = []
+        if plain is not None:
+            pass
+        elif self.checkout is None:
             sections = list(self.sections)
         else:
             sections = [self._placed(section) for section in self.sections]
@@ -77,7 +82,8 @@ class ChildSetup:
         try:
             if observe is not None:
                 _observe(observe, step, self.run_id)
-            sections = list(render_sections(sections, self.persona_values))
+            if plain is None:
+                sections = list(render_sections(sections, self.persona_values))
             for predicate in self.restrictions:
                 step = f"restrict:{predicate.label}"
                 if observe is not None:
@@ -111,19 +117,50 @@ class ChildSetup:
             raise
         except Exception as exc:
             raise _failed(self.run_id, step, exc) from exc
+        if plain is not None:
+            return plain
         persona = next((s.text for s in sections if s.name == PERSONA_SECTION), None)
-        return ChildComposition(
+        composition = ChildComposition(
             system=join_sections(sections),
             persona=persona,
             sections=tuple((s.name, s.text) for s in sections),
             response_schema=self.response_schema,
         )
+        if self.checkout is None and self.response_schema is None and persona is None:
+            _remember(self.sections, composition)
+        return composition
 
     def _placed(self, section: PromptSection) -> PromptSection:
         if self.checkout is None or self.checkout[0] not in section.text:
             return section
         placeholder, real = self.checkout
         return replace(section, text=section.text.replace(placeholder, real))
+
+
+#: The composition of each tuple of sections with no persona to render, no checkout to place
+#: and no response schema: the same sections compose to the same (frozen) value, so the many
+#: children of one resolved definition share one. Keyed by the tuple's id, each entry holding
+#: the tuple so that no id is reused while it lives; cleared when it reaches ``_PLAIN_MOST``.
+_PLAIN: dict[int, tuple[tuple[PromptSection, ...], ChildComposition]] = {}
+_PLAIN_MOST = 64
+
+
+def _plain_composition(setup: ChildSetup) -> ChildComposition | None:
+    """The composition ``setup`` makes, when one made from the same sections is known."""
+    if setup.checkout is not None or setup.response_schema is not None:
+        return None
+    known = _PLAIN.get(id(setup.sections))
+    if known is None or known[0] is not setup.sections:
+        return None
+    return known[1]
+
+
+def _remember(sections: Sequence[PromptSection], composition: ChildComposition) -> None:
+    if not isinstance(sections, tuple):
+        return  # a list may change: its composition is made each time
+    if len(_PLAIN) >= _PLAIN_MOST:
+        _PLAIN.clear()
+    _PLAIN[id(sections)] = (sections, composition)
 
 
 def _observe(observe: SetupStep, step: str, run_id: str) -> None:
