@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from membrane.agents.definition import UNSET, AgentDefinition
@@ -106,11 +106,13 @@ class ChildBuilder:
         built: list[ProviderChild] | None = None,
         resumed: bool = False,
         spending: RunSpending | None = None,
+        deployment: Deployment | None = None,
     ) -> RunRecord:
         """The child of ``request``, built by the provider with its setup (prompt, restrictions,
         scope-local and delegation tools), not yet published. It is appended to ``built`` as
         soon as it exists, so that a caller's rollback can discard it. ``resumed``: the child
-        continues the stored run ``run_id`` (``ChildSpec.resumed``)."""
+        continues the stored run ``run_id`` (``ChildSpec.resumed``). ``deployment``: the one
+        the start resolved against (its skill files and roots), else the deployment now."""
         definition = authority.definition
         invocation = authority.invocation
         bound = None if self._workflows is None else self._workflows(run_id, definition)
@@ -125,12 +127,15 @@ class ChildBuilder:
             cwd = Path(authority.checkout.path)
         restrictions: list[ToolPredicate] = [authority.restriction]
         restrictions += [p for p in (request.restriction, role) if p is not None]
-        deployment = self._deployment()
+        if deployment is None:
+            deployment = self._deployment()
         local = self._local_tools(run_id, request, authority, context, definition, deployment)
-        sections = list(authority.prompt_sections)
+        # The resolver's own tuple when nothing is added: setup composes it once for them all.
+        sections: Sequence[PromptSection] = authority.prompt_sections
         if bound is not None:
             local += list(bound.tools)
-            sections.append(PromptSection(f"workflow:{bound.name}", bound.prompt, "child"))
+            workflow = PromptSection(f"workflow:{bound.name}", bound.prompt, "child")
+            sections = [*sections, workflow]
         setup = ChildSetup(
             run_id=run_id,
             sections=sections,
@@ -161,6 +166,9 @@ class ChildBuilder:
             composed.append(composition)
             return composition
 
+        env = child_environment(skill_roots=deployment.skill_roots)
+        if self._child_env is not None:
+            env.update(self._child_env(run_id, cwd))
         spec = ChildSpec(
             run_id=run_id,
             agent=definition.name,
@@ -182,10 +190,7 @@ class ChildBuilder:
             spending=spending,
             barrier=self._barrier,
             network=definition.network is True,
-            env={
-                **child_environment(skill_roots=deployment.skill_roots),
-                **(self._child_env(run_id, cwd) if self._child_env is not None else {}),
-            },
+            env=env,
         )
         mode = capability_mode(on_view=self._provider.capabilities.tool_filter, env=spec.env)
         child = await self._create(spec, install)

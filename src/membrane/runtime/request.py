@@ -102,10 +102,12 @@ def check_fields(request: SubagentStartRequest) -> None:
         )
     if request.max_depth is not None:
         check_depth(request.max_depth, what="max_depth")
-    for name in ("parent_id", "request_id", "role"):
-        value = getattr(request, name)
-        if value is not None:
-            _text(value, name, "a non-empty string or None")
+    if request.parent_id is not None:
+        _text(request.parent_id, "parent_id", "a non-empty string or None")
+    if request.request_id is not None:
+        _text(request.request_id, "request_id", "a non-empty string or None")
+    if request.role is not None:
+        _text(request.role, "role", "a non-empty string or None")
     if request.background is not None:
         if not isinstance(request.background, bool):
             raise InvalidRequest(

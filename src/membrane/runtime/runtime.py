@@ -356,13 +356,16 @@ class SubagentRuntime:
         self._scheduler.require_open()
         validate_request(request, registry=self.registry)
 
+        if request.request_id is None:
+            return await self._launch_durable(
+                await self._starts.fresh(request, role=role, allowed=allowed)
+            )
+
         async def act() -> RunInfo:
             return await self._launch_durable(
                 await self._starts.fresh(request, role=role, allowed=allowed)
             )
 
-        if request.request_id is None:
-            return await act()
         info = await self._receipts.start(request.request_id, act)
         await self.store.barrier()  # a replayed receipt: acknowledged once durable too
         return info

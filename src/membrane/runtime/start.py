@@ -264,11 +264,12 @@ class StartPath:
         self._catalog.reload()
         dispatch = self._dispatch(request.agent_type, entry.allowed, child=entry.child)
         context = self.parent_context(entry.parent, entry.parent_depth)
+        deployment = self._deployment(dispatch.definition)
         authority = self._resolutions.resolve(
             dispatch.definition,
             _call(request),
             context,
-            self._deployment(dispatch.definition),
+            deployment,
             parent_key=HOST if entry.parent is None else None,
             persona=UNSET if request.persona is None else request.persona,
             tool_filter=request.restriction,
@@ -294,6 +295,7 @@ class StartPath:
                 built=built,
                 resumed=entry.history is not None,
                 spending=spending,
+                deployment=deployment,
             )
             if entry.history is None:
                 self._publisher.publish(
