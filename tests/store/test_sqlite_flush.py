@@ -4,11 +4,13 @@ syncs the WAL once for a whole batch of commits, ``barrier()`` waits for that sy
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -226,5 +228,73 @@ async def test_a_commit_nobody_waits_for_is_synced_within_the_delay(tmp_path: Pa
     flusher.written()
     await disk.stalled()  # synced with no barrier asking
     assert len(disk.threads) == 1
+    flusher.close()
+    conn.close()
+
+
+async def test_a_commit_after_the_flusher_sat_idle_is_synced_within_the_delay(
+    tmp_path: Path,
+) -> None:
+    """A flusher with nothing to sync for a whole delay parks: the next commit wakes it."""
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    disk = Disk()
+    flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=0.001)
+    commit_one(conn, 1)
+    flusher.written()
+    with anyio.fail_after(30):
+        await flusher.barrier()
+    await anyio.sleep(0.05)  # fifty delays with nothing to sync: the thread has parked
+    disk.stall()
+    commit_one(conn, 2)
+    flusher.written()
+    synced = await anyio.to_thread.run_sync(disk.entered.wait, 30)  # with no barrier asking
+    disk.release()
+    assert synced and len(disk.threads) == 2
+    flusher.close()
+    conn.close()
+
+
+async def test_barriers_of_tasks_ready_together_share_one_sync_and_one_loop_wake_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Children woken by one sync commit their next turns in the same round of the loop; the
+    flusher is asked once for that round, syncs once, and wakes the loop once for them all."""
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    disk = Disk()
+    flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=3600.0)
+    loop = asyncio.get_running_loop()
+    wake_ups: list[str] = []
+    call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        wake_ups.append(threading.current_thread().name)
+        return call_soon_threadsafe(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+    done: list[int] = []
+
+    async def turn(number: int) -> None:
+        commit_one(conn, number)
+        flusher.written()
+        await flusher.barrier()
+        done.append(number)
+
+    for round_ in range(3):
+        before = len(disk.threads)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for number in range(8):
+                    group.start_soon(turn, 8 * round_ + number)
+        assert len(disk.threads) == before + 1  # one sync for the round's 8 commits
+    assert sorted(done) == list(range(24))
+    assert len([name for name in wake_ups if name.startswith("membrane-flush")]) == 3
     flusher.close()
     conn.close()

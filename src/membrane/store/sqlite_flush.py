@@ -20,6 +20,15 @@ commit not yet synced, and otherwise within ``SYNC_DELAY`` of the oldest commit 
 (what nobody waits for, such as a child's queued events, is on disk within that bound). A
 commit made while another's sync is under way, and waited for by nobody, so joins the sync of
 the next commit someone does wait for: one sync per acknowledged commit, not one per commit.
+"At once" on asyncio is once the loop has run the tasks that were ready when the barrier was
+asked for: tasks woken together (the children whose turns one sync made durable) commit and
+ask in the same round, and one sync covers them all, where waking the thread at the first
+barrier would spend a sync, and a pair of thread switches, per turn on a disk that syncs fast.
+
+Each hand-off costs both threads a switch, so there are few: the thread is woken once per
+round of barriers (not by a commit, unless it has parked: nothing unsynced for a whole
+``SYNC_DELAY``; until then it looks by itself within the delay), and it wakes each loop once
+per sync, however many barriers wait there.
 
 One fsync stays on the writer: SQLite syncs the WAL *header* when a writer starts the log
 again after a checkpoint has copied all of it (the guard against an out-of-order write that
@@ -95,6 +104,11 @@ class Flusher:
         #: The commit count the thread's current (or last) pass syncs up to.
         self._covered = 0
         self._sync_delay = sync_delay
+        #: The thread waits with no deadline (nothing unsynced for a whole ``SYNC_DELAY``):
+        #: only then does a commit have to wake it to start the clock.
+        self._parked = False
+        #: The asyncio loops with a ``_kick`` scheduled (one per round of a loop).
+        self._kicks: set[asyncio.AbstractEventLoop] = set()
         self._closing = False
         self._failure: StoreError | None = None
         self._limiter: anyio.CapacityLimiter | None = None
@@ -117,15 +131,17 @@ class Flusher:
 
     def written(self) -> None:
         """Count one more commit; never blocks on the disk. The thread is woken only when its
-        plans change: under ``full`` by the first commit since its last sync (which starts
-        the ``SYNC_DELAY`` clock), under ``normal`` once a checkpoint is due (a wake-up per
-        commit would cost the committing thread a switch for nothing)."""
+        plans change: under ``full`` by the first commit since its last sync when the thread
+        is parked (it starts the ``SYNC_DELAY`` clock; a thread not parked looks by itself
+        within the delay), under ``normal`` once a checkpoint is due (a wake-up per commit
+        would cost the committing thread a switch for nothing)."""
         with self._cond:
             self._written += 1
             if self._wait:
                 if self._written - self._covered == 1:
                     self._unsynced_since = time.monotonic()
-                    self._cond.notify_all()
+                    if self._parked:
+                        self._cond.notify_all()
             elif self._written - self._synced >= self._checkpoint_commits:
                 self._cond.notify_all()
 
@@ -143,8 +159,16 @@ class Flusher:
                 self._raise_failure()
                 return
             if target > self._wanted:
+                # A sync is due now, not at the end of the delay: a thread awake (syncing)
+                # sees it when its pass ends. One waiting is woken at once on another event
+                # loop; on asyncio once the loop has run what is ready now, so that the
+                # commits those tasks make before their own barriers join the same sync.
                 self._wanted = target
-                self._cond.notify_all()  # a sync is due now, not at the end of the delay
+                if loop is None:
+                    self._cond.notify_all()
+                elif loop not in self._kicks:
+                    self._kicks.add(loop)
+                    loop.call_soon(self._kick, loop)
             if loop is not None:
                 # On asyncio the flusher wakes the loop itself: no worker thread in between.
                 future: asyncio.Future[None] = loop.create_future()
@@ -161,6 +185,13 @@ class Flusher:
         await anyio.to_thread.run_sync(
             self._wait_for, target, abandon_on_cancel=True, limiter=self._limiter
         )
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake the thread for the barriers of one round of ``loop`` (on that loop)."""
+        with self._cond:
+            self._kicks.discard(loop)
+            if self._wanted > self._synced:
+                self._cond.notify_all()
 
     def _wait_for(self, target: int) -> None:
         with self._cond:
@@ -185,7 +216,14 @@ class Flusher:
                     timeout = self._until_due()
                     if timeout is not None and timeout <= 0:
                         break
+                    if timeout is None and self._wait and not self._parked:
+                        # Nothing unsynced: look again within the delay before parking, so
+                        # that while commits keep coming none has to wake the thread.
+                        woken = self._cond.wait(self._sync_delay)
+                        self._parked = not woken and self._written == self._synced
+                        continue
                     self._cond.wait(timeout)
+                self._parked = False
                 target, closing = self._written, self._closing
                 self._covered = target
             done = target - self._synced
@@ -273,11 +311,18 @@ class Flusher:
         waiting = self._waiters
         if not waiting:
             return
-        done = [w for w in waiting if synced is None or w[0] <= synced]
-        self._waiters = [w for w in waiting if synced is not None and w[0] > synced]
+        if synced is None or waiting[-1][0] <= synced:
+            done, self._waiters = waiting, []  # in order of their counts: all of them
+        else:
+            done = [w for w in waiting if w[0] <= synced]
+            self._waiters = [w for w in waiting if w[0] > synced]
+        # One wake-up per loop (a write to its self-pipe each), however many wait there.
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         for _, loop, future in done:
+            by_loop.setdefault(loop, []).append(future)
+        for loop, futures in by_loop.items():
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
-                loop.call_soon_threadsafe(_resolve, future)
+                loop.call_soon_threadsafe(_resolve, futures)
 
 
 def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
@@ -289,9 +334,10 @@ def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():  # a cancelled barrier left its future
-        future.set_result(None)
+def _resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # a cancelled barrier left its future
+            future.set_result(None)
 
 
 def _inode(path: Path) -> int | None:
