@@ -30,9 +30,12 @@ Statement = tuple[str, Sequence[object]]
 
 
 class _Recording:
-    """A connection that records its write statements and hands everything to ``conn``."""
+    """A connection (or a cursor) that records its write statements and hands everything to
+    ``conn``."""
 
-    def __init__(self, conn: sqlite3.Connection, log: list[Statement], counts: list[int]) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection | sqlite3.Cursor, log: list[Statement], counts: list[int]
+    ) -> None:
         self._conn = conn
         self._log = log
         self._counts = counts
@@ -74,6 +77,8 @@ class Recorder:
     def attach(self, store: SQLiteStore) -> None:
         conn = _Recording(store._conn, self._current, self._counts)  # type: ignore[arg-type]
         store._conn = conn  # type: ignore[assignment]
+        cursor = _Recording(store._cursor, self._current, self._counts)
+        store._cursor = cursor  # type: ignore[assignment]
 
     def clear(self) -> None:
         """Start counting: what was recorded so far becomes the prelude."""

@@ -160,6 +160,11 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         if trace is not None:
             conn.set_trace_callback(trace)
         self._conn = conn
+        #: The cursor of the statements that run to completion at once (BEGIN, COMMIT, a
+        #: plain INSERT or UPDATE), reused under the lock: ``Connection.execute`` makes a new
+        #: cursor for every statement. A statement that returns rows keeps its own cursor, so
+        #: none is left half-read across another.
+        self._cursor = conn.cursor()
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -223,9 +228,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             else dump_json(header.result, what="result of session", of=header.session_id)
         )
         now = self._clock()
-        with self._write("create_session") as conn:
+        with self._write("create_session"):
             try:
-                conn.execute(
+                self._cursor.execute(
                     f"INSERT INTO sessions ({_SESSION_COLUMNS}, updated_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
@@ -257,8 +262,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     def set_status(self, session_id: str, status: str, *, result: JSONObject | None = None) -> None:
         encoded = dump_json(result, what="result of session", of=session_id)
-        with self._write("set_status") as conn:
-            cursor = conn.execute(
+        with self._write("set_status"):
+            cursor = self._cursor.execute(
                 "UPDATE sessions SET status = ?, result = COALESCE(?, result), updated_at = ? "
                 "WHERE session_id = ?",
                 (status, encoded, self._clock(), session_id),
@@ -277,9 +282,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         encoded = dump_json(data, what="data of event", of=kind)
-        with self._write("append_event") as conn:
+        with self._write("append_event"):
             try:
-                cursor = conn.execute(
+                cursor = self._cursor.execute(
                     "INSERT INTO events (session_id, kind, data, at) VALUES (?, ?, ?, ?)",
                     (session_id, kind, encoded, self._clock()),
                 )
@@ -371,7 +376,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                 params = []
                 for offset, text in enumerate(chunk):
                     params += (session_id, at + offset, text)
-                conn.execute(f"INSERT INTO messages (session_id, idx, data) VALUES {rows}", params)
+                self._cursor.execute(
+                    f"INSERT INTO messages (session_id, idx, data) VALUES {rows}", params
+                )
                 at += len(chunk)
             return at
 
@@ -657,7 +664,10 @@ class _Enclosed(_Held):
         if level and self._atomic:
             return conn  # bare: SQLite undoes a failed statement by itself
         try:
-            conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT sp{level}")
+            if level == 0:
+                store._cursor.execute("BEGIN IMMEDIATE")
+            else:
+                conn.execute(f"SAVEPOINT sp{level}")
         except BaseException as error:
             _Held.__exit__(self, type(error), error, error.__traceback__)
             raise
@@ -687,7 +697,7 @@ class _Enclosed(_Held):
                         conn.execute(f"RELEASE sp{level}")
                 elif level == 0:
                     try:
-                        conn.execute("COMMIT")
+                        store._cursor.execute("COMMIT")
                     except sqlite3.Error:
                         if conn.in_transaction:
                             conn.execute("ROLLBACK")
