@@ -151,14 +151,27 @@ class EventStream:
         self._send.close()
 
 
-@dataclass(frozen=True, slots=True)
 class _Pending:
-    run_id: str
-    parent_id: str | None
-    agent: str
-    kind: str
-    data: Mapping[str, Any]
-    at: float
+    """An event queued for the writer, until its write gives it a ``seq``. Private and never
+    changed once made; a plain slotted class, since a frozen one pays a call per field set."""
+
+    __slots__ = ("agent", "at", "data", "kind", "parent_id", "run_id")
+
+    def __init__(
+        self,
+        run_id: str,
+        parent_id: str | None,
+        agent: str,
+        kind: str,
+        data: Mapping[str, Any],
+        at: float,
+    ) -> None:
+        self.run_id = run_id
+        self.parent_id = parent_id
+        self.agent = agent
+        self.kind = kind
+        self.data = data
+        self.at = at
 
 
 class EventHub:
@@ -285,23 +298,27 @@ class EventHub:
         agent: str,
         kind: str,
         data: Mapping[str, Any],
-    ) -> LifecycleEvent:
+    ) -> None:
         """Offer an event the store already holds (as ``seq``) to every open stream."""
-        return self._deliver(_Pending(run_id, parent_id, agent, kind, data, time.time()), seq)
+        if self._streams:  # with no stream open, no event is made
+            self._offer(LifecycleEvent(seq, run_id, parent_id, agent, kind, data, time.time()))
 
-    def _deliver(self, pending: _Pending, seq: int) -> LifecycleEvent:
-        event = LifecycleEvent(
-            seq,
-            pending.run_id,
-            pending.parent_id,
-            pending.agent,
-            pending.kind,
-            pending.data,
-            pending.at,
-        )
+    def _deliver(self, pending: _Pending, seq: int) -> None:
         if self._streams:
-            self._streams = [s for s in self._streams if s._offer(event)]
-        return event
+            self._offer(
+                LifecycleEvent(
+                    seq,
+                    pending.run_id,
+                    pending.parent_id,
+                    pending.agent,
+                    pending.kind,
+                    pending.data,
+                    pending.at,
+                )
+            )
+
+    def _offer(self, event: LifecycleEvent) -> None:
+        self._streams = [s for s in self._streams if s._offer(event)]
 
     def close(self) -> None:
         """Write what is queued, stop the writer and end every stream's iteration."""
