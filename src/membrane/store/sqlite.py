@@ -427,7 +427,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
         with self._write("begin_receipt") as conn:
-            cursor = conn.execute(
+            cursor = self._cursor.execute(
                 "INSERT INTO receipts (request_id, kind, status, created_at) "
                 "VALUES (?, ?, 'pending', ?) ON CONFLICT (request_id) DO NOTHING",
                 (request_id, kind, self._clock()),
@@ -503,7 +503,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             if self._edge(conn, child_id) is not None:
                 raise edge_exists(child_id)
             try:
-                conn.execute(
+                self._cursor.execute(
                     f"INSERT INTO lineage_edges ({_EDGE_COLUMNS}) "
                     "VALUES (?, ?, ?, ?, ?, 'running', ?, NULL, NULL)",
                     (
