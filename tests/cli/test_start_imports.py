@@ -161,6 +161,9 @@ NOT_FOR_EXPLAIN = (
     "membrane.mcp.mount",
     "membrane.mcp.client",
     "membrane.sandbox.process",
+    "membrane.sandbox.runner",
+    "membrane.sandbox.bubblewrap",
+    "membrane.sandbox.landlock",
     "membrane.runtime.runtime",
 )
 

@@ -15,7 +15,7 @@ from typing import Protocol
 # bound when a Glob call first imports it.
 from membrane.builtin_tools import declarations as _declared
 from membrane.builtin_tools.bash import MAX_BASH_TIMEOUT, bash_tool
-from membrane.sandbox.runner import SandboxPolicy
+from membrane.sandbox.policy import SandboxPolicy
 from membrane.tools.spec import Tool
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import Any
 
 from membrane.errors import ToolSpecError
 from membrane.limits import MAX_TOOL_OUTPUT_BYTES
-from membrane.sandbox.runner import SandboxPolicy
+from membrane.sandbox.policy import SandboxPolicy
 from membrane.tools.spec import Tool, ToolContext
 
 __all__ = ["DEFAULT_BASH_TIMEOUT", "MAX_BASH_TIMEOUT", "bash_tool"]

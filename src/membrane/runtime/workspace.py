@@ -38,7 +38,7 @@ from membrane.extensions.load import (
 )
 from membrane.extensions.select import ExtensionPaths, extension_path, is_extension_path
 from membrane.resolve import Deployment
-from membrane.sandbox.runner import SandboxPolicy
+from membrane.sandbox.policy import SandboxPolicy
 from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
 from membrane.tools.registry import ToolRegistry
 

@@ -17,8 +17,9 @@ if typing.TYPE_CHECKING:
     from membrane.sandbox.boundary import WRITING_TOOLS, Boundary, plan_boundary
     from membrane.sandbox.machine import Backend, MachineSupport, choose_backend, machine_support
     from membrane.sandbox.paths import CATALOG_ROOTS, protected_part
+    from membrane.sandbox.policy import SandboxPolicy, boundary_summary
     from membrane.sandbox.process import ProcessOutcome
-    from membrane.sandbox.runner import Sandbox, SandboxPolicy, boundary_summary
+    from membrane.sandbox.runner import Sandbox
 
 __all__ = [
     "CATALOG_ROOTS",
@@ -52,8 +53,8 @@ __getattr__, __dir__ = _lazy_exports(
         "protected_part": "membrane.sandbox.paths",
         "ProcessOutcome": "membrane.sandbox.process",
         "Sandbox": "membrane.sandbox.runner",
-        "SandboxPolicy": "membrane.sandbox.runner",
-        "boundary_summary": "membrane.sandbox.runner",
+        "SandboxPolicy": "membrane.sandbox.policy",
+        "boundary_summary": "membrane.sandbox.policy",
     },
     globals(),
 )

@@ -10,7 +10,9 @@ command provider)::
 ``policy`` says which backend (``auto``: the strongest this machine offers) and whether the
 network is allowed; ``checkout`` is the child's working folder; ``writes`` is whether the child
 may change its checkout at all (a child without ``Write`` and ``Edit`` may write only its
-private temporary folder); ``agent`` names the memory folders it may write.
+private temporary folder); ``agent`` names the memory folders it may write. The policy and
+the boundary it plans (``boundary_summary``) are :mod:`membrane.sandbox.policy`'s, which plans
+without importing the backends' command lines or this runner.
 """
 
 from __future__ import annotations
@@ -21,41 +23,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from membrane._record import frozen, replace
-from membrane.config.values import SandboxChoice, Settings
 from membrane.errors import SandboxUnavailable
-from membrane.json_types import JSONDict
 from membrane.limits import MAX_TOOL_OUTPUT_BYTES
-from membrane.sandbox.boundary import Boundary, plan_boundary
+from membrane.sandbox.boundary import Boundary
 from membrane.sandbox.bubblewrap import bwrap_argv
 from membrane.sandbox.landlock import landlock_argv
-from membrane.sandbox.machine import Backend, MachineSupport, choose_backend, machine_support
+from membrane.sandbox.machine import Backend, MachineSupport, machine_support
+
+# The policy and the planning (all ``explain`` needs) are imported from here too, as before.
+from membrane.sandbox.policy import SandboxPolicy, boundary_summary, plan_for
 
 if TYPE_CHECKING:
     from membrane.sandbox.process import ProcessOutcome
 
 __all__ = ["Sandbox", "SandboxPolicy", "boundary_summary"]
-
-
-@frozen
-class SandboxPolicy:
-    """The deployment's choice: ``choice`` (the ``sandbox`` setting) and ``network``."""
-
-    choice: SandboxChoice = "auto"
-    network: bool = False
-
-    def __init__(self, choice: SandboxChoice = "auto", network: bool = False) -> None:
-        object.__setattr__(self, "choice", choice)
-        object.__setattr__(self, "network", network)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> SandboxPolicy:
-        return cls(choice=settings.sandbox, network=settings.sandbox_network)
-
-    def widened(self, *, network: bool) -> SandboxPolicy:
-        """This policy, with the network allowed too when ``network`` (a definition's
-        ``network: true``); never narrower than it is."""
-        return replace(self, network=True) if network and not self.network else self
 
 
 class Sandbox:
@@ -81,14 +62,8 @@ class Sandbox:
         """The sandbox for a child in ``checkout``; :class:`SandboxUnavailable` when the policy
         names a backend this machine lacks. ``reachable``: see ``plan_boundary``."""
         found = support if support is not None else machine_support()
-        backend = choose_backend(policy.choice, found)
-        boundary = plan_boundary(
-            backend,
-            checkout,
-            agent=agent,
-            writes=writes,
-            network=policy.network,
-            reachable=reachable,
+        boundary = plan_for(
+            policy, checkout, support=found, agent=agent, writes=writes, reachable=reachable
         )
         return cls(boundary, support=found)
 
@@ -192,17 +167,3 @@ class Sandbox:
                     os.unlink(path)
                     removed.append(str(path))
         return tuple(removed)
-
-
-def boundary_summary(
-    policy: SandboxPolicy, checkout: Path, *, agent: str | None = None, writes: bool = True
-) -> JSONDict:
-    """The boundary a child in ``checkout`` runs under, as JSON (for ``explain`` and events);
-    a policy the machine cannot meet is reported with its ``error`` instead of raised."""
-    try:
-        sandbox = Sandbox.for_checkout(policy, checkout, agent=agent, writes=writes)
-    except SandboxUnavailable as exc:
-        return {"backend": None, "requested": policy.choice, "error": str(exc)}
-    summary = sandbox.boundary.to_json()
-    summary["requested"] = policy.choice
-    return summary

@@ -1,0 +1,75 @@
+"""``SandboxPolicy``, the deployment's sandbox choice, and the boundary it gives one child,
+planned without running anything: what ``explain`` shows and a run's ``published`` event
+records. Running a command under that boundary is :class:`membrane.sandbox.runner.Sandbox`,
+imported by what runs one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from membrane._record import frozen, replace
+from membrane.config.values import SandboxChoice, Settings
+from membrane.errors import SandboxUnavailable
+from membrane.json_types import JSONDict
+from membrane.sandbox.boundary import Boundary, plan_boundary
+from membrane.sandbox.machine import MachineSupport, choose_backend, machine_support
+
+__all__ = ["SandboxPolicy", "boundary_summary", "plan_for"]
+
+
+@frozen
+class SandboxPolicy:
+    """The deployment's choice: ``choice`` (the ``sandbox`` setting) and ``network``."""
+
+    choice: SandboxChoice = "auto"
+    network: bool = False
+
+    def __init__(self, choice: SandboxChoice = "auto", network: bool = False) -> None:
+        object.__setattr__(self, "choice", choice)
+        object.__setattr__(self, "network", network)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SandboxPolicy:
+        return cls(choice=settings.sandbox, network=settings.sandbox_network)
+
+    def widened(self, *, network: bool) -> SandboxPolicy:
+        """This policy, with the network allowed too when ``network`` (a definition's
+        ``network: true``); never narrower than it is."""
+        return replace(self, network=True) if network and not self.network else self
+
+
+def plan_for(
+    policy: SandboxPolicy,
+    checkout: Path,
+    *,
+    support: MachineSupport,
+    agent: str | None = None,
+    writes: bool = True,
+    reachable: Sequence[Path] = (),
+) -> Boundary:
+    """The boundary of a child in ``checkout`` under ``policy`` on a machine that offers
+    ``support``; :class:`SandboxUnavailable` when the policy names a backend it lacks.
+    ``reachable``: see ``plan_boundary``."""
+    return plan_boundary(
+        choose_backend(policy.choice, support),
+        checkout,
+        agent=agent,
+        writes=writes,
+        network=policy.network,
+        reachable=reachable,
+    )
+
+
+def boundary_summary(
+    policy: SandboxPolicy, checkout: Path, *, agent: str | None = None, writes: bool = True
+) -> JSONDict:
+    """The boundary a child in ``checkout`` runs under, as JSON (for ``explain`` and events);
+    a policy the machine cannot meet is reported with its ``error`` instead of raised."""
+    try:
+        boundary = plan_for(policy, checkout, support=machine_support(), agent=agent, writes=writes)
+    except SandboxUnavailable as exc:
+        return {"backend": None, "requested": policy.choice, "error": str(exc)}
+    summary = boundary.to_json()
+    summary["requested"] = policy.choice
+    return summary
