@@ -162,6 +162,7 @@ NOT_FOR_EXPLAIN = (
     "membrane.mcp.client",
     "membrane.sandbox.process",
     "membrane.sandbox.runner",
+    "membrane.models.specs",
     "membrane.sandbox.bubblewrap",
     "membrane.sandbox.landlock",
     "membrane.runtime.runtime",

@@ -14,7 +14,7 @@ from membrane.config.budget import budget_view
 from membrane.errors import InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
 from membrane.mcp.named import mounts_servers
-from membrane.models.specs import model_view
+from membrane.models.naming import model_view
 from membrane.resolve import (
     CallParams,
     EffectiveAuthority,
