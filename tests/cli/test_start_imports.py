@@ -163,6 +163,7 @@ NOT_FOR_EXPLAIN = (
     "membrane.sandbox.process",
     "membrane.sandbox.runner",
     "membrane.models.specs",
+    "membrane.agents.cache_write",
     "membrane.sandbox.bubblewrap",
     "membrane.sandbox.landlock",
     "membrane.runtime.runtime",

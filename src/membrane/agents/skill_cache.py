@@ -20,7 +20,6 @@ from typing import Final
 
 from membrane._record import record
 from membrane.agents.cache import parser_fingerprint, read_entries
-from membrane.agents.cache_write import write_entries
 from membrane.agents.definition import DefinitionWarning
 
 __all__ = ["SKILLS_CACHE_FILE", "ParsedSkill", "SkillCache"]
@@ -128,5 +127,9 @@ class SkillCache:
         gone = self._entries.keys() - self._seen
         for path in gone:
             del self._entries[path]
-        if (self._dirty or gone) and write_entries(self.path, self._fingerprint, self._entries):
+        if not (self._dirty or gone):
+            return  # unchanged: the writing code is not even imported
+        from membrane.agents.cache_write import write_entries
+
+        if write_entries(self.path, self._fingerprint, self._entries):
             self._dirty = False
