@@ -164,6 +164,7 @@ NOT_FOR_EXPLAIN = (
     "membrane.sandbox.runner",
     "membrane.models.specs",
     "membrane.agents.cache_write",
+    "membrane.tools.schema_check",
     "membrane.sandbox.bubblewrap",
     "membrane.sandbox.landlock",
     "membrane.runtime.runtime",

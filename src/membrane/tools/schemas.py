@@ -20,20 +20,12 @@ through the full check above.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from membrane._record import frozen
 
-if TYPE_CHECKING:
-    from referencing import Specification
-    from referencing._core import Resolver  # public type, exported only from here
-
 __all__ = ["SchemaProblem", "schema_problem"]
 
-#: Keywords that point at another schema; each must resolve when the tool is registered.
-_REFERENCES = ("$ref", "$dynamicRef")
-#: Keywords whose values are instance data, not subschemas: a ``$ref`` inside them is data.
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 #: Past this many distinct schemas the cache starts over (it only saves time, never decides).
 _CACHE_SIZE = 16_384
 
@@ -68,85 +60,12 @@ def schema_problem(plain: dict[str, Any]) -> SchemaProblem | None:
 
 
 def _check(plain: dict[str, Any]) -> SchemaProblem | None:
-    import referencing.jsonschema
-    from jsonschema.exceptions import SchemaError
-    from jsonschema.validators import validator_for
+    """The meta-schema and ``$ref`` check (``membrane.tools.schema_check``, imported only for
+    a schema that is not plainly valid)."""
+    from membrane.tools.schema_check import first_problem
 
-    # The JSON Schema meta-schemas, the only documents a ``$ref`` may reach outside its schema.
-    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
-
-    cls = validator_for(plain)
-    try:
-        cls.check_schema(plain)
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
-        return SchemaProblem(where, exc.message)
-    dialect = str(cls.META_SCHEMA.get("$schema", ""))
-    specification = referencing.jsonschema.specification_with(
-        dialect, default=referencing.jsonschema.DRAFT202012
-    )
-    root = specification.create_resource(plain)
-    resolver = REGISTRY.resolver_with_root(root)
-    return _first_unresolvable(plain, resolver, specification, [])
-
-
-def _first_unresolvable(
-    node: object,
-    resolver: Resolver[Any],
-    specification: Specification[Any],
-    path: list[str],
-) -> SchemaProblem | None:
-    if isinstance(node, list):
-        for index, item in enumerate(node):
-            found = _first_unresolvable(item, resolver, specification, [*path, str(index)])
-            if found:
-                return found
-        return None
-    if not isinstance(node, dict):
-        return None
-    if isinstance(specification.id_of(node), str | None):
-        # A nested ``$id`` moves the base URI that relative references resolve against.
-        resolver = resolver.in_subresource(specification.create_resource(node))
-    for keyword in _REFERENCES:
-        ref = node.get(keyword)
-        if isinstance(ref, str):
-            problem = _follow(node, keyword, ref, resolver)
-            if problem is not None:
-                return SchemaProblem("/".join([*path, keyword]), problem)
-    for key, item in node.items():
-        if key in _DATA_KEYWORDS:
-            continue
-        found = _first_unresolvable(item, resolver, specification, [*path, str(key)])
-        if found:
-            return found
-    return None
-
-
-def _follow(node: dict[str, Any], keyword: str, ref: str, resolver: Resolver[Any]) -> str | None:
-    """Why ``ref`` is unusable: it points nowhere, or a chain of references loops to itself."""
-    from referencing.exceptions import NoSuchResource, Unresolvable, Unretrievable
-
-    seen = {id(node)}
-    try:
-        resolved = resolver.lookup(ref)
-        while isinstance(resolved.contents, dict):
-            target: dict[str, Any] = resolved.contents
-            if id(target) in seen:
-                return (
-                    f"{keyword} {ref!r} leads back to itself without consuming any data; "
-                    "validating against it would never end"
-                )
-            seen.add(id(target))
-            following = target.get("$ref")
-            if not isinstance(following, str):
-                return None
-            resolved = resolved.resolver.lookup(following)
-    except (Unresolvable, NoSuchResource, Unretrievable) as exc:
-        return (
-            f"{keyword} {ref!r} cannot be resolved ({type(exc).__name__}); point it at a "
-            "definition inside the schema, e.g. '#/$defs/NAME'"
-        )
-    return None
+    found = first_problem(plain)
+    return None if found is None else SchemaProblem(*found)
 
 
 _TYPES: Final = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
