@@ -198,6 +198,7 @@ PARSING = (
     "membrane.agents.dialects",
     "membrane.agents.claude_code",
     "membrane.agents.opencode",
+    "membrane.agents.skill_parse",
 )
 
 

@@ -27,7 +27,14 @@ __all__ = ["SKILLS_CACHE_FILE", "ParsedSkill", "SkillCache"]
 #: The cache's file name inside the state folder.
 SKILLS_CACHE_FILE: Final = "skills.json"
 _FORMAT: Final = 1
-_PARSER_MODULES: Final = ("skills", "skill_cache", "frontmatter", "repair", "values")
+_PARSER_MODULES: Final = (
+    "skills",
+    "skill_parse",
+    "skill_cache",
+    "frontmatter",
+    "repair",
+    "values",
+)
 
 
 @record(frozen=True, slots=True)

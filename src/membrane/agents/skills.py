@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Final
 
 from membrane._record import field, record
-from membrane.agents.definition import NAME_RE, DefinitionWarning
+from membrane.agents.definition import DefinitionWarning
 from membrane.agents.files import MAX_BYTES, content_digest
-from membrane.agents.skill_cache import ParsedSkill, SkillCache
+from membrane.agents.skill_cache import SkillCache
 from membrane.errors import DefinitionError
 
 __all__ = [
@@ -46,9 +46,6 @@ _FILE_FOLDERS: Final = ("references", "scripts", "assets")
 _SKILL_FILE: Final = "SKILL.md"
 #: The folders, under the checkout and each ancestor and under the home folder, that hold skills.
 _NEAR_FOLDERS: Final = (".agents/skills", ".claude/skills", ".codex/skills")
-_KNOWN_KEYS: Final = frozenset(
-    {"name", "description", "license", "allowed-tools", "metadata", "version", "compatibility"}
-)
 
 
 @record(frozen=True, slots=True)
@@ -240,63 +237,14 @@ def _read_skill(
     digest = content_digest(data).hex()
     parsed = cache.get(path, digest)
     if parsed is None:
-        parsed = _parse_skill(data, folder, path)
+        from membrane.agents.skill_parse import parse_skill  # only a changed file is parsed
+
+        parsed = parse_skill(data, folder, path)
         cache.put(path, digest, parsed)
     problems.extend(parsed.problems)
     if parsed.name is None or parsed.description is None:
         return None
     return Skill(name=parsed.name, description=parsed.description, folder=folder, root=root)
-
-
-def _parse_skill(data: bytes, folder: Path, path: str) -> ParsedSkill:
-    """What ``SKILL.md``'s ``data`` says: its name and description, or why it is skipped."""
-    # The YAML parser is imported only when a file must actually be parsed.
-    from membrane.agents.frontmatter import load_yaml, split_frontmatter
-
-    try:
-        fm = split_frontmatter(data.decode("utf-8"), path=path)
-        mapping, fm = load_yaml(fm, known_keys=_KNOWN_KEYS)
-    except UnicodeDecodeError:
-        return _skipped(DefinitionWarning(path, None, "skill-invalid", "SKILL.md is not UTF-8"))
-    except DefinitionError as exc:
-        line = exc.data.get("line")
-        return _skipped(
-            DefinitionWarning(path, line if isinstance(line, int) else None, exc.code, exc.message)
-        )
-    problems = list(fm.warnings)
-    name = mapping.get("name", folder.name)
-    description = mapping.get("description")
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-        return _skipped(
-            *problems,
-            DefinitionWarning(
-                path, 1, "skill-invalid", f"name {name!r} is not a valid skill name; skipped"
-            ),
-        )
-    if not isinstance(description, str) or not description.strip():
-        return _skipped(
-            *problems,
-            DefinitionWarning(
-                path,
-                1,
-                "skill-invalid",
-                "a skill needs a `description` (when to use it); skipped",
-            ),
-        )
-    if name != folder.name:
-        problems.append(
-            DefinitionWarning(
-                path,
-                1,
-                "skill-name-differs",
-                f"name {name!r} differs from its folder {folder.name!r}; the name is used",
-            )
-        )
-    return ParsedSkill(name, " ".join(description.split()), tuple(problems))
-
-
-def _skipped(*problems: DefinitionWarning) -> ParsedSkill:
-    return ParsedSkill(None, None, problems)
 
 
 def _read_bounded(file: Path) -> bytes:
