@@ -143,9 +143,11 @@ class Budgets:
     def ancestors(self, parent_id: str | None) -> tuple[Ledger, ...]:
         """The ledgers a child of ``parent_id`` draws on, from the root down (read through
         the stored headers, so a parent that is not live here still bounds its child)."""
+        if parent_id is None:
+            return ()  # the host's child: no ancestor
         chain: list[Ledger] = []
         seen: set[str] = set()
-        run = parent_id
+        run: str | None = parent_id
         while run is not None and run not in seen:
             seen.add(run)
             header = self._store.get_header(run)
