@@ -132,6 +132,33 @@ async def test_a_stalled_sync_stalls_no_other_child_and_start_waits_for_it(
     assert threading.get_ident() not in disk.threads
 
 
+async def test_a_replayed_start_returns_only_once_what_was_committed_before_it_is_durable(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("worker")
+    disk = Disk()
+    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
+    async with project.runtime(_turns(0), store=store) as runtime:
+        with anyio.fail_after(60):
+            request = SubagentStartRequest("worker", "job", background=True, request_id="r1")
+            first = await runtime.start(request)
+            await runtime.wait(first.run_id)
+            disk.stall()
+            replayed: list[str] = []
+
+            async def replay() -> None:
+                replayed.append((await runtime.start(request)).run_id)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(replay)
+                await disk.stalled()
+                await anyio.wait_all_tasks_blocked()
+                assert not replayed  # the replay waits for the sync, as a fresh start does
+                disk.release()
+            assert replayed == [first.run_id]
+    store.close()
+
+
 def test_a_kill_during_a_stalled_flush_keeps_one_child_per_request_id(
     project: Project, tmp_path: Path
 ) -> None:

@@ -88,7 +88,11 @@ class SpawnReceipts:
                 crash_point("spawn.pending")
                 return await self._act(request_id, act)
             if receipt.status == "completed":
-                return self._replay(receipt)
+                info = self._replay(receipt)
+                # Acknowledged once durable, as a start is once its publication is (which
+                # ``act`` waits for itself).
+                await self._store.barrier()
+                return info
             if request_id not in self._starting:
                 raise RequestPending(
                     f"a start with request_id {request_id!r} is in progress elsewhere, or was "

@@ -366,9 +366,7 @@ class SubagentRuntime:
                 await self._starts.fresh(request, role=role, allowed=allowed)
             )
 
-        info = await self._receipts.start(request.request_id, act)
-        await self.store.barrier()  # a replayed receipt: acknowledged once durable too
-        return info
+        return await self._receipts.start(request.request_id, act)
 
     async def run(self, request: SubagentStartRequest) -> RunResult:
         """``start()`` and ``wait()`` in one call."""
