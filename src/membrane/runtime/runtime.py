@@ -379,13 +379,15 @@ class SubagentRuntime:
         """The run's result, once it has ended. ``caller``: only its own children are known;
         it is the run that waits, and it lends its concurrency slot while it does."""
         record = self._lookup(run_id, caller)
-        parent_wait = int(caller is not None)
-        record.parent_waits += parent_wait
-        try:
-            async with self._slots.lending(caller):
-                await record.done.wait()
-        finally:
-            record.parent_waits -= parent_wait
+        if caller is None:
+            await record.done.wait()  # a host's wait: it holds no slot to lend
+        else:
+            record.parent_waits += 1
+            try:
+                async with self._slots.lending(caller):
+                    await record.done.wait()
+            finally:
+                record.parent_waits -= 1
         assert record.result is not None
         if caller is not None:
             self._outbox.settled_by_wait(record)
