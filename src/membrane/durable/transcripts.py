@@ -67,7 +67,8 @@ class _Emitter:
                 kind=kind,
                 data=data,
             )
-            journal_event(self._store, record, kind, data, hub=hub)
+            if kind == "turn":  # the journal's one kind (``journal_event``)
+                journal_event(self._store, record, kind, data, hub=hub)
 
 
 def journal_event(

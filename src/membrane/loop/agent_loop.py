@@ -90,7 +90,7 @@ from membrane.limits import check_count
 from membrane.loop.calls import SKIPPED, Emit, error_result, result_event, run_tool_call
 from membrane.loop.command_hooks import CommandHookGate
 from membrane.loop.final_answer import parse_final, schema_validator
-from membrane.loop.mention import delegate_mention
+from membrane.loop.mention import delegate_mention, parse_mention
 from membrane.loop.outcome import NO_USAGE, ChildOutcome
 from membrane.loop.replies import checked_response
 from membrane.loop.spending import Spending
@@ -508,6 +508,9 @@ class AgentLoop:
         return None
 
     async def _add_user_message(self, text: str) -> None:
+        if parse_mention(text) is None:  # most messages: no mention clone to ask
+            self._messages.append(Message(role="user", content=text))
+            return
         delegation = await delegate_mention(
             self._model,
             self._scope,
