@@ -165,6 +165,7 @@ NOT_FOR_EXPLAIN = (
     "membrane.models.specs",
     "membrane.agents.cache_write",
     "membrane.tools.schema_check",
+    "membrane.builtin_tools.linear_regex",
     "membrane.sandbox.bubblewrap",
     "membrane.sandbox.landlock",
     "membrane.runtime.runtime",

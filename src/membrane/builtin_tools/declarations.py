@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from membrane.builtin_tools.linear_regex import REFUSED_SYNTAX
 from membrane.builtin_tools.tool_limits import (
     BROWSER_EXECUTABLES,
     BROWSER_MAX_TIMEOUT,
@@ -27,6 +26,7 @@ from membrane.builtin_tools.tool_limits import (
     MAX_GREP_LIMIT,
     OUTPUT_MODES,
     READ_LINE_CHARS,
+    REFUSED_SYNTAX,
     SKIPPED_DIRS,
 )
 from membrane.errors import ToolSpecError

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
+from membrane.builtin_tools.tool_limits import REFUSED_SYNTAX
 from membrane.errors import ToolArgumentsInvalid
 
 __all__ = ["REFUSED_SYNTAX", "LinearPattern", "compile_linear"]
-
-REFUSED_SYNTAX = (
-    "backreferences (\\1, (?P=name)), lookahead and lookbehind ((?=, (?!, (?<=, (?<!), atomic "
-    "groups ((?>...)), possessive quantifiers (a++) and \\Z (use \\z or $)"
-)
 
 
 class LinearPattern(Protocol):

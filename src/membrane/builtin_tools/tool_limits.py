@@ -21,6 +21,7 @@ __all__ = [
     "MAX_GREP_LIMIT",
     "OUTPUT_MODES",
     "READ_LINE_CHARS",
+    "REFUSED_SYNTAX",
     "SKIPPED_DIRS",
     "OutputMode",
 ]
@@ -73,3 +74,10 @@ BROWSER_EXECUTABLES = (
 BROWSER_TIMEOUT = 30.0
 BROWSER_MAX_TIMEOUT = 120.0
 MAX_DOM_BYTES = 100_000
+
+#: The regular expression syntax RE2 refuses (``membrane.builtin_tools.linear_regex``), as
+#: Grep's description and its errors name it.
+REFUSED_SYNTAX = (
+    "backreferences (\\1, (?P=name)), lookahead and lookbehind ((?=, (?!, (?<=, (?<!), atomic "
+    "groups ((?>...)), possessive quantifiers (a++) and \\Z (use \\z or $)"
+)
