@@ -166,6 +166,7 @@ NOT_FOR_EXPLAIN = (
     "membrane.agents.cache_write",
     "membrane.tools.schema_check",
     "membrane.builtin_tools.linear_regex",
+    "membrane.resolve.call_params",
     "membrane.sandbox.bubblewrap",
     "membrane.sandbox.landlock",
     "membrane.runtime.runtime",
