@@ -67,9 +67,10 @@ class SubagentStartRequest:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if isinstance(self.budget, Mapping):
+        # ``is not None`` first: an ABC's isinstance costs more than the usual request's None.
+        if self.budget is not None and isinstance(self.budget, Mapping):
             object.__setattr__(self, "budget", Budget.parse(self.budget))
-        if isinstance(self.tool_filter, Mapping):
+        if self.tool_filter is not None and isinstance(self.tool_filter, Mapping):
             restriction = Restriction.from_mapping(self.tool_filter, label="toolFilter")
             object.__setattr__(self, "tool_filter", restriction)
 
