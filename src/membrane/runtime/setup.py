@@ -137,30 +137,24 @@ class ChildSetup:
         return replace(section, text=section.text.replace(placeholder, real))
 
 
-#: The composition of each tuple of sections with no persona to render, no checkout to place
-#: and no response schema: the same sections compose to the same (frozen) value, so the many
-#: children of one resolved definition share one. Keyed by the tuple's id, each entry holding
-#: the tuple so that no id is reused while it lives; cleared when it reaches ``_PLAIN_MOST``.
-_PLAIN: dict[int, tuple[tuple[PromptSection, ...], ChildComposition]] = {}
-_PLAIN_MOST = 64
+#: The last composition made of a tuple of sections with no persona to render, no checkout to
+#: place and no response schema, with that tuple: the same sections compose to the same
+#: (frozen) value, so the children of one resolved definition started one after another share
+#: one. One entry, so nothing older than the last such composition is kept.
+_PLAIN: list[tuple[tuple[PromptSection, ...], ChildComposition]] = []
 
 
 def _plain_composition(setup: ChildSetup) -> ChildComposition | None:
-    """The composition ``setup`` makes, when one made from the same sections is known."""
-    if setup.checkout is not None or setup.response_schema is not None:
+    """The composition ``setup`` makes, when the last one remembered is of the same sections."""
+    if setup.checkout is not None or setup.response_schema is not None or not _PLAIN:
         return None
-    known = _PLAIN.get(id(setup.sections))
-    if known is None or known[0] is not setup.sections:
-        return None
-    return known[1]
+    sections, composition = _PLAIN[0]
+    return composition if sections is setup.sections else None
 
 
 def _remember(sections: Sequence[PromptSection], composition: ChildComposition) -> None:
-    if not isinstance(sections, tuple):
-        return  # a list may change: its composition is made each time
-    if len(_PLAIN) >= _PLAIN_MOST:
-        _PLAIN.clear()
-    _PLAIN[id(sections)] = (sections, composition)
+    if isinstance(sections, tuple):  # a list may change: its composition is made each time
+        _PLAIN[:] = [(sections, composition)]
 
 
 def _observe(observe: SetupStep, step: str, run_id: str) -> None:
