@@ -164,7 +164,8 @@ async def test_a_waiting_child_keeps_few_objects_for_the_collector_to_follow(
 #: for the runtime's life: its record, result, outcome and conversation, its loop and scope,
 #: the memory store's transcript list, and the test model's record of its request. It was 24
 #: when the record kept its done event (with the loop's events and waiters' queue) and the
-#: loop its conversation list and events callback.
+#: loop its conversation list and events callback. A count of objects, so whole: the second of
+#: two batches of runs is counted, and the mean rounded.
 MOST_PER_ENDED_RUN = 19
 
 
@@ -175,12 +176,17 @@ async def test_an_ended_run_keeps_few_objects_for_the_collector_to_follow(
     async with project.runtime(_done(), store=MemoryStore()) as runtime:
         for i in range(5):
             await runtime.run(SubagentStartRequest("worker", f"warm {i}"))
+        counts = []
+        for batch in range(2):
+            gc.collect()
+            counts.append(len(gc.get_objects()))
+            for i in range(LIVE):
+                result = await runtime.run(SubagentStartRequest("worker", f"job {batch}.{i}"))
+                assert result.outcome.status == "completed"
         gc.collect()
-        before = len(gc.get_objects())
-        for i in range(LIVE):
-            result = await runtime.run(SubagentStartRequest("worker", f"job {i}"))
-            assert result.outcome.status == "completed"
-        gc.collect()
-        per_run = (len(gc.get_objects()) - before) / LIVE
-        assert len(runtime.runs()) == LIVE + 5
-    assert per_run <= MOST_PER_ENDED_RUN, per_run
+        counts.append(len(gc.get_objects()))
+        assert len(runtime.runs()) == 2 * LIVE + 5
+    # What the second batch adds: a one-off object (a cache the first runs fill, one that an
+    # earlier test in the process left) lands in the first and would move the figure.
+    per_run = (counts[2] - counts[1]) / LIVE
+    assert round(per_run) <= MOST_PER_ENDED_RUN, (per_run, counts)
