@@ -579,6 +579,12 @@ def _header(row: tuple[Any, ...]) -> SessionHeader:
     )
 
 
+def _failed(store: SQLiteStore, action: str, exc: sqlite3.Error) -> StoreError:
+    """The ``StoreError`` a failed ``sqlite3`` call inside ``action`` becomes."""
+    where = str(store.path)
+    return StoreError(f"{action} failed in {where}: {exc}", path=where, action=action)
+
+
 class _Held:
     """The store's connection under its lock for one call; a ``sqlite3`` error leaving it is
     raised as ``StoreError``. A class, not a generator: a start enters several of them."""
@@ -607,10 +613,7 @@ class _Held:
     ) -> None:
         self._store._lock.release()
         if isinstance(exc, sqlite3.Error):
-            where, action = str(self._store.path), self._action
-            raise StoreError(
-                f"{action} failed in {where}: {exc}", path=where, action=action
-            ) from exc
+            raise _failed(self._store, self._action, exc) from exc
 
 
 class _Joined:
@@ -638,10 +641,7 @@ class _Joined:
         tb: TracebackType | None,
     ) -> None:
         if exc is not None and isinstance(exc, sqlite3.Error):
-            where, action = str(self._store.path), self._action
-            raise StoreError(
-                f"{action} failed in {where}: {exc}", path=where, action=action
-            ) from exc
+            raise _failed(self._store, self._action, exc) from exc
 
 
 class _Enclosed(_Held):
