@@ -41,7 +41,7 @@ from membrane.runtime import (
 from membrane.store import MemoryStore, SQLiteStore
 from membrane.testing import FunctionModel
 from replay_support import Recorder, replay
-from scaling_support import GOALS, SCALE, goal, runtime_for, show, sizes
+from scaling_support import SCALE, goal, runtime_for, show, sizes
 
 Mode = Literal["full", "normal"]
 #: Runs of each collector measurement (on and off in turn); the median ratio is reported.
@@ -538,9 +538,6 @@ async def main() -> None:
         await group_commit(folder / "group")
         await collector(folder / "collector")
         await function_model()
-    print()
-    for line in GOALS:
-        print(line)
 
 
 if __name__ == "__main__":

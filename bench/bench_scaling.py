@@ -47,7 +47,7 @@ from membrane.runtime import (
 )
 from membrane.store import MemoryStore, SessionHeader, SQLiteStore
 from membrane.testing import FunctionModel
-from scaling_support import GOALS, SCALE, goal, runtime_for, show, sizes
+from scaling_support import SCALE, goal, runtime_for, show, sizes
 
 
 def curve(title: str, rows: list[tuple[int, float, float]], *, limit: str, what: str) -> None:
@@ -307,9 +307,6 @@ async def main() -> None:
         await list_curve(folder)
         memory_curve()
         cold_catalog(folder)
-    print()
-    for line in GOALS:
-        print(line)
 
 
 if __name__ == "__main__":

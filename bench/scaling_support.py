@@ -14,10 +14,9 @@ from membrane.testing import FunctionModel
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["GOALS", "SCALE", "goal", "runtime_for", "show", "sizes"]
+__all__ = ["SCALE", "goal", "runtime_for", "show", "sizes"]
 
 SCALE = float(os.environ.get("SIZES_SCALE", "1"))
-GOALS: list[str] = []
 
 
 def sizes(*values: int) -> list[int]:
@@ -33,7 +32,10 @@ def show(seconds: float) -> str:
 
 
 def goal(what: str, target: str, measured: str, met: bool) -> None:
-    GOALS.append(f"goal {what}: {target}, measured {measured} ({'met' if met else 'missed'})")
+    """Print one goal line as soon as it is measured (flushed: a run stopped part-way still
+    shows what it measured)."""
+    line = f"goal {what}: {target}, measured {measured} ({'met' if met else 'missed'})"
+    print(line, flush=True)
 
 
 async def _read(arguments: object, context: ToolContext) -> str:
