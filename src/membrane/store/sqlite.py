@@ -145,7 +145,11 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._flusher = Flusher(
-                    self.path, wait=synchronous == "full", fsync=fsync, timeout=timeout
+                    self.path,
+                    wait=synchronous == "full",
+                    writer=self._lock,
+                    fsync=fsync,
+                    timeout=timeout,
                 )
         except sqlite3.Error as exc:
             conn.close()

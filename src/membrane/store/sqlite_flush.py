@@ -34,6 +34,14 @@ One fsync stays on the writer: SQLite syncs the WAL *header* when a writer start
 again after a checkpoint has copied all of it (the guard against an out-of-order write that
 would bring old frames back). The flusher checkpoints only every ``checkpoint_commits``
 commits, so that is one small sync per checkpoint cycle instead of one per commit.
+
+SQLite starts the log again only when the writer begins a transaction with the *whole* WAL
+copied. A checkpoint on the flusher's thread runs while the store keeps committing, so under
+steady writes it would never find the log complete, and the WAL would grow by every commit
+for as long as the writes go on (each sync then extends the file, which costs the disk twice a
+sync of pages it already has). So each checkpoint ends with a second pass under the store's
+writer lock (``writer``): it copies only what was committed during the first, and leaves the
+log complete for the writer's next transaction.
 """
 
 from __future__ import annotations
@@ -65,6 +73,10 @@ CHECKPOINT_COMMITS = 256
 #: The longest, in seconds, a commit under ``full`` that no barrier waits for stays unsynced.
 SYNC_DELAY = 0.05
 
+#: How often, in seconds, a checkpoint waiting for the store's writer lock looks whether the
+#: store is closing.
+_WRITER_POLL = 0.01
+
 #: Barrier waits parked in worker threads at once (more queue for a token).
 _WAITERS = 64
 
@@ -76,7 +88,9 @@ class Flusher:
     ``COMMIT``; ``await barrier()`` returns once every commit counted before it is durable
     (at once when ``wait`` is false: the ``normal`` mode). ``fsync`` syncs a file descriptor
     (``os.fsync``; a test injects one that counts or stalls); it is only ever called on the
-    flusher's thread. ``close()`` makes everything durable, checkpoints and stops the thread.
+    flusher's thread. ``writer`` is the lock the store's own connection writes under; a
+    checkpoint's last pass holds it (see the module). ``close()`` makes everything durable,
+    checkpoints and stops the thread.
     """
 
     def __init__(
@@ -84,6 +98,7 @@ class Flusher:
         path: Path,
         *,
         wait: bool,
+        writer: threading.RLock | None = None,
         fsync: Callable[[int], object] = os.fsync,
         checkpoint_commits: int = CHECKPOINT_COMMITS,
         timeout: float = 30.0,
@@ -92,6 +107,7 @@ class Flusher:
         self._path = path
         self._wal = Path(f"{path}-wal")
         self._wait = wait
+        self._writer = writer
         self._fsync = fsync
         self._checkpoint_commits = checkpoint_commits
         self._cond = threading.Condition()
@@ -284,12 +300,34 @@ class Flusher:
         only grows meanwhile, nothing is lost."""
         try:
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            if self._hold_writer():
+                try:  # the commits made during the first pass: a few frames
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                finally:
+                    self._writer.release()  # type: ignore[union-attr]
         except sqlite3.Error as exc:
             _log.warning("a checkpoint of %s failed, to be tried again: %s", self._path, exc)
         fd = self._fd
         if fd is not None and os.fstat(fd).st_ino != _inode(self._wal):
             os.close(fd)  # replaced: the next sync opens the file under the name
             self._fd = None
+
+    def _hold_writer(self) -> bool:
+        """Take the store's writer lock for a checkpoint's last pass; ``False`` when there is
+        none, or the store is closing (``close()`` holds it while it waits for this thread,
+        and nothing commits meanwhile)."""
+        writer = self._writer
+        if writer is None:
+            return False
+        while not writer.acquire(timeout=_WRITER_POLL):
+            with self._cond:
+                if self._closing:
+                    return False
+        with self._cond:
+            closing = self._closing
+        if closing:
+            writer.release()
+        return not closing
 
     def close(self) -> None:
         """Sync and checkpoint what was committed, then stop the thread (idempotent)."""
