@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -215,7 +216,7 @@ async def test_bash_may_read_outside_the_checkout(outside: Path, context: ToolCo
 async def test_an_os_sandboxed_command_may_read_outside_the_checkout(
     os_sandbox: str, checkout: Path, context: ToolContext
 ) -> None:
-    source = Path(__file__)
+    source = Path(os.__file__).resolve()  # outside the checkout; this file may lie under /tmp
     (checkout / "sub").mkdir()
     result = await _sandboxed(os_sandbox).handler(
         {"command": f"cat {source} > sub/copy.txt && wc -c < sub/copy.txt"}, context

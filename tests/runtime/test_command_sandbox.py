@@ -3,6 +3,8 @@ control path, and nothing it starts outlives it."""
 
 from __future__ import annotations
 
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -133,3 +135,30 @@ async def test_a_command_child_whose_sandbox_this_machine_lacks_is_never_publish
             await runtime.start(SubagentStartRequest("external", "echo hi"))
         assert caught.value.data["cause"] == "sandbox-unavailable"
         assert runtime.runs() == []
+
+
+async def test_a_program_under_tmp_starts_while_the_rest_of_tmp_stays_hidden(
+    project: Project,
+) -> None:
+    support = machine_support()
+    if support.bwrap is None:
+        pytest.skip(f"no bubblewrap sandbox here: {support.bwrap_reason}")
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:
+        secret = Path(folder) / "secret.txt"
+        secret.write_text("host secret\n")
+        script = Path(folder) / "agent.py"
+        script.write_text(
+            "import os, sys\n"
+            f"print('ran', os.path.exists({str(secret)!r}), os.path.exists({folder!r}))\n"
+        )
+        provider = CommandProvider(
+            [sys.executable, str(script), "{task}"], sandbox=SandboxPolicy("bubblewrap")
+        )
+        project.agent("external")
+        project.settings = Settings(max_depth="provider-managed")
+        async with project.runtime(provider) as runtime:
+            with anyio.fail_after(30):
+                result = await runtime.run(SubagentStartRequest("external", "go"))
+    assert result.status == "completed", result
+    # Only the named program is bound into the private /tmp: its folder's other files are not.
+    assert result.text.strip() == "ran False True"

@@ -12,7 +12,11 @@
   the rest of the repository (every other branch and worktree, ``config``, ``hooks``,
   ``packed-refs``) stays read-only, and so do the two files that point the worktree somewhere
   else (``commondir``, ``gitdir``);
-* every command gets a private, empty temporary folder, discarded when it ends.
+* every command gets a private, empty temporary folder, discarded when it ends; Membrane's
+  own installation (the interpreter, its environment and the ``membrane`` package) and the
+  files the host's command line for an agent process names (:func:`program_files`) stay
+  visible, read-only, even when they lie under ``/tmp``, so the agent process, a child's
+  ``membrane`` command and code mode's executor still start.
 
 The boundary is data: the backends enforce it, ``explain`` shows it, the run's ``published``
 event records it.
@@ -20,7 +24,9 @@ event records it.
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,7 +41,7 @@ from membrane.sandbox.paths import (
     real_path,
 )
 
-__all__ = ["WRITING_TOOLS", "Boundary", "GitPlace", "find_git", "plan_boundary"]
+__all__ = ["WRITING_TOOLS", "Boundary", "GitPlace", "find_git", "plan_boundary", "program_files"]
 
 #: A child holding neither may write nothing of its checkout, whatever its commands do.
 WRITING_TOOLS: frozenset[str] = frozenset({"Write", "Edit"})
@@ -136,6 +142,31 @@ def find_git(checkout: Path) -> GitPlace | None:
     return None
 
 
+@functools.cache
+def _installation() -> tuple[Path, ...]:
+    """The folders Membrane runs from: the interpreter's environment and its base install, and
+    the folder the ``membrane`` package is imported from (a source tree, for an editable
+    install). Read-only to a command like the rest of the file system; listed so that a private
+    ``/tmp`` does not hide them."""
+    package = Path(__file__).resolve().parents[2]
+    folders = (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, package)
+    return tuple(dict.fromkeys(real_path(Path(f)) for f in folders if Path(f).is_dir()))
+
+
+def program_files(argv: Sequence[str]) -> tuple[Path, ...]:
+    """The files a host's command line names: its program (looked up on ``PATH``) and every
+    argument that is an absolute path to an existing file. The host chose them, so they stay
+    visible to the command where a private ``/tmp`` would hide them (a script under ``/tmp``)."""
+    import shutil  # only a run needs it: explain plans boundaries too and stays a quick read
+
+    found: list[Path] = []
+    program = shutil.which(argv[0]) if argv else None
+    for part in (program, *argv[1:]):
+        if part and os.path.isabs(part) and os.path.isfile(part):
+            found.append(real_path(Path(part)))
+    return tuple(dict.fromkeys(found))
+
+
 def plan_boundary(
     backend: Backend,
     checkout: Path,
@@ -146,13 +177,14 @@ def plan_boundary(
     reachable: Sequence[Path] = (),
 ) -> Boundary:
     """The boundary for a child working in ``checkout`` (made real here). ``reachable`` are
-    folders the command must see read-only wherever they are (the runtime socket's, so that a
-    child's ``membrane`` command can call back even when the socket lies under ``/tmp``)."""
+    folders and files the command must see read-only wherever they are (the runtime socket's
+    folder, so that a child's ``membrane`` command can call back even when the socket lies under
+    ``/tmp``; the agent process's :func:`program_files`)."""
     root = real_path(checkout)
     git = find_git(root)
     visible = (root,) if git is None else tuple(dict.fromkeys((git.top, git.common, root)))
-    extra = tuple(real_path(folder) for folder in reachable if folder.is_dir())
-    visible = tuple(dict.fromkeys((*visible, *extra)))
+    extra = tuple(real_path(path) for path in reachable if path.exists())
+    visible = tuple(dict.fromkeys((*visible, *extra, *_installation())))
     if not writes:
         return Boundary(backend=backend, checkout=root, visible=visible, network=network)
     read_only: list[Path] = []

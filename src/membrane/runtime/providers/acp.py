@@ -57,6 +57,7 @@ from membrane.runtime.provider import (
 from membrane.runtime.providers.acp_mcp import acp_mcp_servers
 from membrane.runtime.providers.external import ExternalChild, check_timeout, error_outcome
 from membrane.sandbox import WRITING_TOOLS, Sandbox, SandboxPolicy
+from membrane.sandbox.boundary import program_files
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
@@ -121,6 +122,7 @@ class AcpProvider:
             request.cwd or Path.cwd(),
             agent=request.agent,
             writes=bool(WRITING_TOOLS & set(scope.view().names)),
+            reachable=program_files(self.command),
         )
         sandbox.prepare()
         return _AcpChild(self, scope, request, sandbox)

@@ -55,6 +55,7 @@ from membrane.runtime.provider import (
     SubagentCapabilities,
 )
 from membrane.runtime.providers.external import ExternalChild, check_timeout, error_outcome
+from membrane.sandbox.boundary import program_files
 from membrane.sandbox.process import OutputCapture, pump, signal_group
 from membrane.sandbox.runner import Sandbox, SandboxPolicy
 from membrane.tools.scope import Scope
@@ -126,18 +127,21 @@ class CommandProvider:
             "MEMBRANE_SESSION_ID": request.run_id,
             "MEMBRANE_DEPTH": str(request.depth),
         }
-        sandbox = _sandbox(self.sandbox, request, env)
+        sandbox = _sandbox(self.sandbox, request, env, program_files(self.command))
         return _CommandChild(self, scope, argv, env=env, cwd=request.cwd, sandbox=sandbox)
 
 
-def _sandbox(policy: SandboxPolicy, request: ChildSpec, env: Mapping[str, str]) -> Sandbox:
+def _sandbox(
+    policy: SandboxPolicy, request: ChildSpec, env: Mapping[str, str], program: Sequence[Path]
+) -> Sandbox:
     """The OS sandbox ``policy`` chooses for a child that may write its checkout (the command
     is an agent that edits files), its missing control paths made; ``SandboxUnavailable``
-    when the policy names a backend this machine lacks. The runtime socket's folder stays
-    reachable, so the command's own ``membrane`` calls get back."""
+    when the policy names a backend this machine lacks. The command's ``program`` files and
+    the runtime socket's folder stay reachable, so it starts and its own ``membrane`` calls
+    get back."""
     checkout = Path(request.cwd) if request.cwd is not None else Path.cwd()
     socket = env.get("MEMBRANE_SOCKET")
-    reachable = (Path(socket).parent,) if socket else ()
+    reachable = (*program, *((Path(socket).parent,) if socket else ()))
     sandbox = Sandbox.for_checkout(
         policy, checkout, agent=request.agent, writes=True, reachable=reachable
     )
