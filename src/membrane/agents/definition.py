@@ -38,6 +38,11 @@ class Unset(enum.Enum):
     def __bool__(self) -> bool:
         return False
 
+    # The one member equals only itself, so identity hashing is exact; Enum's own ``__hash__``
+    # is a Python-level call that hashes the name, paid whenever a record holding ``UNSET`` is
+    # hashed (as a cache key).
+    __hash__ = object.__hash__
+
 
 UNSET: Final = Unset.UNSET
 #: A definition name: it keys the catalog and memory paths and appears in prompt tags, so it is
