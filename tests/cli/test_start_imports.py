@@ -126,8 +126,11 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor
 #: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``), nor the
 #: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables,
-#: nor ``function_tool`` for extensions that build their ``Tool`` objects themselves.
+#: nor ``function_tool`` for extensions that build their ``Tool`` objects themselves, nor the
+#: matchers of permission rules and the approval requests (resolving a child's permissions needs
+#: only the rules and the modes).
 NOT_FOR_EXPLAIN = (
+    "membrane.tools.permissions",
     "membrane.extensions.function_tools",
     "membrane.cli.explain_parent",
     "membrane.cli.explain_tables",

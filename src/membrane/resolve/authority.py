@@ -42,8 +42,7 @@ from membrane.resolve.tools import (
     describe_tools,
     plan_tools,
 )
-from membrane.tools.permissions import ToolGate
-from membrane.tools.spec import Tool
+from membrane.tools.spec import Tool, ToolGate
 from membrane.vocabulary import ASSIGNABLE_TOOLS, DELEGATION_TOOLS, INHERIT_DENY_TOOLS
 
 __all__ = [

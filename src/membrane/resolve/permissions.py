@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONDict
 from membrane.resolve.tools import ToolPlan, builtin_of
-from membrane.tools.permissions import NAME_RULE_TOOLS, PERMISSION_MODES, PermissionRule
+from membrane.tools.rules import NAME_RULE_TOOLS, PERMISSION_MODES, PermissionRule
 from membrane.tools.spec import Tool
 
 __all__ = ["Permissions", "permission_mode", "resolve_permissions"]

@@ -26,12 +26,18 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from functools import lru_cache
-from typing import Final, Protocol, runtime_checkable
 
 from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONDict, JSONObject
-from membrane.tools.rules import RULE_TOOLS, VERDICTS, PermissionRule, Verdict
-from membrane.tools.spec import Tool, ToolContext
+from membrane.tools.rules import (
+    NAME_RULE_TOOLS,
+    PERMISSION_MODES,
+    RULE_TOOLS,
+    VERDICTS,
+    PermissionRule,
+    Verdict,
+)
+from membrane.tools.spec import ToolGate, ToolObserver
 
 __all__ = [
     "NAME_RULE_TOOLS",
@@ -51,11 +57,6 @@ __all__ = [
     "worst",
 ]
 
-#: Permission modes (Claude Code's ``permissionMode``, Membrane's ``permission``); ``inherit``
-#: follows the parent. ``plan`` leaves every mutating tool out; ``acceptEdits`` approves the
-#: ``ask`` calls of ``Edit``/``Write``; ``dontAsk`` refuses every ``ask``; ``bypassPermissions``
-#: approves every ``ask`` (``deny`` rules still hold). ``default`` sends each ``ask`` to the host.
-PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 #: The argument holding the path each file tool reads or changes (and its default).
 PATH_RULE_TOOLS: Mapping[str, tuple[str, str | None]] = {
     "Read": ("file_path", None),
@@ -64,9 +65,6 @@ PATH_RULE_TOOLS: Mapping[str, tuple[str, str | None]] = {
     "Glob": ("path", "."),
     "Grep": ("path", "."),
 }
-#: Tools (not built-ins) whose rules may carry a glob over a name argument: ``Task`` over the
-#: subagent it starts (OpenCode's ``permission.task``), matched case-insensitively.
-NAME_RULE_TOOLS: Mapping[str, str] = {"Task": "agent"}
 _RANK: Mapping[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
@@ -195,22 +193,3 @@ class ApprovalRequest:
 
 #: The host's answer to an ``ask``: ``True`` runs the call, ``False`` refuses it.
 Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
-
-
-@runtime_checkable
-class ToolGate(Protocol):
-    """Checks a call's arguments before its handler runs (``ToolView.call``); raises a
-    ``MembraneError`` (``tool-call-denied``, ``approval-unavailable``) to refuse it."""
-
-    async def check(self, tool: Tool, arguments: JSONObject, context: ToolContext) -> None: ...
-
-
-@runtime_checkable
-class ToolObserver(Protocol):
-    """A ``ToolGate`` that also sees each call's result once its handler returned (a child's
-    ``PostToolUse`` hooks): ``after`` returns the result the caller gets (the same, or with
-    what the observer adds for the model)."""
-
-    async def after(
-        self, tool: Tool, arguments: JSONObject, context: ToolContext, result: object
-    ) -> object: ...

@@ -1,8 +1,10 @@
 """One argument-level permission rule as a definition or the settings hold it: the tool, the
-pattern, the verdict (``membrane.tools.permissions`` explains and enforces them).
+pattern, the verdict (``membrane.tools.permissions`` explains and enforces them); and the
+permission modes.
 
-A module of its own, so that reading definitions (``membrane agents list``) needs neither the
-tool model nor the gates that enforce the rules.
+A module of its own, so that reading definitions (``membrane agents list``) and resolving a
+child's permissions (``membrane explain``) need neither the tool model nor the matchers and
+gates that enforce the rules.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from typing import Final, Literal
 from membrane._record import record
 from membrane.json_types import JSONDict
 
-__all__ = ["RULE_TOOLS", "VERDICTS", "PermissionRule", "Verdict"]
+__all__ = [
+    "NAME_RULE_TOOLS",
+    "PERMISSION_MODES",
+    "RULE_TOOLS",
+    "VERDICTS",
+    "PermissionRule",
+    "Verdict",
+]
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: Final = ("allow", "ask", "deny")
@@ -26,6 +35,14 @@ RULE_TOOLS: Mapping[str, tuple[str, ...]] = {
     "Edit": ("Edit", "Write"),
     "Write": ("Write",),
 }
+#: Tools (not built-ins) whose rules may carry a glob over a name argument: ``Task`` over the
+#: subagent it starts (OpenCode's ``permission.task``), matched case-insensitively.
+NAME_RULE_TOOLS: Mapping[str, str] = {"Task": "agent"}
+#: Permission modes (Claude Code's ``permissionMode``, Membrane's ``permission``); ``inherit``
+#: follows the parent. ``plan`` leaves every mutating tool out; ``acceptEdits`` approves the
+#: ``ask`` calls of ``Edit``/``Write``; ``dontAsk`` refuses every ``ask``; ``bypassPermissions``
+#: approves every ``ask`` (``deny`` rules still hold). ``default`` sends each ``ask`` to the host.
+PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 
 
 @record(frozen=True, slots=True)

@@ -1,15 +1,26 @@
-"""The ``Tool`` value: a name, a description, an input schema, an async handler and flags."""
+"""The ``Tool`` value: a name, a description, an input schema, an async handler and flags; and
+the protocols of what checks and observes its calls (``ToolGate``, ``ToolObserver``; the rules
+that implement them are ``membrane.tools.permissions``)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONObject
 
-__all__ = ["Attachment", "Tool", "ToolContext", "ToolHandler", "ToolLoader", "ToolOutput"]
+__all__ = [
+    "Attachment",
+    "Tool",
+    "ToolContext",
+    "ToolGate",
+    "ToolHandler",
+    "ToolLoader",
+    "ToolObserver",
+    "ToolOutput",
+]
 
 
 @frozen
@@ -164,3 +175,22 @@ class ToolOutput:
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "structured", structured)
         object.__setattr__(self, "attachments", attachments)
+
+
+@runtime_checkable
+class ToolGate(Protocol):
+    """Checks a call's arguments before its handler runs (``ToolView.call``); raises a
+    ``MembraneError`` (``tool-call-denied``, ``approval-unavailable``) to refuse it."""
+
+    async def check(self, tool: Tool, arguments: JSONObject, context: ToolContext) -> None: ...
+
+
+@runtime_checkable
+class ToolObserver(Protocol):
+    """A ``ToolGate`` that also sees each call's result once its handler returned (a child's
+    ``PostToolUse`` hooks): ``after`` returns the result the caller gets (the same, or with
+    what the observer adds for the model)."""
+
+    async def after(
+        self, tool: Tool, arguments: JSONObject, context: ToolContext, result: object
+    ) -> object: ...
