@@ -32,6 +32,7 @@ from pathlib import Path
 
 from membrane._record import field, frozen
 from membrane.json_types import JSONDict
+from membrane.sandbox.executables import which
 from membrane.sandbox.machine import Backend
 from membrane.sandbox.paths import (
     CATALOG_FILES,
@@ -157,10 +158,8 @@ def program_files(argv: Sequence[str]) -> tuple[Path, ...]:
     """The files a host's command line names: its program (looked up on ``PATH``) and every
     argument that is an absolute path to an existing file. The host chose them, so they stay
     visible to the command where a private ``/tmp`` would hide them (a script under ``/tmp``)."""
-    import shutil  # only a run needs it: explain plans boundaries too and stays a quick read
-
     found: list[Path] = []
-    program = shutil.which(argv[0]) if argv else None
+    program = which(argv[0]) if argv else None
     for part in (program, *argv[1:]):
         if part and os.path.isabs(part) and os.path.isfile(part):
             found.append(real_path(Path(part)))
