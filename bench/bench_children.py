@@ -25,7 +25,6 @@ import gc
 import sqlite3
 import statistics
 import tempfile
-import threading
 import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
@@ -59,41 +58,12 @@ def raw_connection(path: Path, synchronous: Mode) -> sqlite3.Connection:
 # -- durable starts -------------------------------------------------------------------------
 
 
-class LockWatch:
-    """Stands for a ``SQLiteStore``'s lock on the store's side and times each wait for it:
-    the loop waits there only while a checkpoint's last pass holds it (the flusher keeps the
-    lock itself)."""
-
-    def __init__(self, lock: threading.RLock) -> None:
-        self._lock = lock
-        self.waits: list[float] = []
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        begin = time.perf_counter()
-        got = self._lock.acquire(blocking, timeout)
-        self.waits.append(time.perf_counter() - begin)
-        return got
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def _is_owned(self) -> bool:
-        return self._lock._is_owned()  # type: ignore[attr-defined, no-any-return]
-
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 async def durable_starts(
     folder: Path, *, synchronous: Mode, count: int
-) -> tuple[float, float, Recorder, int, list[float]]:
+) -> tuple[float, float, Recorder, int]:
     """Background starts per second, the CPU seconds of one (the process's, the flusher's
-    thread included), each start's write statements, the statements the store ran per
-    start (reads and transaction control included), and every wait of the loop for the
-    store's lock."""
+    thread included), each start's write statements, and the statements the store ran per
+    start (reads and transaction control included)."""
     release = anyio.Event()
 
     async def answer(request: ModelRequest) -> ModelResponse:
@@ -104,23 +74,19 @@ async def durable_starts(
     store = SQLiteStore(folder / "state.db", synchronous=synchronous)
     recorder = Recorder()
     recorder.attach(store)
-    watch = LockWatch(store._lock)
-    store._lock = watch  # type: ignore[assignment]
     runtime = runtime_for(folder, FunctionModel(answer), store=store, concurrency=count + 10)
     async with runtime:
         await runtime.start(SubagentStartRequest("worker", "warm up", background=True))
         recorder.clear()
-        watch.waits.clear()
         begin, cpu = time.perf_counter(), time.process_time()
         for i in range(count):
             await runtime.start(SubagentStartRequest("worker", f"job {i}", background=True))
             recorder.mark()
         elapsed, cpu = time.perf_counter() - begin, time.process_time() - cpu
         per_start = recorder.executed // count
-        waits = list(watch.waits)
         release.set()
     store.close()
-    return count / elapsed, cpu / count, recorder, per_start, waits
+    return count / elapsed, cpu / count, recorder, per_start
 
 
 async def starts(folder: Path) -> None:
@@ -137,7 +103,7 @@ async def starts(folder: Path) -> None:
     per_start = 0
     for mode in ("full", "normal"):
         folder_mode = folder / f"s-{mode}"
-        mine, cpu, recorder, per_start, waits = await durable_starts(
+        mine, cpu, recorder, per_start = await durable_starts(
             folder_mode, synchronous=mode, count=count
         )
         raw_cpu = time.process_time()
@@ -148,10 +114,6 @@ async def starts(folder: Path) -> None:
             f"  {show(cpu):>14}  {show(raw_cpu):>10}  {raw_cpu / cpu:>8.2f}x  {per_start}"
         )
         print(f"{'':>12}  rows of a start: {', '.join(recorder.verbs())}")
-        print(
-            f"{'':>12}  the loop's waits for the store's lock (a checkpoint's last pass):"
-            f" longest {show(max(waits))}, {show(sum(waits))} in all"
-        )
         goal(
             f"durable starts under {mode.upper()}",
             ">= 0.50x the raw loop",

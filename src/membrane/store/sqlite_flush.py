@@ -39,14 +39,9 @@ SQLite starts the log again only when the writer begins a transaction with the *
 copied. A checkpoint on the flusher's thread runs while the store keeps committing, so under
 steady writes it would never find the log complete, and the WAL would grow by every commit
 for as long as the writes go on (each sync then extends the file, which costs the disk twice a
-sync of pages it already has). So each checkpoint ends with a last pass under the store's
-writer lock (``writer``), which leaves the log complete for the writer's next transaction. The
-loop waits for that lock while the pass copies and SQLite syncs both files, so the passes
-before it catch up without the lock, one per turn of the thread's loop (a barrier's sync goes
-between two of them), until one finds few new frames: the last pass then copies only what was
-committed during that short one. One pass straight after the first had found hundreds of
-frames under ``normal`` (what the store committed during a first pass of tens of
-milliseconds), and the loop waited for it 7 to 20 ms.
+sync of pages it already has). So each checkpoint ends with a second pass under the store's
+writer lock (``writer``): it copies only what was committed during the first, and leaves the
+log complete for the writer's next transaction.
 """
 
 from __future__ import annotations
@@ -77,12 +72,6 @@ CHECKPOINT_COMMITS = 256
 
 #: The longest, in seconds, a commit under ``full`` that no barrier waits for stays unsynced.
 SYNC_DELAY = 0.05
-
-#: A checkpoint's passes go on without the writer lock while each still finds more than this
-#: many new frames (committed during the pass before), at most ``CATCH_UP_PASSES`` of them:
-#: the last pass, under the lock, then copies only the few committed during the one before.
-FEW_FRAMES = 64
-CATCH_UP_PASSES = 4
 
 #: How often, in seconds, a checkpoint waiting for the store's writer lock looks whether the
 #: store is closing.
@@ -128,11 +117,6 @@ class Flusher:
         #: was counted (``time.monotonic``): a sync is due once either asks for one.
         self._wanted = 0
         self._unsynced_since = 0.0
-        #: A checkpoint under way (``_catch_up``): its passes so far and the WAL's frames at
-        #: the last one. Only the thread reads or changes them.
-        self._catching_up = False
-        self._passes = 0
-        self._log = 0
         #: The commit count the thread's current (or last) pass syncs up to.
         self._covered = 0
         self._sync_delay = sync_delay
@@ -276,13 +260,8 @@ class Flusher:
                 self._cond.notify_all()
                 self._wake(target)
             since_checkpoint += done
-            if closing:
+            if closing or since_checkpoint >= self._checkpoint_commits:
                 self._checkpoint()
-                since_checkpoint = 0
-            elif self._catching_up:
-                self._catch_up()
-            elif since_checkpoint >= self._checkpoint_commits:
-                self._begin_checkpoint()
                 since_checkpoint = 0
             if closing:
                 with self._cond:
@@ -292,8 +271,6 @@ class Flusher:
     def _until_due(self) -> float | None:
         """Seconds until the next pass is due (0 or less: now; ``None``: when woken). Called
         with the condition held."""
-        if self._catching_up:
-            return 0.0  # the next pass of a checkpoint, once any sync due is made
         unsynced = self._written - self._synced
         if not unsynced:
             return None
@@ -317,55 +294,19 @@ class Flusher:
         self._fsync(fd)
 
     def _checkpoint(self) -> None:
-        """The whole checkpoint at once (at close): a pass, then the last one under the
-        writer lock, which ``close()`` holds, so that nothing commits meanwhile."""
-        if self._pass() is not None:
-            self._finish_checkpoint()
-        self._catching_up = False
-
-    def _begin_checkpoint(self) -> None:
-        """The first pass of a checkpoint: most of the WAL. What was committed meanwhile is
-        copied by the passes after it (``_catch_up``), one per turn of the thread's loop, so
-        a barrier waits at most one pass for its sync."""
-        log = self._pass()
-        if log is not None:
-            self._log, self._passes, self._catching_up = log, 1, True
-
-    def _catch_up(self) -> None:
-        """One more pass without the writer lock, over what was committed during the one
-        before; once a pass found few new frames (or after ``CATCH_UP_PASSES``), the last
-        pass, under the lock, copies the rest: the few frames committed during that one."""
-        log = self._pass()
-        if log is None:
-            self._catching_up = False
-            return
-        new = log - self._log if log >= self._log else log  # a smaller log started over
-        self._log, self._passes = log, self._passes + 1
-        if new <= FEW_FRAMES or self._passes > CATCH_UP_PASSES:
-            self._finish_checkpoint()
-            self._catching_up = False
-
-    def _pass(self) -> int | None:
-        """One ``PASSIVE`` pass: copy the WAL into the database as far as readers allow (it
-        never waits for, nor blocks, the writer); SQLite syncs both files around it. The
-        frames the WAL held, or ``None`` when the pass failed (another process holds the
-        file): it is tried again at the next checkpoint; the WAL only grows meanwhile,
-        nothing is lost."""
+        """Copy the WAL into the database, as far as readers allow (``PASSIVE``: it never
+        waits for, nor blocks, the writer); SQLite syncs both files around it. A checkpoint
+        that fails (another process holds the file) is tried again at the next one: the WAL
+        only grows meanwhile, nothing is lost."""
         try:
-            row = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            if self._hold_writer():
+                try:  # the commits made during the first pass: a few frames
+                    self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                finally:
+                    self._writer.release()  # type: ignore[union-attr]
         except sqlite3.Error as exc:
             _log.warning("a checkpoint of %s failed, to be tried again: %s", self._path, exc)
-            return None
-        return int(row[1]) if row is not None else 0
-
-    def _finish_checkpoint(self) -> None:
-        """The last pass, under the store's writer lock: it leaves the whole log copied for
-        the writer's next transaction, which then starts the WAL over (see the module)."""
-        if self._hold_writer():
-            try:  # what was committed during the pass before: a few frames
-                self._pass()
-            finally:
-                self._writer.release()  # type: ignore[union-attr]
         fd = self._fd
         if fd is not None and os.fstat(fd).st_ino != _inode(self._wal):
             os.close(fd)  # replaced: the next sync opens the file under the name
