@@ -300,6 +300,45 @@ async def test_barriers_of_tasks_ready_together_share_one_sync_and_one_loop_wake
     conn.close()
 
 
+async def test_a_lone_barrier_has_its_sync_run_beside_the_tasks_ready_in_its_round(
+    tmp_path: Path,
+) -> None:
+    """Barriers one at a time (starts one after another): once a sync has released a single
+    barrier, the next one wakes the thread as it is asked, so its sync runs while the loop runs
+    the task that was ready behind it (the child the previous start launched), not after it."""
+    db = tmp_path / "state.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    disk = Disk()
+    flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=3600.0)
+    commit_one(conn, 0)
+    flusher.written()
+    with anyio.fail_after(30):
+        await flusher.barrier()  # released alone
+    seen: list[bool] = []
+
+    async def ready_behind() -> None:
+        # Holds the loop (not the interpreter) until the sync has begun: a sync asked for only
+        # at the end of the round would never begin, and this waits out its bound.
+        seen.append(disk.entered.wait(30))
+
+    for number in range(1, 4):
+        commit_one(conn, number)
+        flusher.written()
+        disk.entered.clear()
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(flusher.barrier)
+                group.start_soon(ready_behind)
+    assert seen == [True, True, True]
+    assert len(disk.threads) == 4
+    flusher.close()
+    conn.close()
+
+
 @pytest.mark.parametrize("synchronous", ["normal", "full"])
 async def test_under_steady_commits_the_wal_starts_over_and_stops_growing(
     tmp_path: Path, synchronous: Literal["normal", "full"]

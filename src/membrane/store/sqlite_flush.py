@@ -24,6 +24,11 @@ the next commit someone does wait for: one sync per acknowledged commit, not one
 asked for: tasks woken together (the children whose turns one sync made durable) commit and
 ask in the same round, and one sync covers them all, where waking the thread at the first
 barrier would spend a sync, and a pair of thread switches, per turn on a disk that syncs fast.
+Barriers that come one at a time (a host starting children one after another) have nothing to
+share: when the last sync released a single barrier and none waits, the next barrier wakes the
+thread as it is asked, so its sync runs while the loop runs what is ready (the child the
+previous start launched) instead of after it. A sync that releases several barriers puts the
+next ones back on the round.
 
 Each hand-off costs both threads a switch, so there are few: the thread is woken once per
 round of barriers (not by a commit, unless it has parked: nothing unsynced for a whole
@@ -123,6 +128,8 @@ class Flusher:
         #: The thread waits with no deadline (nothing unsynced for a whole ``SYNC_DELAY``):
         #: only then does a commit have to wake it to start the clock.
         self._parked = False
+        #: The last sync released one asyncio barrier alone: barriers come one at a time.
+        self._alone = False
         #: The asyncio loops with a ``_kick`` scheduled (one per round of a loop).
         self._kicks: set[asyncio.AbstractEventLoop] = set()
         self._closing = False
@@ -177,10 +184,11 @@ class Flusher:
             if target > self._wanted:
                 # A sync is due now, not at the end of the delay: a thread awake (syncing)
                 # sees it when its pass ends. One waiting is woken at once on another event
-                # loop; on asyncio once the loop has run what is ready now, so that the
-                # commits those tasks make before their own barriers join the same sync.
+                # loop, and on asyncio when barriers come one at a time; otherwise once the
+                # loop has run what is ready now, so that the commits those tasks make before
+                # their own barriers join the same sync.
                 self._wanted = target
-                if loop is None:
+                if loop is None or (self._alone and not self._waiters):
                     self._cond.notify_all()
                 elif loop not in self._kicks:
                     self._kicks.add(loop)
@@ -354,6 +362,7 @@ class Flusher:
         else:
             done = [w for w in waiting if w[0] <= synced]
             self._waiters = [w for w in waiting if w[0] > synced]
+        self._alone = len(done) == 1
         # One wake-up per loop (a write to its self-pipe each), however many wait there.
         by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
         for _, loop, future in done:
