@@ -242,6 +242,78 @@ def test_a_cold_load_parses_only_files_the_cache_has_not_seen(
     assert third.definitions()["a2"].description == "Changed."
 
 
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The definition files a catalog reads."""
+    seen: list[str] = []
+    read = scan_module.read_file_bytes
+
+    def counting_read(path: str) -> bytes:
+        seen.append(path)
+        return read(path)
+
+    monkeypatch.setattr(scan_module, "read_file_bytes", counting_read)
+    return seen
+
+
+def test_a_cold_load_reads_no_file_whose_stat_the_cache_recorded(
+    agents: Path,
+    counts: Counter[str],
+    reads: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every file counts as changed long before it is read (the fixture's are a moment old).
+    monkeypatch.setattr(scan_module, "_SETTLED_NS", 0)
+    cache = tmp_path / "state" / "definitions.json"
+    project = agents.parent.parent
+    first = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert len(reads) == FILES
+    reads.clear()
+    counts.clear()
+    # A new process: nothing read, nothing parsed, the same definitions.
+    second = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert reads == [] and counts["parse"] == 0
+    assert second.definitions() == first.definitions()
+    # Another file put in a2.md's place, of the same size and with the same times: another
+    # inode (and change time), so it is read and parsed.
+    a2 = agents / "group-2" / "a2.md"
+    before = os.stat(a2)
+    twin = a2.with_name("twin.tmp")
+    twin.write_text(a2.read_text().replace("Reviews code.", "Reviews docs."))
+    os.utime(twin, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(twin, a2)
+    assert os.stat(a2).st_size == before.st_size
+    reads.clear()
+    counts.clear()
+    third = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert reads == [str(a2)] and counts["parse"] == 1
+    assert third.definitions()["a2"].description == "Reviews docs."
+
+
+def test_a_file_read_too_soon_after_its_change_is_read_by_the_next_cold_load(
+    agents: Path,
+    counts: Counter[str],
+    reads: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = tmp_path / "state" / "definitions.json"
+    project = agents.parent.parent
+    # Read too soon after their change: a change in the same clock tick would leave the same
+    # stat, so no signature is kept for them.
+    monkeypatch.setattr(scan_module, "_SETTLED_NS", 10**18)
+    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    monkeypatch.setattr(scan_module, "_SETTLED_NS", 0)
+    reads.clear()
+    counts.clear()
+    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert len(reads) == FILES and counts["parse"] == 0  # read and hashed, found by digest
+    reads.clear()
+    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    assert reads == []  # the load before kept their signatures
+
+
 def test_a_broken_or_foreign_cache_is_ignored_and_rewritten(
     agents: Path, counts: Counter[str], tmp_path: Path
 ) -> None:

@@ -1,9 +1,12 @@
 """Parsed definitions by content digest, kept in the project's state folder across processes.
 
 Parsing a definition (ruamel's pure-Python YAML) costs about a millisecond; reading and hashing
-the file costs a few microseconds. A process that starts cold reads the file, hashes it, and
-takes the definition from this cache when the file at that path, under that root, still has
-that digest: only a changed file is parsed again.
+the file costs a few microseconds. A process that starts cold takes the definition from this
+cache when the file at that path, under that root, still has the digest of its entry: only a
+changed file is parsed again. A file whose stat signature (modification and change times,
+size, inode) is the one its entry recorded is not even read: that signature was recorded only
+for a file read at least two seconds after its last change (``scan._settled``), and any later
+change gives the file a newer change time, which no call can set back.
 
 The cache is one JSON file (never pickle: nothing read back can run code). An entry is
 written only when decoding its JSON gives back exactly the definition that was parsed, so a
@@ -13,7 +16,8 @@ that changed never serves an old answer. A missing, unreadable, malformed or for
 is ignored (and rewritten); a cache that cannot be written is skipped silently: it is only
 ever a shortcut.
 
-An entry is ``[digest, root, fields]``, with only the fields that differ from their defaults.
+An entry is ``[digest, root, fields, signature]``, with only the fields that differ from their
+defaults, and ``signature`` ``null`` when the file was read too soon after a change to trust it.
 A hit decodes those fields and fills the definition's slots directly: no per-definition
 validation beyond the digest, since the entry was checked to decode to exactly the parsed
 definition when it was written, and the fingerprint rules out a different parser.
@@ -39,7 +43,7 @@ __all__ = ["CACHE_FILE", "DefinitionCache", "parser_fingerprint", "read_entries"
 #: The cache's file name inside the state folder.
 CACHE_FILE: Final = "definitions.json"
 _new = object.__new__
-_FORMAT: Final = 2
+_FORMAT: Final = 3
 _PARSER_MODULES: Final = (
     "definition",
     "fields",
@@ -170,27 +174,58 @@ class DefinitionCache:
         self._entries = entries
         return entries
 
-    def get(self, path: str, *, root: str, digest: bytes) -> AgentDefinition | None:
-        """The definition parsed from ``path``'s content ``digest`` under ``root``, if kept."""
+    def get(
+        self, path: str, *, root: str, digest: bytes, signature: Sequence[int] | None = None
+    ) -> AgentDefinition | None:
+        """The definition parsed from ``path``'s content ``digest`` under ``root``, if kept.
+        ``signature``: the file's trusted stat signature, recorded on the entry for the next
+        cold start (``known``)."""
+        if self.path is None:
+            return None
+        entries = self._entries if self._entries is not None else self._load()
+        entry = entries.get(path)
+        if self._matches(entry, root=root, digest=digest):
+            found = self._decoded(entry[2])  # type: ignore[index]
+            if found is not None:
+                if signature is not None and entry[3] != list(signature):  # type: ignore[index]
+                    entry[3] = list(signature)  # type: ignore[index]
+                    self._dirty = True
+                return found
+        self.misses += 1
+        return None
+
+    def known(
+        self, path: str, *, root: str, signature: Sequence[int]
+    ) -> tuple[bytes, AgentDefinition] | None:
+        """The digest and definition of ``path`` under ``root`` when its entry recorded the
+        stat ``signature`` the file has now (the caller trusts it: not racy); nothing read."""
         if self.path is None:
             return None
         entries = self._entries if self._entries is not None else self._load()
         entry = entries.get(path)
         if (
             type(entry) is list
-            and len(entry) == 3
-            and entry[0] == digest.hex()
+            and len(entry) == 4
             and entry[1] == root
+            and entry[3] == list(signature)
+            and type(entry[0]) is str
         ):
             try:
-                found = _decode(entry[2])
-            except Exception:  # a damaged entry is a miss, never an error
-                found = None
+                digest = bytes.fromhex(entry[0])
+            except ValueError:  # a damaged entry is a miss, never an error
+                return None
+            found = self._decoded(entry[2])
             if found is not None:
-                self.hits += 1
-                return found
-        self.misses += 1
+                return digest, found
         return None
+
+    def _decoded(self, data: Any) -> AgentDefinition | None:
+        try:
+            found = _decode(data)
+        except Exception:  # a damaged entry is a miss, never an error
+            return None
+        self.hits += 1
+        return found
 
     def holds(self, path: str, *, root: str, digest: bytes) -> bool:
         """Whether an entry for ``path``'s content ``digest`` under ``root`` is kept (nothing is
@@ -203,13 +238,22 @@ class DefinitionCache:
     def _matches(entry: object, *, root: str, digest: bytes) -> bool:
         return (
             type(entry) is list
-            and len(entry) == 3
+            and len(entry) == 4
             and entry[0] == digest.hex()
             and entry[1] == root
         )
 
-    def put(self, path: str, *, root: str, digest: bytes, definition: AgentDefinition) -> None:
-        """Keep ``definition`` for ``path``'s content ``digest``, when JSON carries it exactly."""
+    def put(
+        self,
+        path: str,
+        *,
+        root: str,
+        digest: bytes,
+        definition: AgentDefinition,
+        signature: Sequence[int] | None = None,
+    ) -> None:
+        """Keep ``definition`` for ``path``'s content ``digest``, when JSON carries it exactly;
+        with the file's stat ``signature`` when the caller trusts it (not racy)."""
         if self.path is None:
             return
         from membrane.agents.cache_write import encode  # only a parse is kept
@@ -221,7 +265,12 @@ class DefinitionCache:
             exact = False
         entries = self._load()
         if exact:
-            entries[path] = [digest.hex(), root, encoded]
+            entries[path] = [
+                digest.hex(),
+                root,
+                encoded,
+                None if signature is None else list(signature),
+            ]
             self._dirty = True
         elif entries.pop(path, None) is not None:
             self._dirty = True

@@ -30,6 +30,10 @@ __all__ = ["ConfigScan", "RootScan", "Scan"]
 
 #: A timestamp this close to "now" may share a clock tick with a later write.
 _RACY_NS = 100_000_000
+#: How long before it is read a file must have last changed for the definition cache to
+#: record its stat for other processes: two seconds, a coarse file system's clock tick (a
+#: change in the same tick as the one recorded would leave the same stat).
+_SETTLED_NS = 2_000_000_000
 
 Signature = tuple[int, int, int, int]
 
@@ -47,6 +51,10 @@ class _Entry:
 
 def _racy(signature: Signature, now: int) -> bool:
     return now - max(signature[0], signature[1]) < _RACY_NS
+
+
+def _settled(signature: Signature, now: int) -> bool:
+    return now - max(signature[0], signature[1]) >= _SETTLED_NS
 
 
 class RootScan:
@@ -168,19 +176,29 @@ class RootScan:
                 if item.is_dir(follow_symlinks=False):
                     stack.append(item.path)
                     continue
-                entry = self._entry(item.path)
+                entry = self._entry(item.path, now)
                 if entry is not None:
                     files[item.path] = entry
                     if _racy(entry.signature, now):
                         racy.add(item.path)
         return dirs, files, racy
 
-    def _entry(self, path: str) -> _Entry | None:
+    def _entry(self, path: str, now: int | None = None) -> _Entry | None:
+        """The entry of the file ``path``: its old one while its signature holds, else the
+        definition cache's (unread when the cache recorded the same trusted signature, else by
+        the content's digest), else a parse. ``now``: when the walk began (``time_ns``)."""
         try:
             signature = _signature(os.stat(path))
             old = self.files.get(path)
             if old is not None and old.signature == signature and path not in self.racy:
                 return old
+            # Trusted: changed long enough before now that a later change has a newer ctime.
+            trusted = _settled(signature, time.time_ns() if now is None else now)
+            key = self.root.cache_key
+            if old is None and trusted:
+                known = self.cache.known(path, root=key, signature=signature)
+                if known is not None:
+                    return _Entry(signature, known[0], known[1])
             data = read_file_bytes(path)
         except OSError as exc:
             return _unreadable(path, exc)
@@ -188,7 +206,8 @@ class RootScan:
         if old is not None and old.digest == digest:
             return _Entry(signature, digest, old.result)
         label = self.root.label
-        cached = self.cache.get(path, root=self.root.cache_key, digest=digest)
+        kept = signature if trusted else None
+        cached = self.cache.get(path, root=key, digest=digest, signature=kept)
         if cached is not None:
             return _Entry(signature, digest, cached)
         try:
@@ -206,7 +225,7 @@ class RootScan:
             )
             result.__cause__ = exc
         if isinstance(result, AgentDefinition):
-            self.cache.put(path, root=self.root.cache_key, digest=digest, definition=result)
+            self.cache.put(path, root=key, digest=digest, definition=result, signature=kept)
         return _Entry(signature, digest, result)
 
 
