@@ -178,17 +178,18 @@ class DefinitionCache:
         self, path: str, *, root: str, digest: bytes, signature: Sequence[int] | None = None
     ) -> AgentDefinition | None:
         """The definition parsed from ``path``'s content ``digest`` under ``root``, if kept.
-        ``signature``: the file's trusted stat signature, recorded on the entry for the next
-        cold start (``known``)."""
+        ``signature``: the file's stat signature when the caller trusts it (the file changed
+        long enough before it was read), recorded on the entry for the next cold start
+        (``known``)."""
         if self.path is None:
             return None
         entries = self._entries if self._entries is not None else self._load()
         entry = entries.get(path)
-        if self._matches(entry, root=root, digest=digest):
-            found = self._decoded(entry[2])  # type: ignore[index]
+        if entry is not None and self._matches(entry, root=root, digest=digest):
+            found = self._decoded(entry[2])
             if found is not None:
-                if signature is not None and entry[3] != list(signature):  # type: ignore[index]
-                    entry[3] = list(signature)  # type: ignore[index]
+                if signature is not None and entry[3] != list(signature):
+                    entry[3] = list(signature)
                     self._dirty = True
                 return found
         self.misses += 1
@@ -198,7 +199,8 @@ class DefinitionCache:
         self, path: str, *, root: str, signature: Sequence[int]
     ) -> tuple[bytes, AgentDefinition] | None:
         """The digest and definition of ``path`` under ``root`` when its entry recorded the
-        stat ``signature`` the file has now (the caller trusts it: not racy); nothing read."""
+        stat ``signature`` the file has now; nothing is read. The caller trusts ``signature``:
+        the file changed long enough before now that any later change has a newer one."""
         if self.path is None:
             return None
         entries = self._entries if self._entries is not None else self._load()
@@ -253,7 +255,7 @@ class DefinitionCache:
         signature: Sequence[int] | None = None,
     ) -> None:
         """Keep ``definition`` for ``path``'s content ``digest``, when JSON carries it exactly;
-        with the file's stat ``signature`` when the caller trusts it (not racy)."""
+        with the file's stat ``signature`` when the caller trusts it (as for ``get``)."""
         if self.path is None:
             return
         from membrane.agents.cache_write import encode  # only a parse is kept
