@@ -183,6 +183,17 @@ async def test_on_asyncio_a_barrier_is_woken_by_the_flusher_with_no_worker_threa
     store.close()
 
 
+def committer(db: Path) -> sqlite3.Connection:
+    """A connection that commits as the store's does (WAL, no sync, no checkpoint of its own)
+    into a table ``t``."""
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE t (n INTEGER)")
+    return conn
+
+
 def commit_one(conn: sqlite3.Connection, number: int) -> None:
     conn.execute("BEGIN IMMEDIATE")
     conn.execute("INSERT INTO t VALUES (?)", (number,))
@@ -194,11 +205,7 @@ async def test_a_commit_nobody_waits_for_joins_the_next_barriers_sync(tmp_path: 
     another's sync runs, and awaited by nobody, is synced with the next commit a barrier
     waits for (one sync per acknowledged commit, as a raw synced ``COMMIT`` costs)."""
     db = tmp_path / "state.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("CREATE TABLE t (n INTEGER)")
+    conn = committer(db)
     disk = Disk()
     flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=3600.0)
     for number in range(10):
@@ -263,11 +270,7 @@ async def test_barriers_of_tasks_ready_together_share_one_sync_and_one_loop_wake
     """Children woken by one sync commit their next turns in the same round of the loop; the
     flusher is asked once for that round, syncs once, and wakes the loop once for them all."""
     db = tmp_path / "state.db"
-    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("CREATE TABLE t (n INTEGER)")
+    conn = committer(db)
     disk = Disk()
     flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=3600.0)
     loop = asyncio.get_running_loop()
@@ -307,11 +310,7 @@ async def test_a_lone_barrier_has_its_sync_run_beside_the_tasks_ready_in_its_rou
     barrier, the next one wakes the thread as it is asked, so its sync runs while the loop runs
     the task that was ready behind it (the child the previous start launched), not after it."""
     db = tmp_path / "state.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("CREATE TABLE t (n INTEGER)")
+    conn = committer(db)
     disk = Disk()
     flusher = Flusher(db, wait=True, fsync=disk.fsync, sync_delay=3600.0)
     commit_one(conn, 0)
