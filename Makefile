@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test check lint types bench clean test-local-model
+.PHONY: demo test check lint types bench clean test-local-model bytecode
 
 $(STAMP): requirements/build.lock requirements/dev.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,11 +18,17 @@ $(BENCH_STAMP): $(STAMP) requirements/bench.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/bench.lock
 	touch $@
 
-demo: $(STAMP)
+# Membrane's own byte code, compiled as pip compiles a wheel's when it installs it: an editable
+# install has none, and where PYTHONDONTWRITEBYTECODE is set (as in many containers) every
+# command would otherwise compile the package again. Only changed sources are compiled.
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q src/membrane
+
+demo: bytecode
 	$(BIN)/python examples/demo.py
 
 # pytest exits 5 when it collects nothing; that is not a failure of the suite.
-test: $(STAMP)
+test: bytecode
 	$(BIN)/python -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 lint: $(STAMP)
