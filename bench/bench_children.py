@@ -16,6 +16,9 @@
 * ``FunctionModel``'s record of the requests over a run of n turns (100 / 1,000 / 10,000),
   bytes retained per turn, against the bytes of the conversation itself.
 
+Each goal prints one line as soon as it is measured, through ``scaling_support.goal``:
+``goal <what>: <target>, measured <value> (met|missed)``.
+
 Run: ``.venv/bin/python bench/bench_children.py``. ``SIZES_SCALE=0.1`` shrinks every size.
 """
 
