@@ -256,6 +256,13 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+def cold_catalog(agents: Path, cache: Path) -> Catalog:
+    """The catalog a new process builds over ``agents``'s project with the definition
+    ``cache``."""
+    project = agents.parent.parent
+    return Catalog(project=project, home=project.parent / "home", settings=Settings(), cache=cache)
+
+
 def test_a_cold_load_reads_no_file_whose_stat_the_cache_recorded(
     agents: Path,
     counts: Counter[str],
@@ -266,13 +273,12 @@ def test_a_cold_load_reads_no_file_whose_stat_the_cache_recorded(
     # Every file counts as changed long before it is read (the fixture's are a moment old).
     monkeypatch.setattr(scan_module, "_SETTLED_NS", 0)
     cache = tmp_path / "state" / "definitions.json"
-    project = agents.parent.parent
-    first = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    first = cold_catalog(agents, cache)
     assert len(reads) == FILES
     reads.clear()
     counts.clear()
     # A new process: nothing read, nothing parsed, the same definitions.
-    second = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    second = cold_catalog(agents, cache)
     assert reads == [] and counts["parse"] == 0
     assert second.definitions() == first.definitions()
     # Another file put in a2.md's place, of the same size and with the same times: another
@@ -286,7 +292,7 @@ def test_a_cold_load_reads_no_file_whose_stat_the_cache_recorded(
     assert os.stat(a2).st_size == before.st_size
     reads.clear()
     counts.clear()
-    third = Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    third = cold_catalog(agents, cache)
     assert reads == [str(a2)] and counts["parse"] == 1
     assert third.definitions()["a2"].description == "Reviews docs."
 
@@ -299,18 +305,17 @@ def test_a_file_read_too_soon_after_its_change_is_read_by_the_next_cold_load(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cache = tmp_path / "state" / "definitions.json"
-    project = agents.parent.parent
     # Read too soon after their change: a change in the same clock tick would leave the same
     # stat, so no signature is kept for them.
     monkeypatch.setattr(scan_module, "_SETTLED_NS", 10**18)
-    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    cold_catalog(agents, cache)
     monkeypatch.setattr(scan_module, "_SETTLED_NS", 0)
     reads.clear()
     counts.clear()
-    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    cold_catalog(agents, cache)
     assert len(reads) == FILES and counts["parse"] == 0  # read and hashed, found by digest
     reads.clear()
-    Catalog(project=project, home=tmp_path / "home", settings=Settings(), cache=cache)
+    cold_catalog(agents, cache)
     assert reads == []  # the load before kept their signatures
 
 
