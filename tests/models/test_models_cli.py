@@ -133,3 +133,26 @@ def test_explain_shows_provider_model_and_source(
     }
     assert main(["explain", "helper", "--project", str(project)]) == 0
     assert "openai smollm2" in capsys.readouterr().out
+
+
+def test_run_uses_the_agents_own_model_when_the_host_names_none(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No --model and no default_model: the helper's own `model: fast` (an alias of the
+    # [models.local] entry) is enough to run it.
+    with ReplayServer(load("openai", "text_stream")) as server:
+        project = make_project(tmp_path, entry(server.url))
+        assert main(["run", "helper", "go", "--project", str(project), "--json"]) == 0
+    result = json_lines(capsys.readouterr().out)[-1]
+    assert (result["status"], result["text"]) == ("completed", "All done.")
+    assert [request["body"]["model"] for request in server.requests] == ["smollm2"]
+
+
+def test_run_of_an_agent_without_a_model_names_every_way_to_give_one(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path, entry("http://127.0.0.1:9"), helper_model="inherit")
+    assert main(["run", "helper", "go", "--project", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("invalid-request: no model for 'helper'")
+    assert "--model" in err and "default_model" in err and "model:" in err

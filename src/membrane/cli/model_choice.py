@@ -1,4 +1,5 @@
-"""The model a command runs with: ``--model`` (else the settings' ``default_model``).
+"""The model a command runs with: ``--model``, else the settings' ``default_model``, else the
+model the started agent's own file names (its ``model:``).
 
 One place for the rule, used by ``membrane run``/``resume`` in process and by the machine
 runtime (``membrane serve``) for the runs it starts, so both pick the same model for the same
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from membrane.agents.definition import AgentDefinition, Unset
 from membrane.config.values import Settings
 from membrane.errors import InvalidRequest
 from membrane.models.specs import ModelRouter
@@ -16,19 +18,28 @@ from membrane.models.specs import ModelRouter
 __all__ = ["absolute_spec", "parse_model"]
 
 
-def parse_model(spec: str | None, settings: Settings | None = None) -> ModelRouter:
+def parse_model(
+    spec: str | None, settings: Settings | None = None, *, agent: AgentDefinition | None = None
+) -> ModelRouter:
     """The model ``--model`` names (else the settings' ``default_model``), as a router that
     also answers the specs definitions and calls name (see docs/models.md).
 
-    ``unknown-model``, ``model-auth-failed`` (a missing key) and ``extra-not-installed`` are
-    raised here, before any run."""
+    With neither, the router has no default: an agent whose file names its own ``model:`` runs
+    on it (frontmatter wins anyway, DESIGN rule 1), and ``agent``, the definition a top-level
+    run starts, is checked here so that one naming no model is refused before any run.
+
+    ``invalid-request`` (no model anywhere), ``unknown-model``, ``model-auth-failed`` (a missing
+    key) and ``extra-not-installed`` are raised here, before any run."""
     settings = settings or Settings()
-    if spec is None and settings.default_model is None:
-        raise InvalidRequest(
-            "no model: pass --model (scripted:PATH, openai:MODEL, anthropic:MODEL or a "
-            "[models] name) or set default_model in the settings (see docs/models.md)",
-            field="model",
-        )
+    if spec is None and settings.default_model is None and agent is not None:
+        own = agent.model
+        if isinstance(own, Unset) or own.strip().lower() == "inherit":
+            raise InvalidRequest(
+                f"no model for {agent.name!r}: its file names none (model:), so pass --model "
+                "(scripted:PATH, openai:MODEL, anthropic:MODEL or a [models] name), set "
+                "default_model in the settings, or add model: to the file (see docs/models.md)",
+                field="model",
+            )
     return ModelRouter.from_settings(settings, default=spec)
 
 

@@ -60,7 +60,7 @@ __all__ = [
 
 MODEL_HELP = (
     "scripted:PATH, openai:MODEL, anthropic:MODEL, or a [models]/[model_aliases] name "
-    "(default: the default_model setting)."
+    "(default: the default_model setting, else the agent's own model:)."
 )
 
 #: ``--headless``: this process; no machine runtime is used or started.
@@ -488,8 +488,8 @@ def run(
         return
     ws = Workspace.open(project, workspace=workspace)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
-    ws.catalog.require(agent)
-    chosen = parse_model(model, ws.settings)
+    definition = ws.catalog.require(agent)
+    chosen = parse_model(model, ws.settings, agent=definition)
     limits = None if budget is None else Budget.parse(budget, where="--budget")
     if background and announce_fd is None:
         argv = ["run", agent, task, "--project", str(ws.project), "--background"]
