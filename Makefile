@@ -40,7 +40,10 @@ types: $(STAMP)
 
 check: lint types test
 
+# The cost checks (`-m costs`: import lists, collector object counts, stat/parse counts) first,
+# then every benchmark.
 bench: $(BENCH_STAMP)
+	$(BIN)/python -m pytest -m costs
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # Opt-in, not part of `make test`: the example workspace on SmolLM2-135M behind llama.cpp's

@@ -65,6 +65,7 @@ needs_watcher = pytest.mark.skipif(
 )
 
 
+@pytest.mark.costs
 @needs_watcher
 def test_an_unchanged_reload_costs_no_stat_per_file(agents: Path, counts: Counter[str]) -> None:
     catalog = open_catalog(agents)
@@ -78,6 +79,7 @@ def test_an_unchanged_reload_costs_no_stat_per_file(agents: Path, counts: Counte
     assert counts["stat"] == 0
 
 
+@pytest.mark.costs
 @needs_watcher
 def test_an_unchanged_reload_looks_at_no_absent_root(
     agents: Path, monkeypatch: pytest.MonkeyPatch
@@ -144,6 +146,7 @@ def test_an_absent_root_that_appears_is_seen_at_the_next_reload(tmp_path: Path, 
     assert not catalog.reload()
 
 
+@pytest.mark.costs
 @needs_watcher
 def test_k_changed_files_cost_k_reads_and_parses(agents: Path, counts: Counter[str]) -> None:
     catalog = open_catalog(agents)
@@ -223,6 +226,7 @@ def test_duplicates_shadowing_and_errors_follow_each_change(
     assert list(catalog.definitions()) == sorted(catalog.definitions())
 
 
+@pytest.mark.costs
 def test_a_cold_load_parses_only_files_the_cache_has_not_seen(
     agents: Path, counts: Counter[str], tmp_path: Path
 ) -> None:
@@ -297,6 +301,7 @@ def test_a_cold_load_reads_no_file_whose_stat_the_cache_recorded(
     assert third.definitions()["a2"].description == "Reviews docs."
 
 
+@pytest.mark.costs
 def test_a_file_read_too_soon_after_its_change_is_read_by_the_next_cold_load(
     agents: Path,
     counts: Counter[str],
@@ -351,6 +356,7 @@ def test_a_value_json_cannot_carry_keeps_its_file_uncached(
     assert second.definitions()["a0"] == first.definitions()["a0"]
 
 
+@pytest.mark.costs
 def test_a_cold_load_from_the_cache_needs_no_yaml_parser(agents: Path, tmp_path: Path) -> None:
     import json
     import subprocess
@@ -415,6 +421,7 @@ def _reload_counting_calls(catalog: Catalog) -> int:
     return calls
 
 
+@pytest.mark.costs
 @needs_watcher
 def test_a_reload_after_k_changes_does_the_same_work_at_any_catalog_size(
     tmp_path: Path, counts: Counter[str]

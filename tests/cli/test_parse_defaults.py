@@ -59,6 +59,7 @@ def _modules(*args: str, cwd: Path) -> set[str]:
     return modules
 
 
+@pytest.mark.costs
 def test_agents_list_without_options_imports_no_parser(tmp_path: Path, isolated_home: Path) -> None:
     project = tmp_path / "project"
     (project / ".membrane" / "agents").mkdir(parents=True)

@@ -15,6 +15,8 @@ import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import pytest
+
 from membrane.cli.app import main
 
 #: Runs ``membrane agents list`` as the console script does and reports, on stderr when the
@@ -56,6 +58,7 @@ def _probe(cwd: Path) -> dict[str, object]:
     return report
 
 
+@pytest.mark.costs
 def test_no_collection_runs_while_a_command_is_imported(
     tmp_path: Path, isolated_home: Path
 ) -> None:

@@ -26,6 +26,7 @@ def libraries(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules} & LIBRARIES
 
 
+@pytest.mark.costs
 def test_version_imports_no_library_and_almost_nothing_of_membrane() -> None:
     code, modules = imported("--version")
     assert code == 0
@@ -39,6 +40,7 @@ def test_version_imports_no_library_and_almost_nothing_of_membrane() -> None:
     }
 
 
+@pytest.mark.costs
 def test_import_membrane_loads_only_the_package() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import json, membrane, sys; print(json.dumps(list(sys.modules)))"],
@@ -56,6 +58,7 @@ def test_import_membrane_loads_only_the_package() -> None:
     assert libraries(loaded) - {"typing"} == set()
 
 
+@pytest.mark.costs
 def test_agents_list_imports_only_its_own_command(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / ".membrane" / "agents").mkdir(parents=True)
@@ -94,6 +97,7 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert word in out
 
 
+@pytest.mark.costs
 def test_explain_imports_neither_the_runtime_nor_the_agent_loop(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / ".membrane" / "agents").mkdir(parents=True)
@@ -107,6 +111,7 @@ def test_explain_imports_neither_the_runtime_nor_the_agent_loop(tmp_path: Path) 
     assert not any(m.startswith(("membrane.loop", "membrane.durable", "mcp.")) for m in modules)
 
 
+@pytest.mark.costs
 @pytest.mark.parametrize(
     "args",
     [("runs",), ("lineage",), ("show", "nosuch"), ("outbox", "list"), ("skills", "list")],
@@ -178,6 +183,7 @@ NOT_FOR_EXPLAIN = (
 )
 
 
+@pytest.mark.costs
 def test_explain_json_is_a_pure_read_on_the_example_workspace(
     tmp_path: Path, isolated_home: Path
 ) -> None:
@@ -209,6 +215,7 @@ PARSING = (
 )
 
 
+@pytest.mark.costs
 def test_a_cached_listing_parses_nothing(tmp_path: Path, isolated_home: Path) -> None:
     workspace = tmp_path / "workspace"
     shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "workspace", workspace)

@@ -44,6 +44,7 @@ def _project(tmp_path: Path, text: str) -> Path:
     return project
 
 
+@pytest.mark.costs
 def test_unchanged_settings_are_read_without_the_toml_parser(
     tmp_path: Path, isolated_home: Path
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from process_support import probe_json
 
 PROBE = """
@@ -53,6 +55,7 @@ Tell the time.
 """
 
 
+@pytest.mark.costs
 def test_settings_and_a_catalog_load_without_pydantic(tmp_path: Path, isolated_home: Path) -> None:
     project = tmp_path / "project"
     (project / ".membrane" / "agents").mkdir(parents=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from process_support import probe_json
 
 PROBE = """
@@ -42,6 +44,7 @@ def _workspace(project: Path) -> dict[str, object]:
     return report
 
 
+@pytest.mark.costs
 def test_a_tool_with_its_own_schema_loads_without_pydantic(
     tmp_path: Path, isolated_home: Path
 ) -> None:
@@ -53,6 +56,7 @@ def test_a_tool_with_its_own_schema_loads_without_pydantic(
     assert report["pydantic"] is False
 
 
+@pytest.mark.costs
 def test_a_function_tool_without_a_schema_derives_it_with_pydantic(
     tmp_path: Path, isolated_home: Path
 ) -> None:

@@ -246,6 +246,7 @@ def test_an_entry_point_loads_as_importlib_metadata_loads_it(
         assert fragment in caught.value.message
 
 
+@pytest.mark.costs
 def test_loading_an_entry_point_does_not_import_the_metadata_reader(tmp_path: Path) -> None:
     site = tmp_path / "site"
     (site / "delta_pkg").mkdir(parents=True)

@@ -72,6 +72,7 @@ def _retained(turns: int) -> int:
     return kept
 
 
+@pytest.mark.costs
 def test_a_long_run_is_kept_in_memory_linear_in_its_turns() -> None:
     small, large = _retained(100), _retained(800)
     # Eight times the turns: linear growth keeps about 8x; keeping every request whole would

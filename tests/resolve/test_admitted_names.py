@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from types import FrameType
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from resolve_support import builtins, tool, tool_fields
@@ -162,10 +163,12 @@ def _counting_reasons(scope: Scope) -> tuple[ToolView, int]:
     return view, asked
 
 
+@pytest.mark.costs
 def test_a_fresh_scope_asks_about_candidates_only_whatever_the_registry_holds() -> None:
     assert _reason_calls(10) == _reason_calls(1_000) > 0
 
 
+@pytest.mark.costs
 def test_the_children_of_one_resolution_share_its_answer_until_the_registry_changes() -> None:
     registry = _registry([])
     registry.register(tool("search", "extension:alpha"))

@@ -22,6 +22,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "child_cycles.py"
 BOUND_SECONDS = 120
 
 
+@pytest.mark.costs
 @pytest.mark.parametrize("background", [False, True])
 def test_finished_children_leave_no_reference_cycles(project: Project, background: bool) -> None:
     project.agent("worker", tools="Read")

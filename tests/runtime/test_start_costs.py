@@ -50,6 +50,7 @@ def _published(store: MemoryStore) -> list[dict[str, Any]]:
     return [dict(e.data) for e in store.events() if e.kind == "published"]
 
 
+@pytest.mark.costs
 async def test_the_host_resolves_a_definition_once_until_what_it_reads_changes(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,6 +85,7 @@ async def test_the_host_resolves_a_definition_once_until_what_it_reads_changes(
         assert len(resolved) == 4
 
 
+@pytest.mark.costs
 async def test_the_sandbox_summary_of_published_events_is_computed_once_per_checkout(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,6 +133,7 @@ def test_a_forked_process_never_hands_out_the_run_ids_of_its_parent() -> None:
 MOST_OBJECTS = {"queued": 10, "scheduled": 15, "running": 34}
 
 
+@pytest.mark.costs
 @pytest.mark.parametrize("where", sorted(MOST_OBJECTS))
 async def test_a_waiting_child_keeps_few_objects_for_the_collector_to_follow(
     project: Project, where: str
@@ -169,6 +172,7 @@ async def test_a_waiting_child_keeps_few_objects_for_the_collector_to_follow(
 MOST_PER_ENDED_RUN = 19
 
 
+@pytest.mark.costs
 async def test_an_ended_run_keeps_few_objects_for_the_collector_to_follow(
     project: Project,
 ) -> None:

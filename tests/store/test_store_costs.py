@@ -96,6 +96,7 @@ def _allocated_by_empty_transaction(store: MemoryStore) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.costs
 def test_a_memory_transaction_copies_nothing_of_the_state() -> None:
     small, large = MemoryStore(), MemoryStore()
     small.create_session(header("only"))
@@ -131,6 +132,7 @@ def test_a_failed_memory_transaction_undoes_exactly_its_own_changes() -> None:
     assert store.append_event("kept", "turn", {}) == 1
 
 
+@pytest.mark.costs
 def test_a_live_runs_memory_rows_leave_nothing_for_the_collector_to_follow() -> None:
     """A run's session (with nested ``meta``), its events (with lists and mappings in their
     data) and its lease add no object the garbage collector tracks once it has passed over

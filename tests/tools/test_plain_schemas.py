@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from jsonschema.exceptions import SchemaError
@@ -124,6 +125,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 
+@pytest.mark.costs
 def test_explain_imports_no_json_schema_library(tmp_path: Path, isolated_home: Path) -> None:
     project = tmp_path / "project"
     (project / ".membrane" / "agents").mkdir(parents=True)

@@ -149,6 +149,7 @@ async def _burst(total: int, *, sessions: int) -> tuple[int, int, int]:
     return admitted, refused, peak
 
 
+@pytest.mark.costs
 @pytest.mark.anyio
 async def test_a_burst_of_100000_calls_keeps_memory_flat() -> None:
     with anyio.fail_after(120):

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pytest
+
 from membrane import Restriction, Scope, Tool, ToolContext, ToolRegistry, ToolView
 
 
@@ -37,6 +39,7 @@ def python_calls(action: Callable[[], object]) -> int:
     return calls - 1
 
 
+@pytest.mark.costs
 def test_the_visibility_check_runs_no_python_code() -> None:
     registry = ToolRegistry()
     for i in range(50):
@@ -83,6 +86,7 @@ def test_a_view_holds_its_names_and_compares_by_identity() -> None:
     assert "d" in later and "d" not in one and list(later) == ["a", "b", "c", "d"]
 
 
+@pytest.mark.costs
 def test_a_cold_resolution_makes_the_same_calls_at_any_registry_size() -> None:
     def cold_calls(size: int) -> int:
         registry = ToolRegistry()
