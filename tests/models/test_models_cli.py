@@ -4,6 +4,7 @@ the aliases, explain's provider and source, and refusals before any request or r
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,53 @@ def test_run_of_an_agent_without_a_model_names_every_way_to_give_one(
     err = capsys.readouterr().err
     assert err.startswith("invalid-request: no model for 'helper'")
     assert "--model" in err and "default_model" in err and "model:" in err
+
+
+def test_doctor_model_sends_one_tiny_request_and_reports_the_reply(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ReplayServer(load("openai", "text_stream")) as server:
+        server.repeat = True
+        project = make_project(tmp_path, entry(server.url))
+        assert main(["doctor", "--model", "fast", "--project", str(project), "--json"]) == 0
+        checked = json.loads(capsys.readouterr().out)["model"]
+        assert main(["doctor", "--model", "local", "--project", str(project)]) == 0
+        text = capsys.readouterr().out
+    assert checked["ok"] is True and checked["error"] is None
+    assert (checked["spec"], checked["via"], checked["provider"], checked["model"]) == (
+        "fast",
+        "alias:fast",
+        "openai",
+        "smollm2",
+    )
+    assert checked["base_url"] == f"{server.url}/v1"
+    assert checked["reply"] == "All done."
+    assert isinstance(checked["latency_ms"], int) and checked["latency_ms"] >= 0
+    body = server.requests[0]["body"]
+    assert body["model"] == "smollm2" and "tools" not in body
+    assert body["max_tokens"] == 16
+    assert "reply:    'All done.'" in text and f"base_url: {server.url}/v1" in text
+
+
+def test_doctor_model_reports_a_refused_connection_with_its_code_and_exits_1(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    project = make_project(tmp_path, entry(url))
+    assert main(["doctor", "--model", "local", "--project", str(project), "--json"]) == 1
+    checked = json.loads(capsys.readouterr().out)["model"]
+    assert checked["ok"] is False and checked["reply"] is None
+    assert checked["error"]["code"] == "model-unavailable"
+    assert checked["base_url"] == f"{url}/v1"
+    assert main(["doctor", "--model", "local", "--project", str(project)]) == 1
+    assert "error:    model-unavailable: " in capsys.readouterr().out
+
+
+def test_doctor_model_refuses_a_name_the_settings_do_not_know(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = make_project(tmp_path, entry("http://127.0.0.1:9"))
+    assert main(["doctor", "--model", "nowhere", "--project", str(project)]) == 2
+    assert capsys.readouterr().err.startswith("unknown-model:")

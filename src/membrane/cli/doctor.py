@@ -6,12 +6,18 @@ file), the sandbox (what the machine offers and what the settings choose), MCP s
 configured, external agent CLIs detected, and the skill roots. It exits 1 when something a
 command needs is missing (a sandbox the settings name that this machine lacks, broken settings),
 and says what to do.
+
+``membrane doctor --model NAME`` checks one model instead: it sends one tiny request (no tools,
+one attempt, at most ``PROBE_TOKENS`` tokens of reply) to what NAME names (a ``[models]`` entry,
+an alias or a spec) and reports the provider, base URL, model id, latency and the reply text or
+the error with its code; it exits 1 when the request failed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +28,14 @@ from membrane.cli.declare import Exit, Option, echo
 
 _JSON = Option("--json", help="Print one JSON document.")
 _PROJECT = Option("--project", help="The project directory (default: the current directory).")
+_MODEL = Option(
+    "--model",
+    help="Check this model instead (a [models] entry, an alias or a spec): send it one tiny "
+    "request and report what came back.",
+)
+
+#: The reply a model probe asks for is at most this many tokens.
+PROBE_TOKENS = 16
 
 
 async def _runtime_info(path: Path) -> dict[str, Any] | None:
@@ -121,15 +135,87 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     return doc, problems
 
 
+async def _probe(name: str, project: Path) -> dict[str, Any]:
+    """One tiny request to the model ``name`` names: what was asked of whom, and what came
+    back (``reply``) or went wrong (``error``: ``{code, message}``)."""
+    from membrane.config.load import load_settings, membrane_home
+    from membrane.errors import MembraneError
+    from membrane.models.base import Message, ModelRequest
+    from membrane.models.retry import RetryPolicy
+    from membrane.models.sdk import SdkModel
+    from membrane.models.specs import build_model, resolve_spec
+
+    settings = load_settings(project=project, home=membrane_home())
+    choice = resolve_spec(name, models=settings.models, aliases=settings.model_aliases)
+    doc: dict[str, Any] = {**choice.to_dict(), "ok": False, "latency_ms": None}
+    doc["reply"] = doc["error"] = None
+    request = ModelRequest(
+        agent="doctor",
+        run_id="doctor",
+        system="You are being checked. Reply with the single word: ok",
+        messages=(Message(role="user", content="Reply with the single word: ok"),),
+    )
+    started = time.monotonic()
+    try:
+        model = build_model(choice)
+        if isinstance(model, SdkModel):
+            # One attempt: the doctor reports what the server answers, not what retries hide.
+            model.retry = RetryPolicy(max_retries=0)
+            model.max_tokens = PROBE_TOKENS
+            doc["base_url"] = model.base_url
+        try:
+            response = await model.request(request)
+        finally:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+    except MembraneError as exc:
+        doc["error"] = {"code": exc.code, "message": exc.message}
+    else:
+        doc["ok"] = True
+        doc["reply"] = response.text
+    doc["latency_ms"] = round((time.monotonic() - started) * 1000)
+    return doc
+
+
+def _model_check(name: str, project: Path, *, as_json: bool) -> None:
+    checked = anyio.run(_probe, name, project)
+    if as_json:
+        echo(safe_text(json.dumps({"model": checked}, indent=2)))
+    else:
+        lines = [
+            f"model:    {checked['spec']} ({checked['via']})",
+            f"provider: {checked['provider']}",
+            f"base_url: {checked['base_url'] or '(the provider default)'}",
+            f"model id: {checked['model']}",
+            f"latency:  {checked['latency_ms']} ms",
+        ]
+        if checked["ok"]:
+            lines.append(f"reply:    {checked['reply']!r}")
+        else:
+            error = checked["error"]
+            lines.append(f"error:    {error['code']}: {error['message']}")
+        echo(safe_text("\n".join(lines)))
+    if not checked["ok"]:
+        raise Exit(1)
+
+
 @app.command("doctor")
 def doctor(
     as_json: Annotated[bool, _JSON] = False,
     project: Annotated[Path | None, _PROJECT] = None,
+    model: Annotated[str | None, _MODEL] = None,
 ) -> None:
-    """What this machine and project offer, and what to do about anything missing."""
+    """What this machine and project offer, and what to do about anything missing.
+
+    With --model NAME: send that model one tiny request and report what came back (exit 1 when
+    it failed)."""
     from membrane.workspace import require_folder
 
     folder = require_folder("--project", project or Path.cwd())
+    if model is not None:
+        _model_check(model, folder, as_json=as_json)
+        return
     doc, problems = report(folder)
     if as_json:
         echo(safe_text(json.dumps(doc, indent=2)))
