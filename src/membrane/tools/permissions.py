@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 
-from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.rules import (
     NAME_RULE_TOOLS,
@@ -148,7 +148,7 @@ def _path_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.DOTALL)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """A call that an ``ask`` rule holds for the host's answer."""
 
@@ -161,24 +161,6 @@ class ApprovalRequest:
     agent: str = "main"
     run_id: str | None = None
     extra: Mapping[str, object] = field(default_factory=dict)
-
-    def __init__(
-        self,
-        tool: str,
-        arguments: JSONObject,
-        subject: str | None,
-        reason: str,
-        agent: str = "main",
-        run_id: str | None = None,
-        extra: Mapping[str, object] = FACTORY,
-    ) -> None:
-        object.__setattr__(self, "tool", tool)
-        object.__setattr__(self, "arguments", arguments)
-        object.__setattr__(self, "subject", subject)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "agent", agent)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "extra", {} if extra is FACTORY else extra)
 
     def to_json(self) -> JSONDict:
         return {

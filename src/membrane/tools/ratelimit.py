@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
-from membrane._record import frozen
 from membrane.errors import RateLimited
 
 __all__ = ["RateLimiter", "Window"]
@@ -28,16 +28,12 @@ __all__ = ["RateLimiter", "Window"]
 _EVICT_PER_CALL = 4
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Window:
     """At most ``max_calls`` calls in any ``window_seconds``."""
 
     max_calls: int
     window_seconds: float
-
-    def __init__(self, max_calls: int, window_seconds: float) -> None:
-        object.__setattr__(self, "max_calls", max_calls)
-        object.__setattr__(self, "window_seconds", window_seconds)
 
 
 class RateLimiter:

@@ -16,13 +16,13 @@ import re
 from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from dataclasses import fields as declared_fields
 from itertools import repeat
 from operator import attrgetter, is_
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
-from membrane._record import fields as declared_fields
-from membrane._record import frozen
 from membrane.errors import ToolSpecError
 from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.requirements import Requirements
@@ -48,7 +48,7 @@ ChangeKind = Literal["registered", "replaced", "removed"]
 _Index = TypeVar("_Index")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RegistryChange:
     """One change to the registry. ``tool`` is the new tool (``None`` after a removal)."""
 
@@ -58,22 +58,8 @@ class RegistryChange:
     tool: Tool | None
     previous: Tool | None
 
-    def __init__(
-        self,
-        version: int,
-        kind: ChangeKind,
-        name: str,
-        tool: Tool | None,
-        previous: Tool | None,
-    ) -> None:
-        object.__setattr__(self, "version", version)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "tool", tool)
-        object.__setattr__(self, "previous", previous)
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Checked:
     """What ``check_tool`` proved about one tool, kept in its ``memo``. Only ``check_tool``
     makes one, and it holds the very objects it checked, so a ``memo`` filled by hand (or a
@@ -82,10 +68,6 @@ class _Checked:
     fields: tuple[object, ...]
     schema: dict[str, Any]
 
-    def __init__(self, fields: tuple[object, ...], schema: dict[str, Any]) -> None:
-        object.__setattr__(self, "fields", fields)
-        object.__setattr__(self, "schema", schema)
-
     def covers(self, tool: Tool) -> bool:
         return all(map(is_, self.fields, _fields(tool)))
 
@@ -93,7 +75,7 @@ class _Checked:
 #: The fields a check proves something about, read in one C-level call.
 _CHECKED_FIELDS = attrgetter("name", "description", "handler", "origin", "input_schema", "requires")
 #: The fields ``Tool(...)`` takes, for ``retag``.
-_INIT_FIELDS = tuple(field.name for field in declared_fields(Tool))
+_INIT_FIELDS = tuple(field.name for field in declared_fields(Tool) if field.init)
 _INIT_VALUES = attrgetter(*_INIT_FIELDS)
 
 

@@ -10,9 +10,9 @@ gates that enforce the rules.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final, Literal
 
-from membrane._record import record
 from membrane.json_types import JSONDict
 
 __all__ = [
@@ -45,7 +45,7 @@ NAME_RULE_TOOLS: Mapping[str, str] = {"Task": "agent"}
 PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PermissionRule:
     """One rule. ``tool`` is a built-in's canonical name or another tool's exact name; ``text``
     is the rule as written (``Bash(git log:*)``) and ``source`` where (``tools``,

@@ -20,9 +20,8 @@ through the full check above.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
-
-from membrane._record import frozen
 
 __all__ = ["SchemaProblem", "schema_problem"]
 
@@ -32,16 +31,12 @@ _CACHE_SIZE = 16_384
 _checked: dict[str, SchemaProblem | None] = {}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SchemaProblem:
     """Why a schema was refused: where (a ``/``-joined path, ``(root)`` at the top) and what."""
 
     where: str
     what: str
-
-    def __init__(self, where: str, what: str) -> None:
-        object.__setattr__(self, "where", where)
-        object.__setattr__(self, "what", what)
 
 
 def schema_problem(plain: dict[str, Any]) -> SchemaProblem | None:

@@ -5,10 +5,10 @@ that implement them are ``membrane.tools.permissions``)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONObject
 
 __all__ = [
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a handler knows about the call it serves.
 
@@ -52,26 +52,6 @@ class ToolContext:
     #: (``network: true``), whatever the tool's own policy says.
     network: bool = False
 
-    def __init__(
-        self,
-        agent: str = "main",
-        run_id: str | None = None,
-        cwd: Path | None = None,
-        extra: Mapping[str, object] = FACTORY,
-        read_only: bool = False,
-        session: str | None = None,
-        env: Mapping[str, str] = FACTORY,
-        network: bool = False,
-    ) -> None:
-        object.__setattr__(self, "agent", agent)
-        object.__setattr__(self, "run_id", run_id)
-        object.__setattr__(self, "cwd", cwd)
-        object.__setattr__(self, "extra", {} if extra is FACTORY else extra)
-        object.__setattr__(self, "read_only", read_only)
-        object.__setattr__(self, "session", session)
-        object.__setattr__(self, "env", {} if env is FACTORY else env)
-        object.__setattr__(self, "network", network)
-
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any
 #: value: a string, or anything the view renders for the model.
@@ -80,7 +60,7 @@ ToolHandler = Callable[[JSONObject, ToolContext], Awaitable[object]]
 ToolLoader = Callable[[], Awaitable["Tool"]]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Tool:
     """One tool.
 
@@ -115,33 +95,8 @@ class Tool:
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
 
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        input_schema: JSONObject,
-        handler: ToolHandler,
-        origin: str = "builtin",
-        mutating: bool = False,
-        reserved: bool = False,
-        deferred: bool = False,
-        loader: ToolLoader | None = None,
-        requires: frozenset[str] = frozenset(),
-    ) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "description", description)
-        object.__setattr__(self, "input_schema", input_schema)
-        object.__setattr__(self, "handler", handler)
-        object.__setattr__(self, "origin", origin)
-        object.__setattr__(self, "mutating", mutating)
-        object.__setattr__(self, "reserved", reserved)
-        object.__setattr__(self, "deferred", deferred)
-        object.__setattr__(self, "loader", loader)
-        object.__setattr__(self, "requires", requires)
-        object.__setattr__(self, "memo", {})
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class Attachment:
     """A binary part of a tool result (an image, audio, a blob): kept beside the text, never
     pasted into it. ``data`` is the decoded bytes."""
@@ -150,13 +105,8 @@ class Attachment:
     data: bytes = field(repr=False)
     name: str | None = None
 
-    def __init__(self, mime_type: str, data: bytes, name: str | None = None) -> None:
-        object.__setattr__(self, "mime_type", mime_type)
-        object.__setattr__(self, "data", data)
-        object.__setattr__(self, "name", name)
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
     """A tool result with parts: ``text`` for the model, ``structured`` (any JSON value, or
     ``None``) and ``attachments``. The loop sends ``text`` (or, when empty, ``structured`` as
@@ -165,16 +115,6 @@ class ToolOutput:
     text: str = ""
     structured: object = None
     attachments: tuple[Attachment, ...] = ()
-
-    def __init__(
-        self,
-        text: str = "",
-        structured: object = None,
-        attachments: tuple[Attachment, ...] = (),
-    ) -> None:
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "structured", structured)
-        object.__setattr__(self, "attachments", attachments)
 
 
 @runtime_checkable
