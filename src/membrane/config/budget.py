@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
-from membrane._record import record
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 from membrane.limits import count_problem
@@ -34,7 +34,7 @@ BUDGET_KINDS: Final = ("tokens", "turns", "tool_calls", "children", "seconds")
 _EXAMPLE: Final = "tokens=200000,turns=50,tool_calls=200,children=20,seconds=900"
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Budget:
     """Limits on one run's subtree; ``None`` leaves a kind unbounded."""
 

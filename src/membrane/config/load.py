@@ -9,11 +9,11 @@ are errors: a misspelt ``default-tools`` would otherwise leave the default silen
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from membrane._record import record
 from membrane.config.budget import Budget
 from membrane.config.shape import (
     REQUIRED,
@@ -94,7 +94,7 @@ _NAMES = list_of(text())
 _STRINGS = mapping_of(text())
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class _Role:
     allow: list[str] | None
     deny: list[str] | None

@@ -4,9 +4,9 @@ definition's inline entry, checked into a ``McpServerSpec``. Imported by what re
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from types import MappingProxyType
 
-from membrane._record import replace
 from membrane.config.shape import Field, Invalid, list_of, mapping_of, number, optional, table, text
 from membrane.config.values import McpServerSpec
 from membrane.errors import SettingsError

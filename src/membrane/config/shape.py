@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final, TypeVar
-
-from membrane._record import record
 
 __all__ = [
     "REQUIRED",
@@ -64,7 +63,7 @@ class _Required:
 REQUIRED: Final = _Required()
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Field:
     """One key of a table: its check and its default (``REQUIRED``, a value, or a factory
     called for each table that leaves the key out)."""

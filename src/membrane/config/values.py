@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from membrane._record import field, record
 from membrane.config.budget import Budget
 from membrane.limits import check_count, check_depth_cap
 from membrane.vocabulary import READ_ONLY_TOOLS
@@ -36,7 +36,7 @@ SandboxChoice = Literal["auto", "bubblewrap", "landlock", "guard"]
 SANDBOX_CHOICES: tuple[SandboxChoice, ...] = ("auto", "bubblewrap", "landlock", "guard")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RateLimit:
     """A sliding window: at most ``max_calls`` in ``window_seconds``."""
 
@@ -44,7 +44,7 @@ class RateLimit:
     window_seconds: float
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RoleSpec:
     """What callers in one trusted role may see: a restriction over global tools/actions.
 
@@ -64,7 +64,7 @@ BUILTIN_ROLES: Mapping[str, RoleSpec] = MappingProxyType(
 )
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class McpServerSpec:
     """One MCP server (``[mcp_servers.NAME]``): a command to run over stdio, or a ``url`` for
     streamable HTTP. Its tools become ``mcp__NAME__TOOL`` (origin ``mcp:NAME``).
@@ -88,7 +88,7 @@ class McpServerSpec:
         return "stdio" if self.command is not None else "http"
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ModelEntry:
     """A ``[models.NAME]`` entry: a named model a spec can point at.
 
@@ -107,7 +107,7 @@ class ModelEntry:
     reasoning: bool | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Resolved deployment settings. Every field has the documented default.
 
