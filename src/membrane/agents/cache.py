@@ -28,10 +28,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Final
 
-from membrane._record import MISSING, fields
 from membrane._version import __version__
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.config.budget import Budget

@@ -8,10 +8,10 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Final
 
-from membrane._record import MISSING, fields
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec

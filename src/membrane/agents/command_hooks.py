@@ -37,9 +37,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
-
-from membrane._record import record
 
 __all__ = [
     "COMMAND_HOOK_EVENTS",
@@ -60,7 +59,7 @@ DEFAULT_HOOK_TIMEOUT: Final = 60.0
 MAX_HOOK_TIMEOUT: Final = 600.0
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CommandHook:
     """One command hook. ``event`` is Claude Code's name (``Stop`` is read as
     ``SubagentStop``); ``matcher`` ``None`` matches every tool; ``timeout`` is in seconds."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal, TypeVar
 
-from membrane._record import field, fields, record
 from membrane.agents.command_hooks import CommandHook
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
@@ -65,7 +65,7 @@ def or_else(value: T | Unset, default: U) -> T | U:
     return default if value is UNSET else value
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DefinitionWarning:
     """A repair or a suspicious key, reported as ``path:line: code: message``."""
 
@@ -85,7 +85,7 @@ Isolation = Literal["off", "worktree"]
 MemoryScope = Literal["project", "local", "user"]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """One definition. Lists are normalised to tuples of tokens, in file order.
 
@@ -233,7 +233,7 @@ FIELDS: tuple[str, ...] = tuple(
 )
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Dispatch:
     """The answer to an agent type: the definition to run and, when it is not an exact hit, why."""
 

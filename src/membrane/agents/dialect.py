@@ -7,9 +7,9 @@ translations (``membrane.agents.translation``) that only parsing a file needs.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Final
 
-from membrane._record import record
 from membrane.config.values import DEFAULT_TOOLS, OmittedTools
 
 __all__ = ["DIALECT_NAMES", "MEMBRANE", "OMITTED_SETTING", "Dialect"]
@@ -24,7 +24,7 @@ OMITTED_SETTING: Mapping[str, str] = {
 }
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Dialect:
     """A dialect and the deployment's choices for it."""
 

@@ -5,10 +5,10 @@ definitions) with the dialect its files are read in, and the other products' roo
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from membrane._record import record
 from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.config.values import Settings
 
@@ -18,7 +18,7 @@ __all__ = ["OPENCODE_CONFIG_NAMES", "Root", "claude_config_home", "dialect_roots
 OPENCODE_CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Root:
     """One place definitions come from. ``label`` is ``global``, ``workspace`` or ``project``
     for Membrane's own roots, else the dialect's root (``claude-code-project`` ...). A ``config``

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from membrane._record import record
 from membrane.agents.builtins import decode_definition
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.definition import AgentDefinition
@@ -42,7 +42,7 @@ def _signature(stat: os.stat_result) -> Signature:
     return (stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino)
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class _Entry:
     signature: Signature
     digest: bytes

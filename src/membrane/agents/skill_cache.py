@@ -15,10 +15,10 @@ rewritten); one that cannot be written is skipped silently: it is only ever a sh
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from membrane._record import record
 from membrane.agents.cache import parser_fingerprint, read_entries
 from membrane.agents.definition import DefinitionWarning
 
@@ -37,7 +37,7 @@ _PARSER_MODULES: Final = (
 )
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ParsedSkill:
     """What one ``SKILL.md``'s text parsed to: the skill's ``name`` and ``description`` (both
     ``None`` when it was skipped) and the warnings parsing it gave."""

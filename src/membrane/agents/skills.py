@@ -15,10 +15,10 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from membrane._record import field, record
 from membrane.agents.definition import DefinitionWarning
 from membrane.agents.files import MAX_BYTES, content_digest
 from membrane.agents.skill_cache import SkillCache
@@ -48,7 +48,7 @@ _SKILL_FILE: Final = "SKILL.md"
 _NEAR_FOLDERS: Final = (".agents/skills", ".claude/skills", ".codex/skills")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Skill:
     """One discovered skill. ``folder`` holds ``SKILL.md``; ``root`` is the root it came from."""
 
@@ -89,7 +89,7 @@ class Skill:
         return tuple(found)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class SkillCatalog:
     """The skills found on ``roots``: the winners by name, who they shadow, and what was
     skipped and why."""
