@@ -75,3 +75,18 @@ def test_doctor_exits_non_zero_and_says_what_to_do_when_a_named_sandbox_is_missi
     assert done.returncode == 1
     assert "sandbox-unavailable" in done.stdout
     assert "fix:       install bubblewrap" in done.stdout
+
+
+def test_doctor_says_when_it_runs_as_root_and_what_that_changes(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    project, env = setup(tmp_path, isolated_home)
+    doc = json.loads(doctor(project, env, "--json").stdout)
+    text = doctor(project, env).stdout
+    assert doc["sandbox"]["machine"]["root"] is (os.geteuid() == 0)
+    if os.geteuid() == 0:
+        assert "without any capability" in doc["sandbox"]["as_root"]
+        assert "as root:" in text
+    else:
+        assert doc["sandbox"]["as_root"] is None
+        assert "as root:" not in text

@@ -50,15 +50,33 @@ def test_a_bwrap_that_runs_the_probe_is_available(tmp_path: Path) -> None:
     record = tmp_path / "argv"
     found = stand_in(tmp_path / "bin", f"printf '%s\\n' \"$@\" > {record}\nexit 0")
     assert probed(str(found.parent)) == {"available": True, "detail": f"{found} works here"}
-    # The probe builds a real sandbox: the whole file system read-only, its own PID namespace.
+    # The probe builds a real sandbox: a user namespace without capabilities, the whole file
+    # system read-only, its own PID namespace, no further user namespace.
     assert record.read_text().split() == [
+        "--unshare-user",
+        "--cap-drop",
+        "ALL",
         "--ro-bind",
         "/",
         "/",
         "--unshare-pid",
         "--die-with-parent",
+        "--disable-userns",
         "true",
     ]
+
+
+def test_a_bwrap_without_disable_userns_is_available_without_the_lock(tmp_path: Path) -> None:
+    record = tmp_path / "argv"
+    script = (
+        'for a in "$@"; do [ "$a" = --disable-userns ] && '
+        "{ echo 'bwrap: Unknown option --disable-userns' >&2; exit 1; }; done\n"
+        f"printf '%s\\n' \"$@\" > {record}\nexit 0"
+    )
+    found = stand_in(tmp_path / "bin", script)
+    assert probed(str(found.parent)) == {"available": True, "detail": f"{found} works here"}
+    assert "--disable-userns" not in record.read_text().split()
+    assert record.read_text().split()[:3] == ["--unshare-user", "--cap-drop", "ALL"]
 
 
 def test_a_bwrap_that_cannot_build_a_sandbox_says_why(tmp_path: Path) -> None:

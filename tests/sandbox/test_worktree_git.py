@@ -79,3 +79,25 @@ async def test_a_worktree_child_cannot_touch_other_branches_or_the_repository(
     assert _git(main, "for-each-ref") == refs_before
     assert (main / ".git" / "config").read_text() == config_before
     assert not (main / ".git" / "hooks" / "post-checkout").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'echo /elsewhere > "$(git rev-parse --git-dir)/commondir"',
+        'd=$(git rev-parse --git-dir); echo /x > "$d/c" && mv "$d/c" "$d/commondir"',
+        'd=$(git rev-parse --git-dir); rm -f "$d/gitdir" && mkdir "$d/gitdir"',
+        "echo 'gitdir: /elsewhere' > .git",
+    ],
+)
+async def test_a_worktree_child_cannot_repoint_its_git_metadata(
+    os_sandbox: str, command: str, repo: tuple[Path, Path]
+) -> None:
+    main, tree = repo
+    admin = main / ".git" / "worktrees" / "mine"
+    before = {name: (admin / name).read_text() for name in ("commondir", "gitdir")}
+    dot_git = (tree / ".git").read_text()
+    await _bash(os_sandbox, command, tree)
+    assert {name: (admin / name).read_text() for name in ("commondir", "gitdir")} == before
+    assert (tree / ".git").read_text() == dot_git
+    assert _git(tree, "rev-parse", "--git-common-dir") == str(main / ".git")

@@ -109,8 +109,8 @@ async def run_bash(
     if outcome.removed:
         result["removed"] = list(outcome.removed)
         result["note"] = (
-            "The command created control files, which were removed: "
+            "The command created or changed control files, which were removed or put back: "
             + ", ".join(outcome.removed)
-            + ". Agent definitions and settings cannot be written."
+            + ". Agent definitions, settings and git metadata cannot be written."
         )
     return result

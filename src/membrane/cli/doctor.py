@@ -61,7 +61,7 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     from membrane.config.load import load_settings, membrane_home
     from membrane.errors import MembraneError
     from membrane.runtime.providers.clis import detect_clis
-    from membrane.sandbox.machine import choose_backend, machine_support
+    from membrane.sandbox.machine import choose_backend, machine_support, root_note
     from membrane.server.transport import default_socket_path
     from membrane.store.location import locate_state, project_id
 
@@ -102,7 +102,7 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
         "state_exists": state.exists,
     }
     support = machine_support()
-    sandbox: dict[str, Any] = {"machine": support.to_json()}
+    sandbox: dict[str, Any] = {"machine": support.to_json(), "as_root": root_note(support)}
     if settings is not None:
         sandbox["setting"] = settings.sandbox
         try:
@@ -237,6 +237,11 @@ def doctor(
             f"sandbox:     {doc['sandbox'].get('in_force')} "
             f"(setting {doc['sandbox'].get('setting')}; machine offers "
             f"{doc['sandbox']['machine']['strongest']})",
+            *(
+                [f"as root:     {doc['sandbox']['as_root']}"]
+                if doc["sandbox"].get("as_root")
+                else []
+            ),
             "mcp servers: " + (", ".join(doc["mcp_servers"]) or "none configured"),
             "agent CLIs:  "
             + (

@@ -59,7 +59,10 @@ class Boundary:
     folders, so nothing can be planted there; ``watch`` are control *files* that do not exist
     yet (``opencode.json``): one a command creates is removed when it ends. ``visible`` are
     trees the command must see read-only even where a private temporary folder would hide them
-    (the checkout, its repository).
+    (the checkout, its repository). ``pinned`` are files that must hold what they held when the
+    boundary was planned (a worktree's ``commondir`` and ``gitdir``, inside its writable admin
+    folder): a backend that cannot hold them read-only (Landlock) has them put back when the
+    command ends.
     """
 
     backend: Backend
@@ -71,6 +74,7 @@ class Boundary:
     watch: tuple[Path, ...] = field(default=(), compare=False)
     visible: tuple[Path, ...] = ()
     network: bool = False
+    pinned: tuple[Path, ...] = field(default=(), compare=False)
 
     def __init__(
         self,
@@ -83,6 +87,7 @@ class Boundary:
         watch: tuple[Path, ...] = (),
         visible: tuple[Path, ...] = (),
         network: bool = False,
+        pinned: tuple[Path, ...] = (),
     ) -> None:
         object.__setattr__(self, "backend", backend)
         object.__setattr__(self, "checkout", checkout)
@@ -93,6 +98,7 @@ class Boundary:
         object.__setattr__(self, "watch", watch)
         object.__setattr__(self, "visible", visible)
         object.__setattr__(self, "network", network)
+        object.__setattr__(self, "pinned", pinned)
 
     def to_json(self) -> JSONDict:
         """The boundary as ``explain`` and the ``published`` event show it."""
@@ -208,9 +214,11 @@ def plan_boundary(
         if agent and (root / ".membrane" / folder / agent).is_dir()
     ]
     writable = [root]
+    pinned: list[Path] = []
     if git is not None and git.admin is not None:
         writable += [git.admin, git.common / "objects"]
-        read_only += [p for p in (git.admin / "commondir", git.admin / "gitdir") if p.exists()]
+        pinned = [p for p in (git.admin / "commondir", git.admin / "gitdir") if p.is_file()]
+        read_only += pinned
     return Boundary(
         backend=backend,
         checkout=root,
@@ -221,4 +229,5 @@ def plan_boundary(
         watch=tuple(watch),
         visible=visible,
         network=network,
+        pinned=tuple(pinned),
     )

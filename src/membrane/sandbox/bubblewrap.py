@@ -12,7 +12,16 @@ The command sees the whole file system read-only (``--ro-bind / /``), then:
   own) unless the network is allowed. In the PID namespace ``bwrap`` is process 1: when the
   command ends, or Membrane dies (``--die-with-parent``), every process left in it is killed,
   so ``setsid``, ``nohup`` and double forks cannot outlive the call;
-* ``--new-session``: no access to a controlling terminal (no ``TIOCSTI`` injection).
+* ``--new-session``: no access to a controlling terminal (no ``TIOCSTI`` injection);
+* whoever starts it, a user namespace of its own (``--unshare-user``), every capability dropped
+  (``--cap-drop ALL``: the effective, permitted, inheritable, ambient and bounding sets are
+  empty) and ``no_new_privs`` (``bwrap`` sets it on every sandbox it builds), and, where
+  ``bwrap`` can (0.8 and later), no further user namespace (``--disable-userns``). Started by
+  root, the command runs as uid and gid 65534 inside (still root on the host, for the file
+  system: what it may touch is what the mounts show it); started by another user, as that user.
+  Either way it holds no capability in any namespace that owns a mount it sees, so no
+  ``mount``, ``remount``, ``umount`` or ``pivot_root`` reaches the host's mounts or its own:
+  a nested user namespace (where allowed) gets copies of the mounts, locked read-only.
 
 Unix sockets on the file system stay reachable (connecting is not writing); the membrane
 socket is how a child's command can call back.
@@ -24,16 +33,33 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from membrane.sandbox.boundary import Boundary
+from membrane.sandbox.machine import BWRAP_USER
 
-__all__ = ["bwrap_argv"]
+__all__ = ["NOBODY", "bwrap_argv"]
 
 _PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+#: The uid and gid a command started by root runs as inside its user namespace.
+NOBODY = "65534"
 
 
-def bwrap_argv(bwrap: str, boundary: Boundary, argv: Sequence[str], *, cwd: Path) -> list[str]:
-    """``argv`` wrapped in ``bwrap`` so that it runs under ``boundary`` in ``cwd``."""
-    out = [
-        bwrap,
+def bwrap_argv(
+    bwrap: str,
+    boundary: Boundary,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    root: bool = False,
+    userns_lock: bool = False,
+) -> list[str]:
+    """``argv`` wrapped in ``bwrap`` so that it runs under ``boundary`` in ``cwd``. ``root``:
+    Membrane runs as root (the command gets uid 65534 inside); ``userns_lock``: this ``bwrap``
+    takes ``--disable-userns``."""
+    out = [bwrap, *BWRAP_USER]
+    if root:
+        out += ["--uid", NOBODY, "--gid", NOBODY]
+    if userns_lock:
+        out.append("--disable-userns")
+    out += [
         "--die-with-parent",
         "--new-session",
         "--unshare-pid",

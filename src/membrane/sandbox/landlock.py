@@ -18,9 +18,11 @@ What it cannot carve out (honestly):
   and top-level entries cannot be removed or renamed, because granting those rights on the
   checkout would grant them beneath ``.git`` and the catalog roots too;
 * **control paths deeper down**: a ``.git`` below the top level is writable;
-* a worktree's ``commondir`` and ``gitdir`` files inside its (writable) admin folder;
-* **network**: only TCP ``bind``/``connect`` are refused (ABI 4 and later); UDP, raw sockets
-  and Unix sockets are not;
+* a worktree's ``commondir`` and ``gitdir`` files inside its (writable) admin folder: the
+  runner puts them back when the command ends (``Boundary.pinned``);
+* **network**: with the network off, TCP ``bind``/``connect`` are refused (ABI 4 and later)
+  and a seccomp filter refuses ``socket()`` for every family but ``AF_UNIX``; Unix sockets on
+  the file system stay reachable;
 * **process lifetime**: there is no PID namespace. The helper is a child subreaper and kills
   every process the command left behind (``setsid``, ``nohup`` and double forks included) when
   the command ends, times out or is stopped; if Membrane itself is killed with ``SIGKILL``, a

@@ -5,11 +5,16 @@ the Landlock backend: ``ABI`` is the kernel's Landlock ABI version, ``NETWORK`` 
 is allowed, ``TMP`` the private temporary folder, then the trees (``w:``) and single files
 (``f:``) that may be written.
 
-This process becomes a *child subreaper*, forks, and in the child restricts itself
-(``no_new_privs``, then ``landlock_restrict_self``) before ``exec``: the command and everything
-it starts may write only beneath ``write`` (trees) and to ``files`` (single files), may neither
-bind nor connect TCP unless ``network``, and (ABI 6 and later) may not signal processes or reach
-abstract Unix sockets outside its own domain. Reading and executing stay allowed everywhere.
+This process becomes a *child subreaper*, forks, and in the child restricts itself before
+``exec``: it drops every capability (when it holds any, as it does when Membrane runs as root:
+the bounding and ambient sets are emptied and root's privileges are locked off with the
+securebits, so no later ``exec`` of any program, setuid or not, gives one back), sets
+``no_new_privs``, calls ``landlock_restrict_self`` and, with the network off, installs a
+seccomp filter that refuses ``socket()`` for every family but ``AF_UNIX`` (and
+``io_uring_setup``, which can make sockets too). The command and everything it starts may write
+only beneath ``write`` (trees) and to ``files`` (single files), may neither bind nor connect TCP
+unless ``network``, and (ABI 6 and later) may not signal processes or reach abstract Unix
+sockets outside its own domain. Reading and executing stay allowed everywhere.
 Every process the command leaves behind, including one that called ``setsid`` or double-forked
 (orphans are re-parented to this subreaper), is killed when the command ends or when this
 process gets ``SIGTERM``.
@@ -28,6 +33,14 @@ import sys
 
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
 _PR_SET_NO_NEW_PRIVS, _PR_SET_CHILD_SUBREAPER, _PR_SET_PDEATHSIG = 38, 36, 1
+_PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+#: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and NO_CAP_AMBIENT_RAISE, each with its lock bit.
+_SECUREBITS_LOCKED_DOWN = 0xEF
+_CAP_VERSION_3 = 0x20080522
+#: (audit arch, socket, io_uring_setup) syscall numbers where the network filter is known.
+_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}
+_AF_UNIX, _EAFNOSUPPORT, _ENOSYS = 1, 97, 38
 _RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 
 # Write-side file system rights by the ABI that introduced them.
@@ -98,6 +111,72 @@ def _restrict(libc: ctypes.CDLL, abi: int, network: bool, grants: list[str]) -> 
     os.close(fd)
 
 
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    """Drop every capability for good (nothing to do for a process that holds none)."""
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget failed")
+    if not any(data) and os.geteuid() != 0:
+        return
+    # The securebits and the bounding set need CAP_SETPCAP: both before the sets are emptied.
+    if libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED_DOWN, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) failed")
+    cap = 0
+    while libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+        cap += 1
+    if cap == 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _refuse_sockets(libc: ctypes.CDLL) -> None:
+    """With the network off: ``socket()`` of any family but ``AF_UNIX`` fails with
+    ``EAFNOSUPPORT``; ``io_uring_setup`` with ``ENOSYS``; x32 system calls likewise; a process
+    of another architecture (32-bit code on a 64-bit kernel) is killed at its first call."""
+    known = _SECCOMP_ARCHES.get(os.uname().machine)
+    if known is None:
+        raise OSError(_ENOSYS, f"no network filter for {os.uname().machine}")
+    arch, socket_nr, uring_nr = known
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, errno_base, kill = 0x7FFF0000, 0x00050000, 0x80000000
+    program = [
+        (ld, 0, 0, 4),  # 0: the architecture
+        (jeq, 1, 0, arch),  # 1: native? go on : kill
+        (ret, 0, 0, kill),  # 2
+        (ld, 0, 0, 0),  # 3: the system call number
+        (jge, 7, 0, 0x40000000),  # 4: x32 -> 12
+        (jeq, 3, 0, socket_nr),  # 5: socket -> 9
+        (jeq, 1, 0, uring_nr),  # 6: io_uring_setup -> 8
+        (ret, 0, 0, allow),  # 7
+        (ret, 0, 0, errno_base | _ENOSYS),  # 8
+        (ld, 0, 0, 16),  # 9: socket's family (the low half of its first argument)
+        (jeq, 2, 0, _AF_UNIX),  # 10: AF_UNIX -> 13
+        (ret, 0, 0, errno_base | _EAFNOSUPPORT),  # 11
+        (ret, 0, 0, errno_base | _ENOSYS),  # 12
+        (ret, 0, 0, allow),  # 13
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*line) for line in program))
+    fprog = _SockFprog(len(program), filters)
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -138,7 +217,10 @@ def main(args: list[str]) -> int:
     child = os.fork()
     if child == 0:
         try:
+            _drop_capabilities(libc)
             _restrict(libc, abi, network, grants)
+            if not network:
+                _refuse_sockets(libc)
             os.environ["TMPDIR"] = tmp
             os.execvp(argv[0], argv)
         except OSError as exc:

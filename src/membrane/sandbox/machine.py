@@ -26,7 +26,14 @@ from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
 from membrane.sandbox.executables import which
 
-__all__ = ["Backend", "MachineSupport", "choose_backend", "machine_support"]
+__all__ = [
+    "BWRAP_USER",
+    "Backend",
+    "MachineSupport",
+    "choose_backend",
+    "machine_support",
+    "root_note",
+]
 
 Backend = Literal["bubblewrap", "landlock", "guard"]
 
@@ -47,6 +54,11 @@ class MachineSupport:
     landlock_abi: int
     """The kernel's Landlock ABI version; 0 when Landlock is not available."""
     landlock_reason: str
+    bwrap_userns_lock: bool = False
+    """Whether this ``bwrap`` can forbid further user namespaces inside (``--disable-userns``,
+    bubblewrap 0.8 and later)."""
+    root: bool = False
+    """Whether Membrane runs as root (effective uid 0): see :func:`root_note`."""
 
     def __init__(
         self,
@@ -54,11 +66,15 @@ class MachineSupport:
         bwrap_reason: str,
         landlock_abi: int,
         landlock_reason: str,
+        bwrap_userns_lock: bool = False,
+        root: bool = False,
     ) -> None:
         object.__setattr__(self, "bwrap", bwrap)
         object.__setattr__(self, "bwrap_reason", bwrap_reason)
         object.__setattr__(self, "landlock_abi", landlock_abi)
         object.__setattr__(self, "landlock_reason", landlock_reason)
+        object.__setattr__(self, "bwrap_userns_lock", bwrap_userns_lock)
+        object.__setattr__(self, "root", root)
 
     @property
     def strongest(self) -> Backend:
@@ -73,6 +89,7 @@ class MachineSupport:
             "bubblewrap": {"available": self.bwrap is not None, "detail": self.bwrap_reason},
             "landlock": {"available": self.landlock_abi > 0, "detail": self.landlock_reason},
             "strongest": self.strongest,
+            "root": self.root,
         }
 
 
@@ -126,21 +143,36 @@ def _killed(pid: int) -> tuple[None, str]:
     return None, ""
 
 
-def _probe_bwrap() -> tuple[str | None, str]:
+#: What every sandbox ``bwrap`` builds takes, whoever starts it: a user namespace, no capability.
+BWRAP_USER = ("--unshare-user", "--cap-drop", "ALL")
+
+
+def _probe_bwrap() -> tuple[str | None, str, bool]:
+    """``(bwrap, reason, userns_lock)``: the ``bwrap`` that can build a sandbox here with a user
+    namespace and every capability dropped (the sandbox never runs without them), and whether
+    it can also forbid further user namespaces inside."""
     found = which("bwrap")
     if found is None:
-        return None, "no `bwrap` on PATH (install the bubblewrap package)"
-    argv = [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"]
-    try:
-        code, stderr = _run_probe(argv)
-    except OSError as exc:
-        return None, f"{found} cannot run here: {exc}"
-    if code is None:
-        return None, f"{found} cannot run here: it did not finish in {_PROBE_SECONDS:g} seconds"
-    if code != 0:
+        return None, "no `bwrap` on PATH (install the bubblewrap package)", False
+    base = [found, *BWRAP_USER, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"]
+    why = ""
+    # An older bwrap (before 0.8) does not know --disable-userns: asked again without it.
+    for lock in (True, False):
+        argv = [*base, *(["--disable-userns"] if lock else []), "true"]
+        try:
+            code, stderr = _run_probe(argv)
+        except OSError as exc:
+            return None, f"{found} cannot run here: {exc}", False
+        if code is None:
+            return (
+                None,
+                (f"{found} cannot run here: it did not finish in {_PROBE_SECONDS:g} seconds"),
+                False,
+            )
+        if code == 0:
+            return found, f"{found} works here", lock
         why = stderr.strip() or f"exit {code}"
-        return None, f"{found} cannot build a sandbox here: {why}"
-    return found, f"{found} works here"
+    return None, f"{found} cannot build a sandbox here: {why}", False
 
 
 def landlock_abi() -> int:
@@ -163,7 +195,7 @@ def landlock_abi() -> int:
 @functools.cache
 def machine_support() -> MachineSupport:
     """What this machine offers (probed once per process)."""
-    bwrap, bwrap_reason = _probe_bwrap()
+    bwrap, bwrap_reason, lock = _probe_bwrap()
     abi = landlock_abi() if os.uname().sysname == "Linux" else 0
     reason = (
         f"the kernel offers Landlock ABI {abi}"
@@ -171,7 +203,26 @@ def machine_support() -> MachineSupport:
         else "the kernel offers no Landlock (not Linux, older than 5.13, or not enabled)"
     )
     return MachineSupport(
-        bwrap=bwrap, bwrap_reason=bwrap_reason, landlock_abi=abi, landlock_reason=reason
+        bwrap=bwrap,
+        bwrap_reason=bwrap_reason,
+        landlock_abi=abi,
+        landlock_reason=reason,
+        bwrap_userns_lock=lock,
+        root=os.geteuid() == 0,
+    )
+
+
+def root_note(support: MachineSupport) -> str | None:
+    """What running as root changes for the sandbox (``None`` when Membrane is not root)."""
+    if not support.root:
+        return None
+    return (
+        "Membrane runs as root: sandboxed commands still run without any capability "
+        "(bubblewrap: a user namespace as uid 65534 inside, every capability dropped, "
+        "no_new_privs; Landlock: every capability and the bounding set dropped, root's "
+        "privileges locked off, no_new_privs), so they cannot mount, remount or bypass file "
+        "permissions; files they create belong to root on the host, and files root owns stay "
+        "readable to them where the sandbox shows them"
     )
 
 

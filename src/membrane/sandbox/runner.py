@@ -42,11 +42,15 @@ __all__ = ["Sandbox", "SandboxPolicy", "boundary_summary"]
 class Sandbox:
     """Runs commands under ``boundary`` (see :func:`plan_boundary`)."""
 
-    __slots__ = ("_boundary", "_support")
+    __slots__ = ("_boundary", "_pinned", "_support")
 
     def __init__(self, boundary: Boundary, *, support: MachineSupport | None = None) -> None:
         self._boundary = boundary
         self._support = support if support is not None else machine_support()
+        self._pinned: dict[Path, bytes] = {}
+        for path in boundary.pinned:
+            with contextlib.suppress(OSError):
+                self._pinned[path] = path.read_bytes()
 
     @classmethod
     def for_checkout(
@@ -83,7 +87,14 @@ class Sandbox:
         boundary = self._boundary
         if boundary.backend == "bubblewrap":
             assert self._support.bwrap is not None
-            return bwrap_argv(self._support.bwrap, boundary, argv, cwd=cwd)
+            return bwrap_argv(
+                self._support.bwrap,
+                boundary,
+                argv,
+                cwd=cwd,
+                root=self._support.root,
+                userns_lock=self._support.bwrap_userns_lock,
+            )
         if boundary.backend == "landlock":
             if tmp is None:
                 raise SandboxUnavailable(
@@ -157,7 +168,9 @@ class Sandbox:
         return dataclasses.replace(outcome, removed=removed)
 
     def remove_planted(self) -> tuple[str, ...]:
-        """Remove the control files (``watch``) that appeared during a command."""
+        """Remove the control files (``watch``) that appeared during a command, and put back
+        the ``pinned`` files it changed (a worktree's ``commondir`` under Landlock); the paths
+        of both."""
         if self._boundary.backend == "guard":
             return ()
         removed = []
@@ -166,4 +179,20 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     os.unlink(path)
                     removed.append(str(path))
+        for path, held in self._pinned.items():
+            if not os.path.islink(path) and os.path.isfile(path):
+                with contextlib.suppress(OSError):
+                    if path.read_bytes() == held:
+                        continue
+            with contextlib.suppress(OSError):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    import shutil  # only after a command replaced the file with a folder
+
+                    shutil.rmtree(path)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                with open(path, "xb") as handle:
+                    handle.write(held)
+                removed.append(str(path))
         return tuple(removed)
