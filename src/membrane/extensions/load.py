@@ -19,11 +19,11 @@ import re
 import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final, Literal, overload
 
-from membrane._record import frozen
 from membrane.errors import ExtensionError, MembraneError
 from membrane.extensions.installed import installed_entry_points
 from membrane.json_types import JSONObject
@@ -45,18 +45,13 @@ Hook = Callable[..., object]
 AsyncFunction = Callable[..., Awaitable[object]]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExtensionSource:
     """Where an extension comes from: a project file or an installed entry point."""
 
     name: str
     kind: Literal["file", "entry-point"]
     location: str  # the file path, or the entry point's ``module:attr`` value
-
-    def __init__(self, name: str, kind: Literal["file", "entry-point"], location: str) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "location", location)
 
     @property
     def path(self) -> Path | None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
-from membrane._record import FACTORY, field, frozen
 from membrane.errors import ExtensionError
 from membrane.tools.spec import Tool
 
@@ -46,7 +46,7 @@ def extension_of(tool: Tool) -> str | None:
     return None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExtensionSelection:
     """The child's extension decision, kept symbolic so that it also answers for names that
     appear later (a server the parent gains while an inheriting child runs).
@@ -60,20 +60,6 @@ class ExtensionSelection:
     excluded: frozenset[str]
     discovered: frozenset[str]
     isolated: bool = False
-
-    def __init__(
-        self,
-        mode: Literal["all", "named", "none"],
-        named: frozenset[str],
-        excluded: frozenset[str],
-        discovered: frozenset[str],
-        isolated: bool = False,
-    ) -> None:
-        object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "named", named)
-        object.__setattr__(self, "excluded", excluded)
-        object.__setattr__(self, "discovered", discovered)
-        object.__setattr__(self, "isolated", isolated)
 
     def state(self, extension: str, *, via_parent: bool = False) -> ExtensionState:
         """``via_parent``: the tool reaches the child through ``inherit``, so an extension the
@@ -152,7 +138,7 @@ def extension_path(token: str, *, project: str | None) -> str:
     return os.path.normpath(path)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExtensionPaths:
     """The extension paths the definitions name, as the workspace loaded them.
 
@@ -164,16 +150,6 @@ class ExtensionPaths:
     loaded: Mapping[str, str] = field(default_factory=dict)
     problems: Mapping[str, str] = field(default_factory=dict)
     only: frozenset[str] = frozenset()
-
-    def __init__(
-        self,
-        loaded: Mapping[str, str] = FACTORY,
-        problems: Mapping[str, str] = FACTORY,
-        only: frozenset[str] = frozenset(),
-    ) -> None:
-        object.__setattr__(self, "loaded", {} if loaded is FACTORY else loaded)
-        object.__setattr__(self, "problems", {} if problems is FACTORY else problems)
-        object.__setattr__(self, "only", only)
 
     def choose(
         self, chosen: bool | Sequence[str] | None, *, project: str | None, foreign: bool = False

@@ -6,9 +6,9 @@ are listed in :mod:`membrane.models.specs`, which builds the models and re-expor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
-from membrane._record import frozen
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
 
@@ -18,7 +18,7 @@ PROVIDERS = ("scripted", "openai", "anthropic")
 Provider = Literal["scripted", "openai", "anthropic"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ModelChoice:
     """What a spec resolves to. ``via`` says how: ``spec``, ``entry:NAME`` or ``alias:NAME``."""
 
@@ -27,20 +27,6 @@ class ModelChoice:
     model: str
     via: str
     entry: ModelEntry
-
-    def __init__(
-        self,
-        spec: str,
-        provider: Provider,
-        model: str,
-        via: str,
-        entry: ModelEntry,
-    ) -> None:
-        object.__setattr__(self, "spec", spec)
-        object.__setattr__(self, "provider", provider)
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "via", via)
-        object.__setattr__(self, "entry", entry)
 
     def to_dict(self) -> dict[str, str | None]:
         return {

@@ -17,10 +17,9 @@ processes moving the same project at once.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
-
-from membrane._record import record
 
 if TYPE_CHECKING:
     from hashlib import sha256
@@ -52,7 +51,7 @@ def project_id(project: Path) -> str:
     return f"{name}-{digest[:16]}"
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class StateLocation:
     """The state file of one project: ``path`` (where it lives now) and ``legacy`` (where an
     earlier version kept it, inside the project)."""
