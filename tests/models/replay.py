@@ -12,7 +12,8 @@ one per request:
   then sees ``disconnected`` set).
 
 Every request is recorded (method, path, headers, JSON body) in ``requests``. Streams are sent
-with chunked transfer encoding, as real servers do.
+with chunked transfer encoding, as real servers do. ``answer_for`` chooses each answer; the
+request-validating server in ``wire_server`` computes its answers there instead.
 """
 
 from __future__ import annotations
@@ -76,25 +77,28 @@ class ReplayServer:
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
                 with server._lock:
-                    server.requests.append(
-                        {
-                            "method": "POST",
-                            "path": self.path,
-                            "headers": {k.lower(): v for k, v in self.headers.items()},
-                            "body": body,
-                        }
-                    )
-                    if not server.answers:
-                        answer: dict[str, Any] = {"status": 500, "json": {"error": "no answer"}}
-                    elif server.repeat:
-                        answer = server.answers[(len(server.requests) - 1) % len(server.answers)]
-                    else:
-                        answer = server.answers.pop(0)
+                    request = {
+                        "method": "POST",
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                    server.requests.append(request)
+                    answer = server.answer_for(request)
                 server._answer(self, answer)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def answer_for(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The answer to ``request`` (called under the lock, after it is recorded): the next
+        recorded one. A subclass may compute answers instead (``wire_server``)."""
+        if not self.answers:
+            return {"status": 500, "json": {"error": "no answer"}}
+        if self.repeat:
+            return self.answers[(len(self.requests) - 1) % len(self.answers)]
+        return self.answers.pop(0)
 
     @property
     def url(self) -> str:

@@ -228,10 +228,11 @@ async def test_anthropic_error_event_mid_stream_is_mapped() -> None:
     assert caught.value.code == "model-unavailable"
 
 
-async def test_malformed_tool_arguments_are_model_error() -> None:
-    with ReplayServer(load("openai", "malformed")) as server, pytest.raises(ModelError) as caught:
-        await openai(server, stream=False).request(REQUEST)
-    assert caught.value.code == "model-error"
+async def test_tool_arguments_that_are_not_an_object_are_reported_not_raised() -> None:
+    with ReplayServer(load("openai", "malformed")) as server:
+        response = await openai(server, stream=False).request(REQUEST)
+    assert response.tool_calls == (ToolCall("call_x", "Grep", {}),)
+    assert response.invalid_arguments == {"call_x": "the arguments are an array, not a JSON object"}
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

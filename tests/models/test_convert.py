@@ -19,6 +19,7 @@ from membrane.models import (
     to_anthropic_messages,
     to_openai_messages,
 )
+from membrane.models.stream import OpenAIStream
 
 GREP = {
     "name": "Grep",
@@ -83,7 +84,7 @@ def test_openai_body_has_a_system_message_function_tools_and_paired_results() ->
     assert messages[7] == {"role": "assistant", "content": "One TODO in a.py."}
 
 
-def test_openai_assistant_turn_with_only_calls_has_null_content() -> None:
+def test_openai_assistant_turn_with_only_calls_has_empty_string_content() -> None:
     request = ModelRequest(
         agent="a",
         run_id="r",
@@ -91,7 +92,8 @@ def test_openai_assistant_turn_with_only_calls_has_null_content() -> None:
         messages=(Message(role="assistant", tool_calls=CALLS[:1]),),
     )
     body = to_openai_messages(request)
-    assert body["messages"][0]["content"] is None
+    # Never null: llama.cpp's server answers HTTP 500 to a null content beside tool_calls.
+    assert body["messages"][0]["content"] == ""
     assert "tools" not in body and "model" not in body
 
 
@@ -201,24 +203,6 @@ def test_anthropic_stop_reasons_map_to_stop_reasons(stop: str, expected: str) ->
         {},
         {"choices": []},
         {"choices": [{"message": {"tool_calls": [{"id": "c", "function": {}}]}}]},
-        {
-            "choices": [
-                {
-                    "message": {
-                        "tool_calls": [{"id": "c", "function": {"name": "T", "arguments": "["}}]
-                    }
-                }
-            ]
-        },
-        {
-            "choices": [
-                {
-                    "message": {
-                        "tool_calls": [{"id": "c", "function": {"name": "T", "arguments": "1"}}]
-                    }
-                }
-            ]
-        },
         {"choices": [{"message": {"content": 5}}]},
         {"choices": [{"message": {"content": "x"}}], "usage": "lots"},
         {"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": -1}},
@@ -235,7 +219,6 @@ def test_a_malformed_openai_response_is_a_model_error(body: dict[str, Any]) -> N
     "body",
     [
         {},
-        {"content": [{"type": "tool_use", "id": "c", "name": "T", "input": "x"}]},
         {"content": [{"type": "text", "text": 5}]},
         {"content": [], "usage": ["many"]},
         {"content": [], "usage": {"input_tokens": True}},
@@ -247,6 +230,40 @@ def test_a_malformed_anthropic_response_is_a_model_error(body: dict[str, Any]) -
     assert info.value.data["provider"] == "anthropic"
 
 
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("[", "the arguments are not valid JSON"),
+        ("1", "the arguments are a number, not a JSON object"),
+        ([1], "the arguments are an array, not a JSON object"),
+        ("x", "the arguments are not valid JSON"),
+    ],
+)
+def test_unreadable_arguments_are_an_empty_call_and_a_problem_never_a_failed_reply(
+    raw: object, problem: str
+) -> None:
+    openai = {"id": "c", "function": {"name": "T", "arguments": raw}}
+    anthropic = {"type": "tool_use", "id": "c", "name": "T", "input": raw}
+    for response in (
+        from_openai_response({"choices": [{"message": {"tool_calls": [openai]}}]}),
+        from_anthropic_response({"content": [anthropic]}),
+    ):
+        assert response.tool_calls == (ToolCall("c", "T", {}),)
+        assert response.invalid_arguments["c"].startswith(problem)
+
+
+def test_a_missing_or_repeated_call_id_is_made_up_and_a_given_one_kept_exactly() -> None:
+    calls = [
+        {"id": "call__0_Read_cmpl-9", "function": {"name": "Read", "arguments": "{}"}},
+        {"function": {"name": "Grep", "arguments": "{}"}},
+        {"id": "call__0_Read_cmpl-9", "function": {"name": "Read", "arguments": "{}"}},
+    ]
+    response = from_openai_response({"choices": [{"message": {"tool_calls": calls}}]})
+    ids = [call.id for call in response.tool_calls]
+    assert ids[0] == "call__0_Read_cmpl-9" and len(set(ids)) == 3
+    assert all(call_id.startswith("call_") for call_id in ids)
+
+
 def test_a_round_trip_through_either_shape_keeps_the_calls() -> None:
     response = ModelResponse(text="t", tool_calls=CALLS, stop_reason="tool_calls")
     request = ModelRequest(agent="a", run_id="r", system="", messages=(response.message(),))
@@ -256,3 +273,22 @@ def test_a_round_trip_through_either_shape_keeps_the_calls() -> None:
     back2 = from_anthropic_response({"content": anthropic["content"], "stop_reason": "tool_use"})
     assert back.tool_calls == back2.tool_calls == CALLS
     assert back.text == back2.text == "t"
+
+
+def test_streamed_calls_without_an_index_are_told_apart_by_their_ids() -> None:
+    stream = OpenAIStream()
+    for call_id, name, piece in [
+        ("call_a", "Read", '{"file_path": '),
+        (None, None, '"a.txt"}'),
+        ("call_b", "Grep", '{"pattern": "x"}'),
+    ]:
+        fragment: dict[str, Any] = {"function": {"arguments": piece}}
+        if call_id:
+            fragment.update(id=call_id, type="function")
+            fragment["function"]["name"] = name
+        stream.feed({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]})
+    stream.feed({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    assert stream.response().tool_calls == (
+        ToolCall("call_a", "Read", {"file_path": "a.txt"}),
+        ToolCall("call_b", "Grep", {"pattern": "x"}),
+    )

@@ -8,7 +8,8 @@ cause (saving the transcript, rendering an event) and take the runtime with it. 
 
 * a reply that is not a ``ModelResponse``, whose text is not a string or whose calls are not a
   sequence, is a ``ModelError``: the run ends with ``error``, and nothing else does;
-* each malformed call is replaced by a well-formed stand-in (a string id that is unique in the
+* each call the adapter could not read the arguments of (``ModelResponse.invalid_arguments``)
+  and each malformed call is replaced by a well-formed stand-in (a string id that is unique in the
   reply, the name when it is a string, else ``"(invalid)"``, and empty arguments), and its
   problem is returned by id, for the loop to answer it with a ``tool-arguments-invalid`` error
   result without running anything.
@@ -64,6 +65,9 @@ def checked_response(response: object, *, model: str) -> tuple[ModelResponse, di
             f"the model {model!r} returned tool calls of type {type(raw).__name__}, not a list",
             model=model,
         )
+    unread = response.invalid_arguments
+    if not isinstance(unread, Mapping):
+        unread = {}
     calls: list[ToolCall] = []
     problems: dict[str, str] = {}
     seen: set[str] = set()
@@ -76,6 +80,8 @@ def checked_response(response: object, *, model: str) -> tuple[ModelResponse, di
                 call_id += "-"
         seen.add(call_id)
         problem = _problem(call)
+        if problem is None and isinstance(raw_id, str):
+            problem = unread.get(raw_id)  # the adapter could not read its arguments
         if problem is None:
             assert isinstance(call, ToolCall)
             calls.append(call if call.id == call_id else dataclasses.replace(call, id=call_id))

@@ -64,7 +64,7 @@ def anthropic_result_content(message: Message) -> str | list[dict[str, Any]]:
     if not message.attachments:
         return message.content
     blocks: list[dict[str, Any]] = []
-    if message.content:
+    if message.content.strip():  # the API refuses empty and whitespace-only text blocks
         blocks.append({"type": "text", "text": message.content})
     for attachment in message.attachments:
         blocks.append(_anthropic_block(attachment))

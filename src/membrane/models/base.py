@@ -14,6 +14,7 @@ adapter for either is a pure conversion (``membrane.models.convert`` proves it):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -135,6 +136,9 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     #: What the adapter could not honour (a ``thinking`` level the model has no setting for).
     notes: tuple[str, ...] = ()
+    #: Call id -> why that call's arguments could not be read (the call carries empty
+    #: arguments); the loop answers each such call with ``tool-arguments-invalid`` unrun.
+    invalid_arguments: Mapping[str, str] = field(default_factory=dict)
 
     def message(self) -> Message:
         """The assistant message this response adds to the conversation."""

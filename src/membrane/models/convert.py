@@ -15,11 +15,13 @@ A tool result's attachments take each provider's own form (``membrane.models.att
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from membrane.errors import ModelError
+from membrane.models.arguments import read_arguments
 from membrane.models.attachments import (
     anthropic_result_content,
     attachments_from_anthropic,
@@ -107,7 +109,8 @@ def _openai_message(message: Message) -> dict[str, Any]:
     if message.role == "assistant" and message.tool_calls:
         return {
             "role": "assistant",
-            "content": message.content or None,
+            # A string, never null: llama.cpp's and vLLM's request models refuse null content.
+            "content": message.content,
             "tool_calls": [
                 {
                     "id": call.id,
@@ -167,7 +170,7 @@ def _anthropic_blocks(message: Message) -> list[dict[str, Any]]:
             block["is_error"] = True
         return [block]
     blocks: list[dict[str, Any]] = []
-    if message.content:
+    if message.content.strip():  # the API refuses empty and whitespace-only text blocks
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         blocks.append(
@@ -262,20 +265,17 @@ def from_openai_response(body: Mapping[str, Any]) -> ModelResponse:
     try:
         choice = body["choices"][0]
         message = choice["message"]
-        calls = tuple(
-            ToolCall(
-                id=call["id"],
-                name=call["function"]["name"],
-                arguments=_arguments(call["function"].get("arguments") or "{}"),
-            )
-            for call in message.get("tool_calls") or ()
-        )
+        calls = _Calls()
+        for call in message.get("tool_calls") or ():
+            function = call["function"]
+            calls.add(call.get("id"), function["name"], function.get("arguments"))
         usage = body.get("usage") or {}
         return ModelResponse(
             text=_text(message.get("content")),
-            tool_calls=calls,
+            tool_calls=tuple(calls.calls),
             stop_reason=_OPENAI_STOP.get(choice.get("finish_reason") or "stop", "error"),
             usage=_usage(usage, "prompt_tokens", "completion_tokens"),
+            invalid_arguments=calls.invalid,
         )
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"unexpected OpenAI response shape: {exc!r}", provider="openai") from exc
@@ -285,25 +285,47 @@ def from_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
     """A Messages API response body as a ``ModelResponse``; thinking blocks are dropped."""
     try:
         texts: list[str] = []
-        calls: list[ToolCall] = []
+        calls = _Calls()
         for block in body["content"]:
             if block["type"] == "text":
                 texts.append(_text(block["text"]))
             elif block["type"] == "tool_use":
-                if not isinstance(block["input"], Mapping):
-                    raise TypeError(f"tool_use input must be an object, got {block['input']!r}")
-                calls.append(ToolCall(id=block["id"], name=block["name"], arguments=block["input"]))
+                calls.add(block.get("id"), block["name"], block.get("input"))
         usage = body.get("usage") or {}
         return ModelResponse(
             text="".join(texts),
-            tool_calls=tuple(calls),
+            tool_calls=tuple(calls.calls),
             stop_reason=_ANTHROPIC_STOP.get(body.get("stop_reason") or "end_turn", "error"),
             usage=_usage(usage, "input_tokens", "output_tokens"),
+            invalid_arguments=calls.invalid,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(
             f"unexpected Anthropic response shape: {exc!r}", provider="anthropic"
         ) from exc
+
+
+class _Calls:
+    """The calls of one reply: ids and names kept exactly as the model wrote them (an id is
+    made up only when one is missing or repeated), arguments read leniently
+    (``read_arguments``), and the problem of each call whose arguments could not be read."""
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []
+        self.invalid: dict[str, str] = {}
+
+    def add(self, call_id: object, name: object, raw: object) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"a tool call's name must be a string, got {name!r}")
+        if not isinstance(call_id, str) or not call_id or call_id in self.ids():
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+        arguments, problem = read_arguments("" if raw is None else raw)
+        self.calls.append(ToolCall(call_id, name, arguments))
+        if problem is not None:
+            self.invalid[call_id] = problem
+
+    def ids(self) -> set[str]:
+        return {call.id for call in self.calls}
 
 
 def _attach(messages: list[Message], call_id: str, attachments: tuple[Attachment, ...]) -> None:

@@ -174,14 +174,14 @@ class SdkModel(ABC, Generic[Client]):
 
     async def _whole(self, body: dict[str, Any]) -> ModelResponse:
         reply = await self._create(body, stream=False)
-        return self._parse(reply.model_dump())
+        return self._parse(reply.model_dump(warnings=False))
 
     async def _streamed(self, body: dict[str, Any]) -> ModelResponse:
         stream = await self._create(body, stream=True)
         assembler = self._assembler()
         try:
             async for event in stream:
-                assembler.feed(event.model_dump())
+                assembler.feed(event.model_dump(warnings=False))
         finally:
             with anyio.CancelScope(shield=True):
                 await stream.close()

@@ -13,7 +13,6 @@ Pure: dicts in, a ``ModelResponse`` out; no SDK import.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,18 +58,32 @@ class OpenAIStream:
                         raise TypeError(f"delta content must be a string, got {content!r}")
                     self._text.append(content)
                 for fragment in delta.get("tool_calls") or ():
-                    call = self._calls.setdefault(int(fragment.get("index", 0)), _OpenAICall())
-                    if fragment.get("id"):
-                        call.id = fragment["id"]
-                    function = fragment.get("function") or {}
-                    if function.get("name"):
-                        call.name += function["name"]
-                    if function.get("arguments"):
-                        call.arguments.append(function["arguments"])
+                    self._fragment(fragment)
                 if choice.get("finish_reason"):
                     self._finish = choice["finish_reason"]
         except (AttributeError, TypeError, ValueError) as exc:
             raise ModelError(f"unexpected OpenAI stream chunk: {exc!r}", provider="openai") from exc
+
+    def _fragment(self, fragment: Mapping[str, Any]) -> None:
+        """One piece of a call. OpenAI sends the id and name once, then argument pieces; some
+        compatible servers repeat the id and the whole name in every piece, or leave out
+        ``index`` and tell calls apart by id alone. The id and name are kept exactly."""
+        index = fragment.get("index")
+        call_id = fragment.get("id") or ""
+        if index is None:
+            # No index: a new id starts a new call; a piece without an id continues the last.
+            last = max(self._calls, default=-1)
+            fresh = last < 0 or bool(call_id and self._calls[last].id not in ("", call_id))
+            index = last + 1 if fresh else last
+        call = self._calls.setdefault(int(index), _OpenAICall())
+        if call_id:
+            call.id = call_id
+        function = fragment.get("function") or {}
+        name = function.get("name")
+        if name and name != call.name:
+            call.name += name
+        if function.get("arguments"):
+            call.arguments.append(function["arguments"])
 
     @property
     def finished(self) -> bool:
@@ -176,14 +189,9 @@ class AnthropicStream:
         content: list[dict[str, Any]] = []
         for index, block in sorted(self._blocks.items()):
             if block.get("type") == "tool_use":
-                text = "".join(self._json.get(index, ()))
-                try:
-                    block = {**block, "input": json.loads(text) if text.strip() else {}}
-                except ValueError as exc:
-                    raise ModelError(
-                        f"tool_use {block.get('name')!r} streamed arguments that are not JSON",
-                        provider="anthropic",
-                    ) from exc
+                # The text as streamed: the converter reads it leniently, and an unreadable
+                # one becomes a ``tool-arguments-invalid`` result, not a failed reply.
+                block = {**block, "input": "".join(self._json.get(index, ()))}
             content.append(block)
         return {"content": content, "stop_reason": self._stop_reason, "usage": self._usage}
 
