@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Final
 
-from membrane._record import field, record
 from membrane.errors import ConfigError
 
 __all__ = [
@@ -119,7 +119,7 @@ class Argument:
         self.metavar = metavar
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Command:
     """One command: its words below ``membrane``, the function that runs it, and its help."""
 
@@ -128,7 +128,7 @@ class Command:
     help: str
 
 
-@record()
+@dataclass
 class Group:
     """A group of commands (``membrane`` itself, or ``membrane agents``)."""
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from membrane._record import record
 from membrane.cli.declare import REQUIRED, Argument, Command, Group, Option, UsageError
 
 __all__ = ["Param", "dispatch", "params_of"]
@@ -25,7 +25,7 @@ __all__ = ["Param", "dispatch", "params_of"]
 _TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "NUMBER", Path: "PATH"}
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Param:
     """One parameter of a command, as the parser and the help see it."""
 

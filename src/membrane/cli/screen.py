@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TextIO
-
-from membrane._record import field, record
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,7 +24,7 @@ __all__ = ["Cell", "Node", "Screen", "Styled", "Table", "rich_tree"]
 _GAP = "  "
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Styled:
     """Text with a Rich style (``"dim"``, ``"bold red"``) that a terminal shows."""
 
@@ -40,7 +39,7 @@ def _plain(cell: Cell) -> str:
     return cell.text if isinstance(cell, Styled) else cell
 
 
-@record()
+@dataclass
 class Table:
     """Columns with a header and rows of cells; a cell may hold several lines. Columns named in
     ``right`` are right-aligned (numbers), those in ``whole`` never wrapped on a terminal (ids);
@@ -82,7 +81,7 @@ class Table:
         return text.rjust(width) if column in self.right else text.ljust(width)
 
 
-@record()
+@dataclass
 class Node:
     """A tree: a label of parts (a part may start a new line) and the nodes below it."""
 

@@ -7,10 +7,10 @@ hands the results in as ``ParentContext`` and ``Deployment``.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
-from membrane._record import FACTORY, field, frozen, replace
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings
@@ -62,7 +62,7 @@ class ToolAdmission(Protocol):
     def admits(self, tool: Tool) -> bool: ...
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ParentContext:
     """The agent that delegates. ``tools`` is its catalog, deferred MCP/plugin tools included.
 
@@ -84,38 +84,11 @@ class ParentContext:
     #: The parent's permission gate: an inheriting child is held to it as well.
     call_gate: ToolGate | None = None
 
-    def __init__(
-        self,
-        tools: Mapping[str, Tool] = FACTORY,
-        system_prompt: str = "",
-        model: str | None = None,
-        transcript: tuple[TranscriptEntry, ...] = (),
-        permission_mode: str = "default",
-        depth: int = 0,
-        cwd: str | None = None,
-        live: Callable[[], Mapping[str, Tool]] | None = None,
-        live_stamp: Callable[[], Hashable] | None = None,
-        skills: Mapping[str, str] | None = None,
-        call_gate: ToolGate | None = None,
-    ) -> None:
-        object.__setattr__(self, "tools", {} if tools is FACTORY else tools)
-        object.__setattr__(self, "system_prompt", system_prompt)
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "transcript", transcript)
-        object.__setattr__(self, "permission_mode", permission_mode)
-        object.__setattr__(self, "depth", depth)
-        object.__setattr__(self, "cwd", cwd)
-        object.__setattr__(self, "live", live)
-        object.__setattr__(self, "live_stamp", live_stamp)
-        object.__setattr__(self, "skills", skills)
-        object.__setattr__(self, "call_gate", call_gate)
-        self.__post_init__()
-
     def __post_init__(self) -> None:
         check_depth(self.depth, what="parent.depth", exact=True)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Deployment:
     """What the deployment contributes.
 
@@ -145,48 +118,8 @@ class Deployment:
     #: The extension paths named in ``extensions`` lists, as loaded (``ExtensionPaths``).
     extension_paths: ExtensionPaths = field(default_factory=ExtensionPaths)
 
-    def __init__(
-        self,
-        settings: Settings = FACTORY,
-        registry_tools: Mapping[str, Tool] = FACTORY,
-        extensions: Mapping[str, frozenset[str]] = FACTORY,
-        extension_prompts: Mapping[str, str] = FACTORY,
-        memory: Mapping[str, str] = FACTORY,
-        project: str | None = None,
-        environment: str = "",
-        home: str | None = None,
-        subagents: Mapping[str, AgentDefinition] = FACTORY,
-        skills: Mapping[str, str] = FACTORY,
-        skill_files: Mapping[str, Skill] = FACTORY,
-        skill_roots: tuple[str, ...] = (),
-        project_subfolder: str = "",
-        extension_paths: ExtensionPaths = FACTORY,
-    ) -> None:
-        object.__setattr__(self, "settings", Settings() if settings is FACTORY else settings)
-        object.__setattr__(
-            self, "registry_tools", {} if registry_tools is FACTORY else registry_tools
-        )
-        object.__setattr__(self, "extensions", {} if extensions is FACTORY else extensions)
-        object.__setattr__(
-            self, "extension_prompts", {} if extension_prompts is FACTORY else extension_prompts
-        )
-        object.__setattr__(self, "memory", {} if memory is FACTORY else memory)
-        object.__setattr__(self, "project", project)
-        object.__setattr__(self, "environment", environment)
-        object.__setattr__(self, "home", home)
-        object.__setattr__(self, "subagents", {} if subagents is FACTORY else subagents)
-        object.__setattr__(self, "skills", {} if skills is FACTORY else skills)
-        object.__setattr__(self, "skill_files", {} if skill_files is FACTORY else skill_files)
-        object.__setattr__(self, "skill_roots", skill_roots)
-        object.__setattr__(self, "project_subfolder", project_subfolder)
-        object.__setattr__(
-            self,
-            "extension_paths",
-            ExtensionPaths() if extension_paths is FACTORY else extension_paths,
-        )
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class EffectiveAuthority:
     """The resolved child. ``callable``/``left_out`` are ``restriction`` applied to the known
     tools (the parent's catalog, the registry and the delegation tools), so the view a child
@@ -223,56 +156,6 @@ class EffectiveAuthority:
     #: The permission mode and the rules of each callable tool (what the child's gate holds).
     permissions: Permissions = field(default_factory=Permissions)
     _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
-
-    def __init__(
-        self,
-        definition: AgentDefinition,
-        invocation: Mapping[str, Sourced[object]],
-        extensions_loaded: tuple[str, ...],
-        extensions_excluded: tuple[str, ...],
-        callable: tuple[str, ...],
-        left_out: Mapping[str, str],
-        restriction: DefinitionRestriction,
-        may_delegate: bool,
-        prompt_mode: str,
-        system_prompt: str,
-        task_prefix: str,
-        checkout: Checkout,
-        warnings: tuple[str, ...],
-        depth: int = 1,
-        delegation_tools: tuple[str, ...] = (),
-        inherited_local_tools: tuple[str, ...] = (),
-        prompt_sections: tuple[PromptSection, ...] = (),
-        skills: Mapping[str, str] | None = None,
-        skills_left_out: Mapping[str, str] = FACTORY,
-        permissions: Permissions = FACTORY,
-        _inputs: tuple[Any, ...] = (),
-    ) -> None:
-        object.__setattr__(self, "definition", definition)
-        object.__setattr__(self, "invocation", invocation)
-        object.__setattr__(self, "extensions_loaded", extensions_loaded)
-        object.__setattr__(self, "extensions_excluded", extensions_excluded)
-        object.__setattr__(self, "callable", callable)
-        object.__setattr__(self, "left_out", left_out)
-        object.__setattr__(self, "restriction", restriction)
-        object.__setattr__(self, "may_delegate", may_delegate)
-        object.__setattr__(self, "prompt_mode", prompt_mode)
-        object.__setattr__(self, "system_prompt", system_prompt)
-        object.__setattr__(self, "task_prefix", task_prefix)
-        object.__setattr__(self, "checkout", checkout)
-        object.__setattr__(self, "warnings", warnings)
-        object.__setattr__(self, "depth", depth)
-        object.__setattr__(self, "delegation_tools", delegation_tools)
-        object.__setattr__(self, "inherited_local_tools", inherited_local_tools)
-        object.__setattr__(self, "prompt_sections", prompt_sections)
-        object.__setattr__(self, "skills", skills)
-        object.__setattr__(
-            self, "skills_left_out", {} if skills_left_out is FACTORY else skills_left_out
-        )
-        object.__setattr__(
-            self, "permissions", Permissions() if permissions is FACTORY else permissions
-        )
-        object.__setattr__(self, "_inputs", _inputs)
 
     def with_filters(
         self, *, tool_filter: ToolAdmission | None = None, role: ToolAdmission | None = None

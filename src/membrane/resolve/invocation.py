@@ -6,10 +6,10 @@ The call parameters come from a tool call, an RPC payload or ``--call`` JSON, so
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final, Generic, Literal, TypeVar
 
-from membrane._record import frozen
 from membrane.agents.definition import UNSET, AgentDefinition, Isolation, Unset
 from membrane.config.values import Settings
 from membrane.limits import check_depth, child_depth
@@ -49,19 +49,15 @@ INVOCATION_FIELDS: tuple[str, ...] = (
 )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Sourced(Generic[T]):
     """An effective value and who decided it."""
 
     value: T
     source: Source
 
-    def __init__(self, value: T, source: Source) -> None:
-        object.__setattr__(self, "value", value)
-        object.__setattr__(self, "source", source)
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class CallParams:
     """What one delegation call asks for. ``UNSET`` means the caller did not ask."""
 
@@ -73,26 +69,6 @@ class CallParams:
     isolated: bool | Unset = UNSET
     isolation: Isolation | Unset = UNSET
     description: str | None = None
-
-    def __init__(
-        self,
-        model: str | Unset = UNSET,
-        thinking: str | Unset = UNSET,
-        max_turns: int | Unset = UNSET,
-        inherit_context: bool | Unset = UNSET,
-        run_in_background: bool | Unset = UNSET,
-        isolated: bool | Unset = UNSET,
-        isolation: Isolation | Unset = UNSET,
-        description: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "thinking", thinking)
-        object.__setattr__(self, "max_turns", max_turns)
-        object.__setattr__(self, "inherit_context", inherit_context)
-        object.__setattr__(self, "run_in_background", run_in_background)
-        object.__setattr__(self, "isolated", isolated)
-        object.__setattr__(self, "isolation", isolation)
-        object.__setattr__(self, "description", description)
 
     @classmethod
     def from_mapping(cls, data: object, *, where: str = "call") -> CallParams:
@@ -211,7 +187,7 @@ def _model_name(
     return model.value
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Checkout:
     """Where the child works: the ``main`` checkout, or a ``worktree`` the runtime must create
     (strictly: no fallback).
@@ -226,16 +202,6 @@ class Checkout:
     kind: Literal["main", "worktree"]
     path: str | None
     worktrees: str | None = None
-
-    def __init__(
-        self,
-        kind: Literal["main", "worktree"],
-        path: str | None,
-        worktrees: str | None = None,
-    ) -> None:
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "worktrees", worktrees)
 
 
 def worktrees_folder(project: str | None) -> str:

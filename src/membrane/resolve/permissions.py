@@ -9,8 +9,8 @@ no rule matches asks). ``explain`` prints the result, and the runtime builds the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from membrane._record import FACTORY, field, frozen
 from membrane.json_types import JSONDict
 from membrane.resolve.tools import ToolPlan, builtin_of
 from membrane.tools.rules import NAME_RULE_TOOLS, PERMISSION_MODES, PermissionRule
@@ -19,7 +19,7 @@ from membrane.tools.spec import Tool
 __all__ = ["Permissions", "permission_mode", "resolve_permissions"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Permissions:
     """``mode``: the resolved permission mode; ``rules``: the definition's rules that govern a
     callable tool, in order; ``by_rules``: callable built-ins that only rules grant;
@@ -31,20 +31,6 @@ class Permissions:
     by_rules: frozenset[str] = frozenset()
     tools: Mapping[str, tuple[PermissionRule, ...]] = field(default_factory=dict)
     inherits_parent: bool = False
-
-    def __init__(
-        self,
-        mode: str = "default",
-        rules: tuple[PermissionRule, ...] = (),
-        by_rules: frozenset[str] = frozenset(),
-        tools: Mapping[str, tuple[PermissionRule, ...]] = FACTORY,
-        inherits_parent: bool = False,
-    ) -> None:
-        object.__setattr__(self, "mode", mode)
-        object.__setattr__(self, "rules", rules)
-        object.__setattr__(self, "by_rules", by_rules)
-        object.__setattr__(self, "tools", {} if tools is FACTORY else tools)
-        object.__setattr__(self, "inherits_parent", inherits_parent)
 
     def to_json(self) -> JSONDict:
         return {

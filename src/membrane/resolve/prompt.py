@@ -8,9 +8,9 @@ tools, never from the definition's tokens, so the prompt cannot promise a tool t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from membrane._record import frozen
 from membrane.resolve.guidance import CLI_GUIDANCE_SECTION, WRITE_BOUNDARY_SECTION
 from membrane.vocabulary import DELEGATION_TOOLS
 
@@ -39,7 +39,7 @@ class TranscriptEntry(Protocol):
     def kind(self) -> str: ...
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PromptSection:
     """One named contribution. ``scope`` is ``global`` (the deployment) or ``child``."""
 
@@ -47,13 +47,8 @@ class PromptSection:
     text: str
     scope: Literal["global", "child"] = "child"
 
-    def __init__(self, name: str, text: str, scope: Literal["global", "child"] = "child") -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "scope", scope)
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class DelegationEntry:
     """One line of the delegation catalog: a subagent this child may start."""
 
@@ -61,24 +56,13 @@ class DelegationEntry:
     tools: str
     description: str = ""
 
-    def __init__(self, name: str, tools: str, description: str = "") -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "tools", tools)
-        object.__setattr__(self, "description", description)
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class MemoryNote:
     scope: str
     path: str | None
     text: str
     read_only: bool
-
-    def __init__(self, scope: str, path: str | None, text: str, read_only: bool) -> None:
-        object.__setattr__(self, "scope", scope)
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "read_only", read_only)
 
 
 def resolve_sections(

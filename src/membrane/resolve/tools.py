@@ -15,9 +15,9 @@ installed by the runtime outside every filter, so the resolver neither classifie
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
-from membrane._record import frozen
 from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.config.values import Settings
 from membrane.errors import ToolNotVisible
@@ -67,7 +67,7 @@ def builtin_of(tool: Tool) -> str | None:
     return name if tool.origin == "builtin" and canonical_builtin_name(name) == name else None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Selector:
     """``ext:NAME``, ``ext:NAME/TOOL``, ``mcp__SERVER__TOOL`` or ``mcp__SERVER__*``.
 
@@ -77,11 +77,6 @@ class Selector:
     extension: str
     tool: str | None
     text: str
-
-    def __init__(self, extension: str, tool: str | None, text: str) -> None:
-        object.__setattr__(self, "extension", extension)
-        object.__setattr__(self, "tool", tool)
-        object.__setattr__(self, "text", text)
 
     @classmethod
     def parse(cls, token: str) -> Selector | None:
@@ -106,7 +101,7 @@ class Selector:
         return tool.name in (self.tool, f"mcp__{extension}__{self.tool}")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ToolPlan:
     """The definition's tool fields, parsed. Everything here is fixed at resolution time; only
     the parent's catalog (for ``inherit``) and the registry's contents stay live."""
@@ -136,38 +131,6 @@ class ToolPlan:
     #: ``permission: plan``: every mutating tool is left out.
     plan_mode: bool = False
 
-    def __init__(
-        self,
-        builtins: frozenset[str],
-        inherit: bool,
-        selectors: tuple[Selector, ...],
-        named: frozenset[str],
-        disallowed_builtins: frozenset[str],
-        disallowed_names: frozenset[str],
-        disallowed_selectors: tuple[Selector, ...],
-        extensions: ExtensionSelection,
-        isolated: bool,
-        delegation: str | None,
-        field: str = "tools",
-        extensions_written: bool = False,
-        by_rules: frozenset[str] = frozenset(),
-        plan_mode: bool = False,
-    ) -> None:
-        object.__setattr__(self, "builtins", builtins)
-        object.__setattr__(self, "inherit", inherit)
-        object.__setattr__(self, "selectors", selectors)
-        object.__setattr__(self, "named", named)
-        object.__setattr__(self, "disallowed_builtins", disallowed_builtins)
-        object.__setattr__(self, "disallowed_names", disallowed_names)
-        object.__setattr__(self, "disallowed_selectors", disallowed_selectors)
-        object.__setattr__(self, "extensions", extensions)
-        object.__setattr__(self, "isolated", isolated)
-        object.__setattr__(self, "delegation", delegation)
-        object.__setattr__(self, "field", field)
-        object.__setattr__(self, "extensions_written", extensions_written)
-        object.__setattr__(self, "by_rules", by_rules)
-        object.__setattr__(self, "plan_mode", plan_mode)
-
     def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
         if builtin_of(tool) in self.disallowed_builtins:
             return True
@@ -176,7 +139,7 @@ class ToolPlan:
         return any(s.matches(tool, extension) for s in self.disallowed_selectors)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Tokens:
     builtins: frozenset[str]
     inherit: bool
@@ -184,22 +147,6 @@ class _Tokens:
     named: frozenset[str]
     written: frozenset[str] = frozenset()
     field: str = "tools"
-
-    def __init__(
-        self,
-        builtins: frozenset[str],
-        inherit: bool,
-        selectors: tuple[Selector, ...],
-        named: frozenset[str],
-        written: frozenset[str] = frozenset(),
-        field: str = "tools",
-    ) -> None:
-        object.__setattr__(self, "builtins", builtins)
-        object.__setattr__(self, "inherit", inherit)
-        object.__setattr__(self, "selectors", selectors)
-        object.__setattr__(self, "named", named)
-        object.__setattr__(self, "written", written)
-        object.__setattr__(self, "field", field)
 
 
 def _parse_tokens(tokens: Iterable[str], *, field: str, warnings: list[str]) -> _Tokens:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Final
 
-from membrane._record import replace
 from membrane.errors import InvalidPersona
 from membrane.resolve.prompt import PromptSection
 

@@ -13,12 +13,12 @@ trust.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # The package, not its ``sqlite`` module: a pure read (``membrane explain``) never imports the
 # store, and ``store.SQLiteStore`` is imported when first named.
 import membrane.store as store
-from membrane._record import field, record
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
@@ -62,7 +62,7 @@ def require_folder(option: str, path: Path) -> Path:
     return path.resolve()
 
 
-@record()
+@dataclass
 class Workspace:
     """Everything read from one project. ``warnings`` collects what was skipped and why."""
 

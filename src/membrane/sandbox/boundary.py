@@ -28,9 +28,9 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from membrane._record import field, frozen
 from membrane.json_types import JSONDict
 from membrane.sandbox.executables import which
 from membrane.sandbox.machine import Backend
@@ -48,7 +48,7 @@ __all__ = ["WRITING_TOOLS", "Boundary", "GitPlace", "find_git", "plan_boundary",
 WRITING_TOOLS: frozenset[str] = frozenset({"Write", "Edit"})
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Boundary:
     """What a sandboxed command may write (all paths real and absolute).
 
@@ -76,30 +76,6 @@ class Boundary:
     network: bool = False
     pinned: tuple[Path, ...] = field(default=(), compare=False)
 
-    def __init__(
-        self,
-        backend: Backend,
-        checkout: Path,
-        writable: tuple[Path, ...] = (),
-        read_only: tuple[Path, ...] = (),
-        reopened: tuple[Path, ...] = (),
-        create: tuple[Path, ...] = (),
-        watch: tuple[Path, ...] = (),
-        visible: tuple[Path, ...] = (),
-        network: bool = False,
-        pinned: tuple[Path, ...] = (),
-    ) -> None:
-        object.__setattr__(self, "backend", backend)
-        object.__setattr__(self, "checkout", checkout)
-        object.__setattr__(self, "writable", writable)
-        object.__setattr__(self, "read_only", read_only)
-        object.__setattr__(self, "reopened", reopened)
-        object.__setattr__(self, "create", create)
-        object.__setattr__(self, "watch", watch)
-        object.__setattr__(self, "visible", visible)
-        object.__setattr__(self, "network", network)
-        object.__setattr__(self, "pinned", pinned)
-
     def to_json(self) -> JSONDict:
         """The boundary as ``explain`` and the ``published`` event show it."""
         confined = self.backend != "guard"
@@ -114,7 +90,7 @@ class Boundary:
         }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GitPlace:
     """The repository a checkout lies in: its work tree's top, and, for a linked worktree, its
     admin folder (``<common>/worktrees/<name>``); ``common`` holds objects, refs and config."""
@@ -122,11 +98,6 @@ class GitPlace:
     top: Path
     common: Path
     admin: Path | None = None
-
-    def __init__(self, top: Path, common: Path, admin: Path | None = None) -> None:
-        object.__setattr__(self, "top", top)
-        object.__setattr__(self, "common", common)
-        object.__setattr__(self, "admin", admin)
 
 
 def find_git(checkout: Path) -> GitPlace | None:

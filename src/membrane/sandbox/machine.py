@@ -18,9 +18,9 @@ import functools
 import os
 import select
 import time
+from dataclasses import dataclass
 from typing import Final, Literal
 
-from membrane._record import frozen
 from membrane.config.values import SandboxChoice
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
@@ -44,7 +44,7 @@ LANDLOCK_CREATE_RULESET_VERSION: Final = 1
 _PROBE_SECONDS: Final = 10.0
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class MachineSupport:
     """The backends this machine offers, and why each missing one is missing."""
 
@@ -59,22 +59,6 @@ class MachineSupport:
     bubblewrap 0.8 and later)."""
     root: bool = False
     """Whether Membrane runs as root (effective uid 0): see :func:`root_note`."""
-
-    def __init__(
-        self,
-        bwrap: str | None,
-        bwrap_reason: str,
-        landlock_abi: int,
-        landlock_reason: str,
-        bwrap_userns_lock: bool = False,
-        root: bool = False,
-    ) -> None:
-        object.__setattr__(self, "bwrap", bwrap)
-        object.__setattr__(self, "bwrap_reason", bwrap_reason)
-        object.__setattr__(self, "landlock_abi", landlock_abi)
-        object.__setattr__(self, "landlock_reason", landlock_reason)
-        object.__setattr__(self, "bwrap_userns_lock", bwrap_userns_lock)
-        object.__setattr__(self, "root", root)
 
     @property
     def strongest(self) -> Backend:

@@ -6,9 +6,9 @@ imported by what runs one."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from membrane._record import frozen, replace
 from membrane.config.values import SandboxChoice, Settings
 from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
@@ -18,16 +18,12 @@ from membrane.sandbox.machine import MachineSupport, choose_backend, machine_sup
 __all__ = ["SandboxPolicy", "boundary_summary", "plan_for"]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     """The deployment's choice: ``choice`` (the ``sandbox`` setting) and ``network``."""
 
     choice: SandboxChoice = "auto"
     network: bool = False
-
-    def __init__(self, choice: SandboxChoice = "auto", network: bool = False) -> None:
-        object.__setattr__(self, "choice", choice)
-        object.__setattr__(self, "network", network)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
