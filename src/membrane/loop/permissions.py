@@ -23,7 +23,9 @@ from __future__ import annotations
 import fnmatch
 import inspect
 import os
+import re
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from membrane.errors import ApprovalUnavailable, ToolCallDenied
 from membrane.json_types import JSONObject
 from membrane.resolve.tools import builtin_of
 from membrane.sandbox.shell_commands import SimpleCommand, simple_commands
+from membrane.sandbox.shell_programs import BUILTINS, DELETERS
 from membrane.tools.permissions import (
     NAME_RULE_TOOLS,
     PATH_RULE_TOOLS,
@@ -92,14 +95,15 @@ class PermissionGate:
         if not rules and name not in self._by_rules:
             return
         default: Verdict = "ask" if name in self._by_rules else "allow"
-        verdict, rule, subject = self._decide(name, rules, default, arguments, context)
-        if verdict == "allow":
+        decision = self._decide(name, rules, default, arguments, context)
+        if decision.verdict == "allow":
             return
+        subject = decision.subject
         shown = None if subject is None else _clip(subject)
-        written = None if rule is None else (rule.text or rule.tool)
-        if verdict == "deny":
+        written = None if decision.rule is None else _text(decision.rule)
+        if decision.verdict == "deny":
             raise _denied(tool.name, written, shown, _deny_reason(tool.name, written, shown))
-        await self.approve(tool, arguments, context, rule=written, subject=shown)
+        await self.approve(tool, arguments, context, rule=written, subject=shown, why=decision.why)
 
     def _applies(self, rule: PermissionRule, tool: Tool) -> bool:
         builtin = builtin_of(tool)
@@ -116,13 +120,14 @@ class PermissionGate:
         default: Verdict,
         arguments: JSONObject,
         context: ToolContext,
-    ) -> tuple[Verdict, PermissionRule | None, str | None]:
+    ) -> _Decision:
         """The call's verdict, the rule that gave it and the subject it matched."""
         if name == "Bash":
             command = arguments.get("command")
-            return self._commands(rules, default, command if isinstance(command, str) else "")
+            text = command if isinstance(command, str) else ""
+            return self._commands(rules, default, text, context)
         if name in PATH_RULE_TOOLS:
-            return self._path(name, rules, default, arguments, context)
+            return _Decision(*self._path(name, rules, default, arguments, context))
         if name in NAME_RULE_TOOLS:
             subject = str(arguments.get(NAME_RULE_TOOLS[name], "")).lower()
 
@@ -130,32 +135,67 @@ class PermissionGate:
                 pattern = rule.pattern
                 return pattern is None or fnmatch.fnmatchcase(subject, pattern.lower())
 
-            return (*_last(rules, default, named), subject)
-        return (*_last(rules, default, lambda rule: rule.pattern is None), None)
+            return _Decision(*_last(rules, default, named), subject)
+        return _Decision(*_last(rules, default, lambda rule: rule.pattern is None), None)
 
     def _commands(
-        self, rules: Sequence[PermissionRule], default: Verdict, command: str
-    ) -> tuple[Verdict, PermissionRule | None, str | None]:
-        result: tuple[Verdict, PermissionRule | None, str | None] = ("allow", None, None)
+        self,
+        rules: Sequence[PermissionRule],
+        default: Verdict,
+        command: str,
+        context: ToolContext,
+    ) -> _Decision:
         parts = simple_commands(command)
         if not parts:
             verdict, rule = _last(rules, default, lambda r: r.pattern is None)
-            return verdict, rule, command
+            return _Decision(verdict, rule, command)
+        # Rules that refuse or ask about a command: they see through wrappers, and while one
+        # is in force a command that may run something they cannot see asks.
+        guards = [r for r in rules if r.pattern is not None and r.verdict != "allow"]
+        result = _Decision("allow", None, None)
         for part in parts:
-            if part is None:
-                base, rule = _last(rules, default, lambda r: r.pattern is None)
-                verdict = worst(base, "ask")
-                found: tuple[Verdict, PermissionRule | None, str | None] = (
-                    verdict,
-                    rule if verdict == base else None,
-                    command,
-                )
-            else:
-                verdict, rule = _last(rules, default, partial(_command_rule, part))
-                found = (verdict, rule, part.written)
-            if worst(result[0], found[0]) != result[0] or result[2] is None:
+            found = self._command(part, rules, default, guards, context)
+            if worst(result.verdict, found.verdict) != result.verdict or result.subject is None:
                 result = found
         return result
+
+    def _command(
+        self,
+        part: SimpleCommand,
+        rules: Sequence[PermissionRule],
+        default: Verdict,
+        guards: Sequence[PermissionRule],
+        context: ToolContext,
+    ) -> _Decision:
+        if part.unreadable is not None:
+            base, rule = _last(rules, default, lambda r: r.pattern is None)
+            verdict = worst(base, "ask")
+            if verdict == base:
+                return _Decision(verdict, rule, part.written)
+            return _Decision(verdict, None, part.written, f"{part.written}: {part.unreadable}")
+        verdict, rule = _last(rules, default, partial(_command_rule, part))
+        if verdict != "allow" or not guards:
+            return _Decision(verdict, rule, part.written, _concern(part, rule, rules))
+        shown = part.written
+        for guard in guards:
+            assert guard.pattern is not None
+            if any(command_matches(guard.pattern, text) for text in part.maybe):
+                why = f"it may run, through a wrapper, a command that {_text(guard)} covers"
+                return _Decision("ask", None, shown, f"{shown}: {why}")
+        real = _real_programs(part, context)
+        for guard in guards:
+            assert guard.pattern is not None
+            if any(command_matches(guard.pattern, text) for text in real):
+                return _Decision(guard.verdict, guard, shown)
+        unseen = part.hidden or _unseen_program(part, context)
+        if unseen is not None:
+            return _Decision("ask", None, shown, f"{shown}: {unseen}, and a rule is in force")
+        if part.deletes:
+            deny = next((g for g in guards if g.verdict == "deny" and _deleter(g)), None)
+            if deny is not None:
+                why = f"it deletes files, which {_text(deny)} refuses for rm"
+                return _Decision("ask", None, shown, f"{shown}: {why}")
+        return _Decision(verdict, rule, shown)
 
     def _path(
         self,
@@ -194,6 +234,7 @@ class PermissionGate:
         *,
         rule: str | None,
         subject: str | None,
+        why: str | None = None,
     ) -> None:
         """The ``ask`` path: the permission mode, then the host's approver; raises
         ``tool-call-denied`` or ``approval-unavailable`` unless the call is approved. A child's
@@ -202,7 +243,11 @@ class PermissionGate:
         mode = self.mode
         if mode == "bypassPermissions" or (mode == "acceptEdits" and name in _EDIT_TOOLS):
             return
-        why = rule or f"{tool.name} is granted only through rules, and none allows this call"
+        why = (
+            rule
+            or (None if why is None else _clip(why, 400))
+            or f"{tool.name} is granted only through rules, and none allows this call"
+        )
         if mode == "dontAsk":
             raise _denied(
                 tool.name,
@@ -255,14 +300,129 @@ def _last(
     return (default, None) if found is None else (found.verdict, found)
 
 
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """A call's verdict, the rule that gave it, the subject it matched, and why it asks when
+    no rule says so."""
+
+    verdict: Verdict
+    rule: PermissionRule | None
+    subject: str | None
+    why: str | None = None
+
+
 def _command_rule(part: SimpleCommand, rule: PermissionRule) -> bool:
-    """An ``allow`` rule matches the command as written; ``ask``/``deny`` also match it with
-    the program's folder dropped (``/bin/rm x`` is ``rm x``)."""
-    if rule.pattern is None:
+    """An ``allow`` rule matches the command as written, and only when the rule writes out
+    every part of it that is a concern (an assignment, a wrapper, a risky option); ``ask`` and
+    ``deny`` rules match what the command runs behind its wrappers, with or without the
+    program's folder (``/bin/rm x`` is ``rm x``)."""
+    pattern = rule.pattern
+    if pattern is None:
         return True
-    if command_matches(rule.pattern, part.written):
-        return True
-    return rule.verdict != "allow" and command_matches(rule.pattern, part.program_name)
+    if rule.verdict != "allow":
+        return any(command_matches(pattern, text) for text in part.runs)
+    if not command_matches(pattern, part.written):
+        return False
+    literal = _literal_words(pattern, part.words)
+    return all(index < literal for index, _ in part.concerns)
+
+
+def _literal_words(pattern: str, words: Sequence[str]) -> int:
+    """How many of ``words`` the pattern writes out in full before any wildcard."""
+    literal = pattern[:-2].rstrip() if pattern.endswith(":*") else pattern
+    cut = min((i for i in (literal.find("*"), literal.find("?")) if i != -1), default=None)
+    if cut is not None:
+        literal = literal[:cut]
+    length, count = -1, 0
+    for word in words:
+        length += len(word) + 1
+        if length > len(literal):
+            break
+        count += 1
+    return count
+
+
+def _concern(
+    part: SimpleCommand, rule: PermissionRule | None, rules: Sequence[PermissionRule]
+) -> str | None:
+    """Why a command that an ``allow`` rule's pattern matches still asks: the first concern
+    the rule does not write out."""
+    if rule is not None or not part.concerns:
+        return None
+    for allow in rules:
+        pattern = allow.pattern
+        if allow.verdict != "allow" or pattern is None:
+            continue
+        literal = 0
+        if command_matches(pattern, part.written):
+            literal = _literal_words(pattern, part.words)
+        elif not any(command_matches(pattern, text) for text in part.runs):
+            continue
+        reason = next(r for i, r in part.concerns if i >= literal)
+        return f"{part.written}: {reason}, which {_text(allow)} does not write out"
+    return None
+
+
+def _text(rule: PermissionRule) -> str:
+    return rule.text or rule.tool
+
+
+def _deleter(rule: PermissionRule) -> bool:
+    """A rule about a program whose business is deleting files (``Bash(rm:*)``)."""
+    pattern = rule.pattern or ""
+    first = re.split(r"[\s:*?]", pattern, maxsplit=1)[0]
+    return os.path.basename(first) in DELETERS
+
+
+_TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _lookup(program: str, context: ToolContext) -> str | None:
+    """Where ``program`` is, as the child's shell would find it."""
+    root = str(context.cwd or os.getcwd())
+    if "/" in program:
+        path = os.path.join(root, program)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    search = context.env.get("PATH") or os.environ.get("PATH") or os.defpath
+    for folder in search.split(os.pathsep):
+        path = os.path.join(folder or ".", program)
+        if not os.path.isabs(path):
+            path = os.path.join(root, path)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _unseen_program(part: SimpleCommand, context: ToolContext) -> str | None:
+    """Why a program of ``part`` may be something other than its name says: not found (made
+    earlier in the line, or a function), or a file inside the checkout or a temporary folder
+    (a copied binary, a script)."""
+    root = os.path.realpath(context.cwd or os.getcwd())
+    places = (root, *_TEMPORARY, os.environ.get("TMPDIR") or "/tmp")
+    for program in part.programs:
+        if "/" not in program and program in BUILTINS:
+            continue
+        found = _lookup(program, context)
+        if found is None:
+            return f"`{program}` is no program Membrane can find, so what it runs is unknown"
+        real = os.path.realpath(found)
+        if any(real == p or real.startswith(p.rstrip("/") + "/") for p in places):
+            return f"`{program}` is a file in the checkout or a temporary folder"
+    return None
+
+
+def _real_programs(part: SimpleCommand, context: ToolContext) -> list[str]:
+    """The commands of ``part`` named after what its programs really are (``./del`` linked to
+    ``/bin/rm`` is ``rm``)."""
+    out: list[str] = []
+    for program in part.programs:
+        found = _lookup(program, context)
+        if found is None:
+            continue
+        real = os.path.basename(os.path.realpath(found))
+        if real != os.path.basename(program):
+            out += [real + text[len(program) :] for text in part.runs if text.startswith(program)]
+    return out
 
 
 def _denied(tool: str, rule: str | None, subject: str | None, reason: str) -> ToolCallDenied:
@@ -282,5 +442,5 @@ def _on(subject: str | None) -> str:
     return "" if not subject else f" (`{subject}`)"
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+def _clip(text: str, size: int = _SHOWN) -> str:
+    return text if len(text) <= size else text[: size - 3] + "..."
