@@ -87,7 +87,7 @@ async def _traced(folder: Path, name: str, stored: bool) -> tuple[float, float, 
     rows per second through the raw loop; then the CPU seconds of one on each side (the
     process's, the flusher's thread included: robust where other work shares the disk)."""
     root = _project(folder / name)
-    store = SQLiteStore(root / "state.db")
+    store = SQLiteStore(folder / f"{root.name}-state.db")  # outside the project
     recorder = Recorder()
     recorder.attach(store)
 
@@ -116,7 +116,7 @@ async def _traced(folder: Path, name: str, stored: bool) -> tuple[float, float, 
 async def _membrane_latency(folder: Path) -> float:
     """Median seconds from a background child's answer to its parent's model seeing it."""
     root = _project(folder / "latency")
-    store = SQLiteStore(root / "state.db")
+    store = SQLiteStore(folder / f"{root.name}-state.db")  # outside the project
     ended: dict[str, float] = {}
     seen: list[float] = []
     started: set[str] = set()

@@ -88,7 +88,7 @@ async def membrane_start_overhead(root: Path) -> list[float]:
         catalog=catalog,
         registry=registry,
         provider=InProcessProvider(FunctionModel(answer)),
-        store=SQLiteStore(root / "state.db"),
+        store=SQLiteStore(root.parent / f"{root.name}-state.db"),  # outside the project
         options=RuntimeOptions(settings=settings, project=root),
     )
     samples: list[float] = []
@@ -122,7 +122,7 @@ async def membrane_memory(root: Path) -> float:
         catalog=catalog,
         registry=registry,
         provider=InProcessProvider(FunctionModel(answer)),
-        store=SQLiteStore(root / "state.db"),
+        store=SQLiteStore(root.parent / f"{root.name}-state.db"),  # outside the project
         options=RuntimeOptions(settings=settings, project=root),
     )
     async with runtime:

@@ -33,6 +33,7 @@ Two families, as a user meets them:
     │   ├── UnknownModel ............... unknown-model
     │   ├── UnknownWorkflow ............ unknown-workflow
     │   ├── WorkflowInvalid ............ workflow-invalid
+    │   ├── StateInsideCheckout ........ state-inside-checkout
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolNotVisible ............. tool-not-visible
@@ -124,6 +125,7 @@ __all__ = [
     "ServerError",
     "SettingsError",
     "SetupFailed",
+    "StateInsideCheckout",
     "StoreError",
     "StructuredOutputInvalid",
     "TokenInvalid",
@@ -487,6 +489,14 @@ class WorkflowInvalid(ConfigError):
     phase, a transition out of a terminal phase). Carries ``workflow``."""
 
     code = "workflow-invalid"
+
+
+class StateInsideCheckout(ConfigError):
+    """A new store would be created inside a git checkout or a project folder, where a child
+    writing in its checkout could change it (DESIGN rule 9). Carries ``path``, ``folder`` (the
+    checkout or project) and ``marker`` (``.git`` or ``.membrane``)."""
+
+    code = "state-inside-checkout"
 
 
 class WorkflowRefused(RunError):

@@ -110,11 +110,11 @@ def test_claude_code_fields_map_onto_membrane_fields(
     )
     config = tmp_path / ".membrane" / "config.toml"
     config.parent.mkdir()
-    config.write_text('[model_aliases]\nsonnet = "anthropic/claude-sonnet-4-5"\n', "utf-8")
+    config.write_text('[model_aliases]\nsonnet = "anthropic:claude-sonnet-4-5"\n', "utf-8")
     out = explain(tmp_path, "fixer", capsys)
     invocation = out["invocation"]
     dialect = "dialect:claude-code"
-    assert invocation["model"] == {"value": "anthropic/claude-sonnet-4-5", "source": dialect}
+    assert invocation["model"] == {"value": "anthropic:claude-sonnet-4-5", "source": dialect}
     assert invocation["max_turns"] == {"value": 7, "source": dialect}
     assert invocation["run_in_background"] == {"value": True, "source": dialect}
     assert invocation["permission"] == {"value": "plan", "source": dialect}

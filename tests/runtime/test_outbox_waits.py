@@ -87,7 +87,7 @@ async def test_a_result_the_parents_wait_collected_leaves_no_pending_notice(
     model, _ = _background_then_wait(
         timeout=None, before_wait=until_it_ended if ended_first else None
     )
-    store = SQLiteStore(project.root / "state.db")
+    store = SQLiteStore(project.home / "state.db")
     async with project.runtime(model, store=store) as runtime:
         runtimes.append(runtime)
         with anyio.fail_after(20):
@@ -140,7 +140,7 @@ async def test_a_provider_whose_notify_fails_leaves_the_notice_pending_not_the_r
     from dataclasses import replace
 
     project.registry.register(replace(echo_tool("Read"), handler=held), replace=True)
-    store = SQLiteStore(project.root / "state.db")
+    store = SQLiteStore(project.home / "state.db")
     async with project.runtime(Flaky(FunctionModel(answer)), store=store) as runtime:
         with anyio.fail_after(20):
             lead = await runtime.start(SubagentStartRequest("lead", "go"))

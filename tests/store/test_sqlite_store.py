@@ -26,7 +26,7 @@ def raw(path: Path) -> sqlite3.Connection:
 
 
 def test_the_store_creates_its_folder_and_a_wal_database(tmp_path: Path) -> None:
-    path = tmp_path / "project" / ".membrane" / "state.db"
+    path = tmp_path / "state" / "project" / "state.db"
     with SQLiteStore(path) as store:
         store.create_session(header("a"))
     conn = raw(path)

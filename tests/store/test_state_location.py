@@ -5,11 +5,13 @@ everything it held (the write-ahead log included)."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from membrane.cli.app import main
+from membrane.errors import StateInsideCheckout
 from membrane.store import SessionHeader, SQLiteStore
 from membrane.store.location import locate_state, migrate_legacy_state, project_id
 from membrane.workspace import Workspace
@@ -22,7 +24,7 @@ def _project(root: Path) -> Path:
 
 def _legacy_store_with_an_unchecked_wal(project: Path) -> None:
     """A legacy store whose last commit is still only in its ``-wal`` file."""
-    store = SQLiteStore(project / ".membrane" / "state.db")
+    store = SQLiteStore(project / ".membrane" / "state.db", allow_checkout=True)
     store.create_session(SessionHeader("r1", "lead", None, 0, "completed"))
     conn = sqlite3.connect(project / ".membrane" / "state.db")
     conn.execute("PRAGMA wal_autocheckpoint = 0")
@@ -108,3 +110,75 @@ def test_state_overrides_where_runs_reads(
 
     assert '"run_id": "r9"' in capsys.readouterr().out
     assert not locate_state(project, home=isolated_home).path.exists()
+
+
+def _git_checkout(root: Path) -> Path:
+    root.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("where", "folder"),
+    [
+        ("project/state.db", "project"),
+        ("project/.membrane/state.db", "project"),
+        ("project/inventory/deep/state.db", "project"),
+        ("checkout/state.db", "checkout"),
+        ("checkout/.git/state.db", "checkout"),
+    ],
+)
+def test_a_new_store_inside_a_project_or_a_git_checkout_is_refused(
+    tmp_path: Path, isolated_home: Path, where: str, folder: str
+) -> None:
+    _project(tmp_path / "project")
+    _git_checkout(tmp_path / "checkout")
+    path = tmp_path / where
+
+    with pytest.raises(StateInsideCheckout) as refused:
+        SQLiteStore(path)
+
+    assert refused.value.code == "state-inside-checkout"
+    assert refused.value.data["folder"] == str((tmp_path / folder).resolve())
+    assert not path.exists()
+
+
+def test_an_existing_store_inside_a_project_still_opens(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    project = _project(tmp_path / "project")
+    SQLiteStore(project / "kept.db", allow_checkout=True).close()
+
+    SQLiteStore(project / "kept.db").close()
+
+
+def test_a_projects_state_location_is_allowed_even_under_a_home_inside_a_checkout(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    checkout = _git_checkout(tmp_path / "dotfiles")
+    project = _project(tmp_path / "project")
+    location = locate_state(project, home=checkout / "membrane-home")
+
+    SQLiteStore(location.path).close()
+    SQLiteStore(isolated_home / "elsewhere" / "state.db").close()
+
+    assert location.path.is_file()
+
+
+def test_membrane_run_refuses_a_state_file_inside_the_project(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = _project(tmp_path / "project")
+    (project / ".membrane" / "agents" / "a.md").write_text("---\nname: a\n---\nDo it.\n")
+    script = tmp_path / "script.yaml"
+    script.write_text("default:\n  - text: done\n")
+    state = project / "state.db"
+
+    model = f"scripted:{script}"
+    code = main(
+        ["run", "a", "go", "--project", str(project), "--state", str(state), "--model", model]
+    )
+
+    assert code == 2
+    assert capsys.readouterr().err.startswith("state-inside-checkout:")
+    assert not state.exists()

@@ -12,6 +12,10 @@ whatever the write-ahead log still holds), syncs the copy, renames it into place
 removes the old file and its ``-wal``/``-shm`` companions. A crash at any point leaves either
 the old file (the move runs again at the next open) or the new one. A lock file serialises two
 processes moving the same project at once.
+
+``refuse_checkout`` keeps a store from being created there by accident: ``SQLiteStore`` calls it
+before it creates a file, and refuses a new file inside a git checkout or a project folder
+(``state-inside-checkout``) unless it is a project's own state location under a Membrane home.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+
+from membrane.errors import StateInsideCheckout
 
 if TYPE_CHECKING:
     from hashlib import sha256
@@ -35,12 +41,14 @@ __all__ = [
     "locate_state",
     "migrate_legacy_state",
     "project_id",
+    "refuse_checkout",
 ]
 
 #: Where earlier versions kept a project's state, relative to the project folder.
 LEGACY_STATE: Final = Path(".membrane") / "state.db"
 _STATE_NAME: Final = "state.db"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+_PROJECT_ID: Final = re.compile(r"[A-Za-z0-9._-]*-[0-9a-f]{16}")
 
 
 def project_id(project: Path) -> str:
@@ -86,3 +94,45 @@ def migrate_legacy_state(location: StateLocation) -> bool:
     from membrane.store.state_move import move_legacy_state  # only a move needs the rest
 
     return move_legacy_state(location.project, location.legacy, location.path)
+
+
+def refuse_checkout(path: Path) -> None:
+    """Refuse (``StateInsideCheckout``) to create a store at ``path`` inside a git checkout or
+    a project folder: a folder holding ``.git``, or a ``.membrane`` folder other than the
+    Membrane home. A project's state location (``HOME/projects/<project-id>/state.db``) and
+    anything under ``$MEMBRANE_HOME`` are always allowed.
+    """
+    from membrane.config.load import membrane_home  # only a new store's creation needs it
+
+    target = path.resolve()
+    folder = target.parent
+    if (
+        target.name == _STATE_NAME
+        and folder.parent.name == "projects"
+        and _PROJECT_ID.fullmatch(folder.name)
+    ):
+        return
+    home = membrane_home().resolve()
+    if target.is_relative_to(home):
+        return
+    for ancestor in (folder, *folder.parents):
+        for marker in (".git", ".membrane"):
+            found = ancestor / marker
+            if ancestor.name == marker:  # inside the control folder itself, made or not yet
+                raise _refused(target, ancestor.parent, marker)
+            if marker == ".git" and found.exists():
+                raise _refused(target, ancestor, marker)
+            if marker == ".membrane" and found.is_dir() and found.resolve() != home:
+                raise _refused(target, ancestor, marker)
+
+
+def _refused(target: Path, folder: Path, marker: str) -> StateInsideCheckout:
+    return StateInsideCheckout(
+        f"refusing to create a Membrane store at {target}: it would be inside {folder} (it "
+        f"holds {marker}), where a child writing in its checkout could change it; leave --state "
+        "out to keep the state under $MEMBRANE_HOME/projects/<project-id>/, or give a path "
+        "outside that folder",
+        path=str(target),
+        folder=str(folder),
+        marker=marker,
+    )

@@ -54,6 +54,7 @@ from membrane.store.base import (
     loadable_edges,
     missing,
 )
+from membrane.store.location import refuse_checkout
 from membrane.store.migrations import MIGRATIONS, Migration, migrate
 from membrane.store.sqlite_durable import SQLiteDurable, edge_row
 from membrane.store.sqlite_flush import Flusher
@@ -92,6 +93,12 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     upgrade tests. ``trace``, when given, is called with the text of every SQL statement the
     store's connection runs (after it opened), for diagnostics and for counting what an
     operation costs.
+
+    A new file is refused (``state-inside-checkout``) inside a git checkout or a project
+    folder (one holding ``.membrane``), where a child writing in its checkout could change it
+    (DESIGN rule 9), unless it is a project's state location under a Membrane home
+    (``membrane.store.location.refuse_checkout``); ``allow_checkout=True`` creates it anyway
+    (a migration tool, a test of the legacy location). An existing file always opens.
     """
 
     def __init__(
@@ -105,6 +112,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         clock: Callable[[], float] = time.time,
         migrations: tuple[Migration, ...] = MIGRATIONS,
         trace: Callable[[str], object] | None = None,
+        allow_checkout: bool = False,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
@@ -119,6 +127,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             raise StoreError(
                 f"synchronous must be 'full' or 'normal', got {synchronous!r}", path=where
             )
+        if not allow_checkout and not self.path.exists():
+            refuse_checkout(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
