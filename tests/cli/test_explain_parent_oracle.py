@@ -45,6 +45,8 @@ class _Parent(_Strict):
     permission_mode: str | None = None
     depth: int = 0
     cwd: str | None = None
+    # Checked by membrane.resolve.ceiling, not by the table (test_explain_ceiling.py).
+    ceiling: object = None
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -67,7 +69,8 @@ def _problem(raw: object) -> str | None:
         return (
             f"--parent{where}: {error['msg']}{got}; expected an object with tools (names or "
             "{name, origin, deferred, mutating}), system_prompt, model, transcript "
-            "([{role, content, kind}]), permission_mode, depth and cwd"
+            "([{role, content, kind}]), permission_mode, depth, cwd and ceiling (as a "
+            "published event shows it)"
         )
     return None
 

@@ -120,7 +120,19 @@ def test_the_seed_resolution_exercise() -> None:
             "servers": {},
         },
         "checkout": {"kind": "main", "path": "/srv/project"},
-        "permissions": {"mode": "default", "inherits_parent_rules": False, "tools": {}},
+        "permissions": {
+            "mode": "default",
+            "inherits_parent_rules": False,
+            "tools": {},
+            # Nothing was taken away above this child (DESIGN rule 13).
+            "ceiling": {
+                "mode": {"value": "bypassPermissions", "source": None},
+                "denied": [],
+                "allowed": [],
+                "rules": [],
+                "network": {"value": True, "source": None},
+            },
+        },
         "warnings": [],
     }
     assert not authority.may_delegate

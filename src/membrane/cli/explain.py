@@ -21,6 +21,7 @@ from membrane.resolve import (
     ParentContext,
     resolve,
 )
+from membrane.resolve.ceiling import Ceiling
 from membrane.resolve.warnings import warning_objects
 from membrane.runtime.depth import check_cap
 from membrane.runtime.persona import (
@@ -88,6 +89,7 @@ def build_authority(
                 tools=dict(ws.registry.tools()),
                 permission_mode=ws.settings.permission_mode,
                 cwd=str(ws.project),
+                ceiling=Ceiling.from_settings(ws.settings.permission_mode),
             )
         else:
             from membrane.cli.explain_parent import parent_context  # only --parent reads it
@@ -199,9 +201,7 @@ def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:
 def sandbox_view(authority: EffectiveAuthority, *, project: Path, settings: Settings) -> JSONDict:
     """The OS boundary the child's commands would run under, and what this machine offers."""
     writes = bool(WRITING_TOOLS & set(authority.callable))
-    policy = SandboxPolicy.from_settings(settings).widened(
-        network=authority.definition.network is True
-    )
+    policy = SandboxPolicy.from_settings(settings).widened(network=authority.network.value)
     summary = boundary_summary(policy, project, agent=authority.definition.name, writes=writes)
     if authority.checkout.kind == "worktree":
         summary["checkout"] = authority.checkout.path

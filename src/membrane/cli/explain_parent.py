@@ -21,9 +21,11 @@ from membrane.config.shape import (
     table,
     text,
 )
-from membrane.errors import InvalidDepth, InvalidRequest
+from membrane.errors import InvalidDepth, InvalidRequest, MembraneError
 from membrane.limits import depth_problem
 from membrane.resolve import ParentContext
+from membrane.resolve.ceiling import Ceiling
+from membrane.resolve.permissions import permission_mode
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
@@ -50,7 +52,16 @@ class _ParentTool:
 class _ParentParts:
     """``--parent`` as read, before it becomes a ``ParentContext``."""
 
-    __slots__ = ("cwd", "depth", "model", "permission_mode", "system_prompt", "tools", "transcript")
+    __slots__ = (
+        "ceiling",
+        "cwd",
+        "depth",
+        "model",
+        "permission_mode",
+        "system_prompt",
+        "tools",
+        "transcript",
+    )
 
     def __init__(
         self,
@@ -62,6 +73,7 @@ class _ParentParts:
         permission_mode: str | None,
         depth: int,
         cwd: str | None,
+        ceiling: object = None,
     ) -> None:
         self.tools = tools
         self.system_prompt = system_prompt
@@ -70,6 +82,7 @@ class _ParentParts:
         self.permission_mode = permission_mode
         self.depth = depth
         self.cwd = cwd
+        self.ceiling = ceiling
 
 
 def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
@@ -121,6 +134,7 @@ def _parent_table() -> Callable[[object], _ParentParts]:
             "permission_mode": Field(optional(text())),
             "depth": Field(integer(), default=0),
             "cwd": Field(optional(text())),
+            "ceiling": Field(lambda value: value, default=None),
         },
         _ParentParts,
     )
@@ -186,7 +200,8 @@ def parent_context(
         raise InvalidRequest(
             f"--parent{where}: {what}{got}; expected an object with tools (names or "
             "{name, origin, deferred, mutating}), system_prompt, model, transcript "
-            "([{role, content, kind}]), permission_mode, depth and cwd",
+            "([{role, content, kind}]), permission_mode, depth, cwd and ceiling (as a "
+            "published event shows it)",
             field=where.lstrip("."),
         ) from None
     tools: dict[str, Tool] = {}
@@ -203,7 +218,23 @@ def parent_context(
             mutating=spec.mutating,
             deferred=spec.deferred,
         )
+    # DESIGN rule 13: the parent's own mode caps its child, and so does what its ancestors
+    # took away (``ceiling``, as the parent's ``published`` event shows it).
+    ceiling = Ceiling.from_settings(permission)
+    if parsed.permission_mode is not None:
+        ceiling = ceiling.meet(
+            Ceiling(mode=permission_mode(parsed.permission_mode)[0], mode_source="parent")
+        )
+    if parsed.ceiling is not None:
+        try:
+            ceiling = ceiling.meet(Ceiling.from_json(parsed.ceiling, where="--parent.ceiling"))
+        except MembraneError as exc:
+            raise InvalidRequest(
+                f"--parent.ceiling: {exc.message}; write it as a published event shows it",
+                field="ceiling",
+            ) from None
     return ParentContext(
+        ceiling=ceiling,
         tools=tools,
         system_prompt=parsed.system_prompt,
         model=parsed.model,

@@ -16,6 +16,7 @@ from membrane.agents.skills import Skill
 from membrane.config.values import Settings
 from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions
 from membrane.limits import check_depth
+from membrane.resolve.ceiling import Ceiling, ceiling_label, lower_mode
 from membrane.resolve.guidance import SCHEDULE_ACTION, cli_guidance, write_boundary
 from membrane.resolve.invocation import (
     CallParams,
@@ -83,6 +84,8 @@ class ParentContext:
     skills: Mapping[str, str] | None = None
     #: The parent's permission gate: an inheriting child is held to it as well.
     call_gate: ToolGate | None = None
+    #: What the parent and its ancestors (or the host) took away (DESIGN rule 13).
+    ceiling: Ceiling = field(default_factory=Ceiling)
 
     def __post_init__(self) -> None:
         check_depth(self.depth, what="parent.depth", exact=True)
@@ -155,6 +158,10 @@ class EffectiveAuthority:
     skills_left_out: Mapping[str, str] = field(default_factory=dict)
     #: The permission mode and the rules of each callable tool (what the child's gate holds).
     permissions: Permissions = field(default_factory=Permissions)
+    #: The ceiling the child runs under (its parent's), and whether its sandboxed commands
+    #: may use the network by its own grant (``network: true``, unless the ceiling denies it).
+    ceiling: Ceiling = field(default_factory=Ceiling)
+    network: Sourced[bool] = field(default_factory=lambda: Sourced(False, "default"))
     _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def with_filters(
@@ -212,7 +219,7 @@ class EffectiveAuthority:
                 },
             },
             "checkout": {"kind": self.checkout.kind, "path": self.checkout.path},
-            "permissions": self.permissions.to_json(),
+            "permissions": {**self.permissions.to_json(), "ceiling": self.ceiling.to_json()},
             "warnings": list(self.warnings),
         }
 
@@ -240,6 +247,20 @@ def definition_fields(definition: AgentDefinition) -> dict[str, Any]:
             "line": definition.lines.get(name),
         }
     return out
+
+
+def _ceiling_source(source: str | None) -> str:
+    return ceiling_label(source) or "ceiling"
+
+
+def _network(definition: AgentDefinition, ceiling: Ceiling) -> Sourced[bool]:
+    """The child's own network grant: ``network: true`` in its file, unless an ancestor
+    denied the network (``ceiling:<source>``)."""
+    if definition.network is True and not ceiling.network:
+        return Sourced(False, _ceiling_source(ceiling.network_source))
+    if definition.network is UNSET:
+        return Sourced(False, "default")
+    return Sourced(definition.network is True, definition.source_of("network"))
 
 
 def _memory_path(scope: str, agent: str, deployment: Deployment) -> str | None:
@@ -278,15 +299,19 @@ def _classify(
     global_names: Collection[str],
     tool_filter: ToolAdmission | None,
     role: ToolAdmission | None,
+    ceiling: Ceiling,
 ) -> tuple[dict[str, Tool], dict[str, str]]:
     """The one computation behind ``callable``/``left_out``: the definition's reason first,
-    then the start request's filter and the caller's role (global tools only)."""
+    then the ceiling (every tool, scope-local ones too: ``ceiling:<source>``), then the start
+    request's filter and the caller's role (global tools only)."""
     callable_tools: dict[str, Tool] = {}
     left_out: dict[str, str] = {}
     for name in sorted(known):
         tool = known[name]
         why = restriction.reason(tool)
         is_global = name in global_names
+        if why is None:
+            why = ceiling.reason(tool, is_global=is_global)
         if why is None and is_global and tool_filter is not None and not tool_filter.admits(tool):
             why = "toolFilter"
         if why is None and is_global and role is not None and not role.admits(tool):
@@ -413,6 +438,11 @@ def resolve(
     warnings += more
     permission, more = permission_mode(invocation["permission"].value)
     warnings += more
+    ceiling = parent.ceiling
+    permission, lowered_by = lower_mode(permission, ceiling)
+    if lowered_by is not None:
+        # DESIGN rule 13: never more than an ancestor (or the host) allowed.
+        invocation = {**invocation, "permission": Sourced(permission, _ceiling_source(lowered_by))}
     isolated = invocation["isolated"].value is True
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
@@ -486,6 +516,7 @@ def resolve(
         global_names=deployment.registry_tools.keys(),
         tool_filter=tool_filter,
         role=role,
+        ceiling=ceiling,
     )
 
     via_parent = {e for t in parent_now.values() if (e := extension_of(t))} if plan.inherit else ()
@@ -589,5 +620,7 @@ def resolve(
         skills=skills,
         skills_left_out=skills_left_out,
         permissions=resolve_permissions(plan, definition.rules, callable_tools, mode=permission),
+        ceiling=ceiling,
+        network=_network(definition, ceiling),
         _inputs=(definition, call, parent, deployment, persona, depth),
     )

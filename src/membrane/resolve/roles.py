@@ -29,12 +29,12 @@ from membrane.tools.restriction import Restriction
 from membrane.tools.spec import Tool
 from membrane.vocabulary import DELEGATION_TOOLS, canonical_builtin_name
 
-__all__ = ["RoleRestriction"]
+__all__ = ["RoleRestriction", "TokenSet"]
 
 
 @dataclass(frozen=True, slots=True)
-class _Set:
-    """One of ``allow``/``deny``, parsed."""
+class TokenSet:
+    """A set of tool tokens (a role's ``allow`` or ``deny``, a ceiling's denials), parsed."""
 
     builtins: frozenset[str]
     names: frozenset[str]
@@ -43,7 +43,7 @@ class _Set:
     plain: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, tokens: Iterable[str], *, key: str) -> _Set:
+    def parse(cls, tokens: Iterable[str], *, key: str) -> TokenSet:
         builtins: set[str] = set()
         names: set[str] = set()
         selectors: list[Selector] = []
@@ -91,8 +91,8 @@ class RoleRestriction:
         self.name = name
         self.label = f"role:{name}"
         key = f"roles.{name}"
-        self._allow = None if spec.allow is None else _Set.parse(spec.allow, key=f"{key}.allow")
-        self._deny = _Set.parse(spec.deny or (), key=f"{key}.deny")
+        self._allow = None if spec.allow is None else TokenSet.parse(spec.allow, key=f"{key}.allow")
+        self._deny = TokenSet.parse(spec.deny or (), key=f"{key}.deny")
         self.permissions = frozenset(spec.permissions)
 
     def __repr__(self) -> str:

@@ -29,6 +29,7 @@ from membrane.loop.calls import Emit
 from membrane.loop.command_hooks import CommandHookGate, CommandHooks
 from membrane.loop.permissions import PermissionGate
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
+from membrane.resolve.ceiling import CeilingRestriction, ceiling_of_run
 from membrane.resolve.prompt import PromptSection
 from membrane.runtime.budget import RunSpending
 from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
@@ -127,6 +128,9 @@ class ChildBuilder:
             cwd = Path(authority.checkout.path)
         restrictions: list[ToolPredicate] = [authority.restriction]
         restrictions += [p for p in (request.restriction, role) if p is not None]
+        if not authority.ceiling.empty:
+            # DESIGN rule 13, live: a tool registered after the start is held to it too.
+            restrictions.append(CeilingRestriction(authority.ceiling))
         if deployment is None:
             deployment = self._deployment()
         local = self._local_tools(run_id, request, authority, context, definition, deployment)
@@ -189,7 +193,7 @@ class ChildBuilder:
             resumed=resumed,
             spending=spending,
             barrier=self._barrier,
-            network=definition.network is True,
+            network=authority.network.value,
             env=env,
         )
         mode = capability_mode(on_view=self._provider.capabilities.tool_filter, env=spec.env)
@@ -219,6 +223,13 @@ class ChildBuilder:
             cwd=None if cwd is None else str(cwd),
             worktree=worktree,
             skills=authority.skills,
+            ceiling=ceiling_of_run(
+                authority.ceiling,
+                definition,
+                by=run_id,
+                mode=authority.permissions.mode,
+                tool_filter=request.restriction,
+            ),
             spending=spending,
             capability_mode=mode,
         )
@@ -233,6 +244,12 @@ class ChildBuilder:
         parent = context.call_gate if permissions.inherits_parent else None
         if isinstance(parent, CommandHookGate):
             parent = parent.rules
+        ceiling_rules = authority.ceiling.deny_rules
+        if ceiling_rules:
+            # DESIGN rule 13: every ancestor's deny rules, checked before the child's own.
+            parent = PermissionGate(
+                ceiling_rules, mode=permissions.mode, approver=self._approver, parent=parent
+            )
         hooks = authority.definition.hooks
         if not permissions.rules and not permissions.by_rules and parent is None and not hooks:
             return None

@@ -12,7 +12,10 @@ again with nothing relaxed (``start_meta``):
   ``{"allow", "deny"}``, or ``None``), ``persona`` (the request's template; ``None`` inherits
   the deployment's) and ``max_turns`` (the request's; ``None`` when it asked for none);
 * ``task``: the first user message the child was given (the brief, after any inherited
-  parent context), which a resume replays when the run stored no transcript.
+  parent context), which a resume replays when the run stored no transcript;
+* ``ceiling``: the ceiling it runs under, which a resume holds it to again, and
+  ``ceiling_below``: the one it passes to its children, which a child started under it when
+  it is not running in this process gets (DESIGN rule 13).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
 
 __all__ = [
+    "CEILING_BELOW_KEY",
+    "CEILING_KEY",
     "CONTROLS_KEY",
     "TASK_KEY",
     "BoundaryCache",
@@ -53,6 +58,9 @@ __all__ = [
 CONTROLS_KEY: Final = "controls"
 #: The header ``meta`` key holding the child's first user message.
 TASK_KEY: Final = "task"
+#: The header ``meta`` keys of the ceiling a run runs under and the one it passes down.
+CEILING_KEY: Final = "ceiling"
+CEILING_BELOW_KEY: Final = "ceiling_below"
 
 
 class BoundaryCache:
@@ -151,6 +159,8 @@ class Publisher:
                 "model": record.model,
                 "capability_mode": record.capability_mode,
                 **start_meta(record, request, task=authority.task_prefix + request.task),
+                CEILING_KEY: authority.ceiling.to_json(),
+                CEILING_BELOW_KEY: record.ceiling.to_json(),
                 **own_budget(record),
             },
         )
@@ -164,11 +174,17 @@ class Publisher:
             "capability_mode": record.capability_mode,
             "tools": list(tools),
             "checkout": authority.checkout.kind,
+            "permission": {
+                "value": authority.invocation["permission"].value,
+                "source": authority.invocation["permission"].source,
+            },
+            "ceiling": authority.ceiling.to_json(),
+            "network": {"value": authority.network.value, "source": authority.network.source},
             # The OS boundary its commands run under (DESIGN rule 10): a provider whose child
             # runs as one sandboxed process (``CommandProvider``) says which.
             "sandbox": _own_boundary(record.child)
             or self._boundaries.summary(
-                self._policy.widened(network=authority.definition.network is True),
+                self._policy.widened(network=authority.network.value),
                 record.cwd or os.getcwd(),
                 agent=record.agent,
                 writes=not WRITING_TOOLS.isdisjoint(tools),

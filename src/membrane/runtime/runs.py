@@ -21,6 +21,7 @@ from membrane.errors import MembraneError
 from membrane.json_types import JSONObject
 from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Usage
+from membrane.resolve.ceiling import Ceiling
 from membrane.runtime.budget import RunSpending
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ProviderChild
@@ -36,6 +37,10 @@ def event_kind(status: str) -> str:
     if status == "error":
         return "error"
     return "stopped"
+
+
+#: A run under no ceiling, passing none down.
+_NO_CEILING = Ceiling()
 
 
 @dataclass(eq=False, slots=True)
@@ -58,6 +63,9 @@ class RunRecord:
     worktree: Worktree | None = None
     #: The child's ``# Skills`` catalog (what an inheriting grandchild receives), or ``None``.
     skills: Mapping[str, str] | None = None
+    #: The ceiling this run passes to its children (DESIGN rule 13): the one it runs under,
+    #: lowered by its own mode, denials and start request.
+    ceiling: Ceiling = _NO_CEILING
     #: ``full_tooling`` (the child reaches Membrane's actions) or ``fallback`` (only its own
     #: tools), as decided at its start (``runtime.environment.capability_mode``).
     capability_mode: str = "full_tooling"

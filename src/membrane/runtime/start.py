@@ -46,12 +46,13 @@ from membrane.limits import check_depth, child_depth
 from membrane.models.base import Message
 from membrane.resolve import CallParams
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
+from membrane.resolve.ceiling import Ceiling
 from membrane.runtime.budget import Budgets, Ledger, RunSpending
 from membrane.runtime.build import ChildBuilder, discard_child
 from membrane.runtime.delegation import agent_allowed, not_allowed
 from membrane.runtime.depth import check_cap, effective_parent_depth
 from membrane.runtime.provider import Provider, ProviderChild
-from membrane.runtime.publish import Publisher
+from membrane.runtime.publish import CEILING_BELOW_KEY, CEILING_KEY, Publisher
 from membrane.runtime.request import NO_CALL, SubagentStartRequest
 from membrane.runtime.resolution import HOST, ResolutionMemo
 from membrane.runtime.resume import resumed_depths, stored_history, stored_request
@@ -128,6 +129,9 @@ class _Entry:
     allowed: tuple[str, ...] | None = None
     history: tuple[Message, ...] | None = None
     has_edge: bool = False
+    #: The stored ceiling the child is held to besides its parent's (``None``: none): a
+    #: resumed run's own, or the one a stored parent not running here passes down.
+    ceiling: Ceiling | None = None
     #: Dispatched as a child (a top-level start from the host may run a primary agent).
     child: bool = True
 
@@ -200,6 +204,9 @@ class StartPath:
             allowed,
             child=request.parent_id is not None,
         )
+        if parent is None and request.parent_id is not None:
+            # A parent stored but not running here: the ceiling it recorded for its children.
+            entry.ceiling = self._stored_ceiling(request.parent_id, CEILING_BELOW_KEY)
         return await self._start(entry)
 
     async def resumed(self, run_id: str, message: str, *, caller: str | None) -> RunRecord:
@@ -255,7 +262,20 @@ class StartPath:
         entry = _Entry(
             run_id, request, parent, parent_depth, depth, role, history=history, has_edge=has_edge
         )
+        entry.ceiling = self._stored_ceiling(run_id, CEILING_KEY)
+        if parent is None and header.parent_id is not None:
+            below = self._stored_ceiling(header.parent_id, CEILING_BELOW_KEY)
+            if below is not None:
+                entry.ceiling = below if entry.ceiling is None else entry.ceiling.meet(below)
         return await self._start(entry)
+
+    def _stored_ceiling(self, run_id: str, key: str) -> Ceiling | None:
+        """The ceiling the header of ``run_id`` recorded under ``key`` (``None``: no header,
+        or one written before ceilings were recorded)."""
+        header = self._store.get_header(run_id)
+        if header is None or key not in header.meta:
+            return None
+        return Ceiling.from_json(header.meta[key], where=f"the header of {run_id!r} ({key})")
 
     # -- the one path ---------------------------------------------------------------------------
 
@@ -264,13 +284,18 @@ class StartPath:
         self._catalog.reload()
         dispatch = self._dispatch(request.agent_type, entry.allowed, child=entry.child)
         context = self.parent_context(entry.parent, entry.parent_depth)
+        memo_key: str | None = HOST if entry.parent is None else None
+        if entry.ceiling is not None:
+            held = context.ceiling.meet(entry.ceiling)
+            if held != context.ceiling:
+                context, memo_key = dataclasses.replace(context, ceiling=held), None
         deployment = self._deployment(dispatch.definition)
         authority = self._resolutions.resolve(
             dispatch.definition,
             _call(request),
             context,
             deployment,
-            parent_key=HOST if entry.parent is None else None,
+            parent_key=memo_key,
             persona=UNSET if request.persona is None else request.persona,
             tool_filter=request.restriction,
             role=entry.role,
@@ -403,6 +428,7 @@ class StartPath:
                 tools=tools,
                 cwd=None if self._project is None else str(self._project),
                 permission_mode=self._settings.permission_mode,
+                ceiling=Ceiling.from_settings(self._settings.permission_mode),
                 live=registry.tools,
                 live_stamp=lambda: registry.version,
             )
@@ -424,6 +450,7 @@ class StartPath:
             live_stamp=lambda: scope.view().key,
             skills=parent.skills,
             call_gate=scope.call_gate,
+            ceiling=parent.ceiling,
         )
 
     async def _worktree(self, run_id: str, authority: EffectiveAuthority) -> Worktree | None:
