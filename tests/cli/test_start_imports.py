@@ -128,8 +128,7 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: OpenSSL's hashes (the digests are hashlib's built-in ones), the close-match finder of error
 #: messages, and (once the installed entry points and the skills are cached) the distribution
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
-#: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor
-#: ``dataclasses`` and ``inspect`` (the value classes are records or ``@frozen``), nor the
+#: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor the
 #: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables,
 #: nor ``function_tool`` for extensions that build their ``Tool`` objects themselves, nor the
 #: matchers of permission rules and the approval requests (resolving a child's permissions needs
@@ -165,8 +164,6 @@ NOT_FOR_EXPLAIN = (
     "subprocess",
     "shutil",
     "threading",
-    "dataclasses",
-    "inspect",
     "membrane.store.sqlite",
     "membrane.mcp.mount",
     "membrane.mcp.client",
