@@ -19,6 +19,8 @@ environment, headless. A failure names the file and line of the block.
 * info string ``fragment`` (```python fragment): not run, because it cannot run here (a real
   model, a network, a placeholder); ``synopsis`` (```console synopsis): a command's usage, each
   ``--option`` of which must appear in that command's ``--help``.
+* ``file=PATH`` after any language (```markdown file=examples/...): the block quotes that file of
+  the repository whole, and must equal it.
 
 In compared output, a line ``...`` stands for any lines and ``...`` inside a line for any text;
 the temporary folder's path reads ``…``, blank lines are ignored, runs of blanks count as one
@@ -48,7 +50,7 @@ RUN = {"python": "python", "console": "console", "sh": "sh", "bash": "sh", "shel
 MARKERS = {"fragment", "synopsis"}
 #: A bound on each command, not a performance expectation: a hung block fails instead of hanging.
 BOUND_SECONDS = 120
-_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>.*)$")
+_FENCE = re.compile(r"^(?P<indent>\s*)```(?!`)(?P<info>.*)$")
 _STATE = shutil.ignore_patterns("state.db*", "worktrees", "__pycache__")
 
 
@@ -90,6 +92,7 @@ def blocks(doc: Path) -> Iterator[Block]:
 ALL = [block for doc in DOCS for block in blocks(doc)]
 RUNNABLE = [b for b in ALL if b.language in RUN and not set(b.markers) & MARKERS]
 SYNOPSES = [b for b in ALL if b.language == "console" and "synopsis" in b.markers]
+QUOTES = [b for b in ALL if any(word.startswith("file=") for word in b.markers)]
 
 
 def _ids(items: list[Block]) -> list[str]:
@@ -285,11 +288,19 @@ def test_synopsis_names_real_options(
             assert option in done.stdout, f"{block.where}: `membrane {named}` has no {option}"
 
 
+@pytest.mark.parametrize("block", QUOTES, ids=_ids(QUOTES))
+def test_a_quoted_file_is_quoted_whole(block: Block) -> None:
+    (word,) = (word for word in block.markers if word.startswith("file="))
+    quoted = REPO_ROOT / word.removeprefix("file=")
+    assert quoted.is_file(), f"{block.where}: quotes {quoted}, which does not exist"
+    assert block.text == quoted.read_text(encoding="utf-8"), f"{block.where}: {quoted} changed"
+
+
 def test_every_block_to_run_is_marked_by_its_language() -> None:
     """A typo in a marker, or a shell session in an unlabelled block, would escape the tests."""
     for block in ALL:
         if block.language in RUN:
-            unknown = set(block.markers) - MARKERS
+            unknown = {word for word in block.markers if not word.startswith("file=")} - MARKERS
             assert not unknown, f"{block.where}: unknown marker {sorted(unknown)}"
             assert "synopsis" not in block.markers or block.language == "console", block.where
         else:
