@@ -6,9 +6,11 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from membrane.config.load import URL_PROBLEM
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
 
 __all__ = ["McpServer", "SettingsFile", "first_error", "mcp_error"]
@@ -65,6 +67,21 @@ class _Model(_Strict):
     reasoning: bool | None = None
 
     _seconds = field_validator("timeout", mode="before")(_float)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        try:
+            parts = urlsplit(value)
+            host = parts.hostname
+            parts.port  # noqa: B018  (raises for a port that is not a number)
+        except ValueError:
+            host = None
+        if parts.scheme not in ("http", "https") or not host:
+            raise ValueError(URL_PROBLEM)
+        return value
 
 
 class _File(_Strict):

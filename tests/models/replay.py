@@ -4,7 +4,8 @@ An exchange file (``exchanges/PROVIDER.json``) maps a name to a list of answers,
 one per request:
 
 * ``status`` (default 200), ``headers`` (extra response headers);
-* ``json``: a whole JSON body; or ``sse``: a list of server-sent events, each either a JSON
+* ``json``: a whole JSON body; or ``text``: a body that is not JSON (with ``content_type``,
+  default ``text/html``); or ``sse``: a list of server-sent events, each either a JSON
   value (sent as ``data: ...``), the string ``"[DONE]"``, or ``{"event": NAME, "data": VALUE}``;
 * ``cut``: after the events, drop the connection without ending the chunked body (a reply cut
   mid-stream);
@@ -117,9 +118,14 @@ class ReplayServer:
         status = int(answer.get("status", 200))
         headers = dict(answer.get("headers") or {})
         if "sse" not in answer:
-            payload = json.dumps(answer.get("json", {})).encode()
+            if "text" in answer:  # a body that is not JSON (a proxy's error page)
+                payload = str(answer["text"]).encode()
+                kind = str(answer.get("content_type", "text/html"))
+            else:
+                payload = json.dumps(answer.get("json", {})).encode()
+                kind = "application/json"
             handler.send_response(status)
-            handler.send_header("content-type", "application/json")
+            handler.send_header("content-type", kind)
             handler.send_header("content-length", str(len(payload)))
             for key, value in headers.items():
                 handler.send_header(key, str(value))

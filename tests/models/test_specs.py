@@ -87,6 +87,19 @@ def test_a_key_in_the_settings_file_is_refused(tmp_path: Path, isolated_home: Pa
     assert "sk-live" not in caught.value.message
 
 
+@pytest.mark.parametrize(
+    "url", ["127.0.0.1:8080/v1", "localhost:8080", "ftp://host/v1", "http://", "http://h:port/v1"]
+)
+def test_a_base_url_without_scheme_or_host_is_refused_naming_the_entry(
+    tmp_path: Path, isolated_home: Path, url: str
+) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_settings(project=settings_with(tmp_path, CONFIG, url=url), home=isolated_home)
+    assert caught.value.code == "settings-invalid"
+    assert "models.local.base_url" in caught.value.message
+    assert "http://" in caught.value.message and url in caught.value.message
+
+
 def test_a_missing_key_is_refused_when_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)

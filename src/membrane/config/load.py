@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from membrane.config.budget import Budget
 from membrane.config.shape import (
@@ -90,6 +91,25 @@ def _count(minimum: int, default: object = None) -> Field:
 
 
 _NAME = text(min_length=1)
+#: What a model entry's ``base_url`` must be (the SDKs would take "localhost:8080/v1" as a
+#: relative path and fail only at the first request, far from the setting).
+URL_PROBLEM = "must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080/v1"
+
+
+def _url(value: object) -> object:
+    value = _NAME(value)
+    assert isinstance(value, str)
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError:
+        host = None
+    if parts.scheme not in ("http", "https") or not host:
+        raise Invalid("value_error", URL_PROBLEM, value)
+    return value
+
+
 _NAMES = list_of(text())
 _STRINGS = mapping_of(text())
 
@@ -120,7 +140,7 @@ _RATE_LIMIT = table(
 _MODEL_FIELDS: Final = {
     "provider": Field(choice("openai", "anthropic", "scripted"), default=REQUIRED),
     "model": Field(_NAME, default=REQUIRED),
-    "base_url": Field(optional(_NAME)),
+    "base_url": Field(optional(_url)),
     "api_key_env": Field(optional(text(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"))),
     "stream": Field(boolean, default=True),
     "timeout": Field(optional(number(gt=0))),

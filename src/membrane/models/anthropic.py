@@ -45,6 +45,7 @@ class AnthropicModel(SdkModel["AsyncAnthropic"]):
     provider = "anthropic"
     key_env = "ANTHROPIC_API_KEY"
     base_url_env = "ANTHROPIC_BASE_URL"
+    default_base_url = "https://api.anthropic.com"
     reasoning_models = re.compile(
         r"^claude-(3-7|(opus|sonnet|haiku)-4|[a-z]+-[4-9])", re.IGNORECASE
     )

@@ -47,6 +47,7 @@ class OpenAIModel(SdkModel["AsyncOpenAI"]):
     provider = "openai"
     key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
+    default_base_url = "https://api.openai.com/v1"
     reasoning_models = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
     client_class = "AsyncOpenAI"
     error_class = "OpenAIError"

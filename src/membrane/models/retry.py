@@ -170,8 +170,11 @@ def status_failure(
         return Failure(ModelContextExceeded(text, **data))
     if status == 408:
         return Failure(ModelTimeout(text, **data), True, retry_after_seconds(headers))
-    if status >= 500 or kind == "overloaded_error":
+    if status >= 500 or status == 409 or kind == "overloaded_error":
+        # 409: a conflict with another request in flight, which OpenAI asks to retry.
         return Failure(ModelUnavailable(text, **data), True, retry_after_seconds(headers))
+    # Any other 4xx (400, 404, 422, ...) is the server's answer to this very request: sending it
+    # again gets the same answer, so it is final, with the server's own message.
     return Failure(ModelError(text, **data))
 
 
@@ -180,6 +183,9 @@ def transport_failure(provider: str, exc: Exception, *, timeout: bool) -> Failur
     if timeout:
         return Failure(ModelTimeout(f"{provider} did not answer in time", provider=provider), True)
     text = f"{provider} could not be reached: {type(exc).__name__}"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause):
+        text += f" ({redact(str(cause)[:200])})"
     return Failure(ModelUnavailable(text, provider=provider), True)
 
 

@@ -16,26 +16,31 @@ stream assembler, the shape of an error body); this class does the rest the same
   ``stream=False``, asks for the whole body; failures are classified into the stable codes of
   ``membrane.models.retry`` and retried there. The notes on what the body could not honour
   lead the response's own notes. The key is never part of an error.
+* Every error ends by saying where to look: the model, the settings entry or alias it came
+  from (``entry``), the base URL (credentials in it redacted) and the attempts made.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
 from membrane._extras import require
-from membrane.errors import ModelAuthFailed, ModelError
+from membrane.errors import ModelAuthFailed, ModelError, ModelUnavailable
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.models.retry import (
     Failure,
     RetryPolicy,
     incomplete_failure,
+    redact,
     status_failure,
     transport_error_types,
     transport_failure,
@@ -66,6 +71,8 @@ class SdkModel(ABC, Generic[Client]):
     key_env: ClassVar[str]
     #: The variable the endpoint is read from when no ``base_url`` is given.
     base_url_env: ClassVar[str]
+    #: The SDK's own endpoint, used when neither is given.
+    default_base_url: ClassVar[str]
     #: The model ids that take a reasoning level (``reasoning=None`` asks this pattern).
     reasoning_models: ClassVar[re.Pattern[str]]
     #: The SDK's client class and its base error class.
@@ -86,6 +93,7 @@ class SdkModel(ABC, Generic[Client]):
         reasoning: bool | None = None,
         retry: RetryPolicy | None = None,
         name: str | None = None,
+        entry: str | None = None,
     ) -> None:
         self._sdk: Any = require(
             self.provider,
@@ -96,6 +104,8 @@ class SdkModel(ABC, Generic[Client]):
         self._transport = transport_error_types()
         self.model = model
         self.name = name or f"{self.provider}:{model}"
+        #: Where the settings named this model (``entry:NAME``, ``alias:NAME``), for errors.
+        self.entry = entry
         self.base_url = base_url or os.environ.get(self.base_url_env) or None
         env = api_key_env or self.key_env
         key = api_key if api_key is not None else os.environ.get(env) or None
@@ -143,7 +153,10 @@ class SdkModel(ABC, Generic[Client]):
     async def request(self, request: ModelRequest) -> ModelResponse:
         body, notes = self.body(request)
         attempt = self._streamed if self.stream else self._whole
-        response = await with_retries(lambda: attempt(body), self._classify, self.retry)
+        try:
+            response = await with_retries(lambda: attempt(body), self._classify, self.retry)
+        except ModelError as error:
+            raise self._located(error)  # noqa: B904  (keeps the cause with_retries chained)
         if notes:
             return dataclasses.replace(response, notes=(*notes, *response.notes))
         return response
@@ -172,8 +185,36 @@ class SdkModel(ABC, Generic[Client]):
 
     # -- shared ------------------------------------------------------------------------------
 
+    def _located(self, error: ModelError) -> ModelError:
+        """``error`` saying where to look: the model, the settings entry or alias it came from,
+        the base URL (without any credentials in it) and how many attempts were made."""
+        attempts = error.data.get("attempts", 1)
+        url = _without_credentials(self.base_url or self.default_base_url)
+        where = [f"model {self.name}"]
+        if self.entry:
+            kind, _, named = self.entry.partition(":")
+            where.append(f"settings {kind} {named!r}" if named else f"settings {kind}")
+        where.append(f"base URL {url}")
+        where.append(f"{attempts} attempt{'' if attempts == 1 else 's'}")
+        error.message = f"{error.message} ({', '.join(where)})"
+        error.args = (error.message,)
+        context = {"provider": self.provider, "model": self.name, "entry": self.entry}
+        for key, value in {**context, "base_url": url}.items():
+            error.data.setdefault(key, value)
+            setattr(error, key, error.data[key])
+        return error
+
     async def _whole(self, body: dict[str, Any]) -> ModelResponse:
         reply = await self._create(body, stream=False)
+        if not hasattr(reply, "model_dump"):
+            # The SDK hands back the text of a 200 answer that is not JSON (a proxy's page):
+            # a transient fault of the way there, not the model's answer.
+            text = redact(str(reply)[:200], (self._key,))
+            raise ModelUnavailable(
+                f"{self.provider} answered HTTP 200 with a body that is not JSON: {text!r}",
+                provider=self.provider,
+                status=200,
+            )
         return self._parse(reply.model_dump(warnings=False))
 
     async def _streamed(self, body: dict[str, Any]) -> ModelResponse:
@@ -199,17 +240,52 @@ class SdkModel(ABC, Generic[Client]):
             return status_failure(
                 provider,
                 exc.status_code,
-                str(exc.message),
+                _server_message(error) or str(exc.message),
                 exc.response.headers,
                 kind=kind if isinstance(kind, str) else None,
                 secrets=secrets,
             )
         if isinstance(exc, sdk.APIConnectionError):
             return transport_failure(provider, exc, timeout=isinstance(exc, sdk.APITimeoutError))
+        if isinstance(exc, ModelUnavailable):
+            return Failure(exc, True)
         if isinstance(exc, ModelError):
             return incomplete_failure(exc)
+        if isinstance(exc, json.JSONDecodeError):
+            # A 200 answer whose JSON body does not parse: cut or mangled on the way.
+            text = f"{provider} answered with a body that is not valid JSON: {exc}"
+            return Failure(ModelUnavailable(text, provider=provider, status=200), True)
         if isinstance(exc, self._transport):
             return transport_failure(provider, exc, timeout="Timeout" in type(exc).__name__)
         if isinstance(exc, getattr(sdk, self.error_class)):
             return status_failure(provider, 0, str(exc), None, secrets=secrets)
         return None
+
+
+def _server_message(body: object) -> str | None:
+    """The message an error body carries, in the shapes servers use: ``{"error": {"message"}}``
+    (OpenAI, Ollama, llama.cpp, Anthropic), ``{"message"}`` (vLLM), ``{"detail": [...]}``
+    (a bare FastAPI/pydantic server's 422)."""
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("error", body)
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        return str(inner["message"])
+    if isinstance(inner, str):
+        return inner
+    detail = body.get("detail")
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):
+        parts = [str(d.get("msg")) for d in detail if isinstance(d, dict) and d.get("msg")]
+        return "; ".join(parts) or None
+    return None
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced, so an error never carries a secret."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"[redacted]@{host}"))

@@ -55,6 +55,8 @@ def build_model(choice: ModelChoice) -> Model:
         if getattr(entry, key) is not None:
             options[key] = getattr(entry, key)
     name = f"{entry.provider}:{entry.model}"
+    if choice.via != "spec":
+        options["entry"] = choice.via  # named in its errors: where to look in the settings
     if entry.provider == "openai":
         from membrane.models.openai import OpenAIModel
 
