@@ -32,7 +32,7 @@ from membrane.runtime.persona import (
     placeholders,
     render_sections,
 )
-from membrane.sandbox import WRITING_TOOLS, SandboxPolicy, boundary_summary, machine_support
+from membrane.sandbox import SandboxPolicy, boundary_summary, machine_support
 from membrane.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:
 
 def sandbox_view(authority: EffectiveAuthority, *, project: Path, settings: Settings) -> JSONDict:
     """The OS boundary the child's commands would run under, and what this machine offers."""
-    writes = bool(WRITING_TOOLS & set(authority.callable))
+    writes = authority.writes
     policy = SandboxPolicy.from_settings(settings).widened(network=authority.network.value)
     summary = boundary_summary(policy, project, agent=authority.definition.name, writes=writes)
     if authority.checkout.kind == "worktree":

@@ -44,7 +44,12 @@ from membrane.resolve.tools import (
     plan_tools,
 )
 from membrane.tools.spec import Tool, ToolGate
-from membrane.vocabulary import ASSIGNABLE_TOOLS, DELEGATION_TOOLS, INHERIT_DENY_TOOLS
+from membrane.vocabulary import (
+    ASSIGNABLE_TOOLS,
+    DELEGATION_TOOLS,
+    INHERIT_DENY_TOOLS,
+    WRITE_TOOLS,
+)
 
 __all__ = [
     "Deployment",
@@ -162,6 +167,9 @@ class EffectiveAuthority:
     #: may use the network by its own grant (``network: true``, unless the ceiling denies it).
     ceiling: Ceiling = field(default_factory=Ceiling)
     network: Sourced[bool] = field(default_factory=lambda: Sourced(False, "default"))
+    #: Whether the working folder is writable (a file-writing tool is callable): the prompt's
+    #: tool guidance, the sandbox's writable set and explain all follow this one value.
+    writes: bool = False
     _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
 
     def with_filters(
@@ -544,13 +552,16 @@ def resolve(
             "start fails with worktree-unavailable"
         )
 
+    # The one decision the prompt, the sandbox's writable set and explain follow: the working
+    # folder is writable exactly when a file-writing tool is callable.
+    writes = not WRITE_TOOLS.isdisjoint(callable_tools)
     memory_note = None
     if memory_scope is not None:
         memory_note = MemoryNote(
             scope=memory_scope,
             path=_memory_path(memory_scope, definition.name, deployment),
             text=deployment.memory.get(memory_scope, ""),
-            read_only="Write" not in callable_tools and "Edit" not in callable_tools,
+            read_only=not writes,
         )
     skills: dict[str, str] | None = None
     skills_left_out: dict[str, str] = {}
@@ -593,6 +604,7 @@ def resolve(
             else ""
         ),
         write_boundary=write_boundary(folder) if checkout.kind == "worktree" else "",
+        writes=writes,
     )
     inherit_context = invocation["inherit_context"].value is True
     return EffectiveAuthority(
@@ -622,5 +634,6 @@ def resolve(
         permissions=resolve_permissions(plan, definition.rules, callable_tools, mode=permission),
         ceiling=ceiling,
         network=_network(definition, ceiling),
+        writes=writes,
         _inputs=(definition, call, parent, deployment, persona, depth),
     )

@@ -119,12 +119,32 @@ def render_parent_context(transcript: Sequence[TranscriptEntry]) -> str:
     )
 
 
-def _tools_section(callable_tools: Mapping[str, bool]) -> str:
+def _tools_section(callable_tools: Mapping[str, bool], *, writes: bool) -> str:
+    """The tool guidance. ``writes`` is the one decision the sandbox follows too: whether the
+    working folder is writable (``EffectiveAuthority.writes``). Without it ``Bash`` runs with
+    the folder read-only, and the child is told so rather than that Bash can change files."""
     if not callable_tools:
         return "# Tools\nYou have no tools. Answer from the task and the context you were given."
     mutating = sorted(n for n, m in callable_tools.items() if m)
     names = ", ".join(sorted(callable_tools))
-    if mutating:
+    shell = not writes and "Bash" in callable_tools
+    if shell:
+        mutating = [n for n in mutating if n != "Bash"]
+        read_only = (
+            "Bash runs commands, but your working folder is read-only to them: a command "
+            "cannot change your files."
+        )
+        if mutating:
+            framing = (
+                f"You can change state with {', '.join(mutating)}; change only what the task "
+                f"needs. {read_only} Report what should change in your files instead."
+            )
+        else:
+            framing = (
+                f"You cannot change files: {read_only} Report what should change instead of "
+                "changing it."
+            )
+    elif mutating:
         framing = (
             f"You can change files and state with {', '.join(mutating)}. "
             "Change only what the task needs, inside your working folder."
@@ -191,6 +211,7 @@ def compose_system_prompt(
     extension_prompts: Mapping[str, str],
     cli_guidance: str = "",
     write_boundary: str = "",
+    writes: bool = True,
 ) -> tuple[str, tuple[PromptSection, ...]]:
     """Assemble the system prompt; returns it and the sections it is made of, in order.
 
@@ -230,7 +251,7 @@ def compose_system_prompt(
         sections.append(persona)
     sections.append(PromptSection("agent:active", active))
     sections.append(PromptSection("agent:environment", env))
-    sections.append(PromptSection("agent:tools", _tools_section(callable_tools)))
+    sections.append(PromptSection("agent:tools", _tools_section(callable_tools, writes=writes)))
     if write_boundary:
         sections.append(PromptSection(WRITE_BOUNDARY_SECTION, write_boundary))
     if cli_guidance:

@@ -194,6 +194,7 @@ class ChildBuilder:
             spending=spending,
             barrier=self._barrier,
             network=authority.network.value,
+            writes=authority.writes,
             env=env,
         )
         mode = capability_mode(on_view=self._provider.capabilities.tool_filter, env=spec.env)

@@ -126,6 +126,9 @@ class ChildSpec:
     resumed: bool = False
     #: Its definition lets its sandboxed commands use the network (``network: true``).
     network: bool = False
+    #: Its working folder is writable (``EffectiveAuthority.writes``: the decision its prompt
+    #: follows too); ``None``: the provider decides from the child's view (a spec made by hand).
+    writes: bool | None = None
     #: The budgets the child draws on (DESIGN rule 12); a provider that runs the agent loop
     #: hands it over, and the runtime enforces ``children`` and ``seconds`` for every provider.
     spending: Spending | None = None

@@ -37,7 +37,7 @@ from membrane.runtime.budget import BUDGET_KEY
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import LiveRuns, RunRecord
-from membrane.sandbox import WRITING_TOOLS, Boundary, SandboxPolicy, boundary_summary
+from membrane.sandbox import Boundary, SandboxPolicy, boundary_summary
 from membrane.store.base import SessionHeader, Store
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
@@ -187,7 +187,7 @@ class Publisher:
                 self._policy.widened(network=authority.network.value),
                 record.cwd or os.getcwd(),
                 agent=record.agent,
-                writes=not WRITING_TOOLS.isdisjoint(tools),
+                writes=authority.writes,
             ),
         }
         if note:

@@ -121,7 +121,11 @@ class AcpProvider:
             self.sandbox,
             request.cwd or Path.cwd(),
             agent=request.agent,
-            writes=bool(WRITING_TOOLS & set(scope.view().names)),
+            writes=(
+                bool(WRITING_TOOLS & set(scope.view().names))
+                if request.writes is None
+                else request.writes
+            ),
             reachable=program_files(self.command),
         )
         sandbox.prepare()

@@ -101,7 +101,11 @@ class InProcessProvider:
                 agent=request.agent,
                 run_id=request.run_id,
                 cwd=request.cwd,
-                read_only=WRITING_TOOLS.isdisjoint(scope.view().visible),
+                read_only=(
+                    WRITING_TOOLS.isdisjoint(scope.view().visible)
+                    if request.writes is None
+                    else not request.writes
+                ),
                 env=request.env,
                 network=request.network,
             ),
