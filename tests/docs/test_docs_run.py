@@ -19,6 +19,7 @@ environment, headless. A failure names the file and line of the block.
 * info string ``fragment`` (```python fragment): not run, because it cannot run here (a real
   model, a network, a placeholder); ``synopsis`` (```console synopsis): a command's usage, each
   ``--option`` of which must appear in that command's ``--help``.
+* ```toml: a settings file; it must load as a project's ``.membrane/config.toml``.
 * ``file=PATH`` after any language (```markdown file=examples/...): the block quotes that file of
   the repository whole, and must equal it.
 
@@ -93,6 +94,7 @@ ALL = [block for doc in DOCS for block in blocks(doc)]
 RUNNABLE = [b for b in ALL if b.language in RUN and not set(b.markers) & MARKERS]
 SYNOPSES = [b for b in ALL if b.language == "console" and "synopsis" in b.markers]
 QUOTES = [b for b in ALL if any(word.startswith("file=") for word in b.markers)]
+SETTINGS = [b for b in ALL if b.language == "toml" and "fragment" not in b.markers]
 
 
 def _ids(items: list[Block]) -> list[str]:
@@ -288,6 +290,19 @@ def test_synopsis_names_real_options(
             assert option in done.stdout, f"{block.where}: `membrane {named}` has no {option}"
 
 
+@pytest.mark.parametrize("block", SETTINGS, ids=_ids(SETTINGS))
+def test_a_settings_block_loads(block: Block, tmp_path: Path) -> None:
+    from membrane import load_settings
+
+    project = tmp_path / "project"
+    (project / ".membrane").mkdir(parents=True)
+    (project / ".membrane" / "config.toml").write_text(block.text, encoding="utf-8")
+    try:
+        load_settings(project=project, home=tmp_path / "home")
+    except Exception as exc:
+        raise AssertionError(f"{block.where}: {exc}") from exc
+
+
 @pytest.mark.parametrize("block", QUOTES, ids=_ids(QUOTES))
 def test_a_quoted_file_is_quoted_whole(block: Block) -> None:
     (word,) = (word for word in block.markers if word.startswith("file="))
@@ -299,7 +314,7 @@ def test_a_quoted_file_is_quoted_whole(block: Block) -> None:
 def test_every_block_to_run_is_marked_by_its_language() -> None:
     """A typo in a marker, or a shell session in an unlabelled block, would escape the tests."""
     for block in ALL:
-        if block.language in RUN:
+        if block.language in RUN or block.language == "toml":
             unknown = {word for word in block.markers if not word.startswith("file=")} - MARKERS
             assert not unknown, f"{block.where}: unknown marker {sorted(unknown)}"
             assert "synopsis" not in block.markers or block.language == "console", block.where
