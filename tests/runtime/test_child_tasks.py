@@ -46,7 +46,7 @@ async def test_a_failure_that_leaves_a_child_task_cancels_the_group_and_is_raise
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as group:
-            tasks = ChildTasks(group)
+            tasks = ChildTasks(group, asyncio.get_running_loop())
             tasks.spawn(fail, "the finish failed")
             with pytest.raises(anyio.get_cancelled_exc_class()):
                 await anyio.sleep_forever()  # the host's body, cancelled by the failure
@@ -71,7 +71,7 @@ async def test_join_waits_for_tasks_spawned_while_it_waits() -> None:
         ended.append(name)
 
     async with anyio.create_task_group() as group:
-        tasks = ChildTasks(group)
+        tasks = ChildTasks(group, asyncio.get_running_loop())
         tasks.spawn(first, "first")
         group.start_soon(_set_soon, release)
         with anyio.fail_after(10):

@@ -5,9 +5,10 @@ its coroutine is held once per live child, and the garbage collector's full pass
 of it. anyio's ``TaskGroup.start_soon`` gives every task a handle with a cancel scope of its
 own (and that scope's two sets), a finished event (three objects), a wrapper coroutine, a done
 callback closing over three cells, a task state and two weak references: about twenty objects.
-On asyncio a child's task here is a plain ``asyncio.Task`` instead (the task, its copy of the
-context and its first step), kept in one set and joined when the runtime closes; on any other
-event loop (trio) it is a task of the runtime's anyio group, as before.
+A child's task here is a plain ``asyncio.Task`` instead (the task, its copy of the context and
+its first step), kept in one set and joined when the runtime closes. Membrane runs on asyncio
+only (anyio's asyncio backend): ``running_loop`` refuses another event loop (trio) with
+``invalid-request`` before the runtime opens anything.
 
 What the group gave is kept:
 
@@ -31,7 +32,9 @@ from typing import TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-__all__ = ["ChildTasks"]
+from membrane.errors import InvalidRequest
+
+__all__ = ["ChildTasks", "running_loop"]
 
 T = TypeVar("T")
 
@@ -41,9 +44,9 @@ class ChildTasks:
 
     __slots__ = ("_context", "_errors", "_group", "_idle", "_loop", "_on_done", "_tasks")
 
-    def __init__(self, group: TaskGroup) -> None:
+    def __init__(self, group: TaskGroup, loop: asyncio.AbstractEventLoop) -> None:
         self._group = group
-        self._loop = _asyncio_loop()
+        self._loop = loop
         self._tasks: set[asyncio.Task[None]] = set()
         self._errors: list[BaseException] = []
         self._idle: asyncio.Future[None] | None = None
@@ -54,19 +57,14 @@ class ChildTasks:
 
     def spawn(self, drive: Callable[[T], Coroutine[object, object, None]], record: T) -> None:
         """Run ``drive(record)`` (a child's run, to its end) in a task of its own."""
-        loop = self._loop
-        if loop is None:
-            self._group.start_soon(drive, record)
-            return
-        task = loop.create_task(drive(record))
+        task = self._loop.create_task(drive(record))
         self._tasks.add(task)
         task.add_done_callback(self._on_done, context=self._context)
 
     async def join(self) -> None:
         """Wait, shielded, until every child's task has ended; then raise what any raised."""
-        loop = self._loop
-        if loop is not None and self._tasks:
-            idle = self._idle = loop.create_future()
+        if self._tasks:
+            idle = self._idle = self._loop.create_future()
             with anyio.CancelScope(shield=True):
                 await idle
         errors, self._errors = self._errors, []
@@ -86,9 +84,12 @@ class ChildTasks:
             idle.set_result(None)
 
 
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop; ``None`` on another event loop (trio)."""
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The running asyncio loop; ``InvalidRequest`` on another event loop (trio)."""
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
-        return None
+        raise InvalidRequest(
+            "Membrane runs on asyncio only: open the runtime under asyncio "
+            "(anyio.run(..., backend='asyncio') or asyncio.run)"
+        ) from None

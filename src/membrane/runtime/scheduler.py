@@ -21,7 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from membrane.errors import InvalidRequest, StoreError
-from membrane.runtime.child_tasks import ChildTasks
+from membrane.runtime.child_tasks import ChildTasks, running_loop
 from membrane.runtime.events import EventHub
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.slots import Slots
@@ -69,6 +69,7 @@ class Scheduler:
     async def open(self, services: Sequence[Callable[[], Coroutine[object, object, None]]]) -> None:
         """Open the groups and start ``services`` in the outer one, so they outlast every run."""
         self.check_unopened()
+        loop = running_loop()  # before anything opens: asyncio only
         writers = anyio.create_task_group()
         await writers.__aenter__()
         for service in services:
@@ -76,7 +77,7 @@ class Scheduler:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._writers, self._group = writers, group
-        self._children = ChildTasks(group)
+        self._children = ChildTasks(group, loop)
 
     async def close(
         self,

@@ -60,12 +60,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from membrane.errors import StoreError
-
-if TYPE_CHECKING:
-    import anyio
 
 __all__ = ["Flusher"]
 
@@ -81,9 +77,6 @@ SYNC_DELAY = 0.05
 #: How often, in seconds, a checkpoint waiting for the store's writer lock looks whether the
 #: store is closing.
 _WRITER_POLL = 0.01
-
-#: Barrier waits parked in worker threads at once (more queue for a token).
-_WAITERS = 64
 
 
 class Flusher:
@@ -134,7 +127,6 @@ class Flusher:
         self._kicks: set[asyncio.AbstractEventLoop] = set()
         self._closing = False
         self._failure: StoreError | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
         #: Barriers waiting on an asyncio loop: (commit count, loop, future), in order.
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._fd: int | None = None
@@ -175,7 +167,7 @@ class Flusher:
         committed is then not known to be durable."""
         if not self._wait:
             return
-        loop = _asyncio_loop()
+        loop = asyncio.get_running_loop()  # Membrane runs on asyncio only
         with self._cond:
             target = self._written
             if self._synced >= target or self._failure is not None or self._closed():
@@ -183,32 +175,21 @@ class Flusher:
                 return
             if target > self._wanted:
                 # A sync is due now, not at the end of the delay: a thread awake (syncing)
-                # sees it when its pass ends. One waiting is woken at once on another event
-                # loop, and on asyncio when barriers come one at a time; otherwise once the
-                # loop has run what is ready now, so that the commits those tasks make before
-                # their own barriers join the same sync.
+                # sees it when its pass ends. One waiting is woken at once when barriers come
+                # one at a time; otherwise once the loop has run what is ready now, so that
+                # the commits those tasks make before their own barriers join the same sync.
                 self._wanted = target
-                if loop is None or (self._alone and not self._waiters):
+                if self._alone and not self._waiters:
                     self._cond.notify_all()
                 elif loop not in self._kicks:
                     self._kicks.add(loop)
                     loop.call_soon(self._kick, loop)
-            if loop is not None:
-                # On asyncio the flusher wakes the loop itself: no worker thread in between.
-                future: asyncio.Future[None] = loop.create_future()
-                self._waiters.append((target, loop, future))
-        if loop is not None:
-            await future
-            with self._cond:
-                self._raise_failure()
-            return
-        import anyio.to_thread  # only a process that waits for the disk needs it
-
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(_WAITERS)
-        await anyio.to_thread.run_sync(
-            self._wait_for, target, abandon_on_cancel=True, limiter=self._limiter
-        )
+            # The flusher wakes the loop itself: no worker thread in between.
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((target, loop, future))
+        await future
+        with self._cond:
+            self._raise_failure()
 
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
         """Wake the thread for the barriers of one round of ``loop`` (on that loop)."""
@@ -216,12 +197,6 @@ class Flusher:
             self._kicks.discard(loop)
             if self._wanted > self._synced:
                 self._cond.notify_all()
-
-    def _wait_for(self, target: int) -> None:
-        with self._cond:
-            while self._synced < target and self._failure is None and not self._closed():
-                self._cond.wait()
-            self._raise_failure()
 
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -370,15 +345,6 @@ class Flusher:
         for loop, futures in by_loop.items():
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
                 loop.call_soon_threadsafe(_resolve, futures)
-
-
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop; ``None`` on another event loop (trio), which waits in a
-    worker thread instead."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _resolve(futures: list[asyncio.Future[None]]) -> None:
