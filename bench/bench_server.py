@@ -118,6 +118,21 @@ def _connect(path: str, *, membrane: bool, root: str) -> tuple[socket.socket, st
     return sock, project
 
 
+def _register(path: str, home: Path, root: str) -> None:
+    """Open the project as the owner (with the token the server made in ``home``), so that
+    the clients, which present no token, may reach it under the ``external`` role."""
+    owner = (home / "owner.token").read_text().strip()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock, sock.makefile("rb") as replies:
+        sock.connect(path)
+        for frame in (
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"identity": {"ownerToken": owner}}},
+            {"jsonrpc": "2.0", "id": 0, "method": "projects/add", "params": {"root": root}},
+        ):  # fmt: skip
+            sock.sendall(json.dumps(frame).encode() + b"\n")
+            assert "result" in json.loads(replies.readline())
+
+
 class _Conn:
     """One client connection: its frames, replies so far, unread bytes, when its call began."""
 
@@ -307,6 +322,7 @@ def main() -> None:
         )
         assert server.stderr is not None
         assert "listening on" in server.stderr.readline()
+        _register(str(sock), home, str(project))
         echo_path = base / "echo.sock"
         echo = subprocess.Popen(
             [sys.executable, "-c", ECHO, str(echo_path)], stdout=subprocess.PIPE, text=True

@@ -75,6 +75,7 @@ Two families, as a user meets them:
             ├── UnknownProject ......... unknown-project
             ├── TokenInvalid ........... token-invalid
             ├── CallerRefused .......... caller-refused
+            │   └── ProjectRefused ..... project-refused
             └── ProtocolError .......... protocol-error
 """
 
@@ -112,6 +113,7 @@ __all__ = [
     "ModelUnavailable",
     "PathOutsideCheckout",
     "PathProtected",
+    "ProjectRefused",
     "ProtocolError",
     "RateLimited",
     "RequestPending",
@@ -609,6 +611,15 @@ class CallerRefused(ServerError):
     """The socket's peer is not the server's own user (checked with its peer credentials)."""
 
     code = "caller-refused"
+
+
+class ProjectRefused(CallerRefused):
+    """A project the caller may not open: a run's token asking for another project, or a
+    caller other than the owner asking for one the owner did not register; or a project whose
+    code (an extension, an MCP server's command) lies where a live run may write. Carries
+    ``reason`` (``token``, ``not-registered``, ``writable-by-run``) and ``root``."""
+
+    code = "project-refused"
 
 
 class ProtocolError(ServerError):

@@ -166,7 +166,12 @@ DOCTOR = closed(
             }
         ),
         "caller": closed(
-            {"role": nullable(STRING), "source": STRING, "claimed_role": nullable(STRING)}
+            {
+                "role": nullable(STRING),
+                "source": STRING,
+                "owner": BOOLEAN,
+                "claimed_role": nullable(STRING),
+            }
         ),
         "project": closed({"root": STRING, "id": STRING, "state": STRING, "state_exists": BOOLEAN}),
         "sandbox": {"type": "object", "required": ["machine"]},
@@ -392,7 +397,14 @@ SHOW = {
 }
 
 #: ``serve --json``: the one line on stderr once the socket answers.
-SERVE = closed({"listening": STRING, "pid": INTEGER, "default_role": nullable(STRING)})
+SERVE = closed(
+    {
+        "listening": STRING,
+        "pid": INTEGER,
+        "default_role": nullable(STRING),
+        "owner_role": nullable(STRING),
+    }
+)
 
 
 #: The schema of each command's ``--json`` output (for a stream, of its last line; for a server,

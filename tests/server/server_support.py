@@ -54,6 +54,29 @@ class Running:
     pid: int
 
 
+def owner(home: Path, **identity: str) -> dict[str, str]:
+    """The ``initialize`` identity of the server's owner: the token ``membrane serve`` made in
+    ``home`` (what the user's own ``membrane`` commands present)."""
+    return {"ownerToken": (home / "owner.token").read_text().strip(), **identity}
+
+
+def register(socket: Path, home: Path, *projects: Path) -> None:
+    """Open ``projects`` as the owner (what the user's own ``membrane`` command does), so that
+    callers without the owner's token may reach them."""
+    import anyio
+
+    from membrane.server import Client
+
+    async def main() -> None:
+        with anyio.fail_after(START_BOUND):
+            async with Client.connect(socket) as client:
+                await client.request("initialize", {"identity": owner(home)})
+                for project in projects:
+                    await client.request("projects/add", {"root": str(project)})
+
+    anyio.run(main)
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     env = {
         key: value

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, clean_env, serve, stop
+from server_support import START_BOUND, Running, clean_env, owner, serve, stop
 
 from membrane.cli.app import main
 from membrane.json_types import JSONDict, JSONValue
@@ -76,6 +76,7 @@ def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 async def _start(client: Client, served: Running, *, capable: bool) -> tuple[JSONDict, str]:
     hello: JSONDict = {"capabilities": {"approval": True}} if capable else {}
+    hello["identity"] = owner(served.home)
     info = await client.request("initialize", hello)
     assert info["capabilities"]["approval"] == {"request": True}
     project_id = (await client.request("projects/add", {"root": str(served.project)}))["projectId"]
@@ -159,7 +160,7 @@ async def test_a_client_that_disconnects_leaves_the_call_unapproved(served: Runn
 
     with anyio.fail_after(START_BOUND):
         async with Client.connect(served.socket) as watcher:
-            await watcher.request("initialize", {})
+            await watcher.request("initialize", {"identity": owner(served.home)})
             reply = await watcher.request("projects/add", {"root": str(served.project)})
             await watcher.request("events/subscribe", {"projectId": reply["projectId"]})
             async with Client.connect(served.socket) as client:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_support import START_BOUND, clean_env, serve, stop
+from server_support import START_BOUND, clean_env, register, serve, stop
 
 EXTENSION = """\
 import contextvars
@@ -67,6 +67,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
     sock = base / "sock" / "m.sock"
     proc = serve(sock, home, env=clean_env(home))
     try:
+        register(sock, home, project)
         yield sock, project
     finally:
         assert stop(proc) == 0

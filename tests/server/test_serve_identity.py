@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, clean_env, make_project
+from server_support import START_BOUND, Running, clean_env, make_project, owner
 
 from membrane.errors import MembraneError, RuntimeUnavailable
 from membrane.server import Client
@@ -43,16 +43,17 @@ async def test_two_roles_see_and_run_what_their_role_allows(
 ) -> None:
     with anyio.fail_after(START_BOUND):
         external, external_names = await _list(runtime.socket, runtime.project, {})
-        elevated, ops_names = await _list(ops[0], ops[2], {})
+        elevated, ops_names = await _list(ops[0], ops[2], owner(ops[1]))
     assert external["role"] == "external" and external_names == ["Glob", "Grep", "Read"]
     assert elevated["role"] == "ops" and ops_names == ["Bash", "Glob", "Grep", "Read", "Write"]
     with anyio.fail_after(START_BOUND):
-        for socket, project, allowed in (
-            (runtime.socket, runtime.project, False),
-            (ops[0], ops[2], True),
+        for socket, project, identity in (
+            (runtime.socket, runtime.project, {}),
+            (ops[0], ops[2], owner(ops[1])),
         ):
+            allowed = bool(identity)
             async with Client.connect(socket) as client:
-                await client.request("initialize", {})
+                await client.request("initialize", {"identity": identity})
                 ids = {
                     "projectId": (await client.request("projects/add", {"root": str(project)}))[
                         "projectId"
@@ -78,12 +79,15 @@ async def test_a_role_claimed_in_initialize_changes_nothing(runtime: Running) ->
         caller, names = await _list(
             runtime.socket, runtime.project, {"role": "ops", "runId": "r-1"}
         )
-    assert caller == {"role": "external", "sessionId": None, "runId": None}
+    assert caller == {"role": "external", "sessionId": None, "runId": None, "owner": False}
     assert names == ["Glob", "Grep", "Read"]
 
 
-def test_a_forged_role_in_the_cli_environment_gets_the_default_role(runtime: Running) -> None:
-    env = clean_env(runtime.home, MEMBRANE_SOCKET=str(runtime.socket), MEMBRANE_ROLE="ops")
+def test_a_forged_role_in_the_cli_environment_gets_the_default_role(
+    runtime: Running, tmp_path: Path
+) -> None:
+    # A process that cannot read the owner's token (here: another Membrane home).
+    env = clean_env(tmp_path, MEMBRANE_SOCKET=str(runtime.socket), MEMBRANE_ROLE="ops")
     done = subprocess.run(
         [PY, "-m", "membrane", "actions", "list", "--json", "--project", str(runtime.project)],
         env=env,
@@ -96,7 +100,7 @@ def test_a_forged_role_in_the_cli_environment_gets_the_default_role(runtime: Run
     assert names == ["Glob", "Grep", "Read"]
     forged = clean_env(
         runtime.home, MEMBRANE_SOCKET=str(runtime.socket), MEMBRANE_TOKEN="mt1.e30.00"
-    )
+    )  # a token, even a forged one, means no owner's token is presented
     done = subprocess.run(
         [PY, "-m", "membrane", "actions", "list", "--project", str(runtime.project)],
         env=forged,
@@ -153,7 +157,7 @@ async def test_a_childs_bash_is_bound_by_the_childs_view_and_its_token_dies_with
     script = _bash_script(tmp_path)
     with anyio.fail_after(START_BOUND * 2):
         async with Client.connect(socket) as client:
-            await client.request("initialize", {})
+            await client.request("initialize", {"identity": owner(home)})
             reply = await client.request("projects/add", {"root": str(project)})
             ids = {"projectId": reply["projectId"]}
             started = await client.request(
@@ -223,7 +227,7 @@ async def test_a_runs_token_can_neither_read_nor_answer_a_planning_gate(
     script.write_text(json.dumps({"agents": {"reader": turns}}))
     with anyio.fail_after(START_BOUND * 2):
         async with Client.connect(socket) as client:
-            await client.request("initialize", {})
+            await client.request("initialize", {"identity": owner(home)})
             reply = await client.request("projects/add", {"root": str(project)})
             ids = {"projectId": reply["projectId"]}
             start = {**ids, "agent": "reader", "task": "ask", "model": f"scripted:{script}"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, make_project, serve, stop
+from server_support import START_BOUND, Running, make_project, owner, register, serve, stop
 
 from membrane.errors import MembraneError
 from membrane.server import Client
@@ -61,6 +61,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
     socket = base / "sock" / "m.sock"
     proc = serve(socket, home)
     try:
+        register(socket, home, project)
         yield socket, project
     finally:
         stop(proc)
@@ -193,13 +194,13 @@ async def test_runs_start_takes_a_budget_and_a_bad_one_is_refused(
 async def test_every_method_needs_initialize_and_projects_are_listed_and_removed(
     served: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    socket, _project = served
+    socket, project = served
     other = make_project(tmp_path / "other")
     with anyio.fail_after(START_BOUND):
         async with Client.connect(socket) as client:
             with pytest.raises(MembraneError) as first:
                 await client.request("projects/list")
-            ids = await _open(client, other)
+            ids = await _open(client, other, **owner(project.parent / "home"))
             listed = (await client.request("projects/list"))["projects"]
             assert ids["projectId"] in [p["projectId"] for p in listed]
             again = await client.request("projects/add", {"root": str(other)})
@@ -245,10 +246,15 @@ async def test_the_host_reads_and_answers_a_planning_gate_over_the_socket(
     )
     with anyio.fail_after(START_BOUND):
         async with Client.connect(socket) as client:
-            ids = await _open(client, project)
+            ids = await _open(client, project, **owner(runtime.home))
             start = {**ids, "agent": "lead", "task": "plan", "model": f"scripted:{script}"}
             run = (await client.request("runs/start", start))["run"]
             at = {**ids, "runId": run["run_id"]}
+            # A caller without the owner's token (a child that dropped its own) is refused.
+            async with Client.connect(socket) as stranger:
+                await _open(stranger, project)
+                with pytest.raises(MembraneError) as stranger_refused:
+                    await stranger.request("workflow/answer", {**at, "answer": "approve"})
             shown = (await client.request("workflow/get", at))["workflow"]
             with pytest.raises(MembraneError) as early:
                 await client.request("workflow/answer", {**at, "answer": "approve"})
@@ -257,6 +263,7 @@ async def test_the_host_reads_and_answers_a_planning_gate_over_the_socket(
             )
             with pytest.raises(MembraneError) as unknown:
                 await client.request("workflow/get", {**ids, "runId": "nope"})
+    assert stranger_refused.value.code == "caller-refused"
     assert shown["phase"] == "planning" and shown["auto_skipped_rounds"] == ["ui"]
     assert early.value.code == "workflow-refused"
     assert waived["workflow"]["waived_rounds"] == ["extras"]

@@ -1,20 +1,19 @@
-"""A runtime-backed command asking for another role than the runtime's: an idle runtime is
-restarted under it; with runs in flight the command fails with ``runtime-role-mismatch``."""
+"""A runtime-backed command asking for a role: the owner acts under it on the runtime that
+answers, idle or with runs in flight, which is never restarted for it; only the owner may stop
+the runtime (``runtime/shutdown``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, clean_env, make_project, serve, stop
+from server_support import START_BOUND, clean_env, make_project, owner, serve, stop
 
-from membrane.errors import RuntimeRoleMismatch
+from membrane.errors import MembraneError
 from membrane.server import Client
 
 pytestmark = pytest.mark.anyio
@@ -32,84 +31,52 @@ def _cli(socket: Path, home: Path, project: Path, *args: str) -> subprocess.Comp
     )
 
 
-async def _info(socket: Path) -> dict[str, object]:
-    async with Client.connect(socket) as client:
-        info = await client.request("initialize", {})
-    return dict(info["runtimeInfo"])
+def _names(done: subprocess.CompletedProcess[str]) -> set[str]:
+    assert done.returncode == 0, done.stderr
+    return {a["name"] for a in json.loads(done.stdout)["actions"]}
 
 
-async def test_an_idle_runtime_of_another_role_is_restarted_under_the_asked_one(
+async def test_the_owner_acts_under_the_role_it_names_on_the_runtime_that_answers(
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
     project = make_project(tmp_path / "project")
-    socket = tmp_path / "sock" / "m.sock"
-    first = serve(socket, home)  # default role: external
-    try:
-        done = _cli(socket, home, project, "actions", "list", "--json", "--role", "ops")
-        assert done.returncode == 0, done.stderr
-        names = [a["name"] for a in json.loads(done.stdout)["actions"]]
-        # The ops role's tools, which the external role does not have.
-        assert {"Bash", "Write"} <= set(names)
-        # The stale runtime drained and exited; a new one answers under the asked role.
-        assert first.wait(timeout=START_BOUND) == 0
-        with anyio.fail_after(START_BOUND):
-            info = await _info(socket)
-        assert info["defaultRole"] == "ops"
-        assert info["pid"] != first.pid
-    finally:
-        stop(first)
-        with anyio.fail_after(START_BOUND):
-            try:
-                pid = int(str((await _info(socket))["pid"]))
-            except Exception:
-                pid = 0
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-
-
-async def test_a_runtime_with_runs_in_flight_is_not_restarted(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    project = make_project(tmp_path / "project")
     script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps(
-            {
-                "agents": {
-                    "reader": [
-                        {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 600"}}]},
-                        {"text": "done"},
-                    ]
-                }
-            }
-        )
-    )
+    sleeper = {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 600"}}]}
+    script.write_text(json.dumps({"agents": {"reader": [sleeper, {"text": "done"}]}}))
     socket = tmp_path / "sock" / "m.sock"
-    proc = serve(socket, home, "--role", "ops")
+    proc = serve(socket, home)
     try:
+        # The owner without a role: its own authority, as a headless command.
+        own = _names(_cli(socket, home, project, "actions", "list", "--json"))
+        assert {"Bash", "Write", "Read"} <= own
+        ops = _names(_cli(socket, home, project, "actions", "list", "--json", "--role", "ops"))
+        assert ops == {"Read", "Glob", "Grep", "Write", "Bash"}
         with anyio.fail_after(START_BOUND):
             async with Client.connect(socket) as client:
-                await client.request("initialize", {})
+                await client.request("initialize", {"identity": owner(home)})
                 ids = {
                     "projectId": (await client.request("projects/add", {"root": str(project)}))[
                         "projectId"
                     ]
                 }
-                started = await client.request(
-                    "runs/start",
-                    {**ids, "agent": "reader", "task": "wait", "model": f"scripted:{script}"},
+                start = {**ids, "agent": "reader", "task": "wait", "model": f"scripted:{script}"}
+                run_id = (await client.request("runs/start", start))["run"]["run_id"]
+                # With a run in flight, another role is the command's own, at once.
+                external = _cli(
+                    socket, home, project, "actions", "list", "--json", "--role", "external"
                 )
-                run_id = started["run"]["run_id"]
-                done = _cli(socket, home, project, "actions", "list", "--role", "external")
-                # The runtime is still the same one, and the run goes on.
-                assert proc.poll() is None
+                assert _names(external) == {"Read", "Glob", "Grep"}
+                # A caller that is not the owner cannot stop the runtime.
+                async with Client.connect(socket) as stranger:
+                    await stranger.request("initialize", {})
+                    with pytest.raises(MembraneError) as refused:
+                        await stranger.request("runtime/shutdown", {"requestedRole": "ops"})
                 run = (await client.request("runs/get", {**ids, "runId": run_id}))["run"]
                 assert run["status"] == "running"
                 await client.request("runs/stop", {**ids, "runId": run_id})
-        assert done.returncode == 3
-        assert done.stderr.startswith(f"{RuntimeRoleMismatch.code}:"), done.stderr
-        assert "'ops'" in done.stderr and "'external'" in done.stderr
+        assert refused.value.code == "caller-refused"
+        assert proc.poll() is None  # the same runtime all along
     finally:
         stop(proc)

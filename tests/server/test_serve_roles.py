@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, make_project, serve, stop
+from server_support import START_BOUND, make_project, owner, serve, stop
 
 from membrane import Tool
 from membrane.config.values import RoleSpec
@@ -86,17 +86,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ...
         for role in ("external", "operator", "viewer"):
             sockets[role] = base / f"sock-{role}" / "m.sock"
             procs.append(serve(sockets[role], home, "--role", role))
-        yield sockets["external"], sockets["operator"], sockets["viewer"], project
+        yield sockets["external"], sockets["operator"], sockets["viewer"], project, home
     finally:
         for proc in procs:
             stop(proc)
 
 
 async def _actions(socket: Path, project: Path, *calls: str) -> list[list[str]]:
-    """The caller's action names, once first and again after each of ``calls``."""
+    """The owner's action names (under the runtime's owner role), once first and again after
+    each of ``calls``."""
     seen: list[list[str]] = []
     async with Client.connect(socket) as client:
-        await client.request("initialize", {})
+        await client.request("initialize", {"identity": owner(project.parent / "home")})
         ids = {
             "projectId": (await client.request("projects/add", {"root": str(project)}))["projectId"]
         }
@@ -110,7 +111,7 @@ async def _actions(socket: Path, project: Path, *calls: str) -> list[list[str]]:
 
 
 async def test_ext_selectors_name_a_roles_tool_set(served: tuple[Path, ...]) -> None:
-    external, operator, _, project = served
+    external, operator, _, project, home = served
     with anyio.fail_after(START_BOUND):
         (plain,) = await _actions(external, project)
         (elevated,) = await _actions(operator, project)
@@ -121,7 +122,7 @@ async def test_ext_selectors_name_a_roles_tool_set(served: tuple[Path, ...]) -> 
     assert elevated == ["Read", "deploy", "desk_off", "desk_on", "status"]
     with anyio.fail_after(START_BOUND):
         async with Client.connect(external) as client:
-            await client.request("initialize", {})
+            await client.request("initialize", {"identity": owner(home)})
             reply = await client.request("projects/add", {"root": str(project)})
             with pytest.raises(MembraneError) as caught:
                 await client.request(
@@ -133,7 +134,7 @@ async def test_ext_selectors_name_a_roles_tool_set(served: tuple[Path, ...]) -> 
 async def test_a_required_backend_shows_its_tool_only_to_permitted_roles(
     served: tuple[Path, ...],
 ) -> None:
-    _, operator, viewer, project = served
+    _, operator, viewer, project, home = served
     with anyio.fail_after(START_BOUND):
         before, on, off = await _actions(operator, project, "desk_on", "desk_off")
     assert "screenshot" not in before
@@ -142,7 +143,7 @@ async def test_a_required_backend_shows_its_tool_only_to_permitted_roles(
     with anyio.fail_after(START_BOUND):
         # viewer's role allows ext:desk but lacks the permission: never shown, even when up.
         async with Client.connect(viewer) as client:
-            await client.request("initialize", {})
+            await client.request("initialize", {"identity": owner(home)})
             ids = {
                 "projectId": (await client.request("projects/add", {"root": str(project)}))[
                     "projectId"

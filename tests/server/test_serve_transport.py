@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, launch, make_project, serve, stop
+from server_support import START_BOUND, Running, launch, make_project, owner, serve, stop
 
 from membrane.errors import CallerRefused, RuntimeUnavailable
 from membrane.server import Client
@@ -68,7 +68,12 @@ async def test_initialize_reports_the_runtime_and_the_caller(runtime: Running) -
         "actions": {"listChanged": True},
         "approval": {"request": True},
     }
-    assert reply["caller"] == {"role": "external", "sessionId": None, "runId": None}
+    assert reply["caller"] == {
+        "role": "external",
+        "sessionId": None,
+        "runId": None,
+        "owner": False,
+    }
 
 
 def test_the_socket_is_0600_in_a_0700_folder(runtime: Running) -> None:
@@ -249,7 +254,7 @@ async def test_kill_9_leaves_a_stale_socket_that_the_next_serve_cleans(tmp_path:
     try:
         with anyio.fail_after(START_BOUND):
             async with Client.connect(socket_path) as client:
-                await client.request("initialize", {})
+                await client.request("initialize", {"identity": owner(home)})
                 ids = await _add(client, project)
                 first = (await client.request("runs/start", {**ids, **start}))["run"]
                 done = (await client.request("runs/wait", {**ids, "runId": first["run_id"]}))["run"]
@@ -265,7 +270,7 @@ async def test_kill_9_leaves_a_stale_socket_that_the_next_serve_cleans(tmp_path:
     try:
         with anyio.fail_after(START_BOUND):
             async with Client.connect(socket_path) as client:
-                info = await client.request("initialize", {})
+                info = await client.request("initialize", {"identity": owner(home)})
                 assert info["runtimeInfo"]["pid"] == again.pid
                 ids = await _add(client, project)
                 replay = (await client.request("runs/start", {**ids, **start}))["run"]
@@ -317,7 +322,7 @@ async def test_sigterm_drains_a_call_in_flight_then_exits(tmp_path: Path) -> Non
     try:
         with anyio.fail_after(START_BOUND):
             async with Client.connect(socket_path) as client:
-                await client.request("initialize", {})
+                await client.request("initialize", {"identity": owner(home)})
                 ids = await _add(client, project)
                 async with anyio.create_task_group() as group:
                     replies: list[object] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, make_project, serve, stop
+from server_support import START_BOUND, make_project, register, serve, stop
 
 from membrane.server import Client
 
@@ -45,6 +45,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Pat
     socket = base / "sock" / "m.sock"
     proc = serve(socket, home)
     try:
+        register(socket, home, project)
         yield socket, project
     finally:
         stop(proc)

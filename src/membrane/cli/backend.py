@@ -1,17 +1,18 @@
 """How a project command reaches Membrane: runtime-backed (the default) or ``--headless``.
 
 Runtime-backed: connect to the machine runtime's socket, ``initialize`` with the caller's
-identity from the environment, and register the project. When no runtime answers, start
-``membrane serve --idle-exit SECONDS`` in the background (detached, in a session of its own,
-its output appended to ``$MEMBRANE_HOME/logs/serve.log``) and wait until it answers; it exits
-by itself after ``$MEMBRANE_IDLE_EXIT`` seconds (default 300) with no connection and no run
-in flight, and the next command starts another. The socket's lock settles a race between two
-commands starting one: exactly one binds, both use it. The environment's ``MEMBRANE_ROLE`` is
-sent as metadata and grants nothing; only ``--role``, a trusted flag of the person at the
-command, asks for a role: a runtime whose ``defaultRole`` differs is restarted under it when
-idle, and with runs in flight the command fails with ``runtime-role-mismatch``. A command run
-inside a run (``MEMBRANE_TOKEN`` set) never starts or restarts a runtime: its token binds it
-to its run's view, and ``--role`` is ignored.
+identity (its environment's, and outside a run the owner's token from
+``$MEMBRANE_HOME/owner.token``, which makes it the owner), and register the project. When no
+runtime answers, start ``membrane serve --idle-exit SECONDS`` in the background (detached, in
+a session of its own, its output appended to ``$MEMBRANE_HOME/logs/serve.log``) and wait
+until it answers; it exits by itself after ``$MEMBRANE_IDLE_EXIT`` seconds (default 300) with
+no connection and no run in flight, and the next command starts another. The socket's lock
+settles a race between two commands starting one: exactly one binds, both use it. The owner
+acts under the role it names (``--role``, else its ``MEMBRANE_ROLE``), else the runtime's
+owner role, else its own authority, as a headless command would; the runtime is never
+restarted for a role. A command run inside a run (``MEMBRANE_TOKEN`` set) never starts a
+runtime and presents no owner's token: its token binds it to its run's view, and ``--role``
+is ignored.
 
 Headless (``--headless``, or ``MEMBRANE_HEADLESS=1`` in the environment outside a run): the
 same project services (``ProjectHost``) bootstrapped in this process for one command. Its role
@@ -44,6 +45,7 @@ from membrane.json_types import JSONDict
 from membrane.runtime import LifecycleEvent, RunInfo, RunResult
 from membrane.server import Caller, Client, ProjectHost, TokenBook, identity_from_env
 from membrane.server.approval import APPROVAL_CAPABILITY, APPROVAL_METHOD, answering
+from membrane.server.client import own_identity
 from membrane.server.methods import plain
 from membrane.server.transport import default_socket_path, probe_socket
 from membrane.tools.permissions import Approver
@@ -213,16 +215,17 @@ async def runtime_session(
     runtime sends for the runs this session starts (the client says so in ``initialize``)."""
     root = require_folder("--project", project)
     path = socket if socket is not None else default_socket_path()
-    identity = identity_from_env()
-    inside_run = "token" in identity
-    wanted = None if inside_run else role
-    restarted = False
+    inside_run = "token" in identity_from_env()
     for attempt in range(3):
         if not inside_run and not probe_socket(path):
-            await _start_runtime(path, wanted)
+            await _start_runtime(path)
         async with contextlib.AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(Client.connect(path))
+                # Read once the runtime is up: the first one makes the owner's token.
+                identity = own_identity()
+                if role is not None and not inside_run:
+                    identity["role"] = role  # the owner names its role; a run's token cannot
                 hello: JSONDict = {
                     "clientInfo": {"name": "membrane-cli", "version": membrane.__version__},
                     "identity": identity,
@@ -235,13 +238,6 @@ async def runtime_session(
                 # An idle runtime may exit between the probe and the connect: start another.
                 if inside_run or attempt == 2:
                     raise
-                continue
-            running = info["runtimeInfo"]["defaultRole"]
-            if wanted is not None and running != wanted and not restarted:
-                # An idle runtime under another role is restarted; a busy one refuses.
-                await client.request("runtime/shutdown", {"requestedRole": wanted})
-                await _wait_gone(path)
-                restarted = True
                 continue
             reply = await client.request("projects/add", {"root": str(root)})
             yield ProjectSession(
@@ -300,19 +296,17 @@ def _idle_exit() -> float | None:
     return seconds or None
 
 
-async def _start_runtime(path: Path, role: str | None) -> None:
+async def _start_runtime(path: Path) -> None:
     """Start ``membrane serve`` in the background and wait until the socket answers."""
     idle = _idle_exit()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # The runtime's role is what was asked for with --role, never the environment's claim.
+    # The runtime's owner role is its settings' (each owner's command names its own).
     env = {
         key: value
         for key, value in os.environ.items()
         if key not in ("MEMBRANE_TOKEN", "MEMBRANE_ROLE")
     }
     argv = [sys.executable, "-m", "membrane", "serve", "--socket", str(path)]
-    if role is not None:
-        argv += ["--role", role]
     if idle is not None:
         argv += ["--idle-exit", repr(idle)]
     logs = membrane_home() / "logs"
@@ -345,9 +339,3 @@ async def _start_runtime(path: Path, role: str | None) -> None:
             socket=str(path),
             hint="run `membrane doctor`, or pass --headless",
         )
-
-
-async def _wait_gone(path: Path) -> None:
-    deadline = time.monotonic() + _START_BOUND
-    while probe_socket(path) and time.monotonic() < deadline:
-        await anyio.sleep(_POLL)

@@ -85,13 +85,20 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
         problems.append({"problem": f"{exc.code}: {exc.message}", "fix": "fix the settings file"})
         settings = None
     token = os.environ.get("MEMBRANE_TOKEN")
+    from membrane.server.owner import read_owner_token
+
+    is_owner = not token and read_owner_token(home) is not None
+    owner_role = settings.default_role if settings is not None else None
     doc["caller"] = {
         "role": (
             "the role of the run that minted MEMBRANE_TOKEN (checked by the runtime)"
             if token
-            else (settings.default_role if settings is not None else None)
+            else (os.environ.get("MEMBRANE_ROLE") or owner_role if is_owner else "external")
         ),
-        "source": "token" if token else "settings default_role (unauthenticated caller)",
+        "source": "token"
+        if token
+        else ("owner token" if is_owner else "no proof (a caller without a token)"),
+        "owner": is_owner,
         "claimed_role": os.environ.get("MEMBRANE_ROLE"),
     }
     state = locate_state(project, home=home)

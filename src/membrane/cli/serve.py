@@ -33,8 +33,9 @@ def serve(
     role: Annotated[
         str | None,
         Option(
-            help="The default role of callers without a token (default: "
-            "$MEMBRANE_ROLE, else the settings' default_role)."
+            help="The role of the owner's commands that name none (default: $MEMBRANE_ROLE, "
+            "else the settings' default_role, else the owner's own authority). Callers that "
+            "neither present the owner's token nor a run's token are always external."
         ),
     ] = None,
     as_json: Annotated[
@@ -80,7 +81,7 @@ def serve(
     server = Server(
         socket_path=path,
         models=parse_model,
-        default_role=launch_role,
+        owner_role=launch_role,
         idle_exit=idle_exit,
         approval_timeout=approval_timeout,
     )
@@ -92,12 +93,13 @@ def serve(
             # Launchers wait for this line: the socket answers from here on.
             if as_json:
                 listening = {"listening": str(path), "pid": os.getpid(),
-                             "default_role": server.default_role}  # fmt: skip
+                             "default_role": server.default_role,
+                             "owner_role": server.owner_role}  # fmt: skip
                 echo(json.dumps(listening, ensure_ascii=False), err=True)
             else:
                 echo(
                     f"membrane serve: listening on {path} (pid {os.getpid()}, default role "
-                    f"{server.default_role})",
+                    f"{server.default_role}, owner role {server.owner_role or 'none'})",
                     err=True,
                 )
             await server.draining.wait()

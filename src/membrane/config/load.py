@@ -33,7 +33,6 @@ from membrane.config.shape import (
 from membrane.config.toml_cache import SETTINGS_CACHE_FILE, TomlCache
 from membrane.config.values import (
     BUILTIN_ROLES,
-    DEFAULT_ROLE,
     SANDBOX_CHOICES,
     McpServerSpec,
     ModelEntry,
@@ -392,8 +391,8 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
 
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
     cache.save()
-    default_role = merged.get("default_role", DEFAULT_ROLE)
-    if default_role not in roles:
+    default_role = merged.get("default_role")
+    if default_role is not None and default_role not in roles:
         raise SettingsError(
             f"`default_role` names {default_role!r}, which is not a role",
             path=None,

@@ -134,8 +134,10 @@ class Settings:
     grace_turns: int = 5
     default_max_turns: int | None = None
     roles: Mapping[str, RoleSpec] = field(default_factory=lambda: BUILTIN_ROLES)
-    #: The role of socket callers that bring no trusted role (no token, no launch role).
-    default_role: str = DEFAULT_ROLE
+    #: The role of the owner's runtime-backed commands that name none (``None``: the owner's
+    #: own authority, as a headless command). Callers that cannot prove they are the owner
+    #: and bring no run token get ``external`` whatever this says (DESIGN rule 11).
+    default_role: str | None = None
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
     #: ``[models.NAME]`` entries: named models a spec (``--model local``) can point at.
     models: Mapping[str, ModelEntry] = field(default_factory=dict)

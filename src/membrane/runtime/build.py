@@ -222,6 +222,8 @@ class ChildBuilder:
             permission_mode=authority.permissions.mode,
             role=request.role,
             cwd=None if cwd is None else str(cwd),
+            network=spec.network,
+            env=spec.env,
             worktree=worktree,
             skills=authority.skills,
             ceiling=ceiling_of_run(

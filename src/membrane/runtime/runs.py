@@ -60,6 +60,11 @@ class RunRecord:
     permission_mode: str = "default"
     role: str | None = None
     cwd: str | None = None
+    #: Its definition lets its sandboxed commands use the network, and the variables every
+    #: process it starts gets (its ``MEMBRANE_TOKEN`` among them): what ``call_context``
+    #: gives a call made for it from outside its loop.
+    network: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
     worktree: Worktree | None = None
     #: The child's ``# Skills`` catalog (what an inheriting grandchild receives), or ``None``.
     skills: Mapping[str, str] | None = None

@@ -38,7 +38,7 @@ import dataclasses
 from collections.abc import Collection, Sequence
 from functools import partial
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import TypeVar
 
 import anyio
@@ -83,9 +83,11 @@ from membrane.runtime.start import CatalogLike, StartPath
 from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.workspace import Workspace
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
+from membrane.sandbox import WRITING_TOOLS
 from membrane.store.base import Store
 from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
+from membrane.tools.spec import ToolContext
 from membrane.tools.view import ToolView
 
 __all__ = ["CatalogLike", "SubagentRuntime"]
@@ -503,6 +505,22 @@ class SubagentRuntime:
     def view(self, run_id: str) -> ToolView:
         """The tool view a run resolves right now: exactly what it may see and call."""
         return self._lookup(run_id, None).child.scope.view()
+
+    def call_context(self, run_id: str) -> ToolContext:
+        """The context of a call made for a live run from outside its loop (its ``Bash``
+        reaching the machine runtime with its token): the run's checkout, its read-only flag
+        (no ``Write`` or ``Edit`` in its view now), its network grant and its environment,
+        as its own tool calls get them."""
+        record = self._lookup(run_id, None)
+        return ToolContext(
+            agent=record.agent,
+            run_id=run_id,
+            cwd=None if record.cwd is None else Path(record.cwd),
+            read_only=WRITING_TOOLS.isdisjoint(record.child.scope.view().visible),
+            session=run_id,
+            env=MappingProxyType(dict(record.env)),
+            network=record.network,
+        )
 
     def role_restriction(self, role: str | None) -> RoleRestriction | None:
         """The restriction of a trusted role from ``settings.roles`` (``None``: no role)."""

@@ -40,8 +40,16 @@ from membrane.server.framing import (
     parse_frame,
     result_frame,
 )
+from membrane.server.owner import read_owner_token
 
-__all__ = ["IDENTITY_ENV", "Client", "Handler", "identity_from_env", "remote_error"]
+__all__ = [
+    "IDENTITY_ENV",
+    "Client",
+    "Handler",
+    "identity_from_env",
+    "own_identity",
+    "remote_error",
+]
 
 #: How long a connect may wait for a server whose backlog is full.
 _CONNECT_SECONDS: Final = 30.0
@@ -66,6 +74,18 @@ def identity_from_env(env: Mapping[str, str] | None = None) -> JSONDict:
     the rest is metadata the server records."""
     env = os.environ if env is None else env
     return {key: env[var] for key, var in IDENTITY_ENV.items() if env.get(var)}
+
+
+def own_identity(env: Mapping[str, str] | None = None) -> JSONDict:
+    """What this process presents in ``initialize``: the identity its environment gives and,
+    outside a run (no ``MEMBRANE_TOKEN``), the owner's token when this process can read
+    ``$MEMBRANE_HOME/owner.token`` (``ownerToken``: the caller is then the owner)."""
+    identity = identity_from_env(env)
+    if "token" not in identity:
+        token = read_owner_token()
+        if token is not None:
+            identity["ownerToken"] = token
+    return identity
 
 
 def _error_classes() -> dict[str, type[MembraneError]]:

@@ -46,6 +46,7 @@ from membrane.runtime import (
 )
 from membrane.runtime.listing import RunRow, list_runs, subtree
 from membrane.runtime.provider import ChildSpec, SetupCallback
+from membrane.sandbox import WRITING_TOOLS
 from membrane.server.approval import socket_approver
 from membrane.server.identity import Caller, TokenBook
 from membrane.store.location import project_id as project_id_of
@@ -130,7 +131,6 @@ class ProjectHost:
         self._tokens = tokens
         self._models = models
         self._base_env = dict(child_env)
-        self._cwd: dict[str, Path | None] = {}
         self._roles: dict[str, str | None] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
         #: The scope and call context of each caller without a run (``_session``).
@@ -237,7 +237,6 @@ class ProjectHost:
     # -- identity -----------------------------------------------------------------------------
 
     def _child_env(self, run_id: str, cwd: Path | None) -> Mapping[str, str]:
-        self._cwd[run_id] = cwd
         self._roles.setdefault(run_id, _ROLE.get())
         return {
             **self._base_env,
@@ -247,17 +246,17 @@ class ProjectHost:
             "MEMBRANE_PROJECT": str(self.workspace.project),
         }
 
-    def bind(self, run_id: str, claimed: JSONObject, *, default_role: str | None) -> Caller:
-        """The caller a token of ``run_id`` establishes; ``TokenInvalid`` once the run ended."""
+    def bind(self, run_id: str, claimed: JSONObject) -> Caller:
+        """The caller a token of ``run_id`` establishes (the role its run was started with);
+        ``TokenInvalid`` once the run ended."""
         try:
             info = self.runtime.get(run_id)
         except UnknownRun:
             raise TokenInvalid("the run of this MEMBRANE_TOKEN is not live here") from None
         if info.status in END_STATES:
             raise TokenInvalid(f"the run of this MEMBRANE_TOKEN has ended ({info.status})")
-        role = self._roles.get(run_id) or default_role
         return Caller(
-            role=role,
+            role=self._roles.get(run_id),
             session_id=run_id,
             run_id=run_id,
             project_id=self.project_id,
@@ -267,7 +266,7 @@ class ProjectHost:
     def check_live(self, caller: Caller) -> None:
         """Refuse a token caller whose run has ended since it connected."""
         if caller.run_id is not None:
-            self.bind(caller.run_id, caller.claimed, default_role=caller.role)
+            self.bind(caller.run_id, caller.claimed)
 
     # -- the one view -------------------------------------------------------------------------
 
@@ -296,27 +295,35 @@ class ProjectHost:
             self._scopes[key] = scope
         return scope
 
-    def context(self, caller: Caller) -> ToolContext:
-        """The call context of ``caller``. A token caller's is its run's, with the run's own
-        environment (its ``MEMBRANE_TOKEN`` included), built once per run and working folder:
-        the token is minted once, not on every call. Whether the run is still live is checked
-        on every call all the same (``view``), so a cached context never outlives its run's
-        token."""
+    def context(self, caller: Caller, view: ToolView | None = None) -> ToolContext:
+        """The call context of ``caller``. A token caller's is its run's own
+        (``SubagentRuntime.call_context``: its checkout, its read-only flag, its network grant
+        and its environment, its ``MEMBRANE_TOKEN`` included), built once per run and kept
+        while the run's read-only flag is what ``view`` (its view now) says: the token is
+        minted once, not on every call. Whether the run is still live is checked on every
+        call all the same (``view``), so a cached context never outlives its run's token."""
         run_id = caller.run_id
         if run_id is None:
             return self._session(caller).context
-        cwd = self._cwd.get(run_id) or self.workspace.project
+        if view is None:
+            view = self.view(caller)
+        read_only = WRITING_TOOLS.isdisjoint(view.visible)
         found = self._contexts.get(run_id)
-        if found is None or found.cwd != cwd:
+        if found is None or found.read_only != read_only:
             if len(self._contexts) >= _SESSIONS:
                 self._contexts.clear()
-            found = self._contexts[run_id] = ToolContext(
-                agent=self.runtime.get(run_id).agent,
-                run_id=run_id,
-                cwd=cwd,
-                session=run_id,
-                env=MappingProxyType(dict(self._child_env(run_id, cwd))),
-            )
+            found = self.runtime.call_context(run_id)
+            if found.cwd is None:
+                found = ToolContext(
+                    agent=found.agent,
+                    run_id=run_id,
+                    cwd=self.workspace.project,
+                    read_only=found.read_only,
+                    session=run_id,
+                    env=found.env,
+                    network=found.network,
+                )
+            self._contexts[run_id] = found
         return found
 
     def _session(self, caller: Caller) -> _Session:
@@ -343,7 +350,8 @@ class ProjectHost:
         if caller.run_id is None:
             session = self._session(caller)
             return session.current().call(name, arguments, session.context)
-        return self.view(caller).call(name, arguments, self.context(caller))
+        view = self.view(caller)
+        return view.call(name, arguments, self.context(caller, view))
 
     # -- runs ---------------------------------------------------------------------------------
 

@@ -43,7 +43,9 @@ class Caller:
     ``run_id`` and ``project_id`` are set only for a token caller (bound to that run);
     ``session_id`` is the run for a token caller, else the session the client named (metadata,
     used to key its rate limits). ``claimed`` keeps what the client claimed, for the record.
-    ``role`` is ``None`` only in process (``--headless`` without a role): no role restriction.
+    ``owner``: the caller proved it is the server's owner (``membrane.server.owner``).
+    ``role`` is ``None`` only for the owner (and in process, ``--headless`` without a role): no
+    role restriction.
     """
 
     role: str | None
@@ -51,6 +53,7 @@ class Caller:
     run_id: str | None = None
     project_id: str | None = None
     claimed: JSONDict = field(default_factory=dict)
+    owner: bool = False
 
     @property
     def standalone(self) -> bool:
@@ -58,7 +61,12 @@ class Caller:
         return self.run_id is None and self.session_id is not None
 
     def to_dict(self) -> JSONDict:
-        return {"role": self.role, "sessionId": self.session_id, "runId": self.run_id}
+        return {
+            "role": self.role,
+            "sessionId": self.session_id,
+            "runId": self.run_id,
+            "owner": self.owner,
+        }
 
 
 class TokenBook:

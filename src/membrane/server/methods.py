@@ -332,11 +332,17 @@ async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSON
 
 
 def _planning(server: Server, conn: Connection, p: _Run) -> PlanningControl:
-    """The planning gate of run ``p.runId``, for a host caller only: a run's token never
-    answers for its host (seed 002: approval comes from the host, not from an agent)."""
+    """The planning gate of run ``p.runId``, for the owner only: no agent answers for its host
+    (seed 002: approval comes from the host, not from an agent), neither with its run's token
+    nor by connecting without it."""
     caller = _caller(conn)
     if caller.run_id is not None:
         raise CallerRefused("a run's token cannot read or answer a planning gate")
+    if not caller.owner:
+        raise CallerRefused(
+            "only the owner reads or answers a planning gate (your own `membrane` command "
+            "presents $MEMBRANE_HOME/owner.token)"
+        )
     host = server.project(p.projectId, caller)
     if host.store.get_header(p.runId) is None:
         raise UnknownRun(f"no run {p.runId!r} in this project", run_id=p.runId)

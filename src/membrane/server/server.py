@@ -32,7 +32,14 @@ from anyio.abc import TaskGroup, TaskStatus
 
 import membrane
 from membrane.config.load import load_settings
-from membrane.errors import CallerRefused, RuntimeRoleMismatch, TokenInvalid, UnknownProject
+from membrane.config.values import DEFAULT_ROLE
+from membrane.errors import (
+    CallerRefused,
+    ProjectRefused,
+    RuntimeRoleMismatch,
+    TokenInvalid,
+    UnknownProject,
+)
 from membrane.json_types import JSONDict
 from membrane.server.approval import APPROVAL_TIMEOUT
 from membrane.server.connection import Connection
@@ -40,6 +47,7 @@ from membrane.server.framing import MAX_FRAME_BYTES, Encoded, membrane_error_fra
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
 from membrane.server.identity import Caller, TokenBook
 from membrane.server.methods import dispatch
+from membrane.server.owner import ensure_owner_token, same
 from membrane.server.transport import (
     SocketLock,
     bind_socket,
@@ -99,8 +107,11 @@ class Replies:
 
 
 class Server:
-    """The machine runtime. ``default_role`` is the launch role (``--role`` or the launch
-    environment's ``MEMBRANE_ROLE``); ``None`` takes the settings' ``default_role``.
+    """The machine runtime. ``owner_role`` is the launch role (``--role`` or the launch
+    environment's ``MEMBRANE_ROLE``): the role of the owner's connections that name none;
+    ``None`` takes the global settings' ``default_role``, and when that is unset too the
+    owner acts with its own authority (no role). A caller that neither proves it is the owner
+    nor brings a run's token is ``external`` (``default_role``).
     ``idle_exit``: shut down after that many seconds with no connection open and no run in
     flight (``None``: never). ``approval_timeout``: how many seconds a call an ``ask`` rule holds
     waits for the answering client's ``approval/request`` reply before it is
@@ -111,7 +122,7 @@ class Server:
         *,
         socket_path: Path,
         models: ModelFactory,
-        default_role: str | None = None,
+        owner_role: str | None = None,
         services: Sequence[Service] = (),
         drain_seconds: float = 30.0,
         handle_signals: bool = True,
@@ -119,7 +130,9 @@ class Server:
         approval_timeout: float = APPROVAL_TIMEOUT,
     ) -> None:
         self.socket_path = socket_path
-        self.default_role = default_role or load_settings(project=None).default_role
+        self.owner_role = owner_role or load_settings(project=None).default_role
+        #: The role of every caller that neither proves it is the owner nor brings a token.
+        self.default_role = DEFAULT_ROLE
         self.tokens = TokenBook()
         self.replies = Replies()
         self._models = models
@@ -131,6 +144,11 @@ class Server:
         #: When a connection last opened or closed (``time.monotonic``).
         self._last_seen = time.monotonic()
         self._hosts: dict[str, ProjectHost] = {}
+        #: The projects the owner added since the server started: the only ones a caller
+        #: other than the owner may open (``add_project``).
+        self._registered: set[str] = set()
+        #: The owner's proof (``membrane.server.owner``), read or made when the socket is bound.
+        self._owner_token: str | None = None
         self._adding = anyio.Lock()
         self._connections: set[Connection] = set()
         self._stop = anyio.Event()
@@ -187,6 +205,7 @@ class Server:
     def bind(self) -> None:
         """Take the socket now (``serve`` does it when not done yet): raises
         ``RuntimeAlreadyRunning`` when another server owns it, outside any task group."""
+        self._owner_token = ensure_owner_token()
         lock = SocketLock(self.socket_path)
         sock = bind_socket(self.socket_path, lock)
         self._bound = (sock, lock, self.socket_path.lstat().st_ino)
@@ -258,6 +277,7 @@ class Server:
             "version": membrane.__version__,
             "buildHash": self._hash,
             "defaultRole": self.default_role,
+            "ownerRole": self.owner_role,
             "pid": os.getpid(),
             "socketPath": str(self.socket_path),
         }
@@ -271,12 +291,22 @@ class Server:
             host = self._hosts.get(project_id)
             if host is None:
                 raise TokenInvalid("the project of this MEMBRANE_TOKEN is not served here")
-            return host.bind(run_id, claimed, default_role=self.default_role)
+            return host.bind(run_id, claimed)
         session = identity.get("sessionId")
+        session_id = session if isinstance(session, str) and session else None
+        if self._owner_token is not None and same(identity.get("ownerToken"), self._owner_token):
+            # The owner may name the role it acts under (``--role``, its MEMBRANE_ROLE).
+            asked = identity.get("role")
+            return Caller(
+                role=asked if isinstance(asked, str) and asked else self.owner_role,
+                session_id=session_id,
+                claimed=_without_secrets(claimed),
+                owner=True,
+            )
         return Caller(
             role=self.default_role,
-            session_id=session if isinstance(session, str) and session else None,
-            claimed=claimed,
+            session_id=session_id,
+            claimed=_without_secrets(claimed),
         )
 
     def in_flight(self) -> int:
@@ -295,15 +325,16 @@ class Server:
         return self._last_seen
 
     def stop_for_role(self, caller: Caller, requested: str) -> None:
-        """Shut down so that a launcher can start a runtime under ``requested``; refused to a
-        run's token and while runs are in flight (``runtime-role-mismatch``)."""
-        if caller.run_id is not None:
-            raise CallerRefused("a run's token cannot stop the runtime")
+        """Shut down so that a launcher can start a runtime under ``requested``: the owner's
+        call only (``caller-refused``), and refused while runs are in flight
+        (``runtime-role-mismatch``)."""
+        if not caller.owner:
+            raise CallerRefused("only the owner stops the runtime")
         if self.busy():
             raise RuntimeRoleMismatch(
-                f"the runtime's default role is {self.default_role!r}, not {requested!r}, and "
-                "runs are in flight, so it is not restarted; wait for them or stop it first",
-                running=self.default_role,
+                f"the runtime's owner role is {self.owner_role!r}, not {requested!r}, and runs "
+                "are in flight, so it is not restarted; wait for them or stop it first",
+                running=self.owner_role,
                 requested=requested,
             )
         self.shutdown()
@@ -311,15 +342,32 @@ class Server:
     # -- projects -----------------------------------------------------------------------------
 
     async def add_project(self, root: Path, *, caller: Caller) -> ProjectHost:
+        """Open the project at ``root`` (or return the one served). Opening a project imports
+        its extensions, so only the owner opens one it has not opened before: a run's token
+        reaches only its own run's project, and any other caller only a project the owner
+        added since the server started (``project-refused``)."""
         folder = require_folder("root", root)
         project_id = project_id_of(folder)
-        if caller.project_id is not None and caller.project_id != project_id:
-            raise UnknownProject(
-                "a run's token reaches only its own project", project_id=project_id
+        if caller.run_id is not None:
+            if caller.project_id != project_id:
+                raise ProjectRefused(
+                    "a run's token opens no project: it reaches only its own run's project",
+                    reason="token",
+                    root=str(folder),
+                )
+        elif not caller.owner and project_id not in self._registered:
+            raise ProjectRefused(
+                f"{folder} is not a project the owner opened on this runtime; only the owner "
+                "(your own `membrane` command, which presents $MEMBRANE_HOME/owner.token) opens "
+                "a project, since opening one runs its extensions",
+                reason="not-registered",
+                root=str(folder),
             )
         async with self._adding:
             host = self._hosts.get(project_id)
             if host is not None:
+                if caller.owner:
+                    self._registered.add(project_id)
                 return host
             workspace = await anyio.to_thread.run_sync(Workspace.open, folder)
             host = ProjectHost(
@@ -331,11 +379,13 @@ class Server:
             assert self._hosts_group is not None
             await self._hosts_group.start(host.run)
             self._hosts[project_id] = host
+            if caller.owner:
+                self._registered.add(project_id)
             return host
 
     async def remove_project(self, project_id: str, *, caller: Caller) -> None:
-        if caller.run_id is not None:
-            raise UnknownProject("a run's token cannot remove projects", project_id=project_id)
+        if not caller.owner:
+            raise CallerRefused("only the owner removes a project", project_id=project_id[:80])
         host = self.project(project_id, caller)
         del self._hosts[project_id]
         await host.close()
@@ -366,6 +416,15 @@ class Server:
             return
         watched.add(host.project_id)
         conn.group.start_soon(_watch, conn, host, caller, names)
+
+
+def _without_secrets(claimed: JSONDict) -> JSONDict:
+    """What a client claimed, minus the owner's token (never kept)."""
+    identity = claimed.get("identity")
+    if isinstance(identity, dict) and "ownerToken" in identity:
+        identity = {key: value for key, value in identity.items() if key != "ownerToken"}
+        return {**claimed, "identity": identity}
+    return claimed
 
 
 async def _refuse(raw: socket.socket, uid: int) -> None:

@@ -1,0 +1,143 @@
+"""Nothing a caller sends makes the server run code, and the owner proves it is the owner:
+against a real ``membrane serve`` and its Unix socket (DESIGN rule 11)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from server_support import START_BOUND, Running, make_project, owner, serve, stop
+
+from membrane.errors import MembraneError
+from membrane.server import Client
+from membrane.store.location import locate_state
+from membrane.store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.anyio
+
+PY = sys.executable
+
+#: An extension whose ``setup`` leaves a mark: it ran inside the server.
+PWN = """\
+from pathlib import Path
+
+def setup(ext):
+    Path({mark!r}).write_text("ran in the server")
+"""
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Running]:
+    """A ``membrane serve`` launched with ``--role ops`` (Read, Glob, Grep, Write, Bash)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    project = make_project(tmp_path / "project")
+    socket = tmp_path / "sock" / "m.sock"
+    proc = serve(socket, home, "--role", "ops")
+    try:
+        yield Running(socket=socket, home=home, project=project, pid=proc.pid)
+    finally:
+        stop(proc)
+
+
+def _plant(folder: Path, mark: Path) -> Path:
+    """A folder with a ``.membrane/extensions/pwn.py`` that marks ``mark`` when imported."""
+    extensions = folder / ".membrane" / "extensions"
+    extensions.mkdir(parents=True)
+    (extensions / "pwn.py").write_text(PWN.format(mark=str(mark)))
+    return folder
+
+
+async def _add(socket: Path, root: Path, identity: dict[str, str]) -> str:
+    async with Client.connect(socket) as client:
+        await client.request("initialize", {"identity": identity})
+        return str((await client.request("projects/add", {"root": str(root)}))["projectId"])
+
+
+def test_the_server_makes_a_private_owner_token_in_its_home(running: Running) -> None:
+    path = running.home / "owner.token"
+    mode = path.stat().st_mode
+    assert stat.S_ISREG(mode) and stat.S_IMODE(mode) == 0o600
+    assert len(path.read_text().strip()) >= 32
+
+
+async def test_a_caller_without_the_owners_token_opens_no_new_project(
+    running: Running, tmp_path: Path
+) -> None:
+    mark = tmp_path / "mark"
+    # What a child does: a nested .membrane below the checkout it may write, then
+    # projects/add of that folder without its token.
+    nested = _plant(running.project / "sub", mark)
+    elsewhere = _plant(tmp_path / "elsewhere", tmp_path / "mark2")
+    with anyio.fail_after(START_BOUND):
+        for folder in (nested, elsewhere):
+            with pytest.raises(MembraneError) as caught:
+                await _add(running.socket, folder, {})
+            assert caught.value.code == "project-refused"
+            assert caught.value.data["reason"] == "not-registered"
+        # A forged owner token is no proof either.
+        with pytest.raises(MembraneError) as caught:
+            await _add(running.socket, nested, {"ownerToken": "x" * 43})
+        assert caught.value.code == "project-refused"
+    assert not mark.exists() and not (tmp_path / "mark2").exists()
+    # The owner opens the project; then any caller reaches it, and only it.
+    with anyio.fail_after(START_BOUND):
+        project_id = await _add(running.socket, running.project, owner(running.home))
+        assert await _add(running.socket, running.project, {}) == project_id
+        with pytest.raises(MembraneError) as caught:
+            await _add(running.socket, nested, {})
+        assert caught.value.code == "project-refused"
+    assert not mark.exists()
+    # The proof is what opens a project: the owner's add of the planted folder runs it.
+    with anyio.fail_after(START_BOUND):
+        await _add(running.socket, elsewhere, owner(running.home))
+    assert (tmp_path / "mark2").read_text() == "ran in the server"
+
+
+def _bash_output(home: Path, project: Path, run_id: str) -> str:
+    """What the run's Bash printed, from the run's stored transcript."""
+    store = SQLiteStore(locate_state(project, home=home).path)
+    try:
+        messages = store.transcript(run_id)
+    finally:
+        store.close()
+    (tool,) = [m for m in messages if m.get("role") == "tool"]
+    return str(json.loads(str(tool["content"]))["stdout"])
+
+
+async def test_a_read_only_childs_token_gets_no_writable_checkout_through_the_runtime(
+    running: Running, tmp_path: Path
+) -> None:
+    """The reader holds Read and Bash, no Write: its own Bash cannot write its checkout, and
+    neither can the runtime's Bash it calls with its token; its token opens no other project."""
+    nested = _plant(running.project / "nested", tmp_path / "mark")
+    cli = f"{PY} -m membrane actions"
+    write = json.dumps({"command": "echo x > pwned.txt && echo WROTE"})
+    command = (
+        f"{cli} run Bash --args '{write}' 2>&1; "
+        f'echo "BASH_RC=$?"; '
+        f"{cli} list --project {nested} 2>&1; "
+        f'echo "ADD_RC=$?"'
+    )
+    script = tmp_path / "reader.json"
+    turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
+    script.write_text(json.dumps({"agents": {"reader": turns}}))
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(running.socket) as client:
+            await client.request("initialize", {"identity": owner(running.home)})
+            reply = await client.request("projects/add", {"root": str(running.project)})
+            ids = {"projectId": reply["projectId"]}
+            start = {**ids, "agent": "reader", "task": "write", "model": f"scripted:{script}"}
+            run_id = (await client.request("runs/start", start))["run"]["run_id"]
+            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+    assert done["status"] == "completed", done
+    out = _bash_output(running.home, running.project, run_id)
+    assert not (running.project / "pwned.txt").exists(), out
+    assert "WROTE" not in out
+    assert "project-refused" in out and "ADD_RC=0" not in out, out
+    assert not (tmp_path / "mark").exists()
