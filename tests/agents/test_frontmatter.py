@@ -139,12 +139,12 @@ def test_a_broken_authority_value_is_never_requoted() -> None:
         ("---\nname: a\ncreated: 2023-02-29\n---\n", 3, "created", "day is out of range"),
         ("---\nname: a\nx: !!int abc\n---\n", 3, "x", "invalid YAML value"),
         ("---\nname: a\nx: !!float zz\n---\n", 3, "x", "invalid YAML value"),
-        ("---\nname: a\nx: " + "[" * 3000 + "]" * 3000 + "\n---\n", 3, "x", "too deeply"),
+        ("---\nname: a\nx: " + "[" * 3000 + "]" * 3000 + "\n---\n", 3, "x", "nests deeper than 64"),
         (
             "---\nname: a\n" + "\n".join(" " * i + "k:" for i in range(1500)) + " 1\n---\n",
             None,
             "k",
-            "too deeply",
+            "nests deeper than 64",
         ),
     ],
 )

@@ -18,6 +18,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.agents.files import MAX_BYTES, read_file_bytes
+from membrane.agents.nesting import MAX_NESTING, too_deep
 from membrane.agents.repair import KEY_RE, LOADER, Frontmatter, repair_values, split_frontmatter
 from membrane.errors import DefinitionError
 
@@ -56,6 +57,9 @@ class _Broken(Exception):
 def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
     if not yaml_text.strip():
         return CommentedMap()
+    deep = too_deep(yaml_text, flavor="yaml")
+    if deep is not None:  # final: no repair of the quoting makes such a value readable
+        raise _too_deep(fm.path, fm.file_line(deep - 1), _key_at(yaml_text, deep - 1))
     try:
         data = LOADER.load(yaml_text)
     except DuplicateKeyError as exc:
@@ -100,15 +104,7 @@ def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
     except RecursionError as exc:
         yaml_line = _failing_line(exc)
         key = _key_at(yaml_text, yaml_line)
-        raise _Broken(
-            DefinitionError(
-                "the YAML nests too deeply to read",
-                path=fm.path,
-                line=fm.file_line(yaml_line),
-                field=key,
-                hint="flatten the value: a definition needs at most a list of names",
-            )
-        ) from exc
+        raise _Broken(_too_deep(fm.path, fm.file_line(yaml_line), key)) from exc
     except Exception as exc:
         # A tagged or implicitly typed scalar that its Python type refuses (`!!int abc`,
         # `2023-02-29`): ruamel lets the type's own ValueError, TypeError or OverflowError
@@ -137,6 +133,16 @@ def _load(yaml_text: str, fm: Frontmatter) -> CommentedMap:
             )
         )
     return data
+
+
+def _too_deep(path: str, line: int, key: str | None) -> DefinitionError:
+    return DefinitionError(
+        f"the YAML nests deeper than {MAX_NESTING} levels",
+        path=path,
+        line=line,
+        field=key,
+        hint="flatten the value: a definition needs at most a list of names",
+    )
 
 
 def _failing_line(exc: BaseException) -> int:

@@ -1,22 +1,25 @@
 """The agents of an ``opencode.json`` (or ``opencode.jsonc``): one definition per ``agent`` entry.
 
 Each entry takes the OpenCode fields of a Markdown agent (``membrane.agents.opencode``); its
-``prompt`` is the body, written inline or as ``{file:PATH}`` (relative to the config file). An
-entry that only configures one of OpenCode's own agents (``build``, ``plan``, ``general``,
-``explore``) without a prompt is not a definition and is skipped. A definition's path is
+``prompt`` is the body, written inline or as ``{file:PATH}`` (relative to the config file, and
+read only inside the project). An entry that only configures one of OpenCode's own agents
+(``build``, ``plan``, ``general``, ``explore``) without a prompt is not a definition and is
+skipped. A definition's path is
 ``<config>#<name>``; lines are those of the entry's key in the file.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from membrane.agents.definition import AgentDefinition
+from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.dialect import Dialect
-from membrane.agents.files import MAX_BYTES
+from membrane.agents.files import MAX_BYTES, read_file_bytes
+from membrane.agents.nesting import MAX_NESTING, too_deep
 from membrane.errors import DefinitionError
 
 __all__ = ["read_opencode_config"]
@@ -66,23 +69,41 @@ def _line_of(text: str, name: str, after: int = 0) -> int:
     return text.count("\n", 0, match.start()) + 1 if match else 1
 
 
-def _prompt(value: object, *, config: Path, where: str, line: int) -> str:
+def _prompt(
+    value: object, *, config: Path, where: str, line: int
+) -> tuple[str, tuple[DefinitionWarning, ...]]:
+    """The prompt's text, and a warning when a ``{file:PATH}`` is not pasted.
+
+    ``PATH`` is read only when it resolves (links followed) inside the folder holding the
+    config file, the project: ``{file:/etc/shadow}`` or ``{file:../../.ssh/id_rsa}`` pastes
+    nothing into a system prompt. The file is read as definition files are (a regular file
+    only, never blocking on a FIFO, at most ``MAX_BYTES``).
+    """
     if value is None:
-        return ""
+        return "", ()
     if not isinstance(value, str):
         raise DefinitionError(
             "`prompt` must be text", path=where, line=line, field="prompt", hint="write a string"
         )
     match = _FILE_REF.fullmatch(value.strip())
     if match is None:
-        return value
-    file = (config.parent / match["path"].strip()).expanduser()
+        return value, ()
+    project = os.path.realpath(config.parent)
+    file = os.path.realpath(config.parent / match["path"].strip())
+    if os.path.commonpath([project, file]) != project:
+        warning = DefinitionWarning(
+            where,
+            line,
+            "prompt-file-outside-project",
+            f"`prompt` names {match['path'].strip()!r}, which is outside the project "
+            f"({project}); nothing is pasted",
+        )
+        return "", (warning,)
     try:
-        with open(file, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
+        data = read_file_bytes(file)
         if len(data) > MAX_BYTES:
             raise OSError(f"larger than {MAX_BYTES} bytes")
-        return data.decode("utf-8")
+        return data.decode("utf-8"), ()
     except (OSError, UnicodeDecodeError) as exc:
         raise DefinitionError(
             f"`prompt` names {file}, which cannot be read: {exc}",
@@ -104,7 +125,18 @@ def read_opencode_config(
         text = data.decode("utf-8")
         if len(data) > MAX_BYTES:
             raise ValueError(f"the file is larger than {MAX_BYTES} bytes")
-        document = json.loads(_strip_comments(text))
+        plain = _strip_comments(text)
+        deep = too_deep(plain, flavor="json")
+        if deep is not None:
+            return [
+                DefinitionError(
+                    f"the JSON nests deeper than {MAX_NESTING} levels",
+                    path=path,
+                    line=deep,
+                    hint="flatten the file: an agent entry needs only a few levels",
+                )
+            ]
+        document = json.loads(plain)
     except UnicodeDecodeError as exc:
         return [DefinitionError("the file is not UTF-8", path=path, line=1, hint=str(exc))]
     except json.JSONDecodeError as exc:
@@ -140,7 +172,7 @@ def read_opencode_config(
         if name in _OPENCODE_AGENTS and "prompt" not in entry:
             continue
         try:
-            body = _prompt(entry.get("prompt"), config=Path(path), where=where, line=line)
+            body, warnings = _prompt(entry.get("prompt"), config=Path(path), where=where, line=line)
             fields = {k: v for k, v in entry.items() if k != "prompt"}
             found.append(
                 build_definition(
@@ -151,6 +183,7 @@ def read_opencode_config(
                     path=where,
                     root=root,
                     dialect=dialect,
+                    warnings=warnings,
                 )
             )
         except DefinitionError as exc:
