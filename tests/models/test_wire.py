@@ -225,3 +225,28 @@ async def test_a_streamed_name_repeated_in_every_piece_is_kept_once(
     assert assistant["tool_calls"][0]["function"]["name"] == "Read"
     (tool,) = [m for m in sent if m["role"] == "tool"]
     assert tool["tool_call_id"] == "call__0_Read_cmpl-9" and SECRET in tool["content"]
+
+
+@pytest.mark.parametrize(
+    ("wire", "flavour", "text"),
+    [
+        ("openai", "llama.cpp", ""),  # null content beside tool_calls: HTTP 500 there
+        ("openai", "vllm", ""),
+        ("anthropic", "anthropic", " \n"),  # a whitespace-only text block: HTTP 400
+    ],
+)
+async def test_the_turn_after_a_tool_call_is_accepted_by_a_strict_server(
+    tmp_path: Path, isolated_home: Path, wire: str, flavour: str, text: str
+) -> None:
+    def script(agent: str, turn: int, body: Mapping[str, Any]) -> dict[str, Any]:
+        if turn == 0:
+            call = {"name": "Read", "arguments": {"file_path": "notes.txt"}}
+            return {"text": text, "tool_calls": [call]}
+        return {"text": f"told: {_last_tool_text(body)}"}
+
+    project = _project(tmp_path)
+    with WireServer(script, wire=wire, flavour=flavour) as server:
+        result = await _run(server, wire, project, "leaf", stream=False)
+    assert server.refused == []
+    assert result.status == "completed", result.error
+    assert SECRET in result.text
