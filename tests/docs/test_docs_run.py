@@ -20,6 +20,7 @@ environment, headless. A failure names the file and line of the block.
   model, a network, a placeholder); ``synopsis`` (```console synopsis): a command's usage, each
   ``--option`` of which must appear in that command's ``--help``.
 * ```toml: a settings file; it must load as a project's ``.membrane/config.toml``.
+* ```yaml that starts with ``agents:`` or ``default:``: a scripted model's script; it must load.
 * ``file=PATH`` after any language (```markdown file=examples/...): the block quotes that file of
   the repository whole, and must equal it.
 
@@ -95,6 +96,7 @@ RUNNABLE = [b for b in ALL if b.language in RUN and not set(b.markers) & MARKERS
 SYNOPSES = [b for b in ALL if b.language == "console" and "synopsis" in b.markers]
 QUOTES = [b for b in ALL if any(word.startswith("file=") for word in b.markers)]
 SETTINGS = [b for b in ALL if b.language == "toml" and "fragment" not in b.markers]
+SCRIPTS = [b for b in ALL if b.language == "yaml" and re.match(r"(agents|default):", b.text)]
 
 
 def _ids(items: list[Block]) -> list[str]:
@@ -299,6 +301,16 @@ def test_a_settings_block_loads(block: Block, tmp_path: Path) -> None:
     (project / ".membrane" / "config.toml").write_text(block.text, encoding="utf-8")
     try:
         load_settings(project=project, home=tmp_path / "home")
+    except Exception as exc:
+        raise AssertionError(f"{block.where}: {exc}") from exc
+
+
+@pytest.mark.parametrize("block", SCRIPTS, ids=_ids(SCRIPTS))
+def test_a_model_script_loads(block: Block) -> None:
+    from membrane.testing import ScriptedModel
+
+    try:
+        ScriptedModel(block.text)
     except Exception as exc:
         raise AssertionError(f"{block.where}: {exc}") from exc
 
