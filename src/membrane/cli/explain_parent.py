@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,54 +36,28 @@ if TYPE_CHECKING:  # the model layer is imported only for a --parent that carrie
 __all__ = ["parent_context", "read_json"]
 
 
-# Plain classes, not dataclasses: they only carry what the tables below read, and building a
-# dataclass (its generated methods) is a real part of the start of ``membrane explain``.
+@dataclass(slots=True, kw_only=True)
 class _ParentTool:
     """One entry of ``--parent``'s ``tools``."""
 
-    __slots__ = ("deferred", "mutating", "name", "origin")
-
-    def __init__(self, *, name: str, origin: str, deferred: bool, mutating: bool) -> None:
-        self.name = name
-        self.origin = origin
-        self.deferred = deferred
-        self.mutating = mutating
+    name: str
+    origin: str
+    deferred: bool
+    mutating: bool
 
 
+@dataclass(slots=True, kw_only=True)
 class _ParentParts:
     """``--parent`` as read, before it becomes a ``ParentContext``."""
 
-    __slots__ = (
-        "ceiling",
-        "cwd",
-        "depth",
-        "model",
-        "permission_mode",
-        "system_prompt",
-        "tools",
-        "transcript",
-    )
-
-    def __init__(
-        self,
-        *,
-        tools: list[_ParentTool] | None,
-        system_prompt: str,
-        model: str | None,
-        transcript: list[Message],
-        permission_mode: str | None,
-        depth: int,
-        cwd: str | None,
-        ceiling: object = None,
-    ) -> None:
-        self.tools = tools
-        self.system_prompt = system_prompt
-        self.model = model
-        self.transcript = transcript
-        self.permission_mode = permission_mode
-        self.depth = depth
-        self.cwd = cwd
-        self.ceiling = ceiling
+    tools: list[_ParentTool] | None
+    system_prompt: str
+    model: str | None
+    transcript: list[Message]
+    permission_mode: str | None
+    depth: int
+    cwd: str | None
+    ceiling: object = None
 
 
 def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
