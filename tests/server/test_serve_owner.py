@@ -141,3 +141,29 @@ async def test_a_read_only_childs_token_gets_no_writable_checkout_through_the_ru
     assert "WROTE" not in out
     assert "project-refused" in out and "ADD_RC=0" not in out, out
     assert not (tmp_path / "mark").exists()
+
+
+async def test_no_extension_is_imported_from_where_a_live_run_may_write(
+    running: Running, tmp_path: Path
+) -> None:
+    """Even the owner's add of a folder inside a live run's checkout imports nothing from it:
+    the run could have written the extension."""
+    mark = tmp_path / "mark"
+    nested = _plant(running.project / "planted", mark)
+    script = tmp_path / "sleeper.json"
+    sleeper = {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 600"}}]}
+    script.write_text(json.dumps({"agents": {"reader": [sleeper, {"text": "done"}]}}))
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(running.socket) as client:
+            await client.request("initialize", {"identity": owner(running.home)})
+            reply = await client.request("projects/add", {"root": str(running.project)})
+            ids = {"projectId": reply["projectId"]}
+            start = {**ids, "agent": "reader", "task": "wait", "model": f"scripted:{script}"}
+            run_id = (await client.request("runs/start", start))["run"]["run_id"]
+            try:
+                added = await client.request("projects/add", {"root": str(nested)})
+            finally:
+                await client.request("runs/stop", {**ids, "runId": run_id})
+    assert not mark.exists()
+    [warning] = [w for w in added["warnings"] if "pwn" in w]
+    assert "not loaded" in warning and "checkout of a live run" in warning

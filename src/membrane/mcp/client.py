@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -73,8 +75,12 @@ class McpServer:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         cache: ToolListCache | None = None,
+        untrusted: Callable[[Path], str | None] | None = None,
     ) -> None:
         self.spec = spec
+        #: Why a file lies where someone else may write it: a command or script it names for
+        #: a stdio server is never run (``code_files``).
+        self._untrusted = untrusted
         self.name = spec.name
         self.origin = f"mcp:{spec.name}"
         self.registry = registry
@@ -250,6 +256,11 @@ class McpServer:
             return
         mcp = require()
         assert spec.command is not None
+        if self._untrusted is not None:
+            for file in code_files(spec):
+                why = self._untrusted(file)
+                if why is not None:
+                    raise self._unavailable(f"it is not started: {file} {why}")
         params = mcp.StdioServerParameters(
             command=spec.command, args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd
         )
@@ -452,6 +463,24 @@ def _entry(listed: Any) -> CachedTool:
         input_schema=dict(listed.input_schema or {"type": "object"}),
         read_only=getattr(annotations, "read_only_hint", None) is True,
     )
+
+
+def code_files(spec: McpServerSpec) -> list[Path]:
+    """The files a stdio server's entry runs: its command as ``PATH`` finds it, and each
+    argument that names an existing file (relative to the entry's ``cwd``)."""
+    assert spec.command is not None
+    base = Path(spec.cwd) if spec.cwd else Path.cwd()
+    path = (spec.env or {}).get("PATH") or os.environ.get("PATH")
+    found = shutil.which(spec.command, path=path) if os.sep not in spec.command else None
+    files = [Path(found) if found else base / spec.command]
+    for arg in spec.args:
+        candidate = base / arg
+        try:
+            if candidate.is_file():
+                files.append(candidate)
+        except OSError:
+            continue
+    return files
 
 
 def _describe(exc: BaseException) -> str:

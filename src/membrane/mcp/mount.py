@@ -49,6 +49,7 @@ class McpServers:
         log_dir: Path | None = None,
         backoff: float = 0.5,
         cache_dir: Path | None = None,
+        untrusted: Callable[[Path], str | None] | None = None,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise InvalidRequest("registry must be a ToolRegistry", field="registry")
@@ -59,16 +60,22 @@ class McpServers:
         self._cache = None if cache_dir is None else ToolListCache(cache_dir)
         self._servers: dict[str, McpServer] = {}
         self._group: TaskGroup | None = None
+        self._untrusted = untrusted
 
     @classmethod
-    def of(cls, workspace: Workspace) -> McpServers:
+    def of(
+        cls, workspace: Workspace, *, untrusted: Callable[[Path], str | None] | None = None
+    ) -> McpServers:
         """The servers of ``workspace``'s settings on its registry; stderr logs go to
-        ``<home>/logs/mcp/NAME.log``, tool lists to ``<home>/cache/mcp/``."""
+        ``<home>/logs/mcp/NAME.log``, tool lists to ``<home>/cache/mcp/``. ``untrusted`` says
+        why a file lies where someone else may write it: a stdio server whose command or
+        script it names a reason for is not started (``mcp-server-unavailable``)."""
         return cls(
             workspace.settings.mcp_servers,
             workspace.registry,
             log_dir=workspace.home / "logs" / "mcp",
             cache_dir=workspace.home / "cache" / "mcp",
+            untrusted=untrusted,
         )
 
     async def __aenter__(self) -> McpServers:
@@ -102,7 +109,13 @@ class McpServers:
         assert self._group is not None
         log = None if self.log_dir is None else self.log_dir / f"{spec.name}.log"
         server = McpServer(
-            spec, self.registry, self._group, log_path=log, backoff=self._backoff, cache=self._cache
+            spec,
+            self.registry,
+            self._group,
+            log_path=log,
+            backoff=self._backoff,
+            cache=self._cache,
+            untrusted=self._untrusted,
         )
         self._servers[spec.name] = server
         server.load_cached()

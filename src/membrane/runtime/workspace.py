@@ -12,7 +12,7 @@ trust.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +42,20 @@ from membrane.sandbox.policy import SandboxPolicy
 from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
 from membrane.tools.registry import ToolRegistry
 
-__all__ = ["Workspace", "memory_file", "require_folder"]
+__all__ = ["UntrustedPlace", "Workspace", "memory_file", "require_folder"]
+
+#: Why a file lies where a child (or anyone but the user) may write it, or ``None``.
+UntrustedPlace = Callable[[Path], str | None]
+
+
+def _refused(source: ExtensionSource, untrusted: UntrustedPlace | None) -> str | None:
+    """Why the extension file ``source`` must not be imported, or ``None``."""
+    path = source.path
+    if untrusted is None or path is None:
+        return None
+    why = untrusted(path)
+    return None if why is None else f"its file {path} {why}"
+
 
 _MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
 
@@ -79,12 +92,19 @@ class Workspace:
 
     @classmethod
     def open(
-        cls, project: Path, *, workspace: Path | None = None, home: Path | None = None
+        cls,
+        project: Path,
+        *,
+        workspace: Path | None = None,
+        home: Path | None = None,
+        untrusted: UntrustedPlace | None = None,
     ) -> Workspace:
         """Read ``project``: settings, the catalog, built-in tools and every extension.
 
         A missing folder is ``InvalidRequest``; bad settings are ``SettingsError``. An extension
-        that fails to load is skipped with a warning and offers no tools.
+        that fails to load is skipped with a warning and offers no tools. ``untrusted`` says
+        why a file lies where someone else may write it (a live run's checkout): an extension
+        file it names a reason for is never imported, and a warning says so.
         """
         require_folder("--project", project)
         if workspace is not None:
@@ -109,11 +129,15 @@ class Workspace:
         warnings: list[str] = []
         discovered = discover_extensions(project, cache=home / "cache" / ENTRY_POINTS_FILE)
         for name, source in discovered.items():
+            refused = _refused(source, untrusted)
+            if refused is not None:
+                warnings.append(f"extension {name!r} is not loaded: {refused}")
+                continue
             try:
                 loaded[name] = load_extension(source, registry)
             except ExtensionError as exc:
                 warnings.append(f"extension {name!r} failed to load and offers no tools: {exc}")
-        paths = _load_paths(catalog, project, discovered, loaded, registry)
+        paths = _load_paths(catalog, project, discovered, loaded, registry, untrusted)
         skills = discover_skills(
             skill_roots(project=project, home=home), cache=state_folder / SKILLS_CACHE_FILE
         )
@@ -200,6 +224,7 @@ def _load_paths(
     discovered: Mapping[str, ExtensionSource],
     loaded: dict[str, LoadedExtension],
     registry: ToolRegistry,
+    untrusted: UntrustedPlace | None = None,
 ) -> ExtensionPaths:
     """Load every extension file a definition names by path (relative to ``project``), under
     its file name, into ``loaded``. A path to a discovered extension's file means that
@@ -233,6 +258,10 @@ def _load_paths(
                 continue
             if name is None:
                 name = file.stem
+                refused = _refused(ExtensionSource(name, "file", key), untrusted)
+                if refused is not None:
+                    problems[key] = refused
+                    continue
                 try:
                     loaded[name] = load_extension(ExtensionSource(name, "file", key), registry)
                 except ExtensionError as exc:

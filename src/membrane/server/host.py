@@ -46,6 +46,7 @@ from membrane.runtime import (
 )
 from membrane.runtime.listing import RunRow, list_runs, subtree
 from membrane.runtime.provider import ChildSpec, SetupCallback
+from membrane.runtime.workspace import UntrustedPlace
 from membrane.sandbox import WRITING_TOOLS
 from membrane.server.approval import socket_approver
 from membrane.server.identity import Caller, TokenBook
@@ -125,12 +126,16 @@ class ProjectHost:
         tokens: TokenBook,
         models: ModelFactory,
         child_env: Mapping[str, str],
+        untrusted: UntrustedPlace | None = None,
     ) -> None:
         self.workspace = workspace
         self.project_id = project_id_of(workspace.project)
         self._tokens = tokens
         self._models = models
         self._base_env = dict(child_env)
+        self._untrusted = untrusted
+        #: The checkout of each run started here (``checkouts``: the live ones).
+        self._checkouts: dict[str, Path] = {}
         self._roles: dict[str, str | None] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
         #: The scope and call context of each caller without a run (``_session``).
@@ -168,7 +173,7 @@ class ProjectHost:
         """Hold the runtime open until ``close``; closing stops every run of the project."""
         try:
             async with (
-                McpServers.of(self.workspace) as servers,
+                McpServers.of(self.workspace, untrusted=self._untrusted) as servers,
                 self.runtime,
                 anyio.create_task_group() as group,
             ):
@@ -236,7 +241,22 @@ class ProjectHost:
 
     # -- identity -----------------------------------------------------------------------------
 
+    def checkouts(self) -> list[Path]:
+        """The checkouts of this project's live runs (what their children may write)."""
+        live: list[Path] = []
+        for run_id, checkout in list(self._checkouts.items()):
+            try:
+                ended = self.runtime.get(run_id).status in END_STATES
+            except UnknownRun:
+                ended = True
+            if ended:
+                del self._checkouts[run_id]
+            else:
+                live.append(checkout)
+        return live
+
     def _child_env(self, run_id: str, cwd: Path | None) -> Mapping[str, str]:
+        self._checkouts[run_id] = cwd if cwd is not None else self.workspace.project
         self._roles.setdefault(run_id, _ROLE.get())
         return {
             **self._base_env,

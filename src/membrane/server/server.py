@@ -20,6 +20,7 @@ import hashlib
 import os
 import signal
 import socket
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Sequence
@@ -41,6 +42,7 @@ from membrane.errors import (
     UnknownProject,
 )
 from membrane.json_types import JSONDict
+from membrane.sandbox.paths import protected_part, real_path
 from membrane.server.approval import APPROVAL_TIMEOUT
 from membrane.server.connection import Connection
 from membrane.server.framing import MAX_FRAME_BYTES, Encoded, membrane_error_frame
@@ -369,12 +371,15 @@ class Server:
                 if caller.owner:
                     self._registered.add(project_id)
                 return host
-            workspace = await anyio.to_thread.run_sync(Workspace.open, folder)
+            workspace = await anyio.to_thread.run_sync(
+                partial(Workspace.open, folder, untrusted=self.untrusted)
+            )
             host = ProjectHost(
                 workspace,
                 tokens=self.tokens,
                 models=self._models,
                 child_env={"MEMBRANE_SOCKET": str(self.socket_path)},
+                untrusted=self.untrusted,
             )
             assert self._hosts_group is not None
             await self._hosts_group.start(host.run)
@@ -382,6 +387,26 @@ class Server:
             if caller.owner:
                 self._registered.add(project_id)
             return host
+
+    def untrusted(self, path: Path) -> str | None:
+        """Why ``path`` lies where a child may write it, or ``None``: inside the checkout of a
+        live run of any project (outside the control paths at its top, which no child writes),
+        or inside a run's private temporary folder (``membrane-*`` in the temporary folder).
+        No extension file there is imported and no MCP server command there is started."""
+        real = real_path(path)
+        for host in list(self._hosts.values()):
+            for checkout in host.checkouts():
+                root = real_path(checkout)
+                if (real == root or root in real.parents) and protected_part(
+                    real, root, agent=None
+                ) is None:
+                    return f"lies in the checkout of a live run ({root}), which it may write"
+        tmp = real_path(Path(tempfile.gettempdir()))
+        if tmp in real.parents:
+            first = real.relative_to(tmp).parts[0]
+            if first.startswith("membrane-"):
+                return f"lies in a run's private temporary folder ({tmp / first})"
+        return None
 
     async def remove_project(self, project_id: str, *, caller: Caller) -> None:
         if not caller.owner:
