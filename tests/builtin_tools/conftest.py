@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from membrane.builtin_tools import builtin_tools
+from membrane.sandbox import SandboxPolicy
 from membrane.tools.spec import Tool, ToolContext
 
 
@@ -31,9 +32,16 @@ def context(checkout: Path) -> ToolContext:
     return ToolContext(agent="worker", cwd=checkout)
 
 
-def tool_named(name: str) -> Tool:
-    return next(tool for tool in builtin_tools() if tool.name == name)
+def tool_named(name: str, *, read_paths: Sequence[Path] = ()) -> Tool:
+    tools = builtin_tools(sandbox=SandboxPolicy(read_paths=read_paths))
+    return next(tool for tool in tools if tool.name == name)
 
 
-async def call(name: str, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-    return await tool_named(name).handler(arguments, context)
+async def call(
+    name: str,
+    arguments: Mapping[str, Any],
+    context: ToolContext,
+    *,
+    read_paths: Sequence[Path] = (),
+) -> Any:
+    return await tool_named(name, read_paths=read_paths).handler(arguments, context)

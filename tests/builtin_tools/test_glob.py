@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from membrane.errors import ToolFailed
+from membrane.errors import PathOutsideCheckout, ToolFailed
 from membrane.tools.spec import ToolContext
 
 from .conftest import call
@@ -69,12 +69,15 @@ async def test_glob_under_a_path_lists_paths_relative_to_the_checkout(
     assert result.splitlines() == ["docs/guide/intro.md"]
 
 
-async def test_glob_outside_the_checkout_lists_absolute_paths(
+async def test_glob_in_a_read_root_lists_absolute_paths(
     outside: Path, context: ToolContext
 ) -> None:
     _touch(outside, "x.log")
-    result = await call("Glob", {"pattern": "*.log", "path": str(outside)}, context)
+    arguments = {"pattern": "*.log", "path": str(outside)}
+    result = await call("Glob", arguments, context, read_paths=[outside])
     assert result == str(outside / "x.log")
+    with pytest.raises(PathOutsideCheckout):
+        await call("Glob", arguments, context)
 
 
 async def test_glob_bounds_the_count_and_says_how_many_were_left_out(

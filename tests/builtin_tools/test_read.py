@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from membrane.builtin_tools.read import DEFAULT_READ_LINES, MAX_LINE_CHARS
-from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.errors import PathOutsideCheckout, ToolArgumentsInvalid, ToolFailed
 from membrane.tools.spec import ToolContext
 
 from .conftest import call
@@ -58,10 +58,16 @@ async def test_read_cuts_very_long_lines(checkout: Path, context: ToolContext) -
     assert "cut at" in result
 
 
-async def test_read_outside_the_checkout_is_allowed(outside: Path, context: ToolContext) -> None:
+async def test_read_outside_the_checkout_is_allowed_in_a_read_root_only(
+    outside: Path, context: ToolContext
+) -> None:
     (outside / "notes.md").write_text("shared notes\n")
-    assert "shared notes" in await call("Read", {"file_path": str(outside / "notes.md")}, context)
-    assert "shared notes" in await call("Read", {"file_path": "../outside/notes.md"}, context)
+    for path in (str(outside / "notes.md"), "../outside/notes.md"):
+        found = await call("Read", {"file_path": path}, context, read_paths=[outside])
+        assert "shared notes" in found
+        with pytest.raises(PathOutsideCheckout) as info:
+            await call("Read", {"file_path": path}, context)
+        assert info.value.code == "path-outside-checkout"
 
 
 async def test_read_of_a_missing_file_suggests_a_close_name(

@@ -83,5 +83,6 @@ async def test_grep_skips_a_named_pipe_and_searches_the_rest(
 
 
 async def test_read_refuses_a_character_device(context: ToolContext) -> None:
+    # /dev is no read root unless the settings name it; named, a device is still refused.
     with pytest.raises(ToolFailed, match="a character device"):
-        await call("Read", {"file_path": "/dev/null"}, context)
+        await call("Read", {"file_path": "/dev/null"}, context, read_paths=[Path("/dev")])

@@ -103,6 +103,7 @@ class _File(_Strict):
     mcp_servers: dict[str, dict[str, Any]] | None = None
     sandbox: Literal["auto", "bubblewrap", "landlock", "guard"] | None = None
     sandbox_network: bool | None = None
+    read_paths: list[Annotated[str, Field(pattern=r"^(/|~$|~/)")]] | None = None
     claude_code_agents: bool | None = None
     opencode_agents: bool | None = None
     pi_agents: bool | None = None

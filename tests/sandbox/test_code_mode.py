@@ -71,3 +71,20 @@ async def test_code_writes_nothing_outside_under_an_os_sandbox(
     result = await _run(_scope(os_sandbox), code, tmp_path)
     assert "error" in result
     assert sorted(p.name for p in outside_home.iterdir()) == ["keep.txt"]
+
+
+async def test_a_program_holds_no_capability_and_reads_only_at_home(
+    os_sandbox: str, tmp_path: Path
+) -> None:
+    code = (
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+        "caps = [int(status[k].strip(), 16) for k in ('CapEff', 'CapPrm', 'CapBnd')]\n"
+        "try:\n"
+        "    open('/etc/shadow').read()\n"
+        "    shadow = 'read'\n"
+        "except OSError as exc:\n"
+        "    shadow = type(exc).__name__\n"
+        "return [caps, status['NoNewPrivs'].strip(), shadow]"
+    )
+    result = await _run(_scope(os_sandbox), code, tmp_path)
+    assert result["value"] == [[0, 0, 0], "1", "PermissionError"], result

@@ -1,10 +1,11 @@
 """The built-in tools a coding child works with: ``Read``, ``Glob``, ``Grep``, ``Bash``, ``Edit``,
 ``Write`` and, where a browser exists, ``BrowserPreview``.
 
-Every path is resolved against the calling agent's checkout (``ToolContext.cwd``). Reads may
-leave the checkout; the mutating tools (``Bash``, ``Edit``, ``Write``) refuse to change anything
-outside it with ``path-outside-checkout``. That is capability shaping inside one trusted
-process, not a sandbox.
+Every path is resolved against the calling agent's checkout (``ToolContext.cwd``). Reads stay in
+the checkout, the read roots and the system's folders (``sandbox``'s ``read_paths``:
+:mod:`membrane.sandbox.reads`); the mutating tools (``Bash``, ``Edit``, ``Write``) refuse to
+change anything outside the checkout. Both refusals are ``path-outside-checkout``. That is
+capability shaping inside one trusted process, not a sandbox.
 """
 
 from __future__ import annotations
@@ -42,9 +43,15 @@ def builtin_tools(
     ``BrowserPreview`` is included only when a browser is on ``PATH`` at the time of the call
     (:func:`~membrane.builtin_tools.declarations.find_browser`). ``bash_timeout``,
     ``bash_max_timeout`` and ``sandbox`` (the OS boundary; default: the strongest this machine
-    offers) configure ``Bash`` (see :func:`~membrane.builtin_tools.bash.bash_tool`).
+    offers) configure ``Bash`` (see :func:`~membrane.builtin_tools.bash.bash_tool`); the
+    ``sandbox``'s ``read_paths`` are the read roots of ``Read``, ``Glob`` and ``Grep`` too.
     """
-    tools = [_declared.read_tool(), _declared.glob_tool(), _declared.grep_tool()]
+    roots = sandbox.read_paths if sandbox is not None else ()
+    tools = [
+        _declared.read_tool(read_paths=roots),
+        _declared.glob_tool(read_paths=roots),
+        _declared.grep_tool(read_paths=roots),
+    ]
     browser = _declared.find_browser()
     if browser is not None:
         tools.append(_declared.browser_preview_tool(browser))

@@ -38,7 +38,8 @@ and everything it started are killed and `timed_out` is true.
 the command.
 - Output is capped at {limit} bytes per stream; the middle of longer output is dropped with a \
 note. Redirect large output to a file inside the checkout and Read or Grep it.
-- Commands may read anywhere, but a command that changes directory (`cd`) or writes \
+- Commands read the checkout, the system's folders and the configured read roots (not the \
+home folder, nor Membrane's state); a command that changes directory (`cd`) or writes \
 (redirection, `rm`, `mv`, `cp`, `sed -i`, `curl -o`, `git -C`, ...) outside the checkout, \
 or into `.git` or `.membrane`, is refused; so is one whose target is hidden in an unknown \
 variable or a command substitution, and a shell fed commands on its input (`| sh`). Use \

@@ -69,7 +69,7 @@ async def run_bash(
         error = PathProtected if escape.reason == "protected" else PathOutsideCheckout
         raise error(
             f"Bash refused the command: {escape.describe(root, agent=agent)}. Commands run "
-            "in the checkout and may read anywhere, but must not change directory or write "
+            "in the checkout and must not change directory or write "
             "outside it (nor into .git or .membrane); use literal paths inside the checkout.",
             tool=NAME,
             path=escape.path,

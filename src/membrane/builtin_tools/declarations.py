@@ -8,7 +8,9 @@ the sandbox it configures (its handler imports ``membrane.builtin_tools.bash_run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from membrane.builtin_tools.tool_limits import (
@@ -83,15 +85,17 @@ READ_SCHEMA: dict[str, Any] = {
 }
 
 
-def read_tool() -> Tool:
-    """The ``Read`` tool (not mutating)."""
-    return _declared("Read", READ_DESCRIPTION, READ_SCHEMA, _read, mutating=False)
+def read_tool(*, read_paths: Sequence[Path] = ()) -> Tool:
+    """The ``Read`` tool (not mutating); ``read_paths``: the read roots a child may read besides
+    its checkout and the system's folders (:mod:`membrane.sandbox.reads`)."""
+    roots = tuple(read_paths)
+    return _declared("Read", READ_DESCRIPTION, READ_SCHEMA, lambda: _read(roots), mutating=False)
 
 
-def _read() -> ToolHandler:
+def _read(read_paths: tuple[Path, ...]) -> ToolHandler:
     from membrane.builtin_tools.read import handle
 
-    return handle
+    return functools.partial(handle, read_paths=read_paths)
 
 
 # Glob ---------------------------------------------------------------------------------------
@@ -138,15 +142,16 @@ GLOB_SCHEMA: dict[str, Any] = {
 }
 
 
-def glob_tool() -> Tool:
-    """The ``Glob`` tool (not mutating)."""
-    return _declared("Glob", GLOB_DESCRIPTION, GLOB_SCHEMA, _glob, mutating=False)
+def glob_tool(*, read_paths: Sequence[Path] = ()) -> Tool:
+    """The ``Glob`` tool (not mutating); ``read_paths`` as for :func:`read_tool`."""
+    roots = tuple(read_paths)
+    return _declared("Glob", GLOB_DESCRIPTION, GLOB_SCHEMA, lambda: _glob(roots), mutating=False)
 
 
-def _glob() -> ToolHandler:
+def _glob(read_paths: tuple[Path, ...]) -> ToolHandler:
     from membrane.builtin_tools.glob_tool import handle
 
-    return handle
+    return functools.partial(handle, read_paths=read_paths)
 
 
 # Grep ---------------------------------------------------------------------------------------
@@ -212,15 +217,17 @@ GREP_SCHEMA: dict[str, Any] = {
 }
 
 
-def grep_tool(*, time_limit: float = GREP_TIME_LIMIT) -> Tool:
-    """The ``Grep`` tool (not mutating); each call searches for at most ``time_limit`` seconds."""
+def grep_tool(*, time_limit: float = GREP_TIME_LIMIT, read_paths: Sequence[Path] = ()) -> Tool:
+    """The ``Grep`` tool (not mutating); each call searches for at most ``time_limit`` seconds.
+    ``read_paths`` as for :func:`read_tool`."""
+    roots = tuple(read_paths)
     if not time_limit >= 0:
         raise ToolSpecError(f"Grep: time_limit must be at least 0 seconds (got {time_limit!r}).")
 
     async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
         from membrane.builtin_tools.grep import handle as search
 
-        return await search(arguments, context, time_limit=time_limit)
+        return await search(arguments, context, time_limit=time_limit, read_paths=roots)
 
     return Tool(
         name="Grep",

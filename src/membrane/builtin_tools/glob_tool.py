@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from membrane.builtin_tools._support import in_thread, int_arg, optional_str_arg, str_arg
-from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.builtin_tools.paths import (
+    display_path,
+    ensure_readable,
+    read_scope_for,
+    resolve_path,
+)
 from membrane.builtin_tools.tool_limits import (
     DEFAULT_GLOB_LIMIT,
     MAX_GLOB_LIMIT,
@@ -211,7 +216,9 @@ def _glob(base: Path, pattern: GlobPattern, sort: str) -> list[Path]:
     return sorted(found, key=newest_first)
 
 
-async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def handle(
+    arguments: Mapping[str, Any], context: ToolContext, *, read_paths: Sequence[Path] = ()
+) -> str:
     raw_pattern = str_arg(arguments, "pattern", tool=NAME)
     raw_base = optional_str_arg(arguments, "path", tool=NAME)
     sort = optional_str_arg(arguments, "sort", tool=NAME) or "mtime"
@@ -228,6 +235,8 @@ async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     if fixed:
         base = resolve_path(str(base / fixed), context, tool=NAME, argument="pattern")
     pattern = GlobPattern.compile(rest or "*", tool=NAME)
+    chosen = base
+    await in_thread(lambda: ensure_readable(chosen, read_scope_for(context, read_paths), tool=NAME))
     found = await in_thread(_glob, base, pattern, sort)
     if not found:
         return f"No files match {raw_pattern!r} in {display_path(base, context)}."

@@ -9,7 +9,7 @@ matches; each call is bounded in time (:data:`GREP_TIME_LIMIT`) and output
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,12 @@ from membrane.builtin_tools._support import (
 )
 from membrane.builtin_tools.glob_tool import GlobPattern, walk_files
 from membrane.builtin_tools.linear_regex import LinearPattern, compile_linear
-from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.builtin_tools.paths import (
+    display_path,
+    ensure_readable,
+    read_scope_for,
+    resolve_path,
+)
 from membrane.builtin_tools.tool_limits import (
     DEFAULT_GREP_LIMIT,
     GREP_TIME_LIMIT,
@@ -38,6 +43,7 @@ from membrane.builtin_tools.tool_limits import (
     OutputMode,
 )
 from membrane.errors import ToolArgumentsInvalid, ToolFailed
+from membrane.sandbox.reads import ReadScope
 from membrane.tools.spec import ToolContext
 
 __all__ = [
@@ -147,7 +153,9 @@ def _search_file(search: _Search, lines: list[str], shown: str) -> None:
         previous_end = max(previous_end, end)
 
 
-def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolContext) -> str:
+def _grep(
+    base: Path, glob: GlobPattern | None, search: _Search, context: ToolContext, scope: ReadScope
+) -> str:
     if not base.exists():
         raise ToolFailed(f"Grep: {base} does not exist.", tool=NAME, path=str(base))
     for path, _relative in _candidates(base, glob):
@@ -159,6 +167,8 @@ def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolCo
             continue
         if file_kind(status.st_mode) is not None:
             continue  # named pipes, sockets and devices are not searched (a FIFO would block)
+        if not scope.allows(path):
+            continue  # a link to a place no child reads (~/.ssh, $MEMBRANE_HOME, ...)
         if status.st_size > MAX_GREP_FILE_BYTES:
             search.too_large.append(shown)
             continue
@@ -182,7 +192,13 @@ def _grep(base: Path, glob: GlobPattern | None, search: _Search, context: ToolCo
     return "\n".join(out)
 
 
-async def handle(arguments: Mapping[str, Any], context: ToolContext, *, time_limit: float) -> str:
+async def handle(
+    arguments: Mapping[str, Any],
+    context: ToolContext,
+    *,
+    time_limit: float,
+    read_paths: Sequence[Path] = (),
+) -> str:
     pattern = str_arg(arguments, "pattern", tool=NAME)
     raw_mode = optional_str_arg(arguments, "output_mode", tool=NAME) or "files_with_matches"
     mode = next((known for known in OUTPUT_MODES if known == raw_mode), None)
@@ -217,5 +233,7 @@ async def handle(arguments: Mapping[str, Any], context: ToolContext, *, time_lim
     base = resolve_path(
         optional_str_arg(arguments, "path", tool=NAME) or ".", context, tool=NAME, argument="path"
     )
+    scope = await in_thread(lambda: read_scope_for(context, read_paths))
+    await in_thread(lambda: ensure_readable(base, scope, tool=NAME))
     # A stalled file system must not make the call uncancellable.
-    return await in_thread(_grep, base, glob, search, context, abandon_on_cancel=True)
+    return await in_thread(_grep, base, glob, search, context, scope, abandon_on_cancel=True)

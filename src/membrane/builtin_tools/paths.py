@@ -4,7 +4,10 @@ A child works in one checkout (``ToolContext.cwd``: the main checkout or its wor
 path a built-in tool receives is resolved against that checkout, never against the process's own
 working directory, so a child in a worktree cannot reach the main checkout by accident.
 
-Reads may leave the checkout. Writes may not: :func:`resolve_for_write` resolves symlinks and
+Reads stay home (DESIGN rule 14): :func:`ensure_readable` lets ``Read``, ``Glob`` and ``Grep``
+read the checkout, the read roots the settings name and the system's folders, never
+``$MEMBRANE_HOME`` nor the usual secret places (:mod:`membrane.sandbox.reads`), after symlinks
+are resolved. Writes may not leave the checkout: :func:`resolve_for_write` resolves symlinks and
 ``..`` *before* checking containment, so neither ``../x`` nor a symlink inside the checkout that
 points outside it can be used to write elsewhere.
 
@@ -23,19 +26,24 @@ container or VM boundary.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from membrane.errors import PathOutsideCheckout, PathProtected, ToolArgumentsInvalid
+from membrane.sandbox.boundary import find_git
 from membrane.sandbox.paths import protected_message, protected_part, real_path
+from membrane.sandbox.reads import ReadScope, read_scope
 from membrane.tools.spec import ToolContext
 
 __all__ = [
     "checkout_root",
     "display_path",
     "ensure_inside",
+    "ensure_readable",
     "is_inside",
     "protected_message",
     "protected_part",
+    "read_scope_for",
     "real_path",
     "resolve_for_write",
     "resolve_path",
@@ -69,6 +77,36 @@ def resolve_path(raw: str, context: ToolContext, *, tool: str, argument: str = "
     return Path(os.path.normpath(path))
 
 
+def read_scope_for(context: ToolContext, read_paths: Sequence[Path] = ()) -> ReadScope:
+    """What a call in ``context`` may read: its checkout (and repository), ``read_paths`` and
+    the system's folders, less the hidden places."""
+    root = checkout_root(context)
+    git = find_git(root)
+    repository = () if git is None else (git.top, git.common)
+    return read_scope(root, read_paths=read_paths, repository=repository)
+
+
+def ensure_readable(path: Path, scope: ReadScope, *, tool: str, shown: str | None = None) -> Path:
+    """The real location of ``path``; :class:`PathOutsideCheckout` (``path-outside-checkout``)
+    when ``scope`` does not let a child read it."""
+    real = real_path(path)
+    if scope.allows_real(real):
+        return real
+    where = shown if shown is not None else str(path)
+    via = "" if real == Path(os.path.normpath(path)) else f" (it resolves to {real})"
+    raise PathOutsideCheckout(
+        f"{tool} refused to read {where}{via}: it is outside the checkout {scope.checkout} and "
+        "the read roots. Reads stay in the checkout, the system's folders (/usr, /etc, ...) and "
+        "the folders the settings' `read_paths` name; Membrane's state and secret places "
+        "(~/.ssh, ~/.aws, /etc/shadow, .env files outside the checkout, ...) are never read.",
+        tool=tool,
+        path=str(path),
+        resolved=str(real),
+        checkout=str(scope.checkout),
+        operation="read",
+    )
+
+
 def is_inside(path: Path, root: Path) -> bool:
     """Whether the real location of ``path`` is ``root`` or below it (``root`` must be real)."""
     return real_path(path).is_relative_to(root)
@@ -88,7 +126,7 @@ def ensure_inside(path: Path, context: ToolContext, *, tool: str, shown: str | N
         via = "" if real == Path(os.path.normpath(path)) else f" (it resolves to {real})"
         raise PathOutsideCheckout(
             f"{tool} refused to modify {where}{via}: it is outside the checkout {root}. "
-            "Mutating tools only change files inside the checkout; reading outside it is allowed.",
+            "Mutating tools only change files inside the checkout.",
             tool=tool,
             path=str(path),
             resolved=str(real),

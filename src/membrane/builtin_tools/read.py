@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,12 @@ from membrane.builtin_tools._support import (
     open_regular,
     str_arg,
 )
-from membrane.builtin_tools.paths import display_path, resolve_path
+from membrane.builtin_tools.paths import (
+    display_path,
+    ensure_readable,
+    read_scope_for,
+    resolve_path,
+)
 from membrane.builtin_tools.tool_limits import DEFAULT_READ_LINES
 from membrane.builtin_tools.tool_limits import READ_LINE_CHARS as MAX_LINE_CHARS
 from membrane.errors import ToolFailed
@@ -117,7 +122,9 @@ def _read(path: Path, shown: str, offset: int, limit: int) -> str:
     return "\n".join(out + notes)
 
 
-async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
+async def handle(
+    arguments: Mapping[str, Any], context: ToolContext, *, read_paths: Sequence[Path] = ()
+) -> str:
     raw = str_arg(arguments, "file_path", tool=NAME)
     offset = int_arg(arguments, "offset", tool=NAME, default=1, minimum=1) or 1
     limit = (
@@ -133,5 +140,8 @@ async def handle(arguments: Mapping[str, Any], context: ToolContext) -> str:
     )
     path = resolve_path(raw, context, tool=NAME)
     shown = display_path(path, context)
+    await in_thread(
+        lambda: ensure_readable(path, read_scope_for(context, read_paths), tool=NAME, shown=raw)
+    )
     # A stalled file system must not make the call uncancellable.
     return await in_thread(_read, path, shown, offset, limit, abandon_on_cancel=True)

@@ -169,6 +169,10 @@ def _any_table(value: object) -> object:
     return value
 
 
+#: A read root: an absolute path, or one under the home folder (``~/...``).
+_READ_PATH = text(pattern=r"^(/|~$|~/)")
+
+
 _FLAG = Field(optional(boolean))
 _OMITTED = Field(optional(choice("default", "inherit", "all")))
 #: One config file. ``None`` means the file leaves the key to the lower file or the default.
@@ -192,6 +196,7 @@ _FILE_FIELDS: Final = {
     "mcp_servers": Field(optional(mapping_of(_any_table))),
     "sandbox": Field(optional(choice(*SANDBOX_CHOICES))),
     "sandbox_network": _FLAG,
+    "read_paths": Field(optional(list_of(_READ_PATH))),
     "claude_code_agents": _FLAG,
     "opencode_agents": _FLAG,
     "pi_agents": _FLAG,

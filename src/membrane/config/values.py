@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
@@ -154,6 +154,9 @@ class Settings:
     sandbox: SandboxChoice = "auto"
     #: Whether sandboxed commands may use the network.
     sandbox_network: bool = False
+    #: Read roots every child may read besides its checkout and the system's folders
+    #: (DESIGN rule 14): absolute paths or ``~/...``.
+    read_paths: Sequence[str] = ()
     #: Other products' definition roots (dialects); each can be turned off.
     claude_code_agents: bool = True
     opencode_agents: bool = True

@@ -41,6 +41,7 @@ from membrane.sandbox.paths import (
     MEMORY_FOLDERS,
     real_path,
 )
+from membrane.sandbox.reads import read_scope
 
 __all__ = ["WRITING_TOOLS", "Boundary", "GitPlace", "find_git", "plan_boundary", "program_files"]
 
@@ -62,7 +63,9 @@ class Boundary:
     (the checkout, its repository). ``pinned`` are files that must hold what they held when the
     boundary was planned (a worktree's ``commondir`` and ``gitdir``, inside its writable admin
     folder): a backend that cannot hold them read-only (Landlock) has them put back when the
-    command ends.
+    command ends. ``readable`` are the trees a command may read besides ``visible`` (the
+    system's, the read roots: :mod:`membrane.sandbox.reads`) and ``hidden`` the places inside
+    them it must not see (``$MEMBRANE_HOME``, ``/etc/shadow``, ``~/.ssh``, ...).
     """
 
     backend: Backend
@@ -75,6 +78,8 @@ class Boundary:
     visible: tuple[Path, ...] = ()
     network: bool = False
     pinned: tuple[Path, ...] = field(default=(), compare=False)
+    readable: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
 
     def to_json(self) -> JSONDict:
         """The boundary as ``explain`` and the ``published`` event show it."""
@@ -85,6 +90,8 @@ class Boundary:
             "checkout": str(self.checkout),
             "writable": [str(p) for p in (*self.writable, *self.reopened)],
             "read_only": [str(p) for p in self.read_only],
+            "readable": [str(p) for p in (*self.visible, *self.readable)] if confined else None,
+            "hidden": [str(p) for p in self.hidden] if confined else [],
             "private_tmp": confined,
             "network": self.network or not confined,
         }
@@ -151,18 +158,27 @@ def plan_boundary(
     writes: bool = True,
     network: bool = False,
     reachable: Sequence[Path] = (),
+    read_paths: Sequence[Path] = (),
 ) -> Boundary:
     """The boundary for a child working in ``checkout`` (made real here). ``reachable`` are
     folders and files the command must see read-only wherever they are (the runtime socket's
     folder, so that a child's ``membrane`` command can call back even when the socket lies under
-    ``/tmp``; the agent process's :func:`program_files`)."""
+    ``/tmp`` or ``$MEMBRANE_HOME``; the agent process's :func:`program_files`). ``read_paths``
+    are the read roots the settings and the host name (:mod:`membrane.sandbox.reads`)."""
     root = real_path(checkout)
     git = find_git(root)
-    visible = (root,) if git is None else tuple(dict.fromkeys((git.top, git.common, root)))
+    repository = () if git is None else tuple(dict.fromkeys((git.top, git.common)))
+    visible = tuple(dict.fromkeys((*repository, root)))
     extra = tuple(real_path(path) for path in reachable if path.exists())
     visible = tuple(dict.fromkeys((*visible, *extra, *_installation())))
+    scope = read_scope(root, read_paths=read_paths, repository=repository)
+    readable = [p for p in scope.visible_roots() if p not in visible and p.exists()]
+    resolver = Path("/etc/resolv.conf")
+    if network and resolver.exists() and not scope.allows(resolver):
+        readable.append(real_path(resolver))  # a resolver file linked out of /etc (/run/...)
+    reads = {"readable": tuple(readable), "hidden": scope.holes()}
     if not writes:
-        return Boundary(backend=backend, checkout=root, visible=visible, network=network)
+        return Boundary(backend=backend, checkout=root, visible=visible, network=network, **reads)
     read_only: list[Path] = []
     create: list[Path] = []
     watch: list[Path] = []
@@ -201,4 +217,5 @@ def plan_boundary(
         visible=visible,
         network=network,
         pinned=tuple(pinned),
+        **reads,
     )

@@ -1,6 +1,11 @@
 """The bubblewrap backend: a command line for ``bwrap`` that enforces a :class:`Boundary`.
 
-The command sees the whole file system read-only (``--ro-bind / /``), then:
+The command starts from an empty root into which only what it may read is bound, read-only
+(:mod:`membrane.sandbox.reads`): the system's folders (``/usr``, ``/etc``, ...; ``/bin`` and
+the like as the same links as on the host), its checkout and repository, the read roots,
+Membrane's installation and what the host's command line names; the hidden places among them
+(``$MEMBRANE_HOME``, ``/etc/shadow``, ``~/.ssh``, ...) are covered with an empty read-only
+folder or file. Then:
 
 * a fresh ``/dev`` (``--dev``), a fresh ``/proc`` of its own PID namespace, and private, empty
   ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (tmpfs, discarded with the sandbox);
@@ -29,17 +34,28 @@ socket is how a child's command can call back.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from membrane.sandbox.boundary import Boundary
 from membrane.sandbox.machine import BWRAP_USER
+from membrane.sandbox.reads import SYSTEM_ROOTS
 
 __all__ = ["NOBODY", "bwrap_argv"]
 
 _PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 #: The uid and gid a command started by root runs as inside its user namespace.
 NOBODY = "65534"
+
+
+def _cover(path: Path) -> list[str]:
+    """Arguments that hide ``path``: an empty read-only folder, or an empty file."""
+    if not os.path.lexists(path):
+        return []
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", os.devnull, str(path)]
 
 
 def bwrap_argv(
@@ -67,19 +83,46 @@ def bwrap_argv(
     ]
     if not boundary.network:
         out.append("--unshare-net")
-    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # An empty root: only what the command may read is bound into it (reads stay home).
+    for name in SYSTEM_ROOTS:
+        if os.path.islink(name):
+            out += ["--symlink", os.readlink(name), name]  # /bin -> usr/bin
+    out += ["--dev", "/dev", "--proc", "/proc"]
     for folder in _PRIVATE_TMP:
         out += ["--tmpfs", folder]
-    # Bound again where a private tmp folder would hide them (a checkout under /tmp).
-    for path in boundary.visible:
-        hidden = any(path.is_relative_to(folder) for folder in _PRIVATE_TMP)
-        if hidden and not any(path.is_relative_to(tree) for tree in boundary.writable):
+    shown = dict.fromkeys((*boundary.readable, *boundary.visible))
+    # Shallow first, so a hidden place covers what lies under it and a deeper tree that is
+    # shown again (the socket's folder inside $MEMBRANE_HOME) is bound on top of it.
+    layers = sorted(
+        [(path, False) for path in shown] + [(path, True) for path in boundary.hidden],
+        key=lambda entry: (len(entry[0].parts), entry[1]),
+    )
+    late: list[Path] = []
+    bound: list[Path] = []
+    covered: list[Path] = []
+    for path, hide in layers:
+        if hide and any(path.is_relative_to(tree) for tree in boundary.writable):
+            late.append(path)  # covered after the writable trees are bound
+        elif hide:
+            out += _cover(path)
+            covered.append(path)
+        elif not any(path.is_relative_to(tree) for tree in boundary.writable) and not any(
+            path.is_relative_to(tree)
+            and not any(hole.is_relative_to(tree) and path.is_relative_to(hole) for hole in covered)
+            for tree in bound
+        ):
             out += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
     for path in boundary.writable:
         out += ["--bind", str(path), str(path)]
     for path in boundary.read_only:
         out += ["--ro-bind", str(path), str(path)]
     for path in boundary.reopened:
         out += ["--bind", str(path), str(path)]
+    for hole in late:
+        out += _cover(hole)
+        for path in shown:
+            if path != hole and path.is_relative_to(hole):
+                out += ["--ro-bind", str(path), str(path)]
     out += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--", *argv]
     return out

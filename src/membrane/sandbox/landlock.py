@@ -9,7 +9,12 @@ take one away beneath a folder it granted, so a :class:`Boundary` is carved out 
 * the agent's memory folders, a worktree's admin folder and object store, and a private
   temporary folder made for the call (``TMPDIR``) are writable trees;
 * ``/dev/null``, ``/dev/zero``, ``/dev/full`` and ``/dev/tty`` may be written;
-* nothing else may be written, and reading and executing stay allowed everywhere.
+* nothing else may be written;
+* reading and executing are granted beneath the trees the boundary shows (``visible`` and
+  ``readable``: :mod:`membrane.sandbox.reads`), ``/proc`` (other processes' entries are
+  refused by Landlock's own ptrace rule) and a few devices; a folder that holds a hidden
+  place (``/etc`` holds ``/etc/shadow``) is granted entry by entry around it, and may itself
+  only be listed.
 
 What it cannot carve out (honestly):
 
@@ -40,11 +45,13 @@ from membrane.sandbox.boundary import Boundary
 from membrane.sandbox.machine import machine_support
 from membrane.sandbox.paths import CATALOG_ROOTS, GIT_ENTRY
 
-__all__ = ["HELPER", "landlock_argv", "landlock_grants"]
+__all__ = ["HELPER", "landlock_argv", "landlock_grants", "landlock_reads"]
 
 #: The helper script, run by path so that it imports nothing but the standard library.
 HELPER = Path(__file__).with_name("landlock_exec.py")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+#: Devices a command may read (never a disk: root without capabilities still owns those).
+_READ_DEVICES = (*_DEVICES, "/dev/random", "/dev/urandom", "/dev/pts")
 _CONTROL = {name.casefold() for name in (GIT_ENTRY, *CATALOG_ROOTS)}
 
 
@@ -65,9 +72,40 @@ def landlock_grants(boundary: Boundary, tmp: Path) -> tuple[list[str], list[str]
     return trees, files
 
 
+def landlock_reads(boundary: Boundary) -> tuple[list[str], list[str]]:
+    """``(trees, folders)``: the trees (or single files) the command may read and execute,
+    and the folders it may only list: those that hold a hidden place, granted entry by entry
+    around it (Landlock cannot take a right back beneath a folder it granted)."""
+    trees: list[str] = ["/proc", *(d for d in _READ_DEVICES if os.path.exists(d))]
+    folders: list[str] = []
+    holes = boundary.hidden
+    for root in dict.fromkeys((*boundary.visible, *boundary.readable)):
+        _carve(root, holes, trees, folders)
+    return trees, folders
+
+
+def _carve(root: Path, holes: tuple[Path, ...], trees: list[str], folders: list[str]) -> None:
+    if root in holes:
+        return
+    inside = [hole for hole in holes if hole.is_relative_to(root)]
+    if not inside:
+        trees.append(str(root))
+        return
+    folders.append(str(root))
+    try:
+        with os.scandir(root) as entries:
+            names = [entry.path for entry in entries]
+    except OSError:
+        return
+    for name in names:
+        _carve(Path(name), holes, trees, folders)
+
+
 def landlock_argv(boundary: Boundary, argv: Sequence[str], *, tmp: Path) -> list[str]:
     """``argv`` wrapped in the Landlock helper, for ``boundary`` with ``tmp`` as ``TMPDIR``."""
     trees, files = landlock_grants(boundary, tmp)
+    reads, folders = landlock_reads(boundary)
     head = [str(machine_support().landlock_abi), "1" if boundary.network else "0", str(tmp)]
     grants = [f"w:{t}" for t in trees] + [f"f:{f}" for f in files]
+    grants += [f"r:{r}" for r in reads] + [f"d:{d}" for d in folders]
     return [sys.executable, "-I", "-S", str(HELPER), *head, *grants, "--", *argv]

@@ -1,9 +1,10 @@
 """Run one command under Landlock rules, and kill what it leaves behind (stdlib only).
 
-Started as ``python -I -S landlock_exec.py ABI NETWORK TMP [w:TREE | f:FILE]... -- ARGV...`` by
-the Landlock backend: ``ABI`` is the kernel's Landlock ABI version, ``NETWORK`` ``1`` when TCP
-is allowed, ``TMP`` the private temporary folder, then the trees (``w:``) and single files
-(``f:``) that may be written.
+Started as ``python -I -S landlock_exec.py ABI NETWORK TMP [w:TREE | f:FILE | r:TREE | d:DIR]...
+-- ARGV...`` by the Landlock backend: ``ABI`` is the kernel's Landlock ABI version, ``NETWORK``
+``1`` when TCP is allowed, ``TMP`` the private temporary folder, then the trees (``w:``) and
+single files (``f:``) that may be written (and read), the trees that may be read and executed
+(``r:``) and the folders that may only be listed (``d:``). Nothing else may be read.
 
 This process becomes a *child subreaper*, forks, and in the child restricts itself before
 ``exec``: it drops every capability (when it holds any, as it does when Membrane runs as root:
@@ -14,7 +15,7 @@ seccomp filter that refuses ``socket()`` for every family but ``AF_UNIX`` (and
 ``io_uring_setup``, which can make sockets too). The command and everything it starts may write
 only beneath ``write`` (trees) and to ``files`` (single files), may neither bind nor connect TCP
 unless ``network``, and (ABI 6 and later) may not signal processes or reach abstract Unix
-sockets outside its own domain. Reading and executing stay allowed everywhere.
+sockets outside its own domain.
 Every process the command leaves behind, including one that called ``setsid`` or double-forked
 (orphans are re-parented to this subreaper), is killed when the command ends or when this
 process gets ``SIGTERM``.
@@ -47,6 +48,10 @@ _RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _MAKE = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
 _REFER, _TRUNCATE = 1 << 13, 1 << 14
+_EXECUTE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 2, 1 << 3
+_READ = _EXECUTE | _READ_FILE | _READ_DIR
+#: The rights a rule on a single file (not a folder) may hold.
+_FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
 
@@ -75,7 +80,8 @@ def _fs_rights(abi: int) -> int:
 
 def _restrict(libc: ctypes.CDLL, abi: int, network: bool, grants: list[str]) -> None:
     libc.syscall.restype = ctypes.c_long
-    handled = _fs_rights(abi)
+    writes = _fs_rights(abi)
+    handled = writes | _READ
     attr = _RulesetAttr(handled_access_fs=handled)
     size = 8
     if abi >= 4:
@@ -88,21 +94,27 @@ def _restrict(libc: ctypes.CDLL, abi: int, network: bool, grants: list[str]) -> 
     fd = libc.syscall(_SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    file_rights = _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)
+    file_rights = _WRITE_FILE | _READ_FILE | (_TRUNCATE if abi >= 3 else 0)
+    by_kind = {"w:": handled, "f:": file_rights, "r:": _READ, "d:": _READ_DIR}
     for grant in grants:
         kind, path = grant[:2], grant[2:]
-        rights = handled if kind == "w:" else file_rights
+        rights = by_kind[kind]
         try:
             target = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
             continue  # a path that vanished grants nothing
+        if os.fstat(target).st_mode & 0o170000 != 0o040000:  # not a folder
+            rights &= _FILE_ONLY
+            if not rights:
+                os.close(target)
+                continue
         rule = _PathBeneath(allowed_access=rights, parent_fd=target)
         done = libc.syscall(
             _SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
             ctypes.c_uint32(0),
         )  # fmt: skip
         os.close(target)
-        if done < 0:
+        if done < 0 and kind in ("w:", "f:"):  # a read grant that cannot be made grants less
             raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
@@ -177,6 +189,23 @@ def _refuse_sockets(libc: ctypes.CDLL) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
+def _hidden_git_config() -> None:
+    """git stops with "unknown error" when the home folder's config exists but may not be read
+    (under bubblewrap it is absent instead): point git at an empty one then."""
+    if "GIT_CONFIG_GLOBAL" in os.environ:
+        return
+    home = os.environ.get("HOME", "")
+    for name in (".gitconfig", ".config/git/config"):
+        try:
+            with open(os.path.join(home, name), "rb"):
+                pass
+        except PermissionError:
+            os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+            return
+        except OSError:
+            continue
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -222,6 +251,7 @@ def main(args: list[str]) -> int:
             if not network:
                 _refuse_sockets(libc)
             os.environ["TMPDIR"] = tmp
+            _hidden_git_config()
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(2, f"membrane sandbox (landlock): {exc}\n".encode())

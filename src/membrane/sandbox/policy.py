@@ -14,20 +14,43 @@ from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
 from membrane.sandbox.boundary import Boundary, plan_boundary
 from membrane.sandbox.machine import MachineSupport, choose_backend, machine_support
+from membrane.sandbox.paths import real_path
+from membrane.sandbox.reads import ReadScope, read_scope
 
 __all__ = ["SandboxPolicy", "boundary_summary", "plan_for"]
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
-    """The deployment's choice: ``choice`` (the ``sandbox`` setting) and ``network``."""
+    """The deployment's choice: ``choice`` (the ``sandbox`` setting), ``network``, and
+    ``read_paths``, the read roots a child may read besides its checkout and the system's
+    (the ``read_paths`` setting: :mod:`membrane.sandbox.reads`)."""
 
     choice: SandboxChoice = "auto"
     network: bool = False
+    read_paths: Sequence[Path] = ()
+
+    def __post_init__(self) -> None:
+        # Read roots as given (``~/...``, relative to the working folder) made absolute.
+        roots = tuple(Path(p).expanduser().absolute() for p in self.read_paths)
+        object.__setattr__(self, "read_paths", roots)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SandboxPolicy:
-        return cls(choice=settings.sandbox, network=settings.sandbox_network)
+        return cls(
+            choice=settings.sandbox,
+            network=settings.sandbox_network,
+            read_paths=tuple(Path(p) for p in settings.read_paths),
+        )
+
+    def reads(self, checkout: Path) -> ReadScope:
+        """What a child in ``checkout`` may read under this policy (the built-in tools' rule)."""
+        from membrane.sandbox.boundary import find_git
+
+        root = real_path(checkout)
+        git = find_git(root)
+        repository = () if git is None else (git.top, git.common)
+        return read_scope(root, read_paths=self.read_paths, repository=repository)
 
     def widened(self, *, network: bool) -> SandboxPolicy:
         """This policy, with the network allowed too when ``network`` (a definition's
@@ -54,6 +77,7 @@ def plan_for(
         writes=writes,
         network=policy.network,
         reachable=reachable,
+        read_paths=policy.read_paths,
     )
 
 
