@@ -43,7 +43,8 @@ Two families, as a user meets them:
         ├── ToolCallDenied ............. tool-call-denied
         ├── ApprovalUnavailable ........ approval-unavailable
         ├── PathOutsideCheckout ........ path-outside-checkout
-        │   └── PathProtected .......... path-protected
+        │   ├── PathProtected .......... path-protected
+        │   └── HardLinkRefused ........ hard-link-refused
         ├── DepthLimitExceeded ......... depth-limit-exceeded
         ├── BudgetExceeded ............. budget-exceeded
         ├── SetupFailed ................ setup-failed
@@ -97,6 +98,7 @@ __all__ = [
     "ExtensionError",
     "ExtensionHookFailed",
     "ExtraNotInstalled",
+    "HardLinkRefused",
     "Interrupted",
     "InvalidDepth",
     "InvalidPersona",
@@ -356,6 +358,14 @@ class PathProtected(PathOutsideCheckout):
     ``.membrane`` (except the agent's own memory folder). Carries ``path`` and ``protected``."""
 
     code = "path-protected"
+
+
+class HardLinkRefused(PathOutsideCheckout):
+    """A mutating tool was asked to change a file that has other hard links: another name of the
+    same file may lie outside the checkout (or in a control path), which no path check can see.
+    Carries ``path`` and ``links``."""
+
+    code = "hard-link-refused"
 
 
 class DepthLimitExceeded(RunError):

@@ -22,9 +22,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from membrane.builtin_tools._support import NotRegularFile, file_kind
-from membrane.errors import PathOutsideCheckout
+from membrane.errors import HardLinkRefused, PathOutsideCheckout
 
-__all__ = ["Parent", "existing_kind", "open_parent", "read_beneath", "write_beneath"]
+__all__ = [
+    "Parent",
+    "existing_kind",
+    "open_parent",
+    "read_beneath",
+    "refuse_hard_link",
+    "write_beneath",
+]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: What ``open`` says when a component it must not follow is a link, or not a folder.
@@ -120,6 +127,28 @@ def existing_kind(parent: Parent) -> str | None:
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     return file_kind(mode)
+
+
+def refuse_hard_link(parent: Parent, *, tool: str, shown: str) -> None:
+    """:class:`HardLinkRefused` when ``parent.name`` is a regular file with other hard links.
+
+    A hard link is the same file under another name, and nothing says where that name lies:
+    perhaps outside the checkout, or in a control path. ``Write`` and ``Edit`` replace a file
+    by renaming a new one over its name, which would leave the other name's content as it was
+    and quietly break the link; ``Edit`` would also show text read through it. Both refuse."""
+    try:
+        status = os.stat(parent.name, dir_fd=parent.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(status.st_mode) and status.st_nlink > 1:
+        raise HardLinkRefused(
+            f"{tool} refused to modify {shown}: it has {status.st_nlink} hard links (names of "
+            "the same file), and another of them may lie outside the checkout, where no child "
+            "tool may write. Nothing was written.",
+            tool=tool,
+            path=str(parent.path),
+            links=status.st_nlink,
+        )
 
 
 def write_beneath(parent: Parent, data: bytes, *, umask: int) -> bool:

@@ -15,7 +15,13 @@ from membrane.builtin_tools._support import (
     looks_binary,
     str_arg,
 )
-from membrane.builtin_tools.beneath import Parent, open_parent, read_beneath, write_beneath
+from membrane.builtin_tools.beneath import (
+    Parent,
+    open_parent,
+    read_beneath,
+    refuse_hard_link,
+    write_beneath,
+)
 from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
 from membrane.tools.spec import ToolContext
@@ -76,6 +82,7 @@ def _edit(root: Path, path: Path, shown: str, old: str, new: str, replace_all: b
 
 def _edit_in(parent: Parent, root: Path, shown: str, old: str, new: str, replace_all: bool) -> str:
     path = parent.path
+    refuse_hard_link(parent, tool=NAME, shown=shown)
     text = _load(parent, root, shown)
     count = text.count(old)
     if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:

@@ -7,7 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from membrane.builtin_tools._support import UMASK, in_thread, str_arg
-from membrane.builtin_tools.beneath import existing_kind, open_parent, write_beneath
+from membrane.builtin_tools.beneath import (
+    existing_kind,
+    open_parent,
+    refuse_hard_link,
+    write_beneath,
+)
 from membrane.builtin_tools.paths import checkout_root, display_path, resolve_for_write
 from membrane.errors import ToolFailed
 from membrane.tools.spec import ToolContext
@@ -34,6 +39,7 @@ def _write(root: Path, path: Path, shown: str, content: str) -> str:
                     tool=NAME,
                     path=str(path),
                 )
+            refuse_hard_link(parent, tool=NAME, shown=shown)
             existed = write_beneath(parent, content.encode("utf-8"), umask=UMASK)
     except IsADirectoryError as exc:
         raise ToolFailed(

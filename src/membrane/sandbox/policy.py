@@ -14,8 +14,6 @@ from membrane.errors import SandboxUnavailable
 from membrane.json_types import JSONDict
 from membrane.sandbox.boundary import Boundary, plan_boundary
 from membrane.sandbox.machine import MachineSupport, choose_backend, machine_support
-from membrane.sandbox.paths import real_path
-from membrane.sandbox.reads import ReadScope, read_scope
 
 __all__ = ["SandboxPolicy", "boundary_summary", "plan_for"]
 
@@ -42,15 +40,6 @@ class SandboxPolicy:
             network=settings.sandbox_network,
             read_paths=tuple(Path(p) for p in settings.read_paths),
         )
-
-    def reads(self, checkout: Path) -> ReadScope:
-        """What a child in ``checkout`` may read under this policy (the built-in tools' rule)."""
-        from membrane.sandbox.boundary import find_git
-
-        root = real_path(checkout)
-        git = find_git(root)
-        repository = () if git is None else (git.top, git.common)
-        return read_scope(root, read_paths=self.read_paths, repository=repository)
 
     def widened(self, *, network: bool) -> SandboxPolicy:
         """This policy, with the network allowed too when ``network`` (a definition's
