@@ -118,3 +118,40 @@ def test_ordinary_brackets_quotes_and_comments_are_not_nesting(
     )
     catalog = Catalog(project=tmp_path)
     assert catalog.errors == [] and catalog.get("ok").tools == ("Read", "Grep")  # type: ignore[union-attr]
+
+
+def test_a_definitions_root_that_is_a_symlink_loop_is_reported_not_raised(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "one").symlink_to("two")
+    (tmp_path / ".claude" / "two").symlink_to("one")
+    (tmp_path / ".claude" / "agents").symlink_to("one")
+    good_neighbour(tmp_path)
+    assert main(["agents", "list", "--project", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fine" in out
+    assert f"{tmp_path / '.claude' / 'agents'}:1: definition-invalid" in out
+    assert "cannot be listed" in out
+
+
+def test_a_definitions_folder_without_permission_is_reported_and_the_rest_load(
+    tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Root reads every folder whatever its mode, so the refusal is the kernel's answer, given
+    # here for that one folder.
+    locked = tmp_path / ".claude" / "agents"
+    locked.mkdir(parents=True)
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> object:
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    good_neighbour(tmp_path)
+    catalog = Catalog(project=tmp_path)
+    [error] = catalog.errors
+    assert error.data["path"] == str(locked) and "Permission denied" in error.message
+    assert catalog.get("fine") is not None

@@ -132,8 +132,9 @@ class Catalog:
         # at its highest position.
         seen: dict[Path, Root] = {}
         for root in candidates:
-            seen.pop(root.directory.resolve(), None)
-            seen[root.directory.resolve()] = root
+            place = _place(root.directory)
+            seen.pop(place, None)
+            seen[place] = root
         self.roots: tuple[Root, ...] = tuple(seen.values())
         self._cache = DefinitionCache(cache)
         self._scans: list[Scan] = [
@@ -377,3 +378,12 @@ class Catalog:
         from membrane.agents.dispatch import require
 
         return require(self, name)
+
+
+def _place(directory: Path) -> Path:
+    """Where ``directory`` really is, or where it is written when that cannot be told (a
+    symlink loop, a parent that cannot be searched): such a root is reported by its scan."""
+    try:
+        return directory.resolve()
+    except (OSError, RuntimeError):
+        return directory.absolute()

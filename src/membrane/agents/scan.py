@@ -11,6 +11,7 @@ for that path.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from dataclasses import dataclass
@@ -167,7 +168,13 @@ class RootScan:
             try:
                 sig = _signature(os.stat(current))
                 entries = [item for item in os.scandir(current) if _relevant(item)]
-            except OSError:
+            except OSError as exc:
+                # An absent root is the usual case; a folder that is there but cannot be
+                # listed (no permission, a symlink loop) is reported, and the walk goes on.
+                if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                    unreadable = _unlistable(current, exc)
+                    if unreadable is not None:
+                        files[current] = unreadable
                 continue
             dirs[current] = (sig, frozenset(item.name for item in entries))
             if _racy(sig, now):
@@ -310,6 +317,22 @@ def _file_signature(path: str) -> Signature:
         return _signature(os.stat(path))
     except OSError:
         return _signature(os.lstat(path))
+
+
+def _unlistable(path: str, exc: OSError) -> _Entry | None:
+    """The entry of a definitions folder that is there but cannot be listed."""
+    try:
+        signature = _signature(os.lstat(path))
+    except OSError:
+        return None
+    error = DefinitionError(
+        f"this definitions folder cannot be listed: {exc.strerror or exc}",
+        path=path,
+        line=1,
+        hint="make the folder readable (or remove the link), or turn its root off in the "
+        "settings; the other definitions are unaffected",
+    )
+    return _Entry(signature, b"", error)
 
 
 def _unreadable(path: str, exc: OSError) -> _Entry | None:

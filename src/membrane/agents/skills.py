@@ -140,10 +140,12 @@ def skill_roots(
     roots: list[Path] = []
     seen: set[Path] = set()
     for candidate in candidates:
-        # Most candidates do not exist: one stat tells, before resolving every component.
-        if not candidate.is_dir():
-            continue
+        # Most candidates do not exist: one stat tells, before resolving every component. A
+        # candidate that cannot be looked at (a parent without search permission, a loop) is
+        # no root.
         try:
+            if not candidate.is_dir():
+                continue
             real = candidate.resolve()
         except (OSError, RuntimeError):
             continue
