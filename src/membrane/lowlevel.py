@@ -61,6 +61,7 @@ from membrane.store.migrations import Migration
 from membrane.tools.permissions import ApprovalRequest, PermissionRule, ToolGate
 from membrane.tools.registry import RegistryChange
 from membrane.tools.restriction import ToolPredicate
+from membrane.tools.rules import Condition
 from membrane.tools.spec import Attachment, ToolOutput
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "ChildOutcome",
     "ChildSpec",
     "CommandHook",
+    "Condition",
     "DeadLetter",
     "DefinitionRestriction",
     "DefinitionWarning",

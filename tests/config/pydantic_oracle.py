@@ -114,6 +114,7 @@ class _File(_Strict):
     models: dict[str, _Model] | None = None
     default_model: str | None = Field(default=None, min_length=1)
     budget: dict[str, Any] | None = None
+    rules: list[dict[str, Any]] | None = None
     receipt_ttl_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     outbox_max_attempts: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     lease_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)

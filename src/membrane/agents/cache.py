@@ -36,7 +36,7 @@ from membrane._version import __version__
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
-from membrane.tools.rules import PermissionRule
+from membrane.tools.rules import Condition, PermissionRule
 
 __all__ = ["CACHE_FILE", "DefinitionCache", "parser_fingerprint", "read_entries"]
 
@@ -75,7 +75,18 @@ def _tokens(value: Any) -> Any:
 
 
 def _rules(value: list[list[Any]]) -> tuple[PermissionRule, ...]:
-    return tuple(PermissionRule(*rule) for rule in value)
+    return tuple(_rule(*rule) for rule in value)
+
+
+def _rule(*head: Any) -> PermissionRule:
+    if len(head) <= 6:
+        return PermissionRule(*head)
+    conditions = tuple(
+        Condition(argument, test, tuple(v) if isinstance(v, list) else v)
+        for argument, test, v in head[6]
+    )
+    tool, pattern, verdict, text, source, grants = head[:6]
+    return PermissionRule(tool, pattern, verdict, text, source, grants, conditions, head[7])
 
 
 def _warnings(value: list[list[Any]]) -> tuple[DefinitionWarning, ...]:

@@ -52,7 +52,12 @@ def write_entries(path: Path, fingerprint: str, entries: Mapping[str, object]) -
 def _plain(value: Any) -> Any:
     """A field's value as JSON data (the inverse of ``_DECODERS``)."""
     if isinstance(value, PermissionRule):
-        return [value.tool, value.pattern, value.verdict, value.text, value.source, value.grants]
+        head: list[Any] = [value.tool, value.pattern, value.verdict, value.text, value.source]
+        head.append(value.grants)
+        if value.conditions:
+            conditions = [[c.argument, c.test, _plain(c.value)] for c in value.conditions]
+            head += [conditions, value.reason]
+        return head
     if isinstance(value, DefinitionWarning):
         return [value.path, value.line, value.code, value.message]
     if isinstance(value, Budget):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, DefinitionWarning
@@ -35,6 +36,7 @@ from membrane.agents.values import (
     check_names,
     definition_name,
 )
+from membrane.tools.argument_rules import read_argument_rules
 from membrane.tools.permissions import PermissionRule
 
 __all__ = [
@@ -194,6 +196,12 @@ def build_definition(
         key, field, value = entry.key, entry.field, entry.value
         if key in lines:
             field_lines.setdefault(field or key, lines[key])
+        if field is None and key == "rules" and dialect is MEMBRANE:
+            # Argument rules over any tool's arguments; they narrow, never grant.
+            builder.rules += read_argument_rules(
+                value, source="rules", fail=partial(builder.fail, key)
+            )
+            continue
         if field is None:
             extra[key] = value
             if not entry.quiet:

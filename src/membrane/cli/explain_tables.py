@@ -151,12 +151,16 @@ def _print_permissions(screen: Screen, authority: EffectiveAuthority) -> None:
     permissions = authority.permissions
     if not permissions.tools and permissions.mode == "default":
         return
-    title = f"Permissions (mode {permissions.mode}; the last matching rule wins)"
+    title = (
+        f"Permissions (mode {permissions.mode}; the last matching rule wins, "
+        "but a matching argument rule's deny, then ask, comes first)"
+    )
     table = Table(("tool", "rule", "verdict", "from"), title=title)
     for name, rules in sorted(permissions.tools.items()):
         for rule in rules:
-            table.add_row(name, rule.text or rule.tool, rule.verdict, rule.source)
-        default = "ask" if name in permissions.by_rules else "allow"
+            text = (rule.text or rule.tool) + (f" ({rule.reason})" if rule.reason else "")
+            table.add_row(name, text, rule.verdict, rule.source)
+        default = permissions.default(name)
         table.add_row(name, Styled("any other call", "dim"), default, "default")
     if permissions.inherits_parent:
         table.add_row("*", Styled("the parent's rules", "dim"), "-", "inherit")

@@ -8,6 +8,7 @@ are errors: a misspelt ``default-tools`` would otherwise leave the default silen
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +209,8 @@ _FILE_FIELDS: Final = {
     "default_model": Field(optional(_NAME)),
     # Checked by ``Budget.parse`` so that an error names the kind.
     "budget": Field(optional(_any_table)),
+    # Checked by ``membrane.tools.argument_rules`` when an agent is resolved.
+    "rules": Field(optional(list_of(_any_table))),
     "receipt_ttl_seconds": _seconds(),
     "outbox_max_attempts": _count(1),
     "lease_seconds": _seconds(),
@@ -377,6 +380,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     models: dict[str, ModelEntry] = {}
     aliases: dict[str, str] = {}
     budget: dict[str, Any] = {}
+    rules: list[str] = []
     for path in paths:
         parsed = _read(path, cache)
         if parsed is None:
@@ -384,7 +388,8 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         models.update(parsed["models"] or {})
         aliases.update(parsed["model_aliases"] or {})
         budget.update(_budget(parsed["budget"], path))
-        own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases", "budget"}
+        rules += (json.dumps(rule, sort_keys=True, default=str) for rule in parsed["rules"] or ())
+        own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases", "budget", "rules"}
         merged.update(
             (key, value) for key, value in parsed.items() if value is not None and key not in own
         )
@@ -412,6 +417,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         models=MappingProxyType(models),
         model_aliases=MappingProxyType(aliases),
         budget=Budget(**budget) if budget else None,
+        rules=tuple(rules),
     )
 
 

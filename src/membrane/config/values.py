@@ -145,6 +145,9 @@ class Settings:
     default_model: str | None = None
     #: ``[budget]``: what every top-level run and its subtree may spend (DESIGN rule 12).
     budget: Budget | None = None
+    #: ``[[rules]]``: argument rules over every agent's tool calls, each as its JSON text (read
+    #: into rules by ``membrane.tools.argument_rules.settings_rules``); both files' add up.
+    rules: tuple[str, ...] = ()
     #: SQLite's ``synchronous`` for the state file: ``full`` syncs every commit (it survives
     #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but
     #: a power cut may lose the last commits). See docs/performance.md.

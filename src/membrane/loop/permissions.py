@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import json
 import os
 import re
 from collections.abc import Callable, Collection, Sequence
@@ -43,6 +44,7 @@ from membrane.tools.permissions import (
     ToolGate,
     Verdict,
     command_matches,
+    conditions_hold,
     path_matches,
     worst,
 )
@@ -95,14 +97,23 @@ class PermissionGate:
         if not rules and name not in self._by_rules:
             return
         default: Verdict = "ask" if name in self._by_rules else "allow"
-        decision = self._decide(name, rules, default, arguments, context)
+        by_arguments = _by_arguments([r for r in rules if r.conditions], arguments)
+        rules = [r for r in rules if not r.conditions]
+        decision = by_arguments
+        if rules or name in self._by_rules:
+            decision = self._decide(name, rules, default, arguments, context)
+            if by_arguments.verdict != "allow" and decision.verdict != "deny":
+                decision = by_arguments
         if decision.verdict == "allow":
             return
         subject = decision.subject
         shown = None if subject is None else _clip(subject)
         written = None if decision.rule is None else _text(decision.rule)
         if decision.verdict == "deny":
-            raise _denied(tool.name, written, shown, _deny_reason(tool.name, written, shown))
+            reason = _deny_reason(tool.name, written, shown)
+            if decision.why:
+                reason = f"{reason} ({decision.why})"
+            raise _denied(tool.name, written, shown, reason)
         await self.approve(tool, arguments, context, rule=written, subject=shown, why=decision.why)
 
     def _applies(self, rule: PermissionRule, tool: Tool) -> bool:
@@ -244,8 +255,7 @@ class PermissionGate:
         if mode == "bypassPermissions" or (mode == "acceptEdits" and name in _EDIT_TOOLS):
             return
         why = (
-            rule
-            or (None if why is None else _clip(why, 400))
+            " - ".join(part for part in (rule, None if why is None else _clip(why, 400)) if part)
             or f"{tool.name} is granted only through rules, and none allows this call"
         )
         if mode == "dontAsk":
@@ -298,6 +308,26 @@ def _last(
         if matches(rule):
             found = rule
     return (default, None) if found is None else (found.verdict, found)
+
+
+def _by_arguments(rules: Sequence[PermissionRule], arguments: JSONObject) -> _Decision:
+    """The verdict of a tool's argument rules: a ``deny`` rule that matches refuses, else an
+    ``ask`` rule that matches asks, else a call no ``allow`` rule admits asks (when there are
+    ``allow`` rules); ``deny`` wins whatever the order."""
+    if not rules:
+        return _Decision("allow", None, None)
+    subject = json.dumps(arguments, sort_keys=True, default=str)
+    for verdict in ("deny", "ask"):
+        for rule in rules:
+            if rule.verdict == verdict and conditions_hold(rule, arguments):
+                return _Decision(verdict, rule, subject, rule.reason or None)
+    allows = [rule for rule in rules if rule.verdict == "allow"]
+    if allows and not any(conditions_hold(rule, arguments) for rule in allows):
+        reasons = "; ".join(
+            _text(rule) + (f": {rule.reason}" if rule.reason else "") for rule in allows
+        )
+        return _Decision("ask", None, subject, f"no argument rule admits this call ({reasons})")
+    return _Decision("allow", None, subject)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from membrane.resolve.tools import (
     describe_tools,
     plan_tools,
 )
+from membrane.tools.argument_rules import settings_rules
 from membrane.tools.spec import Tool, ToolGate
 from membrane.vocabulary import (
     ASSIGNABLE_TOOLS,
@@ -631,7 +632,12 @@ def resolve(
         prompt_sections=sections,
         skills=skills,
         skills_left_out=skills_left_out,
-        permissions=resolve_permissions(plan, definition.rules, callable_tools, mode=permission),
+        permissions=resolve_permissions(
+            plan,
+            (*definition.rules, *settings_rules(settings.rules)),
+            callable_tools,
+            mode=permission,
+        ),
         ceiling=ceiling,
         network=_network(definition, ceiling),
         writes=writes,

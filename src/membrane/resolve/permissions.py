@@ -32,13 +32,21 @@ class Permissions:
     tools: Mapping[str, tuple[PermissionRule, ...]] = field(default_factory=dict)
     inherits_parent: bool = False
 
+    def default(self, name: str) -> str:
+        """What a call of ``name`` that no rule matches gets: ``ask`` when only rules grant
+        the tool or when it has argument rules that allow (a call none admits asks)."""
+        if name in self.by_rules:
+            return "ask"
+        own = self.tools.get(name, ())
+        return "ask" if any(r.conditions and r.verdict == "allow" for r in own) else "allow"
+
     def to_json(self) -> JSONDict:
         return {
             "mode": self.mode,
             "inherits_parent_rules": self.inherits_parent,
             "tools": {
                 name: {
-                    "default": "ask" if name in self.by_rules else "allow",
+                    "default": self.default(name),
                     "rules": [rule.to_json() for rule in rules],
                 }
                 for name, rules in sorted(self.tools.items())

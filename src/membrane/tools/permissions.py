@@ -23,10 +23,12 @@ that runs a tool (the agent loop, Code Mode, a mention clone) meets them.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from membrane.json_types import JSONDict, JSONObject
 from membrane.tools.rules import (
@@ -34,6 +36,7 @@ from membrane.tools.rules import (
     PERMISSION_MODES,
     RULE_TOOLS,
     VERDICTS,
+    Condition,
     PermissionRule,
     Verdict,
 )
@@ -52,6 +55,7 @@ __all__ = [
     "ToolObserver",
     "Verdict",
     "command_matches",
+    "conditions_hold",
     "parse_rule",
     "path_matches",
     "worst",
@@ -102,6 +106,65 @@ def _command_regex(pattern: str) -> re.Pattern[str]:
     body = pattern[:-2] if optional_tail else pattern
     parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in body]
     return re.compile("".join(parts) + ("(?: .*)?" if optional_tail else ""), re.DOTALL)
+
+
+def conditions_hold(rule: PermissionRule, arguments: Mapping[str, object]) -> bool:
+    """Whether a call's ``arguments`` pass every condition of an argument rule. A missing
+    argument passes none; a list passes an ``allow`` rule's test when every item does, a
+    ``deny``/``ask`` rule's when any item does."""
+    every = rule.verdict == "allow"
+    for condition in rule.conditions:
+        found, value = _argument(arguments, condition.argument)
+        if not found:
+            return False
+        items = value if isinstance(value, list) else [value]
+        results = [_passes(condition, item) for item in items]
+        if not results or not (all(results) if every else any(results)):
+            return False
+    return True
+
+
+def _argument(arguments: Mapping[str, object], path: str) -> tuple[bool, object]:
+    value: object = arguments
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def _passes(condition: Condition, value: object) -> bool:
+    test, expected = condition.test, condition.value
+    if test == "equals":
+        return _same(value, expected)
+    if test == "one_of":
+        return isinstance(expected, tuple) and any(_same(value, e) for e in expected)
+    if test in ("min", "max"):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        bound = float(expected) if isinstance(expected, int | float) else 0.0
+        return value >= bound if test == "min" else value <= bound
+    if not isinstance(value, str) or not isinstance(expected, str):
+        return False
+    if test == "glob":
+        return fnmatch.fnmatchcase(value, expected)
+    return bool(_regex(expected).fullmatch(value) is not None)
+
+
+def _same(value: object, expected: object) -> bool:
+    """JSON equality: ``1 == 1.0``, but ``true`` is not ``1``."""
+    if isinstance(value, bool) or isinstance(expected, bool):
+        return value is expected
+    return value == expected
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
 
 
 def path_matches(pattern: str, relative: str | None, absolute: str, *, home: str | None) -> bool:

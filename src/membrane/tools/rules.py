@@ -9,6 +9,7 @@ gates that enforce the rules.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -16,10 +17,12 @@ from typing import Final, Literal
 from membrane.json_types import JSONDict
 
 __all__ = [
+    "CONDITION_TESTS",
     "NAME_RULE_TOOLS",
     "PERMISSION_MODES",
     "RULE_TOOLS",
     "VERDICTS",
+    "Condition",
     "PermissionRule",
     "Verdict",
 ]
@@ -45,13 +48,51 @@ NAME_RULE_TOOLS: Mapping[str, str] = {"Task": "agent"}
 PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 
 
+#: The tests a condition applies to one argument: ``equals`` (JSON equality), ``glob`` (a
+#: shell glob over the whole text), ``regex`` (an RE2 pattern over the whole text), ``min`` and
+#: ``max`` (inclusive numeric bounds), ``one_of`` (JSON equality with any value listed).
+CONDITION_TESTS: Final = ("equals", "glob", "regex", "min", "max", "one_of")
+_SYMBOLS: Mapping[str, str] = {"equals": "==", "min": ">=", "max": "<=", "one_of": "one of"}
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One test on one argument of a call (``amount`` ``max`` ``100``). ``argument`` may be a
+    dotted path into an object (``payee.iban``)."""
+
+    argument: str
+    test: str
+    value: str | int | float | bool | tuple[str | int | float | bool | None, ...] | None
+
+    def describe(self) -> str:
+        value = self.value
+        shown = (
+            "[" + ", ".join(json.dumps(v) for v in value) + "]"
+            if isinstance(value, tuple)
+            else json.dumps(value)
+        )
+        return f"{self.argument} {_SYMBOLS.get(self.test, self.test)} {shown}"
+
+    def to_json(self) -> JSONDict:
+        value = self.value
+        return {
+            "argument": self.argument,
+            "test": self.test,
+            "value": list(value) if isinstance(value, tuple) else value,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class PermissionRule:
     """One rule. ``tool`` is a built-in's canonical name or another tool's exact name; ``text``
     is the rule as written (``Bash(git log:*)``) and ``source`` where (``tools``,
     ``disallowed_tools``, ``ask_tools``, ``permission.bash``). ``grants``: the rule also
     grants its tool (a rule in ``tools``, OpenCode's ``allow``/``ask``), whose calls no rule
-    matches then ask."""
+    matches then ask.
+
+    ``conditions``: an argument rule (a ``rules:`` entry, the settings' ``[[rules]]``), on any
+    tool: it matches a call whose arguments pass every condition; ``reason`` is what the model
+    is told when it refuses or asks. Argument rules never grant a tool."""
 
     tool: str
     pattern: str | None
@@ -59,16 +100,24 @@ class PermissionRule:
     text: str = ""
     source: str = ""
     grants: bool = False
+    conditions: tuple[Condition, ...] = ()
+    reason: str = ""
 
     def governs(self, builtin: str) -> bool:
         """Whether this rule applies to calls of the built-in ``builtin``."""
+        if self.conditions:
+            return builtin == self.tool
         return builtin in RULE_TOOLS.get(self.tool, (self.tool,))
 
     def to_json(self) -> JSONDict:
-        return {
+        out: JSONDict = {
             "tool": self.tool,
             "pattern": self.pattern,
             "verdict": self.verdict,
             "rule": self.text or self.tool,
             "source": self.source,
         }
+        if self.conditions:
+            out["conditions"] = [condition.to_json() for condition in self.conditions]
+            out["reason"] = self.reason
+        return out
