@@ -121,6 +121,7 @@ EXPLAIN = closed(
         )
     }
     | {"warnings": array(WARNING)}
+    | {"authority_digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}}
 )  # fmt: skip
 
 #: ``agents show --json``: the definition as read, every field it sets.
@@ -379,6 +380,7 @@ SHOW = {
         "run": {
             "type": "object",
             "required": ["run_id", "agent", "status", "usage", "usage_total", "worktree", "text"],
+            "properties": {"authority_digest": nullable(STRING)},
         },
         "tool_calls": {
             "type": "array",

@@ -293,7 +293,17 @@ def explain(
     )
     gate = workflow_view(authority)
     if as_json:
+        from membrane.resolve.digest import authority_digest
+
         payload = {**authority.to_json(), "sandbox": sandbox, "model": model, "budget": budget}
+        # The digest the child's ``published`` event carries when it runs as explained.
+        payload["authority_digest"] = authority_digest(
+            authority,
+            system=authority.system_prompt,
+            tools=authority.callable,
+            sandbox=sandbox,
+            budget={k: v["limit"] for k, v in budget.items() if isinstance(v, dict)},
+        )
         definition = authority.definition
         payload["warnings"] = warning_objects(
             authority.warnings, definition.warnings, file=definition.path

@@ -53,9 +53,13 @@ def run_report(state: Path, run_id: str, *, width: int | None = WIDTH) -> dict[s
         store.close()
     result: Mapping[str, Any] = (header.result if header is not None else None) or {}
     text, cut = _cut(str(result.get("text") or ""), width)
+    published = next((e.data for e in events if e.kind == "published"), {})
     return {
         "run": {
             **row.to_dict(),
+            # The digest of its effective authority (``membrane explain --json`` prints the
+            # same one for a child that runs as explained).
+            "authority_digest": published.get("authority_digest"),
             "text": text,
             "text_truncated": cut,
             "error": result.get("error"),
@@ -111,6 +115,8 @@ def _print(report: dict[str, Any]) -> None:
     screen.line(f"{run['agent']} {run['run_id']} {run['status']}", style="bold")
     parent = run["parent_id"] or "-"
     screen.line(f"parent {parent}, depth {run['depth']}", style="dim")
+    if run.get("authority_digest"):
+        screen.line(f"authority {run['authority_digest']}", style="dim")
     worktree = run.get("worktree")
     if isinstance(worktree, Mapping):
         changes = "with changes" if worktree.get("has_changes") else "no changes"

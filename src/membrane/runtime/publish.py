@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from membrane.config.budget import BUDGET_KINDS
 from membrane.config.values import Settings
 from membrane.durable.crashpoints import crash_point
 from membrane.durable.lineage import record_edge, reopen_interrupted_edge
@@ -33,6 +34,7 @@ from membrane.durable.sweeper import Leases
 from membrane.errors import InvalidRequest, UnknownModel
 from membrane.models.specs import resolve_spec
 from membrane.resolve.authority import EffectiveAuthority
+from membrane.resolve.digest import authority_digest
 from membrane.runtime.budget import BUDGET_KEY
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
@@ -194,6 +196,14 @@ class Publisher:
             data["note"] = note
         if record.spending is not None:
             data["budget"] = record.spending.in_force()
+        # Proof that explain is what ran: the digest of what was installed (resolve.digest).
+        data["authority_digest"] = authority_digest(
+            authority,
+            system=record.system,
+            tools=tools,
+            sandbox=data["sandbox"],
+            budget=budget_limits(record),
+        )
         if record.worktree is not None:
             data["worktree"] = str(record.worktree.cwd)
 
@@ -290,6 +300,18 @@ def _written_model(authority: EffectiveAuthority, request: SubagentStartRequest)
     if source in ("default", "parent") or not isinstance(written, str):
         return None
     return written
+
+
+def budget_limits(record: RunRecord) -> dict[str, float]:
+    """The tightest limit of each kind among the ledgers the run draws on (its own and its
+    ancestors'), as its authority digest covers them."""
+    limits: dict[str, float] = {}
+    for ledger in () if record.spending is None else record.spending.ledgers:
+        for kind in BUDGET_KINDS:
+            limit = ledger.limit.limit(kind)
+            if limit is not None and (kind not in limits or limit < limits[kind]):
+                limits[kind] = limit
+    return limits
 
 
 def own_budget(record: RunRecord) -> dict[str, Any]:
