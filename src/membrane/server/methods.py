@@ -10,7 +10,7 @@ one server error (-32000) with its stable code in ``data.code``.
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypeVar
 
@@ -65,6 +65,8 @@ class Server(Protocol):
     ) -> None: ...
 
     def stop_for_role(self, caller: Caller, requested: str) -> None: ...
+
+    def check_live(self, caller: Caller) -> None: ...
 
 
 P = TypeVar("P", bound=BaseModel)
@@ -148,10 +150,14 @@ def _parse(model: type[P], params: JSONDict) -> P:
         ) from None
 
 
-def _caller(conn: Connection) -> Caller:
+def _caller(server: Server, conn: Connection) -> Caller:
+    """The connection's caller; a run's token is refused (``token-invalid``) on every method
+    once its run has ended, also on a connection opened while it was live."""
     caller = conn.state.get("caller")
     if not isinstance(caller, Caller):
         raise InvalidRequest("call initialize first; it establishes who is calling")
+    if caller.run_id is not None:
+        server.check_live(caller)
     return caller
 
 
@@ -169,7 +175,7 @@ async def _initialize(server: Server, conn: Connection, params: JSONDict) -> JSO
 
 
 async def _projects_add(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     root = Path(_parse(_Root, params).root)
     host = await server.add_project(root, caller=caller)
     return {
@@ -180,7 +186,7 @@ async def _projects_add(server: Server, conn: Connection, params: JSONDict) -> J
 
 
 async def _projects_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     _parse(_Params, params)
     return {
         "projects": [
@@ -191,13 +197,13 @@ async def _projects_list(server: Server, conn: Connection, params: JSONDict) -> 
 
 
 async def _projects_remove(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     await server.remove_project(_parse(_Project, params).projectId, caller=caller)
     return {"removed": True}
 
 
 async def _actions_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     host = server.project(_parse(_Project, params).projectId, caller)
     view = host.view(caller)
     server.watch_actions(conn, host, caller, view.names)
@@ -249,7 +255,7 @@ def _call_result(value: object) -> Encoded:
 
 
 async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> Encoded:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     project_id, name, arguments, request_id = _call_params(params)
     host = server.project(project_id, caller)
     if request_id is None:
@@ -258,11 +264,25 @@ async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> E
     async def act() -> Encoded:
         return _call_result(await host.call(caller, name, arguments))
 
-    return await server.replies.once((host.project_id, caller.session_id, request_id), act)
+    return await server.replies.once((host.project_id, _who(conn, caller), request_id), act)
+
+
+def _who(conn: Connection, caller: Caller) -> Hashable:
+    """Whose replies a ``requestId`` names: a run's (its token), the owner's session (under
+    its role), or, for a caller that proves nothing, its own connection only: a reply is
+    never replayed to another caller."""
+    if caller.run_id is not None:
+        return ("run", caller.run_id)
+    if caller.owner:
+        return ("owner", caller.role, caller.session_id)
+    mine = conn.state.get("replies")
+    if mine is None:
+        mine = conn.state["replies"] = object()
+    return ("connection", mine)
 
 
 async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Start, params)
     host = server.project(p.projectId, caller)
     request = SubagentStartRequest(
@@ -282,7 +302,7 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
 
 
 async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Resume, params)
     host = server.project(p.projectId, caller)
     with answered_by(conn):
@@ -291,7 +311,7 @@ async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JS
 
 
 async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Runs, params)
     host = server.project(p.projectId, caller)
     if p.stored:
@@ -302,14 +322,14 @@ async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSON
 
 
 async def _runs_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Run, params)
     host = server.project(p.projectId, caller)
     return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
 
 
 async def _runs_wait(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Wait, params)
     host = server.project(p.projectId, caller)
     (info,) = await host.runtime.wait_all([p.runId], timeout=p.timeout, caller=caller.run_id)
@@ -317,7 +337,7 @@ async def _runs_wait(server: Server, conn: Connection, params: JSONDict) -> JSON
 
 
 async def _runs_message(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Message, params)
     host = server.project(p.projectId, caller)
     host.runtime.steer(p.runId, p.message, caller=caller.run_id)
@@ -325,7 +345,7 @@ async def _runs_message(server: Server, conn: Connection, params: JSONDict) -> J
 
 
 async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     p = _parse(_Run, params)
     host = server.project(p.projectId, caller)
     return {"run": (await host.runtime.stop(p.runId, caller=caller.run_id)).to_dict()}
@@ -335,7 +355,7 @@ def _planning(server: Server, conn: Connection, p: _Run) -> PlanningControl:
     """The planning gate of run ``p.runId``, for the owner only: no agent answers for its host
     (seed 002: approval comes from the host, not from an agent), neither with its run's token
     nor by connecting without it."""
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     if caller.run_id is not None:
         raise CallerRefused("a run's token cannot read or answer a planning gate")
     if not caller.owner:
@@ -375,7 +395,7 @@ async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) 
     """Stream the project's lifecycle events to this connection as ``events/event``.
 
     A token caller hears only its own run's subtree."""
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     host = server.project(_parse(_Project, params).projectId, caller)
     stream = host.runtime.events()
     mine: set[str] | None = None if caller.run_id is None else {caller.run_id}
@@ -403,7 +423,7 @@ async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) 
 
 async def _runtime_shutdown(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
     """Stop an idle runtime so that a launcher can start one under ``requestedRole``."""
-    caller = _caller(conn)
+    caller = _caller(server, conn)
     server.stop_for_role(caller, _parse(_Shutdown, params).requestedRole)
     return {"stopping": True}
 

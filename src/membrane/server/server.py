@@ -311,6 +311,14 @@ class Server:
             claimed=_without_secrets(claimed),
         )
 
+    def check_live(self, caller: Caller) -> None:
+        """Refuse (``token-invalid``) a token caller whose run has ended or whose project is
+        no longer served."""
+        host = self._hosts.get(caller.project_id or "")
+        if host is None:
+            raise TokenInvalid("the project of this MEMBRANE_TOKEN is no longer served here")
+        host.check_live(caller)
+
     def in_flight(self) -> int:
         """The requests running now, over every connection."""
         return sum(conn.in_flight for conn in self._connections)
