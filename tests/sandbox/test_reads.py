@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import anyio
@@ -174,3 +175,35 @@ async def test_the_settings_name_the_read_roots(places: Places) -> None:
     with pytest.raises(SettingsError) as info:
         load_settings(project=places.checkout, home=places.state)
     assert info.value.code == "settings-invalid" and "read_paths" in info.value.message
+
+
+async def test_a_command_reaches_the_runtime_socket_and_nothing_beside_it(
+    os_sandbox: str, places: Places
+) -> None:
+    import socket
+
+    folder = places.state / "sock"
+    folder.mkdir(mode=0o700)
+    (folder / "owner.token").write_text("owner secret\n")
+    path = folder / "membrane.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        server.listen(1)
+        tool = next(
+            t for t in builtin_tools(sandbox=_policy(os_sandbox, places)) if t.name == "Bash"
+        )
+        context = ToolContext(
+            agent="a", cwd=places.checkout, read_only=True, env={"MEMBRANE_SOCKET": str(path)}
+        )
+        connect = (
+            f'{sys.executable} -c "import os, socket; s = socket.socket(socket.AF_UNIX); '
+            "s.connect(os.environ['MEMBRANE_SOCKET']); print('connected')\""
+        )
+        command = f"{connect}; cat {folder}/owner.token; ls {folder}"
+        with anyio.fail_after(30):
+            result = await tool.handler({"command": command}, context)
+    assert isinstance(result, dict)
+    assert "connected" in str(result["stdout"]), result
+    assert "owner secret" not in str(result["stdout"]), result
+    if os_sandbox == "bubblewrap":  # Landlock lets a folder around a hidden place be listed
+        assert "owner.token" not in str(result["stdout"]), result

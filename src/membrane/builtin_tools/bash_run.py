@@ -45,9 +45,10 @@ async def run_bash(
             tool=NAME,
         )
     agent = context.agent
-    # The runtime socket a run's commands call back on stays reachable inside the sandbox.
+    # The runtime socket a run's commands call back on stays reachable inside the sandbox: the
+    # socket alone, not its folder (under $MEMBRANE_HOME, which no child reads).
     socket = context.env.get("MEMBRANE_SOCKET")
-    reachable = (Path(socket).parent,) if socket else ()
+    reachable = (Path(socket),) if socket else ()
     sandbox = await in_thread(
         lambda: Sandbox.for_checkout(
             policy.widened(network=context.network),

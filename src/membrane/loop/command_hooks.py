@@ -140,7 +140,7 @@ class CommandHooks:
         if shell is None:
             return HookOutcome("error", "no `bash` executable was found on PATH")
         socket = context.env.get("MEMBRANE_SOCKET")
-        reachable = (Path(socket).parent,) if socket else ()
+        reachable = (Path(socket),) if socket else ()
         agent, writes = context.agent, not context.read_only
         policy = self._policy.widened(network=context.network)
         try:

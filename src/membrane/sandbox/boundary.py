@@ -161,9 +161,9 @@ def plan_boundary(
     read_paths: Sequence[Path] = (),
 ) -> Boundary:
     """The boundary for a child working in ``checkout`` (made real here). ``reachable`` are
-    folders and files the command must see read-only wherever they are (the runtime socket's
-    folder, so that a child's ``membrane`` command can call back even when the socket lies under
-    ``/tmp`` or ``$MEMBRANE_HOME``; the agent process's :func:`program_files`). ``read_paths``
+    folders and files the command must see read-only wherever they are (the runtime socket, so
+    that a child's ``membrane`` command can call back even when the socket lies under ``/tmp``
+    or ``$MEMBRANE_HOME``; the agent process's :func:`program_files`). ``read_paths``
     are the read roots the settings and the host name (:mod:`membrane.sandbox.reads`)."""
     root = real_path(checkout)
     git = find_git(root)

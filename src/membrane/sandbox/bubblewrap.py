@@ -49,12 +49,14 @@ _PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 NOBODY = "65534"
 
 
-def _cover(path: Path) -> list[str]:
-    """Arguments that hide ``path``: an empty read-only folder, or an empty file."""
+def _cover(path: Path, sealed: list[str]) -> list[str]:
+    """Arguments that hide ``path``: an empty folder (made read-only once everything is bound,
+    ``sealed``, so that a tree shown again inside it can still be bound), or an empty file."""
     if not os.path.lexists(path):
         return []
     if path.is_dir():
-        return ["--tmpfs", str(path), "--remount-ro", str(path)]
+        sealed += ["--remount-ro", str(path)]
+        return ["--tmpfs", str(path)]
     return ["--ro-bind", os.devnull, str(path)]
 
 
@@ -92,19 +94,20 @@ def bwrap_argv(
         out += ["--tmpfs", folder]
     shown = dict.fromkeys((*boundary.readable, *boundary.visible))
     # Shallow first, so a hidden place covers what lies under it and a deeper tree that is
-    # shown again (the socket's folder inside $MEMBRANE_HOME) is bound on top of it.
+    # shown again (the runtime socket inside $MEMBRANE_HOME) is bound on top of it.
     layers = sorted(
         [(path, False) for path in shown] + [(path, True) for path in boundary.hidden],
         key=lambda entry: (len(entry[0].parts), entry[1]),
     )
     late: list[Path] = []
+    sealed: list[str] = []
     bound: list[Path] = []
     covered: list[Path] = []
     for path, hide in layers:
         if hide and any(path.is_relative_to(tree) for tree in boundary.writable):
             late.append(path)  # covered after the writable trees are bound
         elif hide:
-            out += _cover(path)
+            out += _cover(path, sealed)
             covered.append(path)
         elif not any(path.is_relative_to(tree) for tree in boundary.writable) and not any(
             path.is_relative_to(tree)
@@ -120,9 +123,10 @@ def bwrap_argv(
     for path in boundary.reopened:
         out += ["--bind", str(path), str(path)]
     for hole in late:
-        out += _cover(hole)
+        out += _cover(hole, sealed)
         for path in shown:
             if path != hole and path.is_relative_to(hole):
                 out += ["--ro-bind", str(path), str(path)]
+    out += sealed
     out += ["--setenv", "TMPDIR", "/tmp", "--chdir", str(cwd), "--", *argv]
     return out

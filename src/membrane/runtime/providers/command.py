@@ -137,11 +137,11 @@ def _sandbox(
     """The OS sandbox ``policy`` chooses for a child that may write its checkout (the command
     is an agent that edits files), its missing control paths made; ``SandboxUnavailable``
     when the policy names a backend this machine lacks. The command's ``program`` files and
-    the runtime socket's folder stay reachable, so it starts and its own ``membrane`` calls
+    the runtime socket stay reachable, so it starts and its own ``membrane`` calls
     get back."""
     checkout = Path(request.cwd) if request.cwd is not None else Path.cwd()
     socket = env.get("MEMBRANE_SOCKET")
-    reachable = (*program, *((Path(socket).parent,) if socket else ()))
+    reachable = (*program, *((Path(socket),) if socket else ()))
     sandbox = Sandbox.for_checkout(
         policy, checkout, agent=request.agent, writes=True, reachable=reachable
     )
