@@ -11,7 +11,7 @@ import pytest
 
 from membrane.config.load import load_settings
 from membrane.config.values import Settings
-from membrane.errors import SettingsError
+from membrane.errors import InvalidRequest, SettingsError
 from membrane.resolve import CallParams, Deployment, ParentContext, resolve
 from membrane.runtime import SubagentStartRequest
 from membrane.testing import ScriptedModel
@@ -206,3 +206,32 @@ def test_both_settings_files_add_their_rules(project: Project) -> None:
     (project.root / ".membrane" / "config.toml").write_text('rules = "deny everything"\n')
     with pytest.raises(SettingsError):
         load_settings(project=project.root, home=home)
+
+
+async def test_a_start_requests_rules_hold_for_its_run_and_survive_a_resume(
+    payer: tuple[Project, list[dict[str, Any]]],
+) -> None:
+    project, paid = payer
+    rules = [{"tool": "send_money", "deny": {"amount": {"min": 20}}, "reason": "small only"}]
+    script = [
+        {"tool_calls": _pay(("bob", 50))},
+        {"text": "first"},
+        {"tool_calls": _pay(("alice", 30), ("alice", 10))},
+        {"text": "second"},
+    ]
+    model = ScriptedModel({"agents": {"payer": script}})
+    async with project.runtime(model) as runtime:
+        result = await runtime.run(SubagentStartRequest("payer", "pay", rules=rules))
+        header = runtime.store.get_header(result.run_id)
+        assert header is not None and header.meta["controls"]["rules"] == rules
+        await runtime.resume(result.run_id, "pay more")
+        await runtime.wait(result.run_id)
+    errors = [
+        json.loads(m.content)["error"] if m.is_error else None for m in tool_results(model, "payer")
+    ]
+    assert [e and e["code"] for e in errors] == ["tool-call-denied", "tool-call-denied", None]
+    assert "small only" in errors[0]["message"]
+    assert paid == [{"recipient": "alice", "amount": 10}]
+    with pytest.raises(InvalidRequest) as caught:
+        SubagentStartRequest("payer", "pay", rules=[{"tool": "send_money", "deny": {}}])
+    assert caught.value.data["field"] == "rules"

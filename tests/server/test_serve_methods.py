@@ -191,6 +191,33 @@ async def test_runs_start_takes_a_budget_and_a_bad_one_is_refused(
     assert bad.value.code == "invalid-request"
 
 
+async def test_runs_start_takes_argument_rules_for_that_run(
+    served: tuple[Path, Path], tmp_path: Path
+) -> None:
+    socket, project = served
+    turn = {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]}
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps({"agents": {"reader": [turn, {"text": "done"}]}}))
+    rules = [{"tool": "Read", "deny": {"file_path": {"glob": "*.txt"}}, "reason": "no notes"}]
+    kinds: list[str] = []
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(socket) as client:
+            ids = await _open(client, project)
+            await client.request("events/subscribe", ids)
+            start = {**ids, "agent": "reader", "task": "count", "model": f"scripted:{script}"}
+            run = (await client.request("runs/start", {**start, "rules": rules}))["run"]
+            async for note in client.notifications:
+                event = note.params["event"]
+                if event["run_id"] == run["run_id"]:
+                    kinds.append(event["kind"])
+                    if event["kind"] in ("completed", "error", "stopped"):
+                        break
+            with pytest.raises(MembraneError) as bad:
+                await client.request("runs/start", {**start, "rules": [{"tool": "Read"}]})
+    assert "vetoed_call" in kinds and kinds[-1] == "completed"
+    assert bad.value.code == "invalid-request"
+
+
 async def test_every_method_needs_initialize_and_projects_are_listed_and_removed(
     served: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -42,7 +42,7 @@ from membrane.runtime.setup import ChildSetup, SetupStep
 from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.worktree import Worktree
 from membrane.sandbox.runner import SandboxPolicy
-from membrane.tools.permissions import Approver, ToolGate
+from membrane.tools.permissions import Approver, PermissionRule, ToolGate
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
 from membrane.tools.scope import Scope
@@ -156,7 +156,7 @@ class ChildBuilder:
             restrictions=restrictions,
             local_tools=local,
             gates=() if bound is None else (bound.gate,),
-            call_gate=self._gate(run_id, authority, context),
+            call_gate=self._gate(run_id, authority, context, _own_rules(request)),
             response_schema=request.response_schema,
             checkout=None
             if worktree is None or not authority.checkout.path
@@ -238,11 +238,15 @@ class ChildBuilder:
         )
 
     def _gate(
-        self, run_id: str, authority: EffectiveAuthority, context: ParentContext
+        self,
+        run_id: str,
+        authority: EffectiveAuthority,
+        context: ParentContext,
+        extra: tuple[PermissionRule, ...] = (),
     ) -> ToolGate | None:
-        """The child's call gate: its own rules and, when it inherits, its parent's (never the
-        parent's command hooks: those run for the parent alone); its command hooks around
-        them when its definition has any."""
+        """The child's call gate: its own rules (and the start request's ``extra`` argument
+        rules) and, when it inherits, its parent's (never the parent's command hooks: those run
+        for the parent alone); its command hooks around them when its definition has any."""
         permissions = authority.permissions
         parent = context.call_gate if permissions.inherits_parent else None
         if isinstance(parent, CommandHookGate):
@@ -254,10 +258,11 @@ class ChildBuilder:
                 ceiling_rules, mode=permissions.mode, approver=self._approver, parent=parent
             )
         hooks = authority.definition.hooks
-        if not permissions.rules and not permissions.by_rules and parent is None and not hooks:
+        own = (*permissions.rules, *extra)
+        if not own and not permissions.by_rules and parent is None and not hooks:
             return None
         rules = PermissionGate(
-            permissions.rules,
+            own,
             by_rules=permissions.by_rules,
             mode=permissions.mode,
             approver=self._approver,
@@ -328,3 +333,9 @@ async def discard_child(child: object) -> None:
 
 def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _own_rules(request: SubagentStartRequest) -> tuple[PermissionRule, ...]:
+    """The start request's argument rules (read into rules when the request was made)."""
+    rules = request.rules
+    return tuple(r for r in rules if isinstance(r, PermissionRule)) if rules else ()

@@ -41,7 +41,9 @@ from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.sandbox import Boundary, SandboxPolicy, boundary_summary
 from membrane.store.base import SessionHeader, Store
+from membrane.tools.argument_rules import rule_mapping
 from membrane.tools.restriction import Restriction
+from membrane.tools.rules import PermissionRule
 from membrane.tools.scope import Scope
 
 __all__ = [
@@ -329,6 +331,9 @@ def start_meta(record: RunRecord, request: SubagentStartRequest, *, task: str) -
     controls = start_controls(record.child.scope)
     controls["persona"] = persona if isinstance(persona, str) else None
     controls["max_turns"] = max_turns if isinstance(max_turns, int) else None
+    rules = [rule_mapping(r) for r in request.rules or () if isinstance(r, PermissionRule)]
+    if rules:
+        controls["rules"] = rules
     return {CONTROLS_KEY: controls, TASK_KEY: task}
 
 

@@ -17,7 +17,7 @@ checked all the same).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,10 @@ from membrane.json_types import JSONObject
 from membrane.limits import check_depth
 from membrane.resolve import CallParams
 from membrane.runtime.persona import check_persona
+from membrane.tools.argument_rules import request_rules
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
+from membrane.tools.rules import PermissionRule
 from membrane.tools.schemas import schema_problem
 
 __all__ = ["NO_CALL", "SubagentStartRequest", "allowed_agent_names", "validate_request"]
@@ -64,9 +66,14 @@ class SubagentStartRequest:
     response_schema: JSONObject | None = None
     role: str | None = None
     budget: Budget | JSONObject | None = None
+    #: Argument rules for this child alone, as a definition's ``rules:`` writes them (or
+    #: ``PermissionRule`` values); they narrow, never grant, and a resume keeps them.
+    rules: tuple[PermissionRule, ...] | Sequence[JSONObject] | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.rules is not None and not all(isinstance(r, PermissionRule) for r in self.rules):
+            object.__setattr__(self, "rules", request_rules(self.rules))
         # ``is not None`` first: an ABC's isinstance costs more than the usual request's None.
         if self.budget is not None and isinstance(self.budget, Mapping):
             object.__setattr__(self, "budget", Budget.parse(self.budget))
@@ -100,6 +107,11 @@ def check_fields(request: SubagentStartRequest) -> None:
             "tool_filter must be a Restriction or a mapping with 'allow' and/or 'deny', "
             f"got {type(request.tool_filter).__name__}",
             field="tool_filter",
+        )
+    if request.rules is not None and not isinstance(request.rules, list | tuple):
+        raise InvalidRequest(
+            f"rules must be a list of argument rules, got {type(request.rules).__name__}",
+            field="rules",
         )
     if request.max_depth is not None:
         check_depth(request.max_depth, what="max_depth")

@@ -68,6 +68,7 @@ def stored_request(header: SessionHeader, message: str) -> SubagentStartRequest:
             call=CallParams.from_mapping(call, where="stored start controls"),
             persona=UNSET if persona is None else persona,
             tool_filter=controls.get("tool_filter"),
+            rules=controls.get("rules") or None,
             parent_id=header.parent_id,
             background=background if isinstance(background, bool) else None,
             role=role if isinstance(role, str) else None,

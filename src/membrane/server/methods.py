@@ -107,6 +107,8 @@ class _Start(_Project):
     # ``kind=N,...`` text (what ``membrane run --budget`` takes) is parsed here.
     budget: str | dict[str, Any] | None = None
     exact: bool = False
+    # Argument rules for this run alone, read by the request (``invalid-request`` if bad).
+    rules: list[dict[str, Any]] | None = None
 
 
 class _Shutdown(_Params):
@@ -295,6 +297,7 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
         budget=Budget.parse(p.budget, where="runs/start budget")
         if isinstance(p.budget, str)
         else p.budget,
+        rules=p.rules,
     )
     with answered_by(conn):
         info = await host.start(caller, request, model=p.model, exact=p.exact)

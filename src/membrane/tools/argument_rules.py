@@ -23,11 +23,12 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, NoReturn, cast
 
-from membrane.errors import SettingsError
+from membrane.errors import InvalidRequest, SettingsError
+from membrane.json_types import JSONDict
 from membrane.tools.rules import CONDITION_TESTS, VERDICTS, Condition, PermissionRule, Verdict
 from membrane.vocabulary import canonical_builtin_name
 
-__all__ = ["read_argument_rules", "settings_rules"]
+__all__ = ["read_argument_rules", "request_rules", "rule_mapping", "settings_rules"]
 
 Fail = Callable[[str, str], NoReturn]
 _Scalar = str | int | float | bool | None
@@ -53,6 +54,30 @@ def settings_rules(texts: tuple[str, ...]) -> tuple[PermissionRule, ...]:
         raise SettingsError(f"[[rules]]: {problem}", path=None, key="rules", hint=hint)
 
     return read_argument_rules([json.loads(t) for t in texts], source="settings", fail=fail)
+
+
+def request_rules(value: Any) -> tuple[PermissionRule, ...]:
+    """A start request's ``rules`` (the same entries as a ``rules:`` block) as rules with
+    source ``request``; ``invalid-request`` for a bad one."""
+
+    def fail(problem: str, hint: str) -> NoReturn:
+        raise InvalidRequest(f"rules: {problem}; {hint}", field="rules")
+
+    return read_argument_rules(list(value), source="request", fail=fail)
+
+
+def rule_mapping(rule: PermissionRule) -> JSONDict:
+    """An argument rule written back as the entry it was read from."""
+    tests: dict[str, Any] = {}
+    for condition in rule.conditions:
+        value = condition.value
+        tests.setdefault(condition.argument, {})[condition.test] = (
+            list(value) if isinstance(value, tuple) else value
+        )
+    out: JSONDict = {"tool": rule.tool, rule.verdict: tests}
+    if rule.reason:
+        out["reason"] = rule.reason
+    return out
 
 
 def _rule(entry: Any, index: int, source: str, fail: Fail) -> PermissionRule:
