@@ -6,6 +6,7 @@ from resolve_support import agent, builtins, deployment, extension_tools, mcp_to
 
 from membrane.resolve import CallParams, ParentContext, resolve
 from membrane.resolve.ceiling import Ceiling, ceiling_of_run
+from membrane.tools.rules import Condition, PermissionRule
 
 
 def _tools() -> dict[str, object]:
@@ -42,3 +43,23 @@ def test_a_star_in_disallowed_tools_denies_every_builtin_below_and_a_ceiling_nev
     assert held.callable == ()
     assert held.network.value is False and held.network.source == "ceiling:r2"
     assert held.invocation["permission"].source == "ceiling:r1"
+
+
+def test_a_stored_ceiling_reads_back_with_its_argument_rules_and_their_conditions() -> None:
+    rule = PermissionRule(
+        tool="send_money",
+        pattern=None,
+        verdict="allow",
+        text="send_money(amount <= 100)",
+        source="rules",
+        conditions=(
+            Condition("amount", "max", 100),
+            Condition("recipient", "one_of", ("alice", "bob")),
+        ),
+        reason="at most 100",
+    )
+    grant = PermissionRule(tool="Bash", pattern="git log:*", verdict="allow", grants=True)
+    lead = agent("lead", rules=(rule, grant))
+    below = ceiling_of_run(Ceiling(), lead, by="r1", mode="default")
+    assert below.held_rules == (rule,)  # a grant is the run's own, never a ceiling
+    assert Ceiling.from_json(below.to_json(), where="test") == below

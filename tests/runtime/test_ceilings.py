@@ -326,3 +326,57 @@ async def test_an_ancestors_deny_rule_holds_for_a_child_that_lists_the_tool(
     assert [json.loads(m.content)["error"]["code"] for m in results] == ["tool-call-denied"]
     assert "Bash(rm:*)" in results[0].content
     assert (root / "victim.txt").read_text() == "keep\n"
+
+
+LEAD_WITH_RULES = """\
+---
+name: lead
+description: Pays.
+tools: [send_money]
+allowed_subagents: [payer]
+rules:
+  - tool: send_money
+    allow:
+      amount: {max: 100}
+    reason: at most 100
+  - tool: send_money
+    deny:
+      recipient: {equals: eve}
+    reason: never eve
+---
+Pay.
+"""
+
+
+async def test_an_ancestors_argument_rules_hold_for_a_child_without_rules(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    (root / ".membrane" / "agents").mkdir(parents=True)
+    (root / ".membrane" / "agents" / "lead.md").write_text(LEAD_WITH_RULES, encoding="utf-8")
+    project = Project(root=root, home=isolated_home, registry=_registry())
+    project.agent("payer", tools="[send_money]", permission="bypassPermissions")
+    payments = [
+        {"recipient": "bob", "amount": 50},
+        {"recipient": "bob", "amount": 500},
+        {"recipient": "eve", "amount": 5},
+    ]
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if any(m.role == "tool" for m in request.messages):
+            return ModelResponse(text="done")
+        if request.agent == "lead":
+            arguments = {"agent": "payer", "task": "pay"}
+            return ModelResponse(tool_calls=(ToolCall("t-1", "Task", arguments),))
+        calls = tuple(ToolCall(f"p-{i}", "send_money", a) for i, a in enumerate(payments))
+        return ModelResponse(tool_calls=calls)
+
+    model = FunctionModel(answer)
+    async with project.runtime(model) as runtime:
+        with anyio.fail_after(60):
+            await runtime.run(SubagentStartRequest("lead", "pay"))
+    results = tool_results(model, "payer")
+    codes = [json.loads(m.content)["error"]["code"] if m.is_error else None for m in results]
+    # bypassPermissions is capped by the lead's default mode, so the ask is not waved through.
+    assert codes == [None, "approval-unavailable", "tool-call-denied"]
+    assert "never eve" in results[2].content

@@ -13,9 +13,8 @@ from and adds what the run itself took away; :meth:`Ceiling.meet` of two ceiling
 everything either took away. A definition's own grants still decide what a child gets within
 the ceiling: a lead that lacks ``Write`` has not denied it, so it may start a writer it names.
 
-The argument rules are carried as they are (``PermissionRule`` objects with a ``deny``
-verdict): the ceiling neither reads nor matches them; the child's permission gate enforces
-them before its own rules.
+The rules are carried as they are (``PermissionRule`` objects): the ceiling neither reads nor
+matches them; a permission gate in front of the child's own enforces them.
 
 Pure: no I/O.
 """
@@ -33,7 +32,7 @@ from membrane.json_types import JSONDict
 from membrane.resolve.roles import TokenSet
 from membrane.resolve.tools import Selector
 from membrane.tools.restriction import Restriction
-from membrane.tools.rules import PERMISSION_MODES, PermissionRule
+from membrane.tools.rules import PERMISSION_MODES, Condition, PermissionRule
 from membrane.tools.spec import Tool
 from membrane.vocabulary import ASSIGNABLE_TOOLS
 
@@ -82,7 +81,8 @@ class Ceiling:
     (built-in names, exact host/extension/MCP names, ``ext:NAME``, ``ext:NAME/TOOL``,
     ``mcp__SERVER__TOOL``, ``mcp__SERVER__*``); ``allowed``: ``(names, source)`` pairs, each a
     set a start request's ``toolFilter`` narrowed to (a tool must be in every one); ``rules``:
-    ``(rule, source)`` pairs of argument rules that deny; ``network``: ``False`` once an
+    ``(rule, source)`` pairs of rules that only take away (``deny``/``ask`` rules and argument
+    rules: ``_restricts``); ``network``: ``False`` once an
     ancestor denied it.
     """
 
@@ -141,8 +141,8 @@ class Ceiling:
         )
 
     @property
-    def deny_rules(self) -> tuple[PermissionRule, ...]:
-        """The argument rules, in the order they were taken away (what the gate enforces)."""
+    def held_rules(self) -> tuple[PermissionRule, ...]:
+        """The rules, in the order they were taken away (what the gate enforces)."""
         return tuple(rule for rule, _ in self.rules)
 
     def to_json(self) -> JSONDict:
@@ -222,12 +222,22 @@ def _from_json(data: object) -> Ceiling:
     network = data["network"]
     rules = []
     for item in data["rules"]:
+        conditions = tuple(
+            Condition(
+                argument=str(c["argument"]),
+                test=str(c["test"]),
+                value=tuple(c["value"]) if isinstance(c["value"], list) else c["value"],
+            )
+            for c in item.get("conditions", ())
+        )
         rule = PermissionRule(
             tool=str(item["tool"]),
             pattern=item["pattern"],
             verdict=item["verdict"],
             text=str(item["rule"]),
             source=str(item["source"]),
+            conditions=conditions,
+            reason=str(item.get("reason", "")),
         )
         rules.append((rule, _unlabel(item["ceiling"]) or ""))
     if mode["value"] not in MODE_ORDER or not isinstance(network["value"], bool):
@@ -260,9 +270,10 @@ def ceiling_below(
 ) -> Ceiling:
     """The ceiling a run ``by`` passes to its children: ``ceiling`` (the one it runs under)
     lowered by what the run took away: its effective ``mode``, its ``disallowed_tools``
-    tokens (the rules among them go in ``rules``), the extensions it excluded, its deny
-    argument ``rules``, an explicit ``network: false``, and its start request's
-    ``toolFilter`` (``filter_allow``/``filter_deny``)."""
+    tokens (the rules among them go in ``rules``), the extensions it excluded, the ``rules``
+    that only take away (``deny`` and ``ask`` rules, argument rules of any verdict), an
+    explicit ``network: false``, and its start request's ``toolFilter``
+    (``filter_allow``/``filter_deny``)."""
     denied = [(token, by) for token in _deny_tokens(disallowed)]
     denied += [(f"ext:{name}", by) for name in excluded_extensions if name.strip()]
     denied += [(name, by) for name in filter_deny]
@@ -272,7 +283,7 @@ def ceiling_below(
         mode_source=by,
         denied=tuple(dict.fromkeys(denied)),
         allowed=allowed,
-        rules=tuple((rule, by) for rule in rules if rule.verdict == "deny"),
+        rules=tuple((rule, by) for rule in rules if _restricts(rule)),
         network=network is not False,
         network_source=by if network is False else None,
     )
@@ -301,6 +312,14 @@ def ceiling_of_run(
         filter_allow=None if tool_filter is None else tool_filter.allow,
         filter_deny=() if tool_filter is None else sorted(tool_filter.deny),
     )
+
+
+def _restricts(rule: PermissionRule) -> bool:
+    """Whether ``rule`` only ever takes away: a ``deny`` or ``ask`` rule, or an argument rule
+    (conditions over a call's arguments never grant a tool, so even an ``allow`` one narrows).
+    A rule that grants (``Bash(git log:*)`` in ``tools``) is the run's own grant, not a
+    ceiling."""
+    return not rule.grants and (rule.verdict != "allow" or bool(rule.conditions))
 
 
 def _deny_tokens(tokens: Iterable[str]) -> list[str]:

@@ -251,7 +251,7 @@ class ChildBuilder:
         parent = context.call_gate if permissions.inherits_parent else None
         if isinstance(parent, CommandHookGate):
             parent = parent.rules
-        ceiling_rules = authority.ceiling.deny_rules
+        ceiling_rules = authority.ceiling.held_rules
         if ceiling_rules:
             # DESIGN rule 13: every ancestor's deny rules, checked before the child's own.
             parent = PermissionGate(
