@@ -23,6 +23,7 @@ __all__ = [
     "INIT",
     "LINEAGE",
     "MCP_LIST",
+    "MCP_SERVE",
     "NOTICE",
     "OUTBOX",
     "REQUEUED",
@@ -230,6 +231,8 @@ MCP_LIST = closed(
 )
 #: ``mcp serve --json`` and ``run``/``resume --json``: each warning on stderr, one JSON line.
 NOTICE = closed({"warning": WARNING})
+#: ``mcp serve --http PORT --json``: its one announcement on stderr, or a warning.
+MCP_SERVE = {"anyOf": [NOTICE, closed({"listening": STRING, "token": STRING})]}
 
 _SCHEDULE_FIELDS: dict[str, Schema] = {
     "schedule_id": STRING,
@@ -422,7 +425,7 @@ BY_COMMAND: dict[str, Schema] = {
     "init": INIT,
     "lineage": LINEAGE,
     "mcp list": MCP_LIST,
-    "mcp serve": NOTICE,
+    "mcp serve": MCP_SERVE,
     "outbox list": OUTBOX,
     "outbox retry": REQUEUED,
     "resume": RESULT,

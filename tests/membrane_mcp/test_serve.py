@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -165,6 +166,8 @@ def test_mcp_list_shows_each_server_its_state_and_tools(
 async def test_a_view_served_over_loopback_http_is_mountable_by_url(
     mcp_project: McpProject,
 ) -> None:
+    """Only with the token printed at start, and from no foreign origin: another local user
+    can reach a loopback port as well as the operator."""
     configure(mcp_project, '[roles.reader]\nallow = ["Read"]\n')
     (mcp_project.root / "notes.txt").write_text("over http\n", encoding="utf-8")
     with socket.socket() as probe:
@@ -173,26 +176,59 @@ async def test_a_view_served_over_loopback_http_is_mountable_by_url(
     url = f"http://127.0.0.1:{port}/mcp"
     argv = [sys.executable, "-c", CLI, "mcp", "serve", "--role", "reader", "--http", str(port)]
     process = await anyio.open_process(
-        [*argv, "--project", str(mcp_project.root)],
+        [*argv, "--project", str(mcp_project.root), "--json"],
         env={**os.environ, "MEMBRANE_HOME": str(mcp_project.home)},
     )
     try:
         with anyio.fail_after(60):
+            assert process.stderr is not None
+            told = b""
+            while b'"listening"' not in told:  # warnings may come first
+                told += await process.stderr.receive()
+            while not told.endswith(b"\n"):
+                told += await process.stderr.receive()
+            (announced,) = [
+                json.loads(line) for line in told.splitlines() if b'"listening"' in line
+            ]
+            assert announced["listening"] == url
+            bearer = {"Authorization": f"Bearer {announced['token']}"}
             while True:
                 try:
                     socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
                 except OSError:
                     await anyio.sleep(0.05)
+            hello = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "stranger", "version": "1"},
+                },
+            }
+            accept = {"Accept": "application/json, text/event-stream"}
+            async with httpx2.AsyncClient() as raw:
+                stranger = await raw.post(url, json=hello, headers=accept)
+                forged = await raw.post(
+                    url, json=hello, headers={**accept, "Authorization": "Bearer " + "x" * 43}
+                )
+                foreign = await raw.post(
+                    url, json=hello, headers={**accept, **bearer, "Origin": "http://evil.test"}
+                )
+            assert (stranger.status_code, forged.status_code) == (401, 401)
+            assert foreign.status_code == 403
             async with (
-                streamable_http_client(url) as (read, write),
+                httpx2.AsyncClient(headers=bearer) as authorized,
+                streamable_http_client(url, http_client=authorized) as (read, write),
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
                 assert [t.name for t in (await session.list_tools()).tools] == ["Read"]
             # Membrane mounting Membrane: the served view becomes a server named "up".
             registry = ToolRegistry()
-            spec = McpServerSpec("up", url=url)
+            spec = McpServerSpec("up", url=url, headers=bearer)
             async with McpServers({"up": spec}, registry) as servers:
                 assert await servers.ensure(["up"]) == {}
                 assert sorted(registry.tools()) == ["mcp__up__Read"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Annotated
 
@@ -123,7 +124,11 @@ def serve(
     ] = None,
     http: Annotated[
         int | None,
-        Option("--http", help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio."),
+        Option(
+            "--http",
+            help="Serve streamable HTTP on 127.0.0.1:PORT instead of stdio, to callers that "
+            "send the bearer token printed on stderr at start.",
+        ),
     ] = None,
     project: Annotated[Path, _PROJECT] = Path("."),
     model: Annotated[
@@ -192,13 +197,14 @@ def serve(
                 if delegation and chosen is None:
                     why = "Task is not offered: no model (--model or default_model)"
                     _note("task-not-offered", why, _settings_file(ws, None), as_json=as_json)
-                await _serve(scope, agent or f"role:{role}", ws, http)
+                await _serve(scope, agent or f"role:{role}", ws, http, as_json=as_json)
                 return
             hooks = ExtensionHooks.from_extensions(ws.extensions.values())
             servers.hooks(ws.catalog.definitions, into=hooks)
             await _serve_with_runs(
                 scope, ws, chosen, hooks, http=http, state=state, role=role,
                 names=delegation, allowed=allowed, caller=agent or f"role:{role}",
+                as_json=as_json,
             )  # fmt: skip
 
     anyio.run(main)
@@ -208,11 +214,20 @@ def _allowed(value: object) -> tuple[str, ...]:
     return tuple(str(name) for name in value) if isinstance(value, tuple | list) else ()
 
 
-async def _serve(scope: Scope, caller: str, ws: Workspace, http: int | None) -> None:
+async def _serve(
+    scope: Scope, caller: str, ws: Workspace, http: int | None, *, as_json: bool = False
+) -> None:
     served = ServedView(scope, ToolContext(agent=caller, cwd=ws.project))
     try:
         if http is not None:
-            await served.run_http(http)
+            # Like Jupyter's: a fresh secret each start, told only to the operator's terminal.
+            token = secrets.token_urlsafe(32)
+            url = f"http://127.0.0.1:{http}/mcp"
+            if as_json:
+                echo(json.dumps({"listening": url, "token": token}), err=True)
+            else:
+                echo(f"membrane mcp serve: {url} (send Authorization: Bearer {token})", err=True)
+            await served.run_http(http, token=token)
         else:
             await served.run_stdio()
     finally:
@@ -231,6 +246,7 @@ async def _serve_with_runs(
     names: tuple[str, ...],
     allowed: tuple[str, ...],
     caller: str,
+    as_json: bool = False,
 ) -> None:
     """Serve ``scope`` with the delegation tools, on a runtime held open meanwhile."""
     store = ws.open_store(state)
@@ -246,7 +262,7 @@ async def _serve_with_runs(
                 role_restriction=runtime.role_restriction(role),
                 session=f"mcp-serve:{caller}",
             )
-            await _serve(scope, caller, ws, http)
+            await _serve(scope, caller, ws, http, as_json=as_json)
     finally:
         store.close()
         close = getattr(model, "aclose", None)

@@ -15,6 +15,7 @@ connected client that has listed tools gets ``notifications/tools/list_changed``
 from __future__ import annotations
 
 import base64
+import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from membrane.tools.restriction import ToolPredicate
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 
-__all__ = ["ServedView", "view_scope"]
+__all__ = ["BearerGuard", "ServedView", "view_scope"]
 
 
 def view_scope(
@@ -154,14 +155,19 @@ class ServedView:
                 await server.run(read, write, options)
             group.cancel_scope.cancel()
 
-    async def run_http(self, port: int, *, host: str = "127.0.0.1") -> None:
-        """Streamable HTTP on loopback only (``host`` must be a loopback address)."""
+    async def run_http(self, port: int, *, token: str, host: str = "127.0.0.1") -> None:
+        """Streamable HTTP on loopback only (``host`` must be a loopback address), for callers
+        that send ``Authorization: Bearer TOKEN`` and no ``Origin`` but the server's own
+        (``BearerGuard``): any local process can reach a loopback port, so the port alone
+        proves nothing about who calls."""
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise InvalidRequest(
                 f"--http serves on loopback only, not {host!r}", field="host", host=host
             )
+        if len(token) < 16:
+            raise InvalidRequest("the --http token must be at least 16 characters", field="token")
         uvicorn = require("uvicorn", package="uvicorn")
-        app = self.server().streamable_http_app(host=host)
+        app = BearerGuard(self.server().streamable_http_app(host=host), token=token, port=port)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         async with anyio.create_task_group() as group:
             group.start_soon(self._announce)
@@ -170,6 +176,38 @@ class ServedView:
 
     def close(self) -> None:
         self._unsubscribe()
+
+
+class BearerGuard:
+    """An ASGI wrapper that answers an HTTP request ``401`` unless it carries
+    ``Authorization: Bearer TOKEN``, and ``403`` when it names an ``Origin`` other than the
+    loopback address and port served (a web page the user visits is such an origin)."""
+
+    def __init__(self, app: Any, *, token: str, port: int) -> None:
+        self._app = app
+        self._expected = b"Bearer " + token.encode()
+        self._origins = frozenset(
+            f"http://{name}:{port}".encode() for name in ("127.0.0.1", "localhost", "[::1]")
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http":
+            headers = dict(scope.get("headers") or ())
+            origin = headers.get(b"origin")
+            if origin is not None and origin not in self._origins:
+                await _refuse(send, 403, "this origin may not call the served view")
+                return
+            if not hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
+                await _refuse(send, 401, "send Authorization: Bearer TOKEN (printed at start)")
+                return
+        await self._app(scope, receive, send)
+
+
+async def _refuse(send: Any, status: int, why: str) -> None:
+    body = why.encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"www-authenticate", b"Bearer")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _result(types: Any, message: Message) -> Any:
