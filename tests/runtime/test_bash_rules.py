@@ -155,6 +155,7 @@ UNDER_DENY = [
     'f() { rm "$@"; }; f victim.txt',
     "su -c 'rm victim.txt'",
     "/lib64/ld-linux-x86-64.so.2 /bin/rm victim.txt",
+    "echo " + '"$(' * 100 + "rm victim.txt",
 ]
 
 

@@ -42,7 +42,7 @@ from membrane.sandbox.shell_programs import (
     option_risks,
     wrapper,
 )
-from membrane.sandbox.shell_syntax import Word, parse, scripts_in
+from membrane.sandbox.shell_syntax import TooDeep, Word, parse, scripts_in
 
 __all__ = ["SimpleCommand", "simple_commands"]
 
@@ -82,8 +82,12 @@ def simple_commands(command: str, *, depth: int = 0) -> list[SimpleCommand]:
     """Every simple command ``command`` runs, nested ones first, in order."""
     if depth > _MAX_NESTING:
         return [SimpleCommand((command,), unreadable="it nests command lines too deeply")]
+    try:
+        parsed = parse(command)
+    except TooDeep:
+        return [SimpleCommand((command[:200],), unreadable="it nests expansions too deeply")]
     out: list[SimpleCommand] = []
-    for words in parse(command):
+    for words in parsed:
         out += _Command(words, depth).read()
     return out
 

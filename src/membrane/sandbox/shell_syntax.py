@@ -18,13 +18,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Word", "parse", "scripts_in"]
+__all__ = ["TooDeep", "Word", "parse", "scripts_in"]
 
 #: Characters that end a word and start an operator.
 _OPERATORS = ";&|()<>\n"
 _CONTROL = ("&&", "||", ";;&", ";;", ";&", "|&", ";", "&", "|", "\n", "(", ")")
 _REDIRECTIONS = ("<<<", "<<-", "&>>", "<<", "<>", "<&", ">>", ">&", ">|", "&>", "<", ">")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Runs of characters with no meaning to the reader, in a word, in double quotes, in ``$'...'``.
+_PLAIN = re.compile(r"[^ \t\r'\"\\$`;&|()<>\n]+")
+_PLAIN_DOUBLE = re.compile(r"[^\"\\$`]+")
+_PLAIN_ANSI = re.compile(r"[^'\\]+")
+#: Expansions nested deeper than this are not read (the line then counts as unreadable).
+MAX_DEPTH = 32
+
+
+class TooDeep(ValueError):
+    """A line nests quotes and expansions deeper than :data:`MAX_DEPTH`."""
+
+
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r",
          "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}  # fmt: skip
 
@@ -53,15 +65,17 @@ def parse(line: str) -> list[list[Word]]:
     return _Lexer(line).commands()
 
 
-def scripts_in(text: str) -> list[str]:
+def scripts_in(text: str, depth: int = 0) -> list[str]:
     """The command substitutions of ``text`` read as the inside of double quotes."""
     word = Word()
-    _double(text, 0, word, end=None)
+    _double(text, 0, word, end=None, depth=depth)
     return word.scripts
 
 
-def _balanced(text: str, start: int) -> int:
+def _balanced(text: str, start: int, nesting: int = 0) -> int:
     """Index of the ``)`` closing the ``(`` just before ``start`` (``len(text)`` if none)."""
+    if nesting > MAX_DEPTH:
+        raise TooDeep(text[:80])
     depth, index = 1, start
     while index < len(text):
         char = text[index]
@@ -73,7 +87,7 @@ def _balanced(text: str, start: int) -> int:
             index = len(text) if close == -1 else close + 1
             continue
         if char == '"':
-            index = _double(text, index + 1, Word(), end='"')
+            index = _double(text, index + 1, Word(), end='"', depth=nesting + 1)
             continue
         if char == "`":
             index = _backquote_end(text, index + 1) + 1
@@ -110,15 +124,17 @@ def _backquote_end(text: str, start: int) -> int:
     return min(index, len(text))
 
 
-def _dollar(text: str, index: int, word: Word) -> int:
+def _dollar(text: str, index: int, word: Word, depth: int = 0) -> int:
     """Reads the expansion at ``text[index] == "$"`` into ``word``; the index after it."""
+    if depth > MAX_DEPTH:
+        raise TooDeep(text[:80])
     following = text[index + 1 : index + 2]
     if following == "(":
-        end = _balanced(text, index + 2)
+        end = _balanced(text, index + 2, depth + 1)
         inner = text[index + 2 : end]
         if inner.startswith("(") and inner.endswith(")"):
             # Arithmetic: names in it are evaluated, and may hold substitutions of their own.
-            word.scripts += scripts_in(inner[1:-1])
+            word.scripts += scripts_in(inner[1:-1], depth + 1)
             word.evaluates |= bool(re.search(r"[A-Za-z_]", inner))
         else:
             word.scripts.append(inner)
@@ -135,7 +151,7 @@ def _dollar(text: str, index: int, word: Word) -> int:
     if following == "{":
         end = _brace_end(text, index + 2)
         inner = text[index + 2 : end]
-        word.scripts += scripts_in(inner)
+        word.scripts += scripts_in(inner, depth + 1)
         word.evaluates |= inner.startswith("!") or "@" in inner or "[" in inner
         word.text += text[index : end + 1]
         word.expands = True
@@ -153,12 +169,19 @@ def _dollar(text: str, index: int, word: Word) -> int:
     return index + 1
 
 
-def _double(text: str, index: int, word: Word, *, end: str | None) -> int:
+def _double(text: str, index: int, word: Word, *, end: str | None, depth: int = 0) -> int:
     """Reads double-quoted text from ``index`` up to ``end`` (``None``: all of it)."""
+    if depth > MAX_DEPTH:
+        raise TooDeep(text[:80])
     while index < len(text):
         char = text[index]
         if char == end:
             return index + 1
+        plain = _PLAIN_DOUBLE.match(text, index)
+        if plain is not None:
+            word.text += plain.group()
+            index = plain.end()
+            continue
         if char == "\\" and index + 1 < len(text):
             following = text[index + 1]
             if following in '$`"\\':
@@ -167,7 +190,7 @@ def _double(text: str, index: int, word: Word, *, end: str | None) -> int:
                 word.text += char + following
             index += 2
         elif char == "$":
-            index = _dollar(text, index, word)
+            index = _dollar(text, index, word, depth + 1)
         elif char == "`":
             close = _backquote_end(text, index + 1)
             script = text[index + 1 : close].replace("\\`", "`")
@@ -184,6 +207,11 @@ def _double(text: str, index: int, word: Word, *, end: str | None) -> int:
 def _ansi(text: str, index: int, word: Word) -> int:
     """``$'...'`` from just after the opening quote."""
     while index < len(text) and text[index] != "'":
+        plain = _PLAIN_ANSI.match(text, index)
+        if plain is not None:
+            word.text += plain.group()
+            index = plain.end()
+            continue
         char = text[index]
         if char != "\\" or index + 1 >= len(text):
             word.text += char
@@ -282,8 +310,10 @@ class _Lexer:
                 word = self.current()
                 if not word.text and not word.quoted and char in "*?[":
                     word.globs = True
-                word.text += char
-                self.index += 1
+                plain = _PLAIN.match(text, self.index)
+                run = plain.group() if plain is not None else char
+                word.text += run
+                self.index += len(run)
         self.end_word()
         self.end_command()
         return self.out
