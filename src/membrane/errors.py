@@ -25,6 +25,7 @@ Two families, as a user meets them:
     │   ├── InvalidDepth ............... invalid-depth
     │   ├── InvalidPersona ............. invalid-persona
     │   ├── UnknownSubagent ............ unknown-subagent
+    │   ├── ToolChoiceInvalid .......... tool-choice-invalid
     │   ├── UnsupportedCapability ...... unsupported-capability
     │   ├── UnknownAgent ............... unknown-agent
     │   ├── InvalidSchedule ............ invalid-schedule
@@ -136,6 +137,7 @@ __all__ = [
     "ToolArgumentsInvalid",
     "ToolBlocked",
     "ToolCallDenied",
+    "ToolChoiceInvalid",
     "ToolFailed",
     "ToolFilterError",
     "ToolNotVisible",
@@ -284,6 +286,13 @@ class UnknownSubagent(ConfigError):
     """An agent type cannot be dispatched and the fallback policy fails closed."""
 
     code = "unknown-subagent"
+
+
+class ToolChoiceInvalid(ConfigError):
+    """A definition's ``tool_choice`` names a tool the agent cannot call. The message names only
+    the requested tool, never one hidden from the agent."""
+
+    code = "tool-choice-invalid"
 
 
 class UnknownAgent(ConfigError):

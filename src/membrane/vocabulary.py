@@ -22,6 +22,7 @@ __all__ = [
     "READ_ONLY_TOOLS",
     "RUN_STATUSES",
     "SPAWN_TOOL",
+    "TOOL_CHOICE_MODES",
     "WRITE_TOOLS",
     "EndStatus",
     "HookEventName",
@@ -76,6 +77,9 @@ DELEGATION_TOOLS: Final[tuple[str, ...]] = (
 MUTATING_DELEGATION_TOOLS: Final[frozenset[str]] = frozenset({"Task", "TaskStop", "TaskMessage"})
 #: The delegation tool that starts a child (an ``@agent`` mention goes through it).
 SPAWN_TOOL: Final = "Task"
+
+#: The ``tool_choice`` words; any other value names a tool.
+TOOL_CHOICE_MODES: Final[tuple[str, ...]] = ("auto", "required", "none")
 #: Seed 000, decision 2: never inherited.
 INHERIT_DENY_TOOLS: Final[frozenset[str]] = frozenset(
     {*DELEGATION_TOOLS, "EnterPlanMode", "EnterGoalMode", "asktool", "new_context", "ToolSearch"}

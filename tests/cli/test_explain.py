@@ -134,6 +134,7 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
         "isolated": {"value": False, "source": "frontmatter"},
         "isolation": {"value": "off", "source": "frontmatter"},
         "permission": {"value": "acceptEdits", "source": "parent"},
+        "tool_choice": {"value": None, "source": "default"},
     }
     assert list(out["prompt"]) == ["mode", "system", "task_prefix"]
     assert out["prompt"]["mode"] == "append"

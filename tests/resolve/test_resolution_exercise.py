@@ -102,6 +102,7 @@ def test_the_seed_resolution_exercise() -> None:
             "isolated": {"value": False, "source": "frontmatter"},
             "isolation": {"value": "off", "source": "frontmatter"},
             "permission": {"value": "default", "source": "parent"},
+            "tool_choice": {"value": None, "source": "default"},
         },
         "prompt": {"mode": "append", "system": SYSTEM, "task_prefix": ""},
         "extensions": {"loaded": ["alpha"], "excluded": ["beta"]},

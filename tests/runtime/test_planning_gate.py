@@ -34,7 +34,7 @@ PLAN: list[tuple[str, dict[str, JSONValue]]] = [
     ("requestPlanApproval", {"summary": "too early"}),
     ("askPlanningRound", {"round": "extras", "questions": ["docs?"], "answers": "yes"}),
     ("proposeValidationSteps", {"steps": ["run the tests"]}),
-    ("recordModelRouting", {"routes": {"worker": "default"}}),
+    ("recordModelRouting", {"routes": [{"role": "worker", "model": "default"}]}),
     ("askFinishingDecision", {}),
     ("finishPlanning", {}),
     ("requestPlanApproval", {"summary": "add -v"}),
@@ -153,7 +153,7 @@ async def test_the_host_approves_through_its_command_and_the_lead_sees_it_next_t
                 for r in ("functional", "ui")
             ),
             ("proposeValidationSteps", {"steps": ["test"]}),
-            ("recordModelRouting", {"routes": {"worker": "default"}}),
+            ("recordModelRouting", {"routes": [{"role": "worker", "model": "default"}]}),
             ("finishPlanning", {}),
             ("finishPlanning", {}),
             ("requestPlanApproval", {"summary": "the plan"}),

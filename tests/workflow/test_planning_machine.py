@@ -89,7 +89,11 @@ def _arguments(name: str) -> st.SearchStrategy[JSONDict]:
         "recordLightPlan": st.fixed_dictionaries({"steps": st.lists(text, min_size=2, max_size=3)}),
         "proposeValidationSteps": st.fixed_dictionaries({"steps": steps}),
         "recordModelRouting": st.fixed_dictionaries(
-            {"routes": st.dictionaries(text, text, min_size=1, max_size=2)}
+            {
+                "routes": st.lists(
+                    st.fixed_dictionaries({"role": text, "model": text}), min_size=1, max_size=2
+                )
+            }
         ),
         "requestPlanApproval": st.fixed_dictionaries({"summary": text}),
         "finishDevelopment": st.fixed_dictionaries({"passed": st.booleans(), "summary": text}),

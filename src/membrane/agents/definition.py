@@ -100,6 +100,9 @@ class AgentDefinition:
     description: str | Unset = UNSET
     model: str | Unset = UNSET
     thinking: str | Unset = UNSET
+    #: ``auto``, ``required``, ``none`` or a tool's name: what the model is asked for on the
+    #: agent's turns until its first tool call (``membrane.loop``), then the provider's default.
+    tool_choice: str | Unset = UNSET
     max_turns: int | Unset = UNSET
     #: What a run of this agent and its subtree may spend (``membrane.config.budget``).
     budget: Budget | Unset = UNSET

@@ -6,7 +6,7 @@ Kept apart from the catalog, which a listing imports and which never dispatches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -16,7 +16,7 @@ from membrane.errors import DefinitionError, UnknownAgent, UnknownSubagent
 if TYPE_CHECKING:
     from membrane.config.values import Settings
 
-__all__ = ["DEFAULT_FALLBACK", "Winners", "dispatch", "require"]
+__all__ = ["DEFAULT_FALLBACK", "Winners", "dispatch", "require", "startable"]
 
 
 class Winners(Protocol):
@@ -120,6 +120,56 @@ def require(catalog: Winners, name: str) -> AgentDefinition:
         closest=closest,
         file_error=None if broken is None else broken.to_dict(),
     )
+
+
+def startable(
+    definitions: Mapping[str, AgentDefinition],
+    allowed: Collection[str],
+    *,
+    fallback: str | None = DEFAULT_FALLBACK,
+) -> tuple[str, ...]:
+    """The agent types a parent whose ``allowed_subagents`` is ``allowed`` may start, as the
+    catalog ``definitions`` stand now (what its ``Task`` offers as the ``agent`` enum).
+
+    Each listed name that finds an enabled definition a ``Task`` call can start (exact, else
+    the one case-insensitive match; not ``mode: primary``) gives that definition's name, in
+    the list's order. A listed name that finds none would dispatch to ``fallback`` (``None``:
+    the policy fails closed); it counts, as written, only when that fallback is usable and
+    ``allowed`` admits it, as a start would be refused otherwise. ``*`` adds every usable
+    definition that is not ``hidden``, sorted. No other name of the catalog is ever given."""
+
+    def usable(definition: AgentDefinition | None) -> AgentDefinition | None:
+        if definition is None or not definition.is_enabled or definition.mode == "primary":
+            return None
+        return definition
+
+    folded: dict[str, list[AgentDefinition]] = {}
+    for name, definition in definitions.items():
+        folded.setdefault(name.casefold(), []).append(definition)
+
+    def find(name: str) -> AgentDefinition | None:
+        found = definitions.get(name)
+        if found is None and len(folded.get(name.casefold(), ())) == 1:
+            found = folded[name.casefold()][0]
+        return found
+
+    admitted = {name.casefold() for name in allowed}
+    spare = usable(find(fallback)) if fallback is not None else None
+    falls_back = spare is not None and ("*" in admitted or spare.name.casefold() in admitted)
+    names: dict[str, None] = {}
+    for name in allowed:
+        if name == "*":
+            continue
+        found = usable(find(name))
+        if found is not None:
+            names[found.name] = None
+        elif falls_back:
+            names[name] = None
+    if "*" in admitted:
+        for name, definition in sorted(definitions.items()):
+            if usable(definition) is not None and definition.hidden is not True:
+                names[name] = None
+    return tuple(names)
 
 
 def _unknown(catalog: Winners, agent_type: str, why: str, policy: str) -> UnknownSubagent:

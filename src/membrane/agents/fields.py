@@ -9,8 +9,9 @@ answer to a bad value. The rule that decides is *never silently change authority
   ``budget``, ``workflow``, ``hooks``) makes the file unusable: reading it any other way could
   grant or hide something its author did not write (or drop a guard it wrote);
 * a malformed **cosmetic or invocation** field (``description``, ``model``, ``thinking``,
-  ``max_turns``, ``prompt_mode``, ``run_in_background``, ``display_name``, ``color``) is a
-  warning and stays ``UNSET``, so the call or the default decides, as when it is left out.
+  ``tool_choice``, ``max_turns``, ``prompt_mode``, ``run_in_background``, ``display_name``,
+  ``color``) is a warning and stays ``UNSET``, so the call or the default decides, as when it
+  is left out.
 
 Unknown keys are kept in ``extra`` and warned about; keys that look like an authority field
 (``allowed-tools``, ``allowedTools``, ``tool``, ``disallowed-tools`` ...) get the distinct code
@@ -53,6 +54,7 @@ ALIASES: Mapping[str, str] = {
     "disallowedTools": "disallowed_tools",
     "mcpServers": "mcp_servers",
     "askTools": "ask_tools",
+    "toolChoice": "tool_choice",
 }
 _NEAR_MISSES: Mapping[str, str] = {
     "tool": "tools",

@@ -97,7 +97,7 @@ from membrane.loop.spending import Spending
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
-from membrane.vocabulary import EndStatus
+from membrane.vocabulary import TOOL_CHOICE_MODES, EndStatus
 
 __all__ = ["WRAP_UP_MESSAGE", "AgentLoop"]
 
@@ -158,6 +158,8 @@ class AgentLoop:
         "_task",
         "_text",
         "_thinking",
+        "_tool_choice",
+        "_tools_called",
         "_turns",
         "_usage",
         "_validator",
@@ -181,6 +183,7 @@ class AgentLoop:
         grace_turns: int = 5,
         model_name: str | None = None,
         thinking: str | None = None,
+        tool_choice: str | None = None,
         response_schema: Mapping[str, Any] | None = None,
         hooks: ExtensionHooks | None = None,
         emit: Emit = _ignore,
@@ -207,6 +210,8 @@ class AgentLoop:
         self._grace_turns = grace_turns
         self._model_name = model_name
         self._thinking = thinking
+        self._tool_choice = tool_choice
+        self._tools_called = False
         self._schema = response_schema
         self._validator = schema_validator(response_schema)
         self._hooks = hooks
@@ -432,16 +437,29 @@ class AgentLoop:
     def _model_request(self) -> ModelRequest:
         """The next request to the model: the conversation and the tools in view now."""
         view = self._scope.view()
+        tools = view.wire_schemas()
         return ModelRequest(
             agent=self.agent,
             run_id=self.run_id,
             system=self._system,
             messages=tuple(self._messages),
-            tools=view.wire_schemas(),
+            tools=tools,
             model=self._model_name,
             thinking=self._thinking,
             response_schema=self._schema,
+            tool_choice=self._turn_tool_choice(tools),
         )
+
+    def _turn_tool_choice(self, tools: Sequence[Mapping[str, Any]]) -> str | None:
+        """This turn's ``tool_choice``: the definition's until the run's first tool call (then
+        none, the provider's default ``auto``, so the agent can answer), and only while the
+        turn offers tools (a named tool: while it is offered)."""
+        choice = self._tool_choice
+        if choice is None or self._tools_called or not tools:
+            return None
+        if choice in TOOL_CHOICE_MODES or any(tool["name"] == choice for tool in tools):
+            return choice
+        return None
 
     def _received(self, response: ModelResponse) -> ModelResponse:
         """The model's ``response`` checked (``checked_response``), counted and reported."""
@@ -466,6 +484,8 @@ class AgentLoop:
         results: list[Message] = []
         skip = _NOT_RUN if not run else None
         refused: BudgetExceeded | None = None
+        if calls:
+            self._tools_called = True
         for call in calls:
             self._emit("tool_call", {"name": call.name, "id": call.id, "turn": turn})
             problem = self._malformed.pop(call.id, None)

@@ -206,8 +206,30 @@ def only_agent(tool: Tool, name: str, *, scope: Scope) -> Tool:
     (matched case-insensitively, as the delegation tool matches agent types), and every call
     runs through ``scope``'s live view, so a ``Task`` the parent lost meanwhile is vetoed."""
 
+    schema: dict[str, Any] = dict(tool.input_schema)
+    properties: dict[str, Any] = dict(schema.get("properties") or {})
+    listed: Any = properties.get("agent", {}).get("enum") if properties else None
+    # The parent's ``agent`` enum lists what it may start. The clone's ``agent`` is a plain
+    # string, so that a call naming another agent reaches the handler and is refused as
+    # ``unknown-subagent``, as is every call when ``name`` is not one the parent may start.
+    startable = listed is None or any(
+        isinstance(a, str) and a.lower() == name.lower() for a in listed
+    )
+    if listed is not None:
+        properties["agent"] = {
+            "type": "string",
+            "minLength": 1,
+            "description": f"The subagent to start: {name!r}.",
+        }
+        schema["properties"] = properties
+
     async def handler(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         agent = arguments.get("agent")
+        if not startable:
+            raise UnknownSubagent(
+                f"cannot start {name!r}: it is not an agent this agent may start",
+                agent=str(agent),
+            )
         if not isinstance(agent, str) or agent.lower() != name.lower():
             raise UnknownSubagent(
                 f"this message is addressed to {name!r}: the delegation may start only "
@@ -220,7 +242,7 @@ def only_agent(tool: Tool, name: str, *, scope: Scope) -> Tool:
     return Tool(
         name=tool.name,
         description=f"{tool.description} Here it may start only {name!r}.",
-        input_schema=tool.input_schema,
+        input_schema=schema,
         handler=handler,
         origin="scope",
         mutating=tool.mutating,

@@ -59,6 +59,9 @@ class ServedRuns:
             [self._mine(run_id) for run_id in run_ids], timeout=timeout
         )
 
+    def startable(self, allowed: Collection[str]) -> tuple[str, ...]:
+        return self.runtime.startable(allowed)
+
     def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
         return [info for info in self.runtime.runs() if info.run_id in self._ids]
 

@@ -11,6 +11,9 @@ The SDK is an optional extra (``membrane[anthropic]``), imported when the first 
   cycle, so thinking is used on the turns that answer a user message and dropped, with a note,
   on turns that answer tool results. Elsewhere a level is dropped with a note.
 * ``response_schema`` is sent as ``output_config.format`` (``json_schema``).
+* ``tool_choice`` (when the request offers tools) is sent as ``tool_choice``: ``{"type":
+  "auto"}``, ``{"type": "any"}`` for ``required``, ``{"type": "none"}`` or ``{"type": "tool",
+  "name": NAME}``.
 * ``max_tokens`` (the API requires it) defaults to 8192.
 * Failures (``overloaded_error``/529 included) map to the stable codes through
   ``membrane.models.retry``; the SDK's own retries are off. The key is never part of an error.
@@ -29,13 +32,25 @@ from membrane.models.convert import from_anthropic_response, to_anthropic_messag
 from membrane.models.sdk import Assembler, SdkModel
 from membrane.models.stream import AnthropicStream
 from membrane.models.thinking import ANTHROPIC_BUDGETS, dropped_note
+from membrane.vocabulary import TOOL_CHOICE_MODES
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic  # noqa: F401  (named in the quoted base class)
 
-__all__ = ["AnthropicModel"]
+__all__ = ["AnthropicModel", "anthropic_tool_choice"]
 
 DEFAULT_MAX_TOKENS = 8192
+
+
+def anthropic_tool_choice(choice: str) -> dict[str, str]:
+    """A ``ModelRequest.tool_choice`` in the Messages API's form: ``{"type": "auto"}``,
+    ``{"type": "any"}`` (``required``), ``{"type": "none"}`` or ``{"type": "tool", "name":
+    NAME}``."""
+    if choice == "required":
+        return {"type": "any"}
+    if choice in TOOL_CHOICE_MODES:
+        return {"type": choice}
+    return {"type": "tool", "name": choice}
 
 
 class AnthropicModel(SdkModel["AsyncAnthropic"]):
@@ -58,6 +73,8 @@ class AnthropicModel(SdkModel["AsyncAnthropic"]):
         body = to_anthropic_messages(request)
         body["model"] = self.model
         body["max_tokens"] = self.max_tokens
+        if request.tool_choice is not None and request.tools:
+            body["tool_choice"] = anthropic_tool_choice(request.tool_choice)
         notes: list[str] = []
         level = request.thinking
         if level is not None and level != "off":

@@ -124,6 +124,9 @@ class ModelRequest:
     model: str | None = None
     thinking: str | None = None
     response_schema: JSONObject | None = None
+    #: This turn's ``tool_choice``: ``auto``, ``required``, ``none`` or the name of one of
+    #: ``tools``; ``None`` sends none (the provider's default). Adapters send it only with tools.
+    tool_choice: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ imported when the first model is built.
   ``o3``, ``o4``, ``gpt-5`` families, or ``reasoning=True``); elsewhere it is dropped and
   the response carries a note saying so.
 * ``response_schema`` is sent as ``response_format`` (``json_schema``).
+* ``tool_choice`` (when the request offers tools) is sent as ``tool_choice``: ``"auto"``,
+  ``"required"``, ``"none"`` or ``{"type": "function", "function": {"name": NAME}}``.
 * Failures map to the stable codes through ``membrane.models.retry`` and are retried there;
   the SDK's own retries are off. The key is never part of an error.
 
@@ -31,13 +33,22 @@ from membrane.models.convert import from_openai_response, to_openai_messages
 from membrane.models.sdk import Assembler, SdkModel
 from membrane.models.stream import OpenAIStream
 from membrane.models.thinking import dropped_note
+from membrane.vocabulary import TOOL_CHOICE_MODES
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI  # noqa: F401  (named in the quoted base class)
 
-__all__ = ["OpenAIModel"]
+__all__ = ["OpenAIModel", "openai_tool_choice"]
 
 _EFFORT = {"off": "none", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
+
+
+def openai_tool_choice(choice: str) -> str | dict[str, Any]:
+    """A ``ModelRequest.tool_choice`` in Chat Completions' form: ``"auto"``, ``"required"``,
+    ``"none"`` or ``{"type": "function", "function": {"name": NAME}}``."""
+    if choice in TOOL_CHOICE_MODES:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
 
 
 class OpenAIModel(SdkModel["AsyncOpenAI"]):
@@ -56,6 +67,8 @@ class OpenAIModel(SdkModel["AsyncOpenAI"]):
         """The request keyword arguments, and the notes on what could not be honoured."""
         body = to_openai_messages(request)
         body["model"] = self.model
+        if request.tool_choice is not None and request.tools:
+            body["tool_choice"] = openai_tool_choice(request.tool_choice)
         notes: list[str] = []
         level = request.thinking
         if level is not None:

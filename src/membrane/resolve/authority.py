@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
 from membrane.config.values import Settings
+from membrane.errors import ToolChoiceInvalid
 from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions
 from membrane.limits import check_depth
 from membrane.resolve.ceiling import Ceiling, ceiling_label, lower_mode
@@ -49,6 +50,7 @@ from membrane.vocabulary import (
     ASSIGNABLE_TOOLS,
     DELEGATION_TOOLS,
     INHERIT_DENY_TOOLS,
+    TOOL_CHOICE_MODES,
     WRITE_TOOLS,
 )
 
@@ -401,6 +403,35 @@ def _skills(
     return chosen, reasons
 
 
+def _tool_choice(
+    chosen: Sourced[object], callable_tools: Mapping[str, object], definition: AgentDefinition
+) -> Sourced[object]:
+    """``tool_choice`` as the model will be asked: ``auto``, ``required``, ``none`` (any case)
+    or the name of a tool the agent can call (exact, else its one case-insensitive match).
+    A name the agent cannot call is ``ToolChoiceInvalid``, naming only what was asked for."""
+    value = chosen.value
+    if not isinstance(value, str):
+        return chosen
+    if value.strip().lower() in TOOL_CHOICE_MODES:
+        return Sourced(value.strip().lower(), chosen.source)
+    if value in callable_tools:
+        return chosen
+    folded = [name for name in callable_tools if name.lower() == value.lower()]
+    if len(folded) == 1:
+        return Sourced(folded[0], chosen.source)
+    where = (
+        f" ({definition.path}:{definition.lines['tool_choice']})"
+        if "tool_choice" in (definition.lines)
+        else f" ({definition.path})"
+    )
+    raise ToolChoiceInvalid(
+        f"tool_choice: {value!r}{where} is not a tool {definition.name!r} can call here; use "
+        "auto, required, none or the name of one of its tools (membrane explain lists them)",
+        agent=definition.name,
+        tool_choice=value,
+    )
+
+
 def _catalog(allowed: tuple[str, ...], deployment: Deployment) -> list[DelegationEntry]:
     entries = []
     for name in allowed:
@@ -541,6 +572,7 @@ def resolve(
             "to remove them"
         )
     delegation_tools = tuple(n for n in DELEGATION_TOOLS if n in callable_tools)
+    invocation["tool_choice"] = _tool_choice(invocation["tool_choice"], callable_tools, definition)
     checkout, folder = resolve_checkout(
         invocation["isolation"].value,
         project=deployment.project,

@@ -160,6 +160,8 @@ def resolve_invocation(
         "isolated": _pick(definition.isolated, call.isolated, False, "default"),
         "isolation": isolation,
         "permission": permission,
+        # Definition-only: no call parameter; ``None`` sends none (the provider's default).
+        "tool_choice": _pick(definition.tool_choice, UNSET, None, "default"),
     }
     # A field another product's file set is that dialect's reading of the file.
     for name, sourced in fields.items():

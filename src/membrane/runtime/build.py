@@ -32,7 +32,12 @@ from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentCon
 from membrane.resolve.ceiling import CeilingRestriction, ceiling_of_run
 from membrane.resolve.prompt import PromptSection
 from membrane.runtime.budget import RunSpending
-from membrane.runtime.delegation import DelegationConfig, DelegationHost, delegation_tools
+from membrane.runtime.delegation import (
+    DelegationConfig,
+    DelegationHost,
+    delegation_tools,
+    follow_catalog,
+)
 from membrane.runtime.environment import capability_mode, child_environment
 from membrane.runtime.persona import persona_values
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
@@ -167,6 +172,16 @@ class ChildBuilder:
 
         def install(scope: Scope) -> ChildComposition:
             composition = setup(scope)
+            if "Task" in authority.delegation_tools:
+                allowed = definition.allowed_subagents
+                follow_catalog(
+                    scope,
+                    self._host,
+                    parent_id=run_id,
+                    allowed=() if allowed is UNSET else allowed,
+                    config=self._delegation,
+                    role=request.role,
+                )
             composed.append(composition)
             return composition
 
@@ -185,6 +200,7 @@ class ChildBuilder:
             cwd=cwd,
             model=model,
             thinking=_text_or_none(invocation["thinking"].value),
+            tool_choice=_text_or_none(invocation["tool_choice"].value),
             max_turns=max_turns if isinstance(max_turns, int) else None,
             grace_turns=self._settings.grace_turns,
             response_schema=request.response_schema,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
@@ -49,6 +49,7 @@ from membrane.runtime.provider import Provider
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
+from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
 from membrane.vocabulary import DELEGATION_TOOLS, MUTATING_DELEGATION_TOOLS
 
@@ -62,8 +63,10 @@ __all__ = [
     "agent_allowed",
     "delegation_tools",
     "derived_request_id",
+    "follow_catalog",
     "not_allowed",
     "task_request_id",
+    "task_schema",
 ]
 
 _CALL_KEYS: Final = ("model", "thinking", "max_turns", "inherit_context", "isolated", "isolation")
@@ -145,6 +148,11 @@ class DelegationHost(Protocol):
 
     def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]: ...
 
+    def startable(self, allowed: Collection[str]) -> tuple[str, ...]:
+        """The agents ``allowed`` (an ``allowed_subagents`` list) admits that the catalog can
+        start by name now (``membrane.agents.dispatch.startable``)."""
+        ...
+
     async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo: ...
 
     def message(
@@ -158,6 +166,32 @@ class DelegationHost(Protocol):
     ) -> Delivery: ...
 
 
+class _FollowCatalog:
+    """Keeps a scope's ``Task`` schema on the agents its parent may start now (``Scope.follow``):
+    when the names change (a file added, removed, disabled), the tool is swapped for one whose
+    ``agent`` enum lists the new names, so the next model request offers exactly them."""
+
+    __slots__ = ("_allowed", "_build", "_host", "_names")
+
+    def __init__(
+        self,
+        host: DelegationHost,
+        allowed: tuple[str, ...],
+        names: tuple[str, ...],
+        build: Callable[[tuple[str, ...]], Tool],
+    ) -> None:
+        self._host = host
+        self._allowed = allowed
+        self._names = names
+        self._build = build
+
+    def __call__(self, scope: Scope) -> None:
+        names = self._host.startable(self._allowed)
+        if names != self._names and "Task" in scope.locals():
+            self._names = names
+            scope.add_local(self._build(names), replace=True)
+
+
 def delegation_tools(
     host: DelegationHost,
     *,
@@ -167,8 +201,59 @@ def delegation_tools(
     role: str | None = None,
     names: Sequence[str] = DELEGATION_TOOLS,
 ) -> tuple[Tool, ...]:
-    """The delegation tools for ``parent_id``; ``allowed`` is its ``allowed_subagents``."""
-    allowed = tuple(allowed)
+    """The delegation tools for ``parent_id``; ``allowed`` is its ``allowed_subagents``.
+
+    ``Task``'s ``agent`` is an ``enum`` of the agents ``allowed`` admits that the catalog can
+    start now (a plain string when there is none), so constrained decoding can only write one
+    of them; ``follow_catalog`` keeps it current in a scope."""
+    return _DelegationSet(host, parent_id, tuple(allowed), config, role).tools(names)
+
+
+def follow_catalog(
+    scope: Scope,
+    host: DelegationHost,
+    *,
+    parent_id: str,
+    allowed: Sequence[str],
+    config: DelegationConfig,
+    role: str | None = None,
+) -> None:
+    """Keep the ``Task`` tool of ``scope`` (made by ``delegation_tools`` with the same
+    arguments) on the agents ``allowed`` admits in the catalog at each view."""
+    tools = _DelegationSet(host, parent_id, tuple(allowed), config, role)
+    # The Task tool in ``scope`` was made a moment ago, from the catalog as it is now.
+    names = host.startable(tools.allowed)
+    scope.follow(_FollowCatalog(host, tools.allowed, names, tools.task_tool))
+
+
+class _DelegationSet:
+    """The delegation tools of one parent: their handlers, bound to ``parent_id``."""
+
+    def __init__(
+        self,
+        host: DelegationHost,
+        parent_id: str,
+        allowed: tuple[str, ...],
+        config: DelegationConfig,
+        role: str | None,
+    ) -> None:
+        self.host = host
+        self.parent_id = parent_id
+        self.allowed = allowed
+        self.config = config
+        self.role = role
+
+    def tools(self, names: Sequence[str]) -> tuple[Tool, ...]:
+        catalog = _tools(self, self.host.startable(self.allowed) if "Task" in names else ())
+        return tuple(catalog[name] for name in names if name in catalog)
+
+    def task_tool(self, startable: tuple[str, ...]) -> Tool:
+        return _tools(self, startable)["Task"]
+
+
+def _tools(bound: _DelegationSet, startable: tuple[str, ...]) -> dict[str, Tool]:
+    host, parent_id, allowed = bound.host, bound.parent_id, bound.allowed
+    config, role = bound.config, bound.role
 
     async def task(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         agent = str(arguments["agent"])
@@ -243,9 +328,11 @@ def delegation_tools(
                 "finishes. Calls are deduplicated: repeating an identical call (same arguments) "
                 "returns the subagent the first call started instead of starting another; give "
                 "a new `request_id` to start a fresh subagent for the same arguments. "
-                "Subagents you may start: " + _allowed_text(allowed) + "."
+                "Subagents you may start: "
+                + (", ".join(startable) if startable else _allowed_text(allowed))
+                + "."
             ),
-            input_schema=_TASK_SCHEMA,
+            input_schema=task_schema(startable),
             handler=task,
             mutating="Task" in MUTATING_DELEGATION_TOOLS,
         ),
@@ -286,7 +373,19 @@ def delegation_tools(
             mutating="TaskMessage" in MUTATING_DELEGATION_TOOLS,
         ),
     }
-    return tuple(catalog[name] for name in names if name in catalog)
+    return catalog
+
+
+def task_schema(startable: Sequence[str]) -> Mapping[str, Any]:
+    """``Task``'s input schema with ``agent`` limited to ``startable`` (when there is any)."""
+    if not startable:
+        return _TASK_SCHEMA
+    agent = {
+        "type": "string",
+        "enum": list(startable),
+        "description": "The subagent to start: one of the names listed.",
+    }
+    return {**_TASK_SCHEMA, "properties": {**_TASK_SCHEMA["properties"], "agent": agent}}
 
 
 _TASK_SCHEMA: Final[Mapping[str, Any]] = {

@@ -115,6 +115,8 @@ class ChildSpec:
     cwd: Path | None = None
     model: str | None = None
     thinking: str | None = None
+    #: The definition's ``tool_choice`` (resolved: a mode or a callable tool's name).
+    tool_choice: str | None = None
     max_turns: int | None = None
     grace_turns: int = 5
     response_schema: JSONObject | None = None

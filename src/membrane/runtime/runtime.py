@@ -44,6 +44,7 @@ from typing import TypeVar
 import anyio
 
 from membrane.agents.definition import AgentDefinition
+from membrane.agents.dispatch import DEFAULT_FALLBACK, startable
 from membrane.config.values import Settings
 from membrane.durable.messages import Delivery, Messenger
 from membrane.durable.outbox import OutboxDrainer
@@ -331,6 +332,16 @@ class SubagentRuntime:
         self._hub.close()
 
     # -- the public API -----------------------------------------------------------------------
+
+    def startable(self, allowed: Collection[str]) -> tuple[str, ...]:
+        """The agents an ``allowed_subagents`` list admits that the catalog can start by name
+        now (reloaded first): what a parent's ``Task`` offers as its ``agent`` enum."""
+        self._catalog.reload()
+        policy = self.settings.fallback_subagent
+        fallback: str | None = DEFAULT_FALLBACK if policy is None else policy
+        if policy is not None and policy.strip().lower() == "none":
+            fallback = None  # fails closed
+        return startable(self._catalog.definitions(), allowed, fallback=fallback)
 
     async def start(
         self, request: SubagentStartRequest, *, allowed_agents: Collection[str] | None = None

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
 from membrane.errors import ToolSpecError
+from membrane.tools.portable import portable_schema
 from membrane.tools.ratelimit import RateLimiter
 from membrane.tools.requirements import Requirements
 from membrane.tools.schemas import schema_problem
@@ -164,13 +165,16 @@ def json_schema(tool: Tool) -> dict[str, Any]:
 
 
 def wire_schema(tool: Tool) -> dict[str, Any]:
-    """``{"name", "description", "input_schema"}`` for ``tool`` (memoised on the tool)."""
+    """``{"name", "description", "input_schema"}`` for ``tool`` (memoised on the tool): the
+    form a model is offered, its schema made portable (``membrane.tools.portable``: keywords
+    that OpenAI's strict mode or llama.cpp's grammar conversion cannot use are said in the
+    descriptions instead). Calls are validated against the tool's whole schema."""
     entry: dict[str, Any] | None = tool.memo.get("wire")
     if entry is None:
         entry = tool.memo["wire"] = {
             "name": tool.name,
             "description": tool.description,
-            "input_schema": json_schema(tool),
+            "input_schema": portable_schema(json_schema(tool)),
         }
     return entry
 

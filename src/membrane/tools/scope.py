@@ -35,7 +35,7 @@ between them, not one each (objects the garbage collector's full passes would vi
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
 from itertools import compress
@@ -111,6 +111,8 @@ class Scope:
         self._view_own: Mapping[str, Tool] = {}
         self._gates: tuple[ToolPredicate, ...] = ()
         self._call_gate: ToolGate | None = None
+        #: Run at the start of every ``view()`` (``follow``).
+        self._follows: tuple[Callable[[Scope], None], ...] = ()
 
     @property
     def restrictions(self) -> tuple[ToolPredicate, ...]:
@@ -186,6 +188,13 @@ class Scope:
         self._call_gate = gate
         self.version += 1
 
+    def follow(self, refresh: Callable[[Scope], None]) -> None:
+        """Run ``refresh(self)`` at the start of every ``view()``: it may swap a local tool
+        whose shape follows state outside the registry (the delegation tools' ``agent`` names
+        follow the agent catalog), so the view, and the next model request, carry the new
+        shape. It must be cheap and must not call ``view()``."""
+        self._follows = (*self._follows, refresh)
+
     def add_local(self, tool: Tool, *, replace: bool = False) -> None:
         """Add a scope-local tool (origin ``scope``); it may shadow an admitted global tool."""
         check_tool(tool)
@@ -218,6 +227,8 @@ class Scope:
 
     def view(self) -> ToolView:
         """The current resolution, cached by (registry version, scope version, stamps)."""
+        for refresh in self._follows:
+            refresh(self)
         registry = self.registry
         view = self._view
         # A ``Restriction``'s stamp never moves, so with nothing else installed three versions

@@ -246,7 +246,8 @@ def planning_tools(engine: WorkflowEngine, run_id: str, host: PlanningHost) -> t
         return done(engine.record(run_id, {"validation": {"steps": list(arguments["steps"])}}))
 
     async def routing(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
-        return done(engine.record(run_id, {"routing": {"routes": dict(arguments["routes"])}}))
+        routes = {str(route["role"]): str(route["model"]) for route in arguments["routes"]}
+        return done(engine.record(run_id, {"routing": {"routes": routes}}))
 
     async def finish_planning(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
         phase = engine.state(run_id).phase
@@ -333,10 +334,20 @@ def planning_tools(engine: WorkflowEngine, run_id: str, host: PlanningHost) -> t
             "recordModelRouting",
             "Record which model each worker role uses.",
             {
+                # A list of closed objects, not a free map: a map of free keys is a schema
+                # neither OpenAI's strict mode nor llama.cpp's grammar conversion can take.
                 "routes": {
-                    "type": "object",
-                    "minProperties": 1,
-                    "additionalProperties": {"type": "string", "minLength": 1},
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "role": {"type": "string", "minLength": 1},
+                            "model": {"type": "string", "minLength": 1},
+                        },
+                        "required": ["role", "model"],
+                        "additionalProperties": False,
+                    },
                 }
             },
             ["routes"],

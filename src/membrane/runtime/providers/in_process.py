@@ -113,6 +113,7 @@ class InProcessProvider:
             grace_turns=request.grace_turns,
             model_name=request.model,
             thinking=request.thinking,
+            tool_choice=request.tool_choice,
             response_schema=composition.response_schema,
             hooks=self.hooks.only(request.extensions) if self.hooks is not None else None,
             emit=request.emit,

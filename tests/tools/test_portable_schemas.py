@@ -1,0 +1,112 @@
+"""Every built-in tool is offered to a model in a form both OpenAI's strict structured outputs
+and llama.cpp's JSON-schema-to-grammar conversion accept; calls are still validated against the
+tool's whole schema."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import pytest
+
+from membrane.builtin_tools import builtin_tools
+from membrane.builtin_tools import declarations as declared
+from membrane.builtin_tools.code_mode import code_mode_tool
+from membrane.builtin_tools.skill import skill_tool
+from membrane.durable.schedule_actions import schedule_tools
+from membrane.durable.schedules import ScheduleBook
+from membrane.errors import ToolArgumentsInvalid
+from membrane.runtime.delegation import DelegationConfig, delegation_tools
+from membrane.store.memory import MemoryStore
+from membrane.tools import Scope, ToolContext, ToolRegistry
+from membrane.tools.portable import portability_problems, portable_schema
+from membrane.tools.registry import wire_schema
+from membrane.tools.spec import Tool
+from membrane.workflow.engine import WorkflowEngine
+from membrane.workflow.planning import PLANNING, PlanningHost, planning_tools
+
+
+class _Host:
+    """Enough of a delegation host to build the tools (none is called here)."""
+
+    def startable(self, allowed: Collection[str]) -> tuple[str, ...]:
+        return ("reader", "writer")
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"not called here: {name}")
+
+
+def every_builtin_tool() -> list[Tool]:
+    tools = list(builtin_tools())
+    tools.append(declared.browser_preview_tool("chromium"))
+    registry = ToolRegistry()
+    tools.append(code_mode_tool(Scope(registry, name="probe").view))
+    tools.append(skill_tool({}))
+    tools += delegation_tools(
+        _Host(),  # type: ignore[arg-type]
+        parent_id="lead",
+        allowed=["reader", "writer"],
+        config=DelegationConfig(),
+    )
+    store = MemoryStore()
+    tools += planning_tools(WorkflowEngine(store, PLANNING), "lead", PlanningHost())
+    tools += schedule_tools(ScheduleBook(store))
+    return tools
+
+
+def names(tools: Sequence[Tool]) -> list[str]:
+    return [tool.name for tool in tools]
+
+
+@pytest.mark.parametrize("tool", every_builtin_tool(), ids=names(every_builtin_tool()))
+def test_every_builtin_wire_schema_is_strict_and_grammar_ready(tool: Tool) -> None:
+    assert portability_problems(wire_schema(tool)["input_schema"]) == []
+
+
+def test_the_check_finds_what_strict_mode_or_llama_cpp_cannot_use() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "pattern": "a+"},
+            "ids": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "seconds": {"type": "number", "exclusiveMinimum": 0},
+            "when": {"type": "string", "format": "uri", "default": "now"},
+            "nested": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        },
+        "additionalProperties": False,
+    }
+    problems = portability_problems(schema)
+    assert problems == [
+        "$.properties.name: 'minLength' is not supported",
+        "$.properties.name: a pattern must start with ^ and end with $",
+        "$.properties.ids: 'uniqueItems' is not supported",
+        "$.properties.seconds: bounds apply only to integers, not to a number",
+        "$.properties.when: 'default' is not supported",
+        "$.properties.when: format 'uri' is not supported",
+        "$.properties.nested: an object must set additionalProperties: false",
+    ]
+    portable = portable_schema(schema)
+    assert portability_problems(portable) == [
+        "$.properties.nested: an object must set additionalProperties: false"
+    ]
+    assert portable["properties"]["name"] == {
+        "type": "string",
+        "description": "(non-empty; matching the regular expression a+)",
+    }
+    assert portable["properties"]["seconds"]["description"] == "(more than 0)"
+    assert schema["properties"]["name"]["minLength"] == 1  # the tool's own schema is unchanged
+
+
+@pytest.mark.anyio
+async def test_a_call_is_still_validated_against_the_whole_schema(tmp_path: Any) -> None:
+    registry = ToolRegistry()
+    for tool in builtin_tools():
+        registry.register(tool)
+    view = Scope(registry, name="probe").view()
+    [edit] = [entry for entry in view.schemas() if entry["name"] == "Edit"]
+    assert "minLength" not in str(edit["input_schema"])  # the model is told in words ...
+    assert "(non-empty)" in edit["input_schema"]["properties"]["old_string"]["description"]
+    arguments = {"file_path": "a.txt", "old_string": "", "new_string": "x"}
+    with pytest.raises(ToolArgumentsInvalid) as refused:  # ... and the call is still refused
+        await view.call("Edit", arguments, ToolContext(agent="probe", cwd=tmp_path))
+    assert refused.value.data["path"] == "$.old_string"
