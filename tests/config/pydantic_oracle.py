@@ -104,6 +104,7 @@ class _File(_Strict):
     sandbox: Literal["auto", "bubblewrap", "landlock", "guard"] | None = None
     sandbox_network: bool | None = None
     read_paths: list[Annotated[str, Field(pattern=r"^(/|~$|~/)")]] | None = None
+    log_requests: bool | None = None
     claude_code_agents: bool | None = None
     opencode_agents: bool | None = None
     pi_agents: bool | None = None

@@ -14,12 +14,18 @@ from membrane.agents.definition import AgentDefinition, Unset
 from membrane.config.values import Settings
 from membrane.errors import InvalidRequest
 from membrane.models.specs import ModelRouter
+from membrane.models.wire_log import WireLog
 
 __all__ = ["absolute_spec", "parse_model"]
 
 
 def parse_model(
-    spec: str | None, settings: Settings | None = None, *, agent: AgentDefinition | None = None
+    spec: str | None,
+    settings: Settings | None = None,
+    /,
+    *,
+    agent: AgentDefinition | None = None,
+    requests: Path | None = None,
 ) -> ModelRouter:
     """The model ``--model`` names (else the settings' ``default_model``), as a router that
     also answers the specs definitions and calls name (see docs/models.md).
@@ -29,7 +35,8 @@ def parse_model(
     run starts, is checked here so that one naming no model is refused before any run.
 
     ``invalid-request`` (no model anywhere), ``unknown-model``, ``model-auth-failed`` (a missing
-    key) and ``extra-not-installed`` are raised here, before any run."""
+    key) and ``extra-not-installed`` are raised here, before any run. ``requests``: the folder
+    every model built logs its requests to (``membrane.models.wire_log``), ``None`` for none."""
     settings = settings or Settings()
     if spec is None and settings.default_model is None and agent is not None:
         own = agent.model
@@ -40,7 +47,8 @@ def parse_model(
                 "default_model in the settings, or add model: to the file (see docs/models.md)",
                 field="model",
             )
-    return ModelRouter.from_settings(settings, default=spec)
+    log = WireLog(requests) if requests is not None else None
+    return ModelRouter.from_settings(settings, default=spec, request_log=log)
 
 
 def absolute_spec(spec: str | None) -> str | None:

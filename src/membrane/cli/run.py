@@ -27,6 +27,7 @@ from membrane.errors import Interrupted, RunError
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
+from membrane.models.wire_log import REQUESTS_FOLDER
 from membrane.runtime import (
     InProcessProvider,
     LifecycleEvent,
@@ -451,6 +452,14 @@ def run(
     as_json: Annotated[bool, Option("--json", help="One JSON event per line.")] = False,
     state: Annotated[Path | None, STATE_OPTION] = None,
     budget: Annotated[str | None, Option(help=BUDGET_HELP)] = None,
+    log_requests: Annotated[
+        bool,
+        Option(
+            "--log-requests",
+            help="Log each model request and response (keys redacted) beside the run's state; "
+            "membrane show RUN_ID --requests prints them.",
+        ),
+    ] = False,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
     announce_fd: Annotated[int | None, Option(hidden=True)] = None,
@@ -465,7 +474,9 @@ def run(
     With --background the command returns as soon as the run has started, printing its id;
     the run goes on in the runtime, or in a process of its own (its output in a log file next
     to the state), and membrane runs shows it. State goes to
-    $MEMBRANE_HOME/projects/<project-id>/state.db (--state overrides). Every project extension
+    $MEMBRANE_HOME/projects/<project-id>/state.db (--state overrides); with --log-requests (or
+    log_requests = true in the settings) each model request and response goes to requests/ beside
+    it, and membrane show RUN_ID --requests prints them. Every project extension
     is imported and its setup() runs, so run only trusted projects.
     """
     local_only = state is not None or workspace is not None or announce_fd is not None
@@ -478,6 +489,8 @@ def run(
             params["background"] = True
         if budget is not None:
             params["budget"] = budget
+        if log_requests:
+            params["logRequests"] = True
         outcome = anyio.run(
             lambda: run_on_runtime(
                 project, "runs/start", params, socket=socket, as_json=as_json, background=background
@@ -489,7 +502,10 @@ def run(
     ws = Workspace.open(project, workspace=workspace)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     definition = ws.catalog.require(agent)
-    chosen = parse_model(model, ws.settings, agent=definition)
+    logged = log_requests or ws.settings.log_requests
+    state_file = state.resolve() if state is not None else ws.state_path
+    requests = state_file.parent / REQUESTS_FOLDER if logged else None
+    chosen = parse_model(model, ws.settings, agent=definition, requests=requests)
     limits = None if budget is None else Budget.parse(budget, where="--budget")
     if background and announce_fd is None:
         argv = ["run", agent, task, "--project", str(ws.project), "--background"]
@@ -501,6 +517,8 @@ def run(
             argv += ["--state", str(state.resolve())]
         if budget is not None:
             argv += ["--budget", budget]
+        if log_requests:
+            argv.append("--log-requests")
         _detach(ws, argv, as_json=as_json, state=state)
         return
 

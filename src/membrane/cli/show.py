@@ -155,6 +155,44 @@ def _print(report: dict[str, Any]) -> None:
         screen.tree(tree)
 
 
+def _print_requests(state: Path, run_id: str, *, as_json: bool) -> None:
+    """The run's request log (``membrane.models.wire_log``): each request and what came back."""
+    from membrane.models.wire_log import REQUESTS_FOLDER, read_requests
+
+    if run_id not in {row.run_id for row in list_runs(state)}:
+        raise UnknownRun(
+            f"no run {run_id!r} in {state}; membrane runs lists the stored runs", run_id=run_id
+        )
+    folder = state.parent / REQUESTS_FOLDER
+    logged = read_requests(folder, run_id)
+    if as_json:
+        document = {"run_id": run_id, "log": str(folder / f"{run_id}.jsonl"), "requests": logged}
+        sys.stdout.write(json.dumps(document, ensure_ascii=False) + "\n")
+        return
+    screen = Screen()
+    if logged is None:
+        screen.line(
+            f"no requests were logged for {run_id}: run with --log-requests, or set "
+            "log_requests = true in the settings",
+            style="dim",
+        )
+        return
+    for number, entry in enumerate(logged, start=1):
+        outcome = "error" if entry.get("error") else "ok"
+        screen.rule(
+            f"#{number} {entry.get('model')} at {entry.get('base_url') or 'the default endpoint'}"
+            f" ({entry.get('ms')} ms, {outcome})"
+        )
+        screen.line("request:", style="bold")
+        screen.line(json.dumps(entry.get("request"), ensure_ascii=False, indent=2))
+        if entry.get("error"):
+            error = entry["error"]
+            screen.line(f"error: {error.get('code')}: {error.get('message')}", style="red")
+        else:
+            screen.line("response:", style="bold")
+            screen.line(json.dumps(entry.get("response"), ensure_ascii=False, indent=2))
+
+
 def _grow(tree: Node, nodes: list[dict[str, Any]]) -> None:
     for node in nodes:
         edge = node.get("edge") or {}
@@ -176,9 +214,18 @@ def show(
     ] = WIDTH,
     as_json: Annotated[bool, Option("--json", help="Print one JSON document.")] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
+    requests: Annotated[
+        bool,
+        Option(
+            "--requests",
+            help="Print the model requests and responses logged for the run "
+            "(membrane run --log-requests) instead.",
+        ),
+    ] = False,
 ) -> None:
     """Show what the stored run RUN_ID did: its result, usage and worktree branch, each tool
-    call with its arguments and result, its events, and the runs it started.
+    call with its arguments and result, its events, and the runs it started. With --requests:
+    the model requests and responses logged for it (membrane run --log-requests).
 
     Only the store is read; no extension is imported and no file is created.
     """
@@ -187,6 +234,9 @@ def show(
     state = existing_state(project, state_file)
     if not state.exists():
         raise UnknownRun(f"no run {run_id!r}: {state} does not exist", run_id=run_id)
+    if requests:
+        _print_requests(state, run_id, as_json=as_json)
+        return
     report = run_report(state, run_id, width=None if full else width)
     if as_json:
         sys.stdout.write(json.dumps(report, ensure_ascii=False, default=str) + "\n")

@@ -198,6 +198,7 @@ _FILE_FIELDS: Final = {
     "sandbox": Field(optional(choice(*SANDBOX_CHOICES))),
     "sandbox_network": _FLAG,
     "read_paths": Field(optional(list_of(_READ_PATH))),
+    "log_requests": _FLAG,
     "claude_code_agents": _FLAG,
     "opencode_agents": _FLAG,
     "pi_agents": _FLAG,

@@ -160,6 +160,9 @@ class Settings:
     #: Read roots every child may read besides its checkout and the system's folders
     #: (DESIGN rule 14): absolute paths or ``~/...``.
     read_paths: Sequence[str] = ()
+    #: Whether each model request and response is logged beside the run's state (as
+    #: ``membrane run --log-requests`` does; ``membrane show RUN_ID --requests`` prints them).
+    log_requests: bool = False
     #: Other products' definition roots (dialects); each can be turned off.
     claude_code_agents: bool = True
     opencode_agents: bool = True

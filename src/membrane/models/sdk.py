@@ -26,8 +26,10 @@ import dataclasses
 import json
 import os
 import re
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -46,6 +48,7 @@ from membrane.models.retry import (
     transport_failure,
     with_retries,
 )
+from membrane.models.wire_log import WireLog
 
 __all__ = ["Assembler", "SdkModel"]
 
@@ -121,6 +124,8 @@ class SdkModel(ABC, Generic[Client]):
             bool(self.reasoning_models.match(model)) if reasoning is None else reasoning
         )
         self.retry = retry or RetryPolicy()
+        #: Where each request and what came back are logged (``membrane.models.wire_log``).
+        self.request_log: WireLog | None = None
         self._client: Client | None = None
 
     def __repr__(self) -> str:
@@ -153,13 +158,57 @@ class SdkModel(ABC, Generic[Client]):
     async def request(self, request: ModelRequest) -> ModelResponse:
         body, notes = self.body(request)
         attempt = self._streamed if self.stream else self._whole
+        started = time.monotonic()
         try:
             response = await with_retries(lambda: attempt(body), self._classify, self.retry)
         except ModelError as error:
-            raise self._located(error)  # noqa: B904  (keeps the cause with_retries chained)
+            located = self._located(error)
+            self._log(request, body, started, error=located)
+            raise located  # noqa: B904  (keeps the cause with_retries chained)
         if notes:
-            return dataclasses.replace(response, notes=(*notes, *response.notes))
+            response = dataclasses.replace(response, notes=(*notes, *response.notes))
+        self._log(request, body, started, response=response)
         return response
+
+    def _log(
+        self,
+        request: ModelRequest,
+        body: dict[str, Any],
+        started: float,
+        *,
+        response: ModelResponse | None = None,
+        error: ModelError | None = None,
+    ) -> None:
+        """One line of the request log, when there is one (keys are redacted there)."""
+        if self.request_log is None:
+            return
+        reply = None
+        if response is not None:
+            calls = [
+                {"id": call.id, "name": call.name, "arguments": call.arguments}
+                for call in response.tool_calls
+            ]
+            reply = {
+                "text": response.text,
+                "tool_calls": calls,
+                "stop_reason": response.stop_reason,
+                "usage": response.usage.to_dict(),
+                "notes": list(response.notes),
+            }
+        entry = {
+            "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "run_id": request.run_id,
+            "agent": request.agent,
+            "model": self.name,
+            "provider": self.provider,
+            "base_url": self.base_url,
+            "stream": self.stream,
+            "ms": round((time.monotonic() - started) * 1000),
+            "request": body,
+            "response": reply,
+            "error": None if error is None else {"code": error.code, "message": error.message},
+        }
+        self.request_log.write(request.run_id, entry, secrets=(self._key,))
 
     # -- the wire format, per adapter -------------------------------------------------------
 

@@ -30,6 +30,7 @@ from membrane.models.naming import PROVIDERS, ModelChoice, known_names, model_vi
 
 if TYPE_CHECKING:  # naming a model (``membrane explain``) needs no model layer
     from membrane.models.base import Model, ModelRequest, ModelResponse
+    from membrane.models.wire_log import WireLog
 
 __all__ = [
     "PROVIDERS",
@@ -71,6 +72,8 @@ class ModelRouter:
 
     ``default`` (a spec or a ``Model``) answers requests whose ``model`` is ``None``. Specs are
     read through ``models`` and ``aliases`` (``from_settings`` takes both from the settings).
+    ``request_log``, when given, is handed to every SDK adapter the router builds: each of its
+    requests is logged there (``membrane.models.wire_log``).
     """
 
     def __init__(
@@ -79,7 +82,9 @@ class ModelRouter:
         *,
         models: Mapping[str, ModelEntry] | None = None,
         aliases: Mapping[str, str] | None = None,
+        request_log: WireLog | None = None,
     ) -> None:
+        self.request_log = request_log
         self._models = dict(models or {})
         self._aliases = dict(aliases or {})
         self._built: dict[str, Model] = {}
@@ -93,11 +98,22 @@ class ModelRouter:
         self.name = getattr(self._default, "name", "router")
 
     @classmethod
-    def from_settings(cls, settings: Settings, default: Model | str | None = None) -> ModelRouter:
+    def from_settings(
+        cls,
+        settings: Settings,
+        default: Model | str | None = None,
+        *,
+        request_log: WireLog | None = None,
+    ) -> ModelRouter:
         """A router on ``settings``' entries and aliases; ``default`` falls back to
         ``settings.default_model``."""
         chosen = default if default is not None else settings.default_model
-        return cls(chosen, models=settings.models, aliases=settings.model_aliases)
+        return cls(
+            chosen,
+            models=settings.models,
+            aliases=settings.model_aliases,
+            request_log=request_log,
+        )
 
     def resolve(self, spec: str) -> ModelChoice:
         return resolve_spec(spec, models=self._models, aliases=self._aliases)
@@ -117,6 +133,8 @@ class ModelRouter:
         model = self._built.get(key)
         if model is None:
             model = self._built[key] = build_model(self.resolve(key))
+            if self.request_log is not None and hasattr(model, "request_log"):
+                model.request_log = self.request_log
         return model
 
     async def request(self, request: ModelRequest) -> ModelResponse:

@@ -19,10 +19,11 @@ the provider (and to every child the run starts) in a context variable.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -36,6 +37,7 @@ from membrane.extensions.hooks import ExtensionHooks
 from membrane.json_types import JSONObject
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
+from membrane.models.wire_log import REQUESTS_FOLDER
 from membrane.runtime import (
     InProcessProvider,
     ProviderChild,
@@ -61,8 +63,15 @@ from membrane.workspace import Workspace
 
 __all__ = ["ModelFactory", "ProjectHost", "project_id_of"]
 
-#: Builds the model a ``model`` spec names (``None``: the settings' ``default_model``).
-ModelFactory = Callable[[str | None, Settings], Model]
+
+class ModelFactory(Protocol):
+    """Builds the model a ``model`` spec names (``None``: the settings' ``default_model``);
+    ``requests``: the folder its request log goes to, ``None`` for none."""
+
+    def __call__(
+        self, spec: str | None, settings: Settings, /, *, requests: Path | None = None
+    ) -> Model: ...
+
 
 #: How often, at least, a host looks for due schedules (seconds).
 SCHEDULE_POLL = 30.0
@@ -212,7 +221,7 @@ class ProjectHost:
     async def _start_scheduled(
         self, agent: str, task: str, request_id: str, role: str | None
     ) -> str:
-        chosen = self._models(None, self.workspace.settings)
+        chosen = self._model(None, log_requests=False)
         token_model, token_role = _MODEL.set(chosen), _ROLE.set(role)
         try:
             request = SubagentStartRequest(agent, task, request_id=request_id, role=role)
@@ -382,6 +391,7 @@ class ProjectHost:
         *,
         model: str | None,
         exact: bool = False,
+        log_requests: bool = False,
     ) -> RunInfo:
         """Start a run for ``caller``: the same path as its ``Task`` call.
 
@@ -406,7 +416,7 @@ class ProjectHost:
         if exact:
             # A top-level run started by name (``membrane run``): no fallback dispatch.
             self.workspace.catalog.require(request.agent_type)
-        chosen = self._models(model, self.workspace.settings)
+        chosen = self._model(model, log_requests=log_requests)
         token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
         try:
             return await self.runtime.start(request)
@@ -418,6 +428,15 @@ class ProjectHost:
     def state_path(self) -> Path:
         return self.workspace.state_path
 
+    def _model(self, spec: str | None, *, log_requests: bool) -> Model:
+        """The model ``spec`` names. Its requests are logged beside the state when the start
+        asked for it or the settings say ``log_requests = true`` (only then is the factory
+        given ``requests``, so a factory that takes two arguments still serves the rest)."""
+        settings = self.workspace.settings
+        if log_requests or settings.log_requests:
+            return self._models(spec, settings, requests=self.state_path.parent / REQUESTS_FOLDER)
+        return self._models(spec, settings)
+
     async def stored_runs(self, caller: Caller) -> list[RunRow]:
         """The project's stored runs as ``membrane runs`` lists them; a token caller gets only
         its own run's descendants."""
@@ -427,7 +446,7 @@ class ProjectHost:
     async def resume(
         self, caller: Caller, run_id: str, message: str, *, model: str | None
     ) -> RunInfo:
-        chosen = self._models(model, self.workspace.settings)
+        chosen = self._model(model, log_requests=False)
         token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
         try:
             return await self.runtime.resume(run_id, message, caller=caller.run_id)

@@ -109,6 +109,8 @@ class _Start(_Project):
     exact: bool = False
     # Argument rules for this run alone, read by the request (``invalid-request`` if bad).
     rules: list[dict[str, Any]] | None = None
+    #: Log each model request of the run beside the project's state (``--log-requests``).
+    logRequests: bool = False
 
 
 class _Shutdown(_Params):
@@ -300,7 +302,9 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
         rules=p.rules,
     )
     with answered_by(conn):
-        info = await host.start(caller, request, model=p.model, exact=p.exact)
+        info = await host.start(
+            caller, request, model=p.model, exact=p.exact, log_requests=p.logRequests
+        )
     return {"run": info.to_dict()}
 
 
