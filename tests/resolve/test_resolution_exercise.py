@@ -132,6 +132,7 @@ def test_the_seed_resolution_exercise() -> None:
                 "allowed": [],
                 "rules": [],
                 "network": {"value": True, "source": None},
+                "root": {"value": None, "source": None},
             },
         },
         "warnings": [],

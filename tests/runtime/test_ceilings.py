@@ -380,3 +380,32 @@ async def test_an_ancestors_argument_rules_hold_for_a_child_without_rules(
     # bypassPermissions is capped by the lead's default mode, so the ask is not waved through.
     assert codes == [None, "approval-unavailable", "tool-call-denied"]
     assert "never eve" in results[2].content
+
+
+async def test_a_child_of_a_worktree_child_writes_inside_that_worktree_not_the_main_checkout(
+    repo: Project,
+) -> None:
+    registry = ToolRegistry()
+    register_builtin_tools(registry)
+    repo.registry = registry
+    repo.agent("lead", tools="[Read, Write]", isolation="worktree", allowed_subagents="[writer]")
+    repo.agent("writer", tools="[Read, Write]")
+    folders: dict[str, str] = {}
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if any(m.role == "tool" for m in request.messages):
+            return ModelResponse(text="done")
+        if request.agent == "lead":
+            arguments = {"agent": "writer", "task": "write"}
+            return ModelResponse(tool_calls=(ToolCall("t-1", "Task", arguments),))
+        content = {"file_path": "out.txt", "content": "written\n"}
+        return ModelResponse(tool_calls=(ToolCall("w-1", "Write", content),))
+
+    async with repo.runtime(FunctionModel(answer)) as runtime:
+        with anyio.fail_after(60):
+            lead = await runtime.run(SubagentStartRequest("lead", "delegate"))
+        for run_id in (lead.run_id, *[r.run_id for r in runtime.runs(parent_id=lead.run_id)]):
+            data = _published(runtime.store, run_id)[0]
+            folders[data["agent_type"]] = data["sandbox"]["checkout"]
+    assert not (repo.root / "out.txt").exists(), "the main checkout is outside the lead's reach"
+    assert folders["writer"] == folders["lead"] != str(repo.root.resolve())

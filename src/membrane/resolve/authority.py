@@ -575,7 +575,8 @@ def resolve(
     invocation["tool_choice"] = _tool_choice(invocation["tool_choice"], callable_tools, definition)
     checkout, folder = resolve_checkout(
         invocation["isolation"].value,
-        project=deployment.project,
+        # DESIGN rule 13: under an ancestor's worktree, the main checkout is that worktree.
+        project=ceiling.root or deployment.project,
         cwd=parent.cwd,
         subfolder=deployment.project_subfolder,
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, Final
 
 from membrane.agents.definition import UNSET, AgentDefinition
@@ -93,6 +94,10 @@ class Ceiling:
     rules: tuple[tuple[PermissionRule, str], ...] = ()
     network: bool = True
     network_source: str | None = None
+    #: The folder every write must stay inside (an ancestor's worktree), or ``None``: a child
+    #: that works in the main checkout works here instead.
+    root: str | None = None
+    root_source: str | None = None
 
     @classmethod
     def from_settings(cls, permission_mode: str) -> Ceiling:
@@ -130,6 +135,9 @@ class Ceiling:
         network, network_source = self.network, self.network_source
         if network and not other.network:
             network, network_source = False, other.network_source
+        root, root_source = self.root, self.root_source
+        if other.root is not None and (root is None or _inside(other.root, root)):
+            root, root_source = other.root, other.root_source
         return Ceiling(
             mode=mode,
             mode_source=mode_source,
@@ -138,6 +146,8 @@ class Ceiling:
             rules=_union(self.rules, other.rules),
             network=network,
             network_source=network_source,
+            root=root,
+            root_source=root_source,
         )
 
     @property
@@ -155,6 +165,7 @@ class Ceiling:
             ],
             "rules": [{**rule.to_json(), "ceiling": ceiling_label(s)} for rule, s in self.rules],
             "network": {"value": self.network, "source": ceiling_label(self.network_source)},
+            "root": {"value": self.root, "source": ceiling_label(self.root_source)},
         }
 
     @classmethod
@@ -220,6 +231,9 @@ def _from_json(data: object) -> Ceiling:
         raise TypeError(f"expected an object, got {type(data).__name__}")
     mode = data["mode"]
     network = data["network"]
+    root = data.get("root") or {"value": None, "source": None}
+    if root["value"] is not None and not isinstance(root["value"], str):
+        raise ValueError(f"root {root['value']!r}")
     rules = []
     for item in data["rules"]:
         conditions = tuple(
@@ -253,6 +267,8 @@ def _from_json(data: object) -> Ceiling:
         rules=tuple(rules),
         network=network["value"],
         network_source=_unlabel(network["source"]),
+        root=root["value"],
+        root_source=_unlabel(root["source"]),
     )
 
 
@@ -267,13 +283,14 @@ def ceiling_below(
     network: bool | None = None,
     filter_allow: Iterable[str] | None = None,
     filter_deny: Iterable[str] = (),
+    root: str | None = None,
 ) -> Ceiling:
     """The ceiling a run ``by`` passes to its children: ``ceiling`` (the one it runs under)
     lowered by what the run took away: its effective ``mode``, its ``disallowed_tools``
     tokens (the rules among them go in ``rules``), the extensions it excluded, the ``rules``
     that only take away (``deny`` and ``ask`` rules, argument rules of any verdict), an
-    explicit ``network: false``, and its start request's ``toolFilter``
-    (``filter_allow``/``filter_deny``)."""
+    explicit ``network: false``, its start request's ``toolFilter``
+    (``filter_allow``/``filter_deny``) and ``root``, the worktree it works in."""
     denied = [(token, by) for token in _deny_tokens(disallowed)]
     denied += [(f"ext:{name}", by) for name in excluded_extensions if name.strip()]
     denied += [(name, by) for name in filter_deny]
@@ -286,6 +303,8 @@ def ceiling_below(
         rules=tuple((rule, by) for rule in rules if _restricts(rule)),
         network=network is not False,
         network_source=by if network is False else None,
+        root=root,
+        root_source=by if root is not None else None,
     )
     return ceiling.meet(own)
 
@@ -297,9 +316,11 @@ def ceiling_of_run(
     by: str,
     mode: str,
     tool_filter: Restriction | None = None,
+    root: str | None = None,
 ) -> Ceiling:
     """:func:`ceiling_below` for a run of ``definition`` that runs under ``ceiling`` in the
-    effective ``mode``, started with ``tool_filter``."""
+    effective ``mode``, started with ``tool_filter``, working in the worktree ``root`` (if
+    any)."""
     excluded = definition.exclude_extensions
     return ceiling_below(
         ceiling,
@@ -311,7 +332,12 @@ def ceiling_of_run(
         network=definition.network if isinstance(definition.network, bool) else None,
         filter_allow=None if tool_filter is None else tool_filter.allow,
         filter_deny=() if tool_filter is None else sorted(tool_filter.deny),
+        root=root,
     )
+
+
+def _inside(inner: str, outer: str) -> bool:
+    return PurePosixPath(inner).is_relative_to(PurePosixPath(outer))
 
 
 def _restricts(rule: PermissionRule) -> bool:

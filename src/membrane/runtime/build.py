@@ -248,6 +248,7 @@ class ChildBuilder:
                 by=run_id,
                 mode=authority.permissions.mode,
                 tool_filter=request.restriction,
+                root=None if worktree is None else str(worktree.cwd),
             ),
             spending=spending,
             capability_mode=mode,
