@@ -409,3 +409,35 @@ async def test_a_child_of_a_worktree_child_writes_inside_that_worktree_not_the_m
             folders[data["agent_type"]] = data["sandbox"]["checkout"]
     assert not (repo.root / "out.txt").exists(), "the main checkout is outside the lead's reach"
     assert folders["writer"] == folders["lead"] != str(repo.root.resolve())
+
+
+async def test_a_start_requests_rules_hold_for_the_whole_subtree(
+    isolated_home: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    project = Project(root=root, home=isolated_home, registry=_registry())
+    project.agent("lead", tools="[Read]", allowed_subagents="[payer]")
+    project.agent("payer", tools="[send_money]")
+    rules = [{"tool": "send_money", "deny": {"amount": {"min": 1000}}, "reason": "no big ones"}]
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if any(m.role == "tool" for m in request.messages):
+            return ModelResponse(text="done")
+        if request.agent == "lead":
+            arguments = {"agent": "payer", "task": "pay"}
+            return ModelResponse(tool_calls=(ToolCall("t-1", "Task", arguments),))
+        calls = (
+            ToolCall("p-0", "send_money", {"recipient": "bob", "amount": 5000}),
+            ToolCall("p-1", "send_money", {"recipient": "bob", "amount": 5}),
+        )
+        return ModelResponse(tool_calls=calls)
+
+    model = FunctionModel(answer)
+    async with project.runtime(model) as runtime:
+        with anyio.fail_after(60):
+            await runtime.run(SubagentStartRequest("lead", "pay", rules=rules))
+    results = tool_results(model, "payer")
+    codes = [json.loads(m.content)["error"]["code"] if m.is_error else None for m in results]
+    assert codes == ["tool-call-denied", None]
+    assert "no big ones" in results[0].content

@@ -317,10 +317,11 @@ def ceiling_of_run(
     mode: str,
     tool_filter: Restriction | None = None,
     root: str | None = None,
+    request_rules: Iterable[PermissionRule] = (),
 ) -> Ceiling:
     """:func:`ceiling_below` for a run of ``definition`` that runs under ``ceiling`` in the
-    effective ``mode``, started with ``tool_filter``, working in the worktree ``root`` (if
-    any)."""
+    effective ``mode``, started with ``tool_filter`` and the argument rules
+    ``request_rules``, working in the worktree ``root`` (if any)."""
     excluded = definition.exclude_extensions
     return ceiling_below(
         ceiling,
@@ -328,7 +329,7 @@ def ceiling_of_run(
         mode=mode,
         disallowed=() if definition.disallowed_tools is UNSET else definition.disallowed_tools,
         excluded_extensions=excluded if isinstance(excluded, tuple) else (),
-        rules=definition.rules,
+        rules=(*definition.rules, *request_rules),
         network=definition.network if isinstance(definition.network, bool) else None,
         filter_allow=None if tool_filter is None else tool_filter.allow,
         filter_deny=() if tool_filter is None else sorted(tool_filter.deny),

@@ -249,6 +249,7 @@ class ChildBuilder:
                 mode=authority.permissions.mode,
                 tool_filter=request.restriction,
                 root=None if worktree is None else str(worktree.cwd),
+                request_rules=_own_rules(request),
             ),
             spending=spending,
             capability_mode=mode,
@@ -270,7 +271,7 @@ class ChildBuilder:
             parent = parent.rules
         ceiling_rules = authority.ceiling.held_rules
         if ceiling_rules:
-            # DESIGN rule 13: every ancestor's deny rules, checked before the child's own.
+            # DESIGN rule 13: the rules every ancestor held, checked before the child's own.
             parent = PermissionGate(
                 ceiling_rules, mode=permissions.mode, approver=self._approver, parent=parent
             )
