@@ -6,7 +6,8 @@ Each documentation file gets one temporary folder holding a copy of ``examples/`
 ``examples/workspace`` is the example workspace, as from the repository's root), a ``.venv`` link
 to this checkout's environment, and a private ``MEMBRANE_HOME`` and ``HOME``. Its blocks run in
 the order they appear, each through the real interpreter or the real ``membrane`` command of the
-environment, headless. A failure names the file and line of the block.
+environment, headless; a block may use what an earlier block of its file made. A failure names
+the file and line of the block.
 
 * ```python: run as a program; it must exit 0. A ``print(...)`` call's trailing comment and the
   comment-only lines directly below it are what that call prints; the block's output must be
@@ -122,12 +123,16 @@ def _line_matches(expected: str, actual: str) -> bool:
 
 def matches(expected: list[str], actual: list[str]) -> bool:
     """Whether ``actual`` is ``expected``, a line ``...`` standing for any lines."""
-    if not expected:
-        return not actual
-    head, rest = expected[0], expected[1:]
-    if head == "...":
-        return any(matches(rest, actual[start:]) for start in range(len(actual) + 1))
-    return bool(actual) and _line_matches(head, actual[0]) and matches(rest, actual[1:])
+    # reach[n]: the expected lines so far match the first n actual lines.
+    reach = [True] + [False] * len(actual)
+    for want in expected:
+        if want == "...":
+            reach = [any(reach[: n + 1]) for n in range(len(actual) + 1)]
+        else:
+            reach = [False] + [
+                reach[n] and _line_matches(want, line) for n, line in enumerate(actual)
+            ]
+    return reach[-1]
 
 
 def _compare(where: str, expected: list[str], output: str, root: Path) -> None:
