@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
 from membrane.config.load import load_settings
 from membrane.config.values import Settings
-from membrane.errors import InvalidRequest, SettingsError
+from membrane.errors import ApprovalUnavailable, InvalidRequest, SettingsError, ToolCallDenied
+from membrane.lowlevel import PermissionGate
 from membrane.resolve import CallParams, Deployment, ParentContext, resolve
 from membrane.runtime import SubagentStartRequest
 from membrane.testing import ScriptedModel
+from membrane.tools.argument_rules import read_argument_rules
 from membrane.tools.permissions import ApprovalRequest
+from membrane.tools.registry import ToolRegistry
+from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
 
 from .conftest import Project, tool_results
@@ -235,3 +240,35 @@ async def test_a_start_requests_rules_hold_for_its_run_and_survive_a_resume(
     with pytest.raises(InvalidRequest) as caught:
         SubagentStartRequest("payer", "pay", rules=[{"tool": "send_money", "deny": {}}])
     assert caught.value.data["field"] == "rules"
+
+
+async def test_dotted_paths_reach_into_objects_and_lists_are_read_item_by_item(
+    tmp_path: Path,
+) -> None:
+    async def handler(arguments: Any, context: ToolContext) -> str:
+        return "sent"
+
+    registry = ToolRegistry()
+    registry.register(Tool("send_mail", "Mail.", {"type": "object"}, handler, origin="host"))
+    entries = [
+        {"tool": "send_mail", "allow": {"to": {"glob": "*@corp.example"}}},
+        {"tool": "send_mail", "deny": {"to": {"one_of": ["boss@corp.example"]}}},
+        {"tool": "send_mail", "deny": {"meta.priority": {"min": 5}}, "reason": "no alarms"},
+    ]
+    rules = read_argument_rules(entries, source="rules", fail=_never)
+    scope = Scope(registry, name="child")
+    scope.guard(PermissionGate(rules))
+    view, context = scope.view(), ToolContext(cwd=tmp_path)
+    assert await view.call("send_mail", {"to": ["a@corp.example", "b@corp.example"]}, context)
+    with pytest.raises(ApprovalUnavailable):  # one recipient outside: no allow rule admits it
+        await view.call("send_mail", {"to": ["a@corp.example", "x@else.example"]}, context)
+    with pytest.raises(ToolCallDenied):  # any recipient the deny rule names
+        await view.call("send_mail", {"to": ["a@corp.example", "boss@corp.example"]}, context)
+    with pytest.raises(ToolCallDenied, match="no alarms"):
+        await view.call("send_mail", {"to": ["a@corp.example"], "meta": {"priority": 9}}, context)
+    assert await view.call("send_mail", {"to": ["a@corp.example"], "meta": {"priority": 1}},
+                           context)  # fmt: skip
+
+
+def _never(problem: str, hint: str) -> NoReturn:
+    raise AssertionError(problem)
