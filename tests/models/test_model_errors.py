@@ -14,6 +14,7 @@ from replay import OPEN, ReplayServer, load
 from membrane import Message, ModelRequest, SubagentRuntime, SubagentStartRequest
 from membrane.config.load import load_settings
 from membrane.errors import ModelError, ModelUnavailable
+from membrane.models.anthropic import AnthropicModel
 from membrane.models.openai import OpenAIModel
 from membrane.models.retry import RetryPolicy
 from membrane.models.sdk import SdkModel
@@ -161,3 +162,22 @@ async def test_a_refused_request_ends_the_run_as_model_error_naming_where_to_loo
     message = str(result.error["message"])
     assert "model 'smollm2' not found" in message and "settings entry 'local'" in message
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_streamed_request_answered_with_a_page_says_it_was_not_a_stream(
+    provider: str,
+) -> None:
+    page = {"text": "<html>502 Bad Gateway</html>"}
+    with ReplayServer([page, page]) as server:
+        retry = RetryPolicy(max_retries=1, sleep=Sleeps())
+        model: SdkModel[Any] = (
+            OpenAIModel("m", base_url=server.url + "/v1", retry=retry)
+            if provider == "openai"
+            else AnthropicModel("m", base_url=server.url, retry=retry)
+        )
+        OPEN.append(model)
+        with pytest.raises(ModelUnavailable) as caught:
+            await model.request(REQUEST)
+    assert "not a server-sent event stream" in caught.value.message
+    assert "2 attempts" in caught.value.message and len(server.requests) == 2

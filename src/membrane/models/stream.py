@@ -99,7 +99,7 @@ class OpenAIStream:
         """The non-streamed body this stream adds up to."""
         if self._finish is None:
             raise ModelError(
-                "the OpenAI stream ended before the reply was complete (no finish_reason)",
+                _unfinished("OpenAI", self.chunks, "no finish_reason"),
                 provider="openai",
                 chunks=self.chunks,
                 incomplete=True,
@@ -181,7 +181,7 @@ class AnthropicStream:
         """The non-streamed body this stream adds up to."""
         if not self._stopped:
             raise ModelError(
-                "the Anthropic stream ended before the reply was complete (no message_stop)",
+                _unfinished("Anthropic", self.events, "no message_stop"),
                 provider="anthropic",
                 events=self.events,
                 incomplete=True,
@@ -204,3 +204,13 @@ def _counts(usage: object) -> dict[str, Any]:
     if not isinstance(usage, Mapping):
         return {}
     return {key: value for key, value in usage.items() if value is not None}
+
+
+def _unfinished(provider: str, events: int, missing: str) -> str:
+    if events == 0:
+        # Nothing parsed as an event: the answer was not a stream (a proxy's page, JSON).
+        return (
+            f"the {provider} stream held no event: the server answered with a body that is "
+            "not a server-sent event stream"
+        )
+    return f"the {provider} stream ended before the reply was complete ({missing})"
