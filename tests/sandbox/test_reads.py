@@ -111,6 +111,9 @@ async def test_the_built_in_tools_read_only_at_home(places: Places) -> None:
         await _tool("Read", policy, {"file_path": "key"}, places.checkout)
     found = await _tool("Grep", policy, {"pattern": "PRIVATE|mine"}, places.checkout)
     assert "key" not in found and "mine.txt" in found
+    # Glob in the home folder (a read root) does not list what lies in its secret places.
+    listed = await _tool("Glob", policy, {"pattern": "**/*", "path": "~"}, places.checkout)
+    assert "notes.txt" in listed and "id_rsa" not in listed, listed
     # The checkout's own .env is the child's to read; one outside it is not.
     assert "OWN=1" in await _tool("Read", policy, {"file_path": ".env"}, places.checkout)
 

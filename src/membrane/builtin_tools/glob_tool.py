@@ -236,8 +236,14 @@ async def handle(
         base = resolve_path(str(base / fixed), context, tool=NAME, argument="pattern")
     pattern = GlobPattern.compile(rest or "*", tool=NAME)
     chosen = base
-    await in_thread(lambda: ensure_readable(chosen, read_scope_for(context, read_paths), tool=NAME))
+    scope = await in_thread(lambda: read_scope_for(context, read_paths))
+    await in_thread(lambda: ensure_readable(chosen, scope, tool=NAME))
     found = await in_thread(_glob, base, pattern, sort)
+    # A hidden place inside the folder searched (~/.ssh in a home folder named as a read root):
+    # its names are not listed either.
+    holes = [hole for hole in scope.holes() if hole.is_relative_to(base)]
+    if holes:
+        found = [path for path in found if not any(path.is_relative_to(h) for h in holes)]
     if not found:
         return f"No files match {raw_pattern!r} in {display_path(base, context)}."
     shown = [display_path(path, context) for path in found[:limit]]
