@@ -46,9 +46,10 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m pytest -m costs
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-# Opt-in, not part of `make test`: the example workspace on SmolLM2-135M behind llama.cpp's
-# OpenAI-compatible server on 127.0.0.1. The first run builds llama-cpp-python (compiles
-# llama.cpp) into $(MEMBRANE_LOCAL_MODEL_HOME) (default ~/.cache/membrane/local-model).
+# Opt-in, not part of `make test`: SmolLM2-135M behind llama.cpp's OpenAI-compatible server on
+# 127.0.0.1 completes a delegation (lead -> Task -> reader -> Read) three times. The first run
+# builds llama-cpp-python (compiles llama.cpp) into $(MEMBRANE_LOCAL_MODEL_HOME) (default
+# ~/.cache/membrane/local-model); runs and their state are kept under its runs/ folder.
 test-local-model: $(STAMP)
 	$(BIN)/python examples/local_model.py
 
