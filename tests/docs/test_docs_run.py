@@ -20,6 +20,8 @@ the file and line of the block.
 * info string ``fragment`` (```python fragment): not run, because it cannot run here (a real
   model, a network, a placeholder); ``synopsis`` (```console synopsis): a command's usage, each
   ``--option`` of which must appear in that command's ``--help``.
+* ```text output right below a python block: that block's whole output (instead of its
+  ``print`` comments).
 * ```toml: a settings file; it must load as a project's ``.membrane/config.toml``.
 * ```yaml that starts with ``agents:`` or ``default:``: a scripted model's script; it must load.
 * ``file=PATH`` after any language (```markdown file=examples/...): the block quotes that file of
@@ -50,7 +52,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCS = (REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")))
 #: The languages whose blocks must run, and the markers that exempt or narrow a block.
 RUN = {"python": "python", "console": "console", "sh": "sh", "bash": "sh", "shell": "sh"}
-MARKERS = {"fragment", "synopsis"}
+MARKERS = {"fragment", "synopsis", "output"}
 #: A bound on each command, not a performance expectation: a hung block fails instead of hanging.
 BOUND_SECONDS = 120
 _FENCE = re.compile(r"^(?P<indent>\s*)```(?!`)(?P<info>.*)$")
@@ -261,7 +263,12 @@ def test_block_runs(
         program.write_text("\n" * block.line + block.text, encoding="utf-8")
         done = _run([str(_venv_bin() / "python"), str(program)], root)
         assert done.returncode == 0, f"{block.where}: exited {done.returncode}\n{done.stdout}"
-        _compare(block.where, printed_by(block.text), done.stdout, root)
+        following = ALL[ALL.index(block) + 1 : ALL.index(block) + 2]
+        if following and following[0].doc == block.doc and "output" in following[0].markers:
+            shown = following[0].text.splitlines()  # the block right below shows the output
+        else:
+            shown = printed_by(block.text)
+        _compare(block.where, shown, done.stdout, root)
     elif kind == "console":
         for command, shown in commands(block.text):
             done = _run(["bash", "-c", command], root)
@@ -331,8 +338,9 @@ def test_a_quoted_file_is_quoted_whole(block: Block) -> None:
 def test_every_block_to_run_is_marked_by_its_language() -> None:
     """A typo in a marker, or a shell session in an unlabelled block, would escape the tests."""
     for block in ALL:
-        if block.language in RUN or block.language == "toml":
+        if block.language in RUN or block.language in ("toml", "text"):
             unknown = {word for word in block.markers if not word.startswith("file=")} - MARKERS
+            assert "output" not in block.markers or block.language == "text", block.where
             assert not unknown, f"{block.where}: unknown marker {sorted(unknown)}"
             assert "synopsis" not in block.markers or block.language == "console", block.where
         else:
