@@ -17,10 +17,12 @@ first; an assistant message with text or tool calls; each tool call with an ``id
 ``function``, a name and arguments that are a JSON object's text; every call answered by exactly
 one ``tool`` message carrying its ``tool_call_id`` before the conversation goes on, and no
 result for a call that was not made; the ids and names exactly as this server issued them;
-``stream_options`` only with ``stream``. An Anthropic request (``anthropic_problems``): a
-``max_tokens``; strictly alternating roles starting with a user; no empty or whitespace-only
-text block; ``tool_use`` input an object; every ``tool_use`` answered by a ``tool_result`` in
-the very next user turn, results first; ids and names as issued.
+``stream_options`` only with ``stream``; ``tool_choice`` ``auto``, ``none``, ``required`` or a
+function among ``tools`` (and tools present unless ``none``). An Anthropic request
+(``anthropic_problems``): a ``max_tokens``; strictly alternating roles starting with a user; no
+empty or whitespace-only text block; ``tool_use`` input an object; every ``tool_use`` answered
+by a ``tool_result`` in the very next user turn, results first; ids and names as issued;
+``tool_choice`` of type ``auto``, ``any``, ``tool`` (a name among ``tools``) or ``none``.
 
 The script maps an agent name (read from the ``<active_agent name="...">`` tag of the system
 prompt) to its turns; the turn is the number of assistant messages already in the request, so
@@ -113,6 +115,7 @@ def openai_problems(body: Any, issued: Mapping[str, str]) -> list[str]:
                 problems.append(f"{where}.content: Input should be a valid string")
     if open_calls:
         problems.append(f"messages: tool calls {sorted(open_calls)} have no tool message")
+    problems += _openai_tool_choice(body)
     for number, tool in enumerate(body.get("tools") or ()):
         function = tool.get("function") if isinstance(tool, dict) else None
         name = function.get("name") if isinstance(function, dict) else None
@@ -121,6 +124,30 @@ def openai_problems(body: Any, issued: Mapping[str, str]) -> list[str]:
         elif not isinstance(function.get("parameters", {}), dict):
             problems.append(f"tools.{number}.function.parameters: Input should be an object")
     return problems
+
+
+def _openai_tool_choice(body: Mapping[str, Any]) -> list[str]:
+    """``tool_choice``: ``auto``, ``none``, ``required`` or a named function among ``tools``;
+    anything but ``none`` needs tools (vLLM refuses it without)."""
+    if "tool_choice" not in body:
+        return []
+    choice = body["tool_choice"]
+    names = {
+        t["function"].get("name")
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    }
+    if choice in ("auto", "none", "required"):
+        named = None
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        named = (choice.get("function") or {}).get("name")
+        if named not in names:
+            return [f"tool_choice: function {named!r} is not among the tools"]
+    else:
+        return ["tool_choice: Input should be 'auto', 'none', 'required' or a named function"]
+    if choice != "none" and not names:
+        return ["tool_choice: only allowed when tools are specified"]
+    return []
 
 
 def _openai_call(where: str, call: object, issued: Mapping[str, str]) -> list[str]:
@@ -157,6 +184,16 @@ def anthropic_problems(body: Any, issued: Mapping[str, str]) -> list[str]:
     system = body.get("system", "")
     if not isinstance(system, str | list):
         problems.append("system: Input should be a valid string")
+    choice = body.get("tool_choice")
+    if choice is not None:
+        names = {t.get("name") for t in body.get("tools") or () if isinstance(t, dict)}
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        if kind not in ("auto", "any", "tool", "none"):
+            problems.append("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
+        elif kind == "tool" and choice.get("name") not in names:
+            problems.append(f"tool_choice.name: {choice.get('name')!r} is not among the tools")
+        elif kind in ("any", "tool") and not names:
+            problems.append("tool_choice: requires tools")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return [*problems, "messages: Input should be a non-empty list"]
