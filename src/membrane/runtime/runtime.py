@@ -203,6 +203,8 @@ class SubagentRuntime:
         #: What ``prune_orphans()`` did when the runtime opened (worktrees of crashed runs).
         self.pruned_worktrees: tuple[WorktreeOutcome, ...] = ()
         self._catalog = catalog
+        #: ``allowed_subagents`` -> (the catalog snapshot it was computed on, ``startable``).
+        self._startable: dict[tuple[str, ...], tuple[object, tuple[str, ...]]] = {}
         self._memory = memory
         base = deployment or Deployment(settings=self.settings)
         project_text = str(self.project) if self.project is not None else base.project
@@ -337,11 +339,22 @@ class SubagentRuntime:
         """The agents an ``allowed_subagents`` list admits that the catalog can start by name
         now (reloaded first): what a parent's ``Task`` offers as its ``agent`` enum."""
         self._catalog.reload()
+        definitions = self._catalog.definitions()
+        key = tuple(allowed)
+        known = self._startable.get(key)
+        # A catalog hands out the same snapshot until something changes: asked at every view
+        # of every delegating child, the answer is computed once per change.
+        if known is not None and known[0] is definitions:
+            return known[1]
         policy = self.settings.fallback_subagent
         fallback: str | None = DEFAULT_FALLBACK if policy is None else policy
         if policy is not None and policy.strip().lower() == "none":
             fallback = None  # fails closed
-        return startable(self._catalog.definitions(), allowed, fallback=fallback)
+        names = startable(definitions, allowed, fallback=fallback)
+        if len(self._startable) >= 256:
+            self._startable.clear()
+        self._startable[key] = (definitions, names)
+        return names
 
     async def start(
         self, request: SubagentStartRequest, *, allowed_agents: Collection[str] | None = None
