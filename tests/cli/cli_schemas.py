@@ -123,6 +123,7 @@ EXPLAIN = closed(
     }
     | {"warnings": array(WARNING)}
     | {"authority_digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}}
+    | {"role": nullable(STRING)}
 )  # fmt: skip
 
 #: ``agents show --json``: the definition as read, every field it sets.

@@ -4,14 +4,17 @@ against a real ``membrane serve`` and its Unix socket (DESIGN rule 11)."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from server_support import START_BOUND, Running, make_project, owner, serve, stop
+from server_support import START_BOUND, Running, clean_env, make_project, owner, serve, stop
 
 from membrane.errors import MembraneError
 from membrane.server import Client
@@ -167,3 +170,38 @@ async def test_no_extension_is_imported_from_where_a_live_run_may_write(
     assert not mark.exists()
     [warning] = [w for w in added["warnings"] if "pwn" in w]
     assert "not loaded" in warning and "checkout of a live run" in warning
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DEMO_TASK = "Review the stockroom service: find the open markers and say which ones matter."
+RUN_ID = re.compile(r"\b[0-9a-f]{8,}(?:-[0-9a-f]+)*\b")
+
+
+def test_a_runtime_backed_run_of_the_example_prints_the_tree_make_demo_prints(
+    tmp_path: Path,
+) -> None:
+    """Your own shell is the owner: the example's lead, run through the runtime, gets what the
+    headless ``make demo`` run gets (the auditor's ``summarize`` is not vetoed)."""
+    workspace = tmp_path / "workspace"
+    skip = shutil.ignore_patterns("state.db*", "worktrees", "__pycache__")
+    shutil.copytree(EXAMPLES / "workspace", workspace, ignore=skip)
+    home = tmp_path / "home"
+    home.mkdir()
+    socket = tmp_path / "sock" / "m.sock"
+    script = EXAMPLES / "scripts" / "demo.yaml"
+    argv = [PY, "-m", "membrane", "run", "lead", DEMO_TASK, "--project", str(workspace)]
+    argv += ["--model", f"scripted:{script}"]
+    env = clean_env(home, MEMBRANE_SOCKET=str(socket), COLUMNS="200")
+    proc = serve(socket, home)
+    try:
+        backed = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=START_BOUND * 2
+        )
+    finally:
+        stop(proc)
+    local = subprocess.run(
+        [*argv, "--headless"], env=env, capture_output=True, text=True, timeout=START_BOUND * 2
+    )
+    assert backed.returncode == local.returncode == 0, (backed.stderr, local.stderr)
+    assert "summarize" in local.stdout
+    assert RUN_ID.sub("ID", backed.stdout) == RUN_ID.sub("ID", local.stdout)

@@ -65,11 +65,14 @@ def build_authority(
     home: Path | None = None,
     workspace: Path | None = None,
     top_level: bool = False,
+    role: str | None = None,
 ) -> tuple[EffectiveAuthority, Settings]:
     """Everything ``explain`` reads from disk, handed to the pure resolver; and the settings
     it read.
 
     ``top_level``: AGENT is the root agent a host starts directly (depth 0), not a child.
+    ``role``: the trusted role (``settings.roles``) its start would carry, installed as the
+    runtime installs it (tools it leaves out have the reason ``role``).
     """
     if not agent.strip():
         raise InvalidRequest(
@@ -77,6 +80,17 @@ def build_authority(
             field="agent",
         )
     ws = Workspace.open(project, workspace=workspace, home=home)
+    admission = None
+    if role is not None:
+        from membrane.resolve.roles import RoleRestriction
+
+        spec = ws.settings.roles.get(role)
+        if spec is None:
+            known = ", ".join(sorted(ws.settings.roles))
+            raise InvalidRequest(
+                f"unknown role {role!r}; roles in settings: {known}", field="role", role=role
+            )
+        admission = RoleRestriction(role, spec)
     dispatch = ws.catalog.dispatch(agent, child=not top_level)
     warnings: list[str] = [dispatch.note] if dispatch.note else []
     definition = dispatch.definition
@@ -103,14 +117,16 @@ def build_authority(
             )
         deployment = replace(ws.deployment(), memory=ws.memory_for(definition))
         depth = 0 if top_level else None
-        authority = resolve(definition, call, parent, deployment, depth=depth)
+        authority = resolve(definition, call, parent, deployment, depth=depth, role=admission)
         if authority.checkout.kind == "worktree":
             subfolder, problem = _project_subfolder(ws.project)
             if problem is not None:
                 warnings.append(problem)
             elif subfolder:
                 deployment = replace(deployment, project_subfolder=subfolder)
-                authority = resolve(definition, call, parent, deployment, depth=depth)
+                authority = resolve(
+                    definition, call, parent, deployment, depth=depth, role=admission
+                )
         return authority
 
     warnings.extend(ws.warnings)
@@ -241,6 +257,11 @@ _TOP_LEVEL = Option(
     help="Explain AGENT as the root agent a host starts directly (depth 0), not as a child.",
 )
 _JSON = Option("--json", help="Print the JSON contract instead of tables.")
+_ROLE = Option(
+    "--role",
+    help="Explain AGENT as a caller with this role of the settings would start it (default: "
+    "no role, the owner's own authority).",
+)
 
 
 @app.command("explain")
@@ -253,6 +274,7 @@ def explain(
     workspace: Annotated[Path | None, _WORKSPACE] = None,
     parent: Annotated[str | None, _PARENT] = None,
     top_level: Annotated[bool, _TOP_LEVEL] = False,
+    role: Annotated[str | None, _ROLE] = None,
     as_json: Annotated[bool, _JSON] = False,
 ) -> None:
     """Show what AGENT would really get: fields and sources, prompt, tools, checkout.
@@ -281,6 +303,7 @@ def explain(
         parent_json=parent_json,
         workspace=None if workspace is None else workspace.resolve(),
         top_level=top_level,
+        role=role,
     )
     sandbox = sandbox_view(authority, project=root, settings=settings)
     model = model_view(*_model_field(authority), settings)
@@ -296,6 +319,7 @@ def explain(
         from membrane.resolve.digest import authority_digest
 
         payload = {**authority.to_json(), "sandbox": sandbox, "model": model, "budget": budget}
+        payload["role"] = role
         # The digest the child's ``published`` event carries when it runs as explained.
         payload["authority_digest"] = authority_digest(
             authority,

@@ -18,12 +18,12 @@ import anyio
 
 from membrane.cli.app import EXIT_RUN, app
 from membrane.cli.approve import TerminalApprover, terminal_approver
-from membrane.cli.backend import RunFollower, runtime_backed, runtime_session
+from membrane.cli.backend import RunFollower, requested_role, runtime_backed, runtime_session
 from membrane.cli.declare import Argument, Exit, Option, echo
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.screen import Node, Screen, Styled, rich_tree
 from membrane.config.budget import Budget
-from membrane.errors import Interrupted, RunError
+from membrane.errors import Interrupted, InvalidRequest, RunError
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
@@ -71,6 +71,12 @@ HEADLESS_OPTION = Option(
 )
 #: ``--socket PATH``: the machine runtime to use.
 SOCKET_OPTION = Option("--socket", help="The machine runtime's socket (default: $MEMBRANE_SOCKET).")
+#: ``--role``: the trusted role the run's view is narrowed by (the owner's choice).
+ROLE_OPTION = Option(
+    "--role",
+    help="Run under this role of the settings (default: $MEMBRANE_ROLE, else the runtime's "
+    "owner role, else your own authority).",
+)
 
 #: ``--state PATH``: the store file to use instead of the project's default one.
 BUDGET_HELP = (
@@ -145,7 +151,8 @@ class RunState:
         elif event.kind == "tool_call":
             node.last_call = str(data.get("name", ""))
         elif event.kind == "vetoed_call":
-            node.vetoed.append(f"{data.get('name')} ({data.get('code')})")
+            role = f", role {data['role']}" if data.get("role") else ""
+            node.vetoed.append(f"{data.get('name')} ({data.get('code')}{role})")
         elif event.kind == "tool_result" and data.get("is_error") and data.get("name") == "Task":
             node.rejected.append(str(data.get("code")))
         elif event.kind == "usage":
@@ -399,13 +406,14 @@ async def run_on_runtime(
     socket: Path | None,
     as_json: bool,
     background: bool = False,
+    role: str | None = None,
 ) -> RunResult | None:
     """Start (``runs/start``) or resume (``runs/resume``) a run on the machine runtime and show
     it with the formatters of the in-process path; ``background``: print its id and return
     (``None``), the runtime keeps it going."""
     # On a terminal, the runtime puts an `ask` rule's call to the user here, as in process.
     approver = None if background else terminal_approver()
-    async with runtime_session(project, role=None, socket=socket, approver=approver) as session:
+    async with runtime_session(project, role=role, socket=socket, approver=approver) as session:
         if background:
             assert session.client is not None
             run = (
@@ -462,6 +470,7 @@ def run(
     ] = False,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
+    role: Annotated[str | None, ROLE_OPTION] = None,
     announce_fd: Annotated[int | None, Option(hidden=True)] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
@@ -493,7 +502,13 @@ def run(
             params["logRequests"] = True
         outcome = anyio.run(
             lambda: run_on_runtime(
-                project, "runs/start", params, socket=socket, as_json=as_json, background=background
+                project,
+                "runs/start",
+                params,
+                socket=socket,
+                as_json=as_json,
+                background=background,
+                role=role,
             )
         )
         if outcome is not None and not outcome.ok:
@@ -507,6 +522,10 @@ def run(
     requests = state_file.parent / REQUESTS_FOLDER if logged else None
     chosen = parse_model(model, ws.settings, agent=definition, requests=requests)
     limits = None if budget is None else Budget.parse(budget, where="--budget")
+    role = requested_role(role)
+    if role is not None and role not in ws.settings.roles:
+        known = ", ".join(sorted(ws.settings.roles))
+        raise InvalidRequest(f"unknown role {role!r}; roles in settings: {known}", field="role")
     if background and announce_fd is None:
         argv = ["run", agent, task, "--project", str(ws.project), "--background"]
         if model is not None:  # else the detached run reads default_model too
@@ -519,12 +538,14 @@ def run(
             argv += ["--budget", budget]
         if log_requests:
             argv.append("--log-requests")
+        if role is not None:
+            argv += ["--role", role]
         _detach(ws, argv, as_json=as_json, state=state)
         return
 
     async def start(runtime: SubagentRuntime) -> RunInfo:
         request = SubagentStartRequest(
-            agent_type=agent, task=task, background=background, budget=limits
+            agent_type=agent, task=task, background=background, budget=limits, role=role
         )
         return await runtime.start(request)
 

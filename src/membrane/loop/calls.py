@@ -63,7 +63,7 @@ async def run_tool_call(
     for the call's own failures: they become error results carrying their code.
     """
     if call.name not in scope.view():
-        return _vetoed(call, emit)
+        return _vetoed(call, emit, scope)
     if hooks is not None:
         block = await hooks.before_tool_call(BeforeToolCall(agent, run_id, turn, call))
         if block is not None:
@@ -77,7 +77,7 @@ async def run_tool_call(
             return error_result(call, blocked.code, blocked.message)
     view = scope.view()
     if call.name not in view:
-        return _vetoed(call, emit)
+        return _vetoed(call, emit, scope)
     try:
         value = await view.call(call.name, call.arguments, context)
     except (ToolCallDenied, ApprovalUnavailable) as exc:
@@ -101,12 +101,30 @@ async def run_tool_call(
     return Message(role="tool", content=_render(value), tool_call_id=call.id, name=call.name)
 
 
-def _vetoed(call: ToolCall, emit: Emit) -> Message:
+def _vetoed(call: ToolCall, emit: Emit, scope: Scope) -> Message:
     error = ToolNotVisible(
         f"no tool named {call.name!r} is available to this agent", name=call.name
     )
-    emit("vetoed_call", {"name": call.name, "id": call.id, "code": error.code})
+    data: dict[str, Any] = {"name": call.name, "id": call.id, "code": error.code}
+    role = _hiding_role(scope, call.name)
+    if role is not None:
+        # For the operator (the event), never the model: the caller's role leaves it out.
+        data["role"] = role
+    emit("vetoed_call", data)
     return error_result(call, error.code, error.message)
+
+
+def _hiding_role(scope: Scope, name: str) -> str | None:
+    """The trusted role (a ``role:NAME`` restriction on ``scope``) that leaves out the
+    registered tool ``name``, or ``None``."""
+    tool = scope.registry.get(name)
+    if tool is None:
+        return None
+    for predicate in scope.restrictions:
+        label = getattr(predicate, "label", "")
+        if isinstance(label, str) and label.startswith("role:") and not predicate.admits(tool):
+            return label.removeprefix("role:")
+    return None
 
 
 def error_result(call: ToolCall, code: str, message: str, *, path: object = None) -> Message:

@@ -171,6 +171,9 @@ class Publisher:
         tools = record.child.scope.view().names
         data: dict[str, Any] = {
             "agent_type": record.agent_type,
+            # The trusted role installed on its view (``None``: no role, the owner's or an
+            # in-process host's own authority).
+            "role": record.role,
             "model": record.model,
             "depth": record.depth,
             "background": record.background,
