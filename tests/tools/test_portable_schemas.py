@@ -110,3 +110,20 @@ async def test_a_call_is_still_validated_against_the_whole_schema(tmp_path: Any)
     with pytest.raises(ToolArgumentsInvalid) as refused:  # ... and the call is still refused
         await view.call("Edit", arguments, ToolContext(agent="probe", cwd=tmp_path))
     assert refused.value.data["path"] == "$.old_string"
+
+
+def test_one_of_becomes_any_of_and_a_lone_all_of_is_merged() -> None:
+    # What pydantic and many MCP servers write: a union as oneOf, a reference wrapped in allOf.
+    schema = {
+        "type": "object",
+        "properties": {
+            "target": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+            "mode": {"allOf": [{"$ref": "#/$defs/Mode"}], "description": "How."},
+        },
+        "$defs": {"Mode": {"type": "string", "enum": ["fast", "slow"]}},
+        "additionalProperties": False,
+    }
+    portable = portable_schema(schema)
+    assert portable["properties"]["target"] == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert portable["properties"]["mode"] == {"$ref": "#/$defs/Mode", "description": "How."}
+    assert portability_problems(portable) == []

@@ -130,7 +130,27 @@ def _check(node: object, path: str, problems: list[str]) -> None:
         _check(option, f"{path}.anyOf[{index}]", problems)
 
 
+def _unions_rewritten(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``node`` with the combinators both can take in another form: ``oneOf`` as ``anyOf``
+    (a call is still validated against the ``oneOf``), and an ``allOf`` of one schema (what
+    pydantic writes around a ``$ref``) merged into the node."""
+    if "oneOf" not in node and not (
+        isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1
+    ):
+        return node
+    rewritten = dict(node)
+    if "oneOf" in rewritten and "anyOf" not in rewritten:
+        rewritten["anyOf"] = rewritten.pop("oneOf")
+    only = rewritten.get("allOf")
+    if isinstance(only, list) and len(only) == 1 and isinstance(only[0], Mapping):
+        del rewritten["allOf"]
+        for keyword, value in only[0].items():
+            rewritten.setdefault(keyword, value)
+    return rewritten
+
+
 def _portable(node: Mapping[str, Any]) -> dict[str, Any]:
+    node = _unions_rewritten(node)
     out: dict[str, Any] = {}
     said: list[str] = []
     numeric = "number" in _types(node)
