@@ -74,6 +74,35 @@ async def test_two_roles_see_and_run_what_their_role_allows(
                     assert not (project / "w.txt").exists()
 
 
+async def test_the_external_role_reads_only_inside_the_project(runtime: Running) -> None:
+    """A caller that proves nothing reads the project through Read, Glob and Grep, and nothing
+    outside it: not the system's folders every child reads, not the read roots."""
+    outside = [
+        ("Read", {"file_path": "/etc/passwd"}),
+        ("Read", {"file_path": "../home/outside.txt"}),
+        ("Glob", {"pattern": "*", "path": "/etc"}),
+        ("Grep", {"pattern": "root", "path": "/etc/passwd"}),
+    ]
+    (runtime.home / "outside.txt").write_text("beyond the project\n")
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(runtime.socket) as client:
+            info = await client.request("initialize", {"identity": {}})
+            assert info["caller"]["role"] == "external"
+            added = await client.request("projects/add", {"root": str(runtime.project)})
+            ids = {"projectId": added["projectId"]}
+            inside = await client.request(
+                "actions/call", {**ids, "name": "Read", "arguments": {"file_path": "notes.txt"}}
+            )
+            assert "alpha" in json.dumps(inside)
+            for name, arguments in outside:
+                with pytest.raises(MembraneError) as caught:
+                    await client.request(
+                        "actions/call", {**ids, "name": name, "arguments": arguments}
+                    )
+                assert caught.value.code == "path-outside-checkout", (name, arguments)
+                assert "reads only inside the checkout" in str(caught.value)
+
+
 async def test_a_role_claimed_in_initialize_changes_nothing(runtime: Running) -> None:
     with anyio.fail_after(START_BOUND):
         caller, names = await _list(

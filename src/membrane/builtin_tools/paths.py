@@ -79,8 +79,11 @@ def resolve_path(raw: str, context: ToolContext, *, tool: str, argument: str = "
 
 def read_scope_for(context: ToolContext, read_paths: Sequence[Path] = ()) -> ReadScope:
     """What a call in ``context`` may read: its checkout (and repository), ``read_paths`` and
-    the system's folders, less the hidden places."""
+    the system's folders, less the hidden places; only its checkout (less the hidden places)
+    when ``context.checkout_reads_only``."""
     root = checkout_root(context)
+    if context.checkout_reads_only:
+        return read_scope(root, system=False)
     git = find_git(root)
     repository = () if git is None else (git.top, git.common)
     return read_scope(root, read_paths=read_paths, repository=repository)
@@ -94,11 +97,17 @@ def ensure_readable(path: Path, scope: ReadScope, *, tool: str, shown: str | Non
         return real
     where = shown if shown is not None else str(path)
     via = "" if real == Path(os.path.normpath(path)) else f" (it resolves to {real})"
+    if scope.roots == (scope.checkout,):
+        rule = "This caller (the server's `external` role) reads only inside the checkout."
+    else:
+        rule = (
+            "Reads stay in the checkout, the system's folders (/usr, /etc, ...) and the folders "
+            "the settings' `read_paths` name; Membrane's state and secret places (~/.ssh, "
+            "~/.aws, /etc/shadow, .env files outside the checkout, ...) are never read."
+        )
     raise PathOutsideCheckout(
         f"{tool} refused to read {where}{via}: it is outside the checkout {scope.checkout} and "
-        "the read roots. Reads stay in the checkout, the system's folders (/usr, /etc, ...) and "
-        "the folders the settings' `read_paths` name; Membrane's state and secret places "
-        "(~/.ssh, ~/.aws, /etc/shadow, .env files outside the checkout, ...) are never read.",
+        f"the read roots. {rule}",
         tool=tool,
         path=str(path),
         resolved=str(real),

@@ -162,16 +162,19 @@ def read_scope(
     repository: Sequence[Path] = (),
     home: Path | None = None,
     membrane_home: Path | None = None,
+    system: bool = True,
 ) -> ReadScope:
     """The read scope of a child in ``checkout`` (made real here): ``read_paths`` are the read
     roots the settings and the host name; ``repository`` the checkout's repository (its work
-    tree and git folder), read-only to the child like its checkout."""
+    tree and git folder), read-only to the child like its checkout; ``system``: the system's
+    folders too (:data:`SYSTEM_ROOTS`)."""
     root = real_path(checkout)
     places = hidden_places(home, membrane_home)
     state, secrets = places[0], places[1:]
     named = tuple(real_path(Path(p).expanduser()) for p in read_paths)
-    system = tuple(real_path(Path(p)) for p in SYSTEM_ROOTS if os.path.exists(p))
-    roots = tuple(dict.fromkeys((root, *(real_path(p) for p in repository), *named, *system)))
+    system_roots = SYSTEM_ROOTS if system else ()
+    system_trees = tuple(real_path(Path(p)) for p in system_roots if os.path.exists(p))
+    roots = tuple(dict.fromkeys((root, *(real_path(p) for p in repository), *named, *system_trees)))
     # A secret place a read root names (or reaches into) is visible there: the deepest entry
     # decides, so a root equal to a hidden place, or inside it, shows what it names.
     hidden = secrets

@@ -29,7 +29,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from membrane.config.budget import Budget
-from membrane.config.values import Settings
+from membrane.config.values import DEFAULT_ROLE, Settings
 from membrane.durable.schedule_actions import schedule_tools
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner
 from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
@@ -369,6 +369,7 @@ class ProjectHost:
                 cwd=self.workspace.project,
                 session=caller.session_id or f"role:{caller.role}",
                 extra=MappingProxyType({"role": caller.role}),
+                checkout_reads_only=caller.role == DEFAULT_ROLE,
             )
             found = self._sessions[key] = _Session(self._scope(caller), context)
         return found

@@ -51,6 +51,9 @@ class ToolContext:
     #: The calling agent's definition lets its sandboxed commands use the network
     #: (``network: true``), whatever the tool's own policy says.
     network: bool = False
+    #: The caller reads only inside its checkout: no read root, no system folder (a server
+    #: caller in the ``external`` role, DESIGN rule 14).
+    checkout_reads_only: bool = False
 
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any
