@@ -1,6 +1,6 @@
-"""Requests started eagerly on a real ``membrane serve``: one that waits keeps its own task (its
-cancel scopes and task groups across the wait), the calls behind it on the same connection are
-answered meanwhile, and each call has a context of its own."""
+"""Requests on a real ``membrane serve``, each in a task of its own: one that waits keeps its
+task (its cancel scopes and task groups across the wait), the calls behind it on the same
+connection are answered meanwhile, and each call has a context of its own."""
 
 from __future__ import annotations
 

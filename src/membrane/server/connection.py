@@ -7,10 +7,9 @@ partial line past 1 MiB) is answered with an error and the connection is closed 
 that line cannot be framed). A partial line waits in the connection's own buffer, so a client
 that stalls mid-line holds up nobody.
 
-Each request runs in a task of its own, started eagerly: its first step runs as soon as its
-line is read, so a request that never waits (a no-op tool) is answered with no trip through
-the event loop, and one that waits (a slow ``runs/wait``) goes on in its task while the next
-calls are answered (``Connection._start``).
+Each request runs in a task of its own, kept by the connection until it ends (closing the
+connection cancels it), so one that waits (a slow ``runs/wait``) goes on in its task while the
+next calls are answered (``Connection._start``).
 
 A reply is written whole in one ``write`` (so frames of concurrent replies never interleave,
 with no lock). While the peer leaves more than 1 MiB unread, the connection stops reading its
@@ -21,12 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-
-# How an eagerly started task becomes the current one: asyncio's own (private) helpers, and
-# its table of current tasks (what ``asyncio.current_task`` reads, without the Python frame).
-from asyncio.tasks import _current_tasks, _enter_task, _leave_task  # type: ignore[attr-defined]
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
@@ -79,39 +73,6 @@ def _oversized() -> bytes:
     )
 
 
-class _Steps:
-    """Drives one coroutine from inside the task awaiting it, each step in ``context``, from
-    its second step on (``yielded``: what its first step yielded)."""
-
-    __slots__ = ("_context", "_coro", "_yielded")
-
-    def __init__(
-        self,
-        coro: Coroutine[object, object, None],
-        context: contextvars.Context,
-        yielded: object,
-    ) -> None:
-        self._coro = coro
-        self._context = context
-        self._yielded = yielded
-
-    def __await__(self) -> Generator[object, object, None]:
-        yielded = self._yielded
-        while True:
-            try:
-                sent = yield yielded
-            except BaseException as exc:  # the awaiting task's cancellation, passed on
-                try:
-                    yielded = self._context.run(self._coro.throw, exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    yielded = self._context.run(self._coro.send, sent)
-                except StopIteration:
-                    return
-
-
 class Connection(asyncio.Protocol):
     """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches).
 
@@ -127,8 +88,6 @@ class Connection(asyncio.Protocol):
         self._group: TaskGroup | None = None
         #: The requests' own tasks (plain asyncio tasks: cheaper to start than the group's).
         self._calls: set[asyncio.Task[None]] = set()
-        #: The task the next request starts as, and how it is handed that request (``_start``).
-        self._spare: tuple[asyncio.Task[None], asyncio.Future[_Steps]] | None = None
         #: Bytes of a line not complete yet (at most ``MAX_FRAME_BYTES``).
         self._pending = bytearray()
         self._closed = False
@@ -271,58 +230,16 @@ class Connection(asyncio.Protocol):
         # Notifications and other responses from a client need no answer.
 
     def _start(self, request: Request) -> None:
-        """Run ``request`` from its first step now, as the connection's spare task.
-
-        The spare is a task that has run nothing yet. The request's first step runs here with
-        the spare as the current task and in a context of its own, as an eagerly started task
-        of its own would: a request that finishes without waiting (a no-op tool) costs no
-        task and no trip through the event loop. One that waits is handed to the spare, which
-        drives it from that step to its end (its cancel scopes were entered in that task, and
-        stay there), and the next request gets a new spare."""
-        loop = self._loop
-        assert loop is not None
-        if _current_tasks.get(loop) is not None:
-            # Called from inside a task (not by the transport): the request gets its own.
-            self._calls.add(asyncio.Task(self._whole(request), loop=loop))
-            return
-        spare = self._spare
-        if spare is None:
-            handover: asyncio.Future[_Steps] = self._future()
-            task = asyncio.Task(self._adopt(handover), loop=self._loop)
-            self._calls.add(task)
-            spare = self._spare = (task, handover)
-        coro = self._handle(request)
-        context = contextvars.copy_context()
-        _enter_task(loop, spare[0])
-        try:
-            yielded = context.run(coro.send, None)
-        except StopIteration:
-            return  # answered in its first step: no task, no trip through the loop
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException:  # cancelled in its first step: over, as its own task would be
-            return
-        finally:
-            _leave_task(loop, spare[0])
-        self._spare = None
-        spare[1].set_result(_Steps(coro, context, yielded))
-
-    async def _adopt(self, handover: asyncio.Future[_Steps]) -> None:
-        """A spare task: takes the request whose first step waited, and drives it to its end."""
-        try:
-            await (await handover)
-        finally:
-            self._calls.discard(asyncio.current_task())
+        """Run ``request`` in a task of its own, kept until it ends."""
+        assert self._loop is not None
+        task = asyncio.Task(self._whole(request), loop=self._loop)
+        self._calls.add(task)
 
     async def _whole(self, request: Request) -> None:
         try:
             await self._handle(request)
         finally:
             self._calls.discard(asyncio.current_task())
-
-    def _future(self) -> asyncio.Future[_Steps]:
-        assert self._loop is not None
-        return self._loop.create_future()
 
     async def wait_idle(self) -> None:
         """Return once no request of this connection is running."""
