@@ -97,11 +97,7 @@ def test_every_membrane_type_in_a_public_signature_is_exported_by_a_tier() -> No
             value = getattr(tier, name)
             members = [(name, value)]
             if inspect.isclass(value):
-                # A record's compiled ``__init__`` is made when first read: read it.
-                own = {
-                    attr: getattr(value, attr) if attr == "__init__" else member
-                    for attr, member in vars(value).items()
-                }
+                own = dict(vars(value))
                 members = [
                     (f"{name}.{attr}", member)
                     for attr, member in own.items()

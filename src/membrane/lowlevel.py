@@ -31,6 +31,7 @@ from membrane.resolve import (
     ToolAdmission,
     TranscriptEntry,
 )
+from membrane.resolve.ceiling import Ceiling
 from membrane.resolve.permissions import Permissions
 from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.provider import (
@@ -69,6 +70,7 @@ __all__ = [
     "Attachment",
     "BoundWorkflow",
     "CatalogLike",
+    "Ceiling",
     "Checkout",
     "ChildComposition",
     "ChildOutcome",
