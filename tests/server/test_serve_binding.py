@@ -110,3 +110,78 @@ async def test_a_cached_reply_is_never_replayed_to_another_caller(
                 own = (await stranger.request("actions/call", {**ids, **read}))["result"]
     assert caught.value.code == "tool-not-visible"
     assert "secret" not in json.dumps(own) and "alpha" in json.dumps(own)
+
+
+async def test_a_caller_without_proof_reaches_only_the_runs_it_started(
+    running: Running, tmp_path: Path
+) -> None:
+    """A child that dropped its token can neither read, message nor stop a sibling."""
+    script = tmp_path / "sleeper.json"
+    sleeper = {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 600"}}]}
+    script.write_text(json.dumps({"agents": {"reader": [sleeper, {"text": "done"}]}}))
+    quick = tmp_path / "quick.json"
+    quick.write_text(json.dumps({"agents": {"reader": [{"text": "mine"}]}}))
+    codes: dict[str, str] = {}
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(running.socket) as host:
+            await host.request("initialize", {"identity": owner(running.home)})
+            ids = {
+                "projectId": (await host.request("projects/add", {"root": str(running.project)}))[
+                    "projectId"
+                ]
+            }
+            start = {**ids, "agent": "reader", "task": "wait", "model": f"scripted:{script}"}
+            sibling = (await host.request("runs/start", {**start, "background": True}))["run"]
+            at = {**ids, "runId": sibling["run_id"]}
+            async with Client.connect(running.socket) as stranger:
+                await stranger.request("initialize", {})
+                await stranger.request("projects/add", {"root": str(running.project)})
+                for method, params in (
+                    ("runs/get", at),
+                    ("runs/wait", {**at, "timeout": 0}),
+                    ("runs/message", {**at, "message": "stop working"}),
+                    ("runs/stop", at),
+                    ("runs/resume", {**at, "message": "go on"}),
+                ):
+                    with pytest.raises(MembraneError) as caught:
+                        await stranger.request(method, params)
+                    codes[method] = caught.value.code
+                listed = (await stranger.request("runs/list", ids))["runs"]
+                stored = (await stranger.request("runs/list", {**ids, "stored": True}))["runs"]
+                own = {**ids, "agent": "reader", "task": "x", "model": f"scripted:{quick}"}
+                mine = (await stranger.request("runs/start", own))["run"]
+                got = await stranger.request("runs/get", {**ids, "runId": mine["run_id"]})
+                relisted = (await stranger.request("runs/list", ids))["runs"]
+            still = (await host.request("runs/get", at))["run"]
+            await host.request("runs/stop", at)
+    assert set(codes.values()) == {"unknown-run"}, codes
+    assert listed == [] and stored == []
+    assert got["run"]["run_id"] == mine["run_id"]
+    assert [r["run_id"] for r in relisted] == [mine["run_id"]]
+    assert still["status"] == "running"
+
+
+async def test_callers_without_proof_share_their_roles_rate_limit_whatever_session_they_name(
+    running: Running,
+) -> None:
+    grep = {"name": "Grep", "arguments": {"pattern": "alpha"}}
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(running.socket) as host:
+            await host.request("initialize", {"identity": owner(running.home)})
+            await host.request("projects/add", {"root": str(running.project)})
+        for session, calls in (("a", 3), ("b", 1)):
+            async with Client.connect(running.socket) as client:
+                await client.request("initialize", {"identity": {"sessionId": session}})
+                ids = {
+                    "projectId": (
+                        await client.request("projects/add", {"root": str(running.project)})
+                    )["projectId"]
+                }
+                for _ in range(calls - 1):
+                    await client.request("actions/call", {**ids, **grep})
+                if session == "a":
+                    await client.request("actions/call", {**ids, **grep})
+                else:
+                    with pytest.raises(MembraneError) as caught:
+                        await client.request("actions/call", {**ids, **grep})
+    assert caught.value.code == "rate-limited"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from server_support import READER_SCRIPT, START_BOUND, Running, clean_env
+from server_support import READER_SCRIPT, START_BOUND, Running, clean_env, owner
 
 from membrane.server import Client
 
@@ -40,7 +40,7 @@ def _cli(runtime: Running, cwd: Path, *args: str) -> subprocess.CompletedProcess
 
 async def _runtime_runs(runtime: Running) -> dict[str, str]:
     async with Client.connect(runtime.socket) as client:
-        await client.request("initialize", {})
+        await client.request("initialize", {"identity": owner(runtime.home)})
         reply = await client.request("projects/add", {"root": str(runtime.project)})
         listed = await client.request("runs/list", {"projectId": reply["projectId"]})
     return {run["run_id"]: run["status"] for run in listed["runs"]}
@@ -98,7 +98,7 @@ async def test_background_leaves_the_run_to_the_runtime(runtime: Running, tmp_pa
     assert int(match.group(2)) == runtime.pid
     with anyio.fail_after(START_BOUND):
         async with Client.connect(runtime.socket) as client:
-            await client.request("initialize", {})
+            await client.request("initialize", {"identity": owner(runtime.home)})
             reply = await client.request("projects/add", {"root": str(runtime.project)})
             waited = await client.request(
                 "runs/wait", {"projectId": reply["projectId"], "runId": match.group(1)}

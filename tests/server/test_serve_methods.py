@@ -80,13 +80,13 @@ async def test_a_session_over_its_rate_limit_is_told_when_to_retry(
     grep = {"name": "Grep", "arguments": {"pattern": "alpha"}}
     with anyio.fail_after(START_BOUND):
         async with Client.connect(socket) as client:
-            ids = await _open(client, project, sessionId="chat-a")
+            ids = await _open(client, project, **owner(project.parent / "home", sessionId="chat-a"))
             for _ in range(3):
                 await client.request("actions/call", {**ids, **grep})
             with pytest.raises(MembraneError) as caught:
                 await client.request("actions/call", {**ids, **grep})
         async with Client.connect(socket) as other:
-            ids = await _open(other, project, sessionId="chat-b")
+            ids = await _open(other, project, **owner(project.parent / "home", sessionId="chat-b"))
             await other.request("actions/call", {**ids, **grep})  # another session's window
     assert caught.value.code == "rate-limited"
     assert 0 < caught.value.data["retry_after_seconds"] <= 3600
@@ -148,7 +148,7 @@ async def test_events_stream_a_runs_lifecycle_and_runs_methods_answer(
     kinds: list[str] = []
     with anyio.fail_after(START_BOUND):
         async with Client.connect(socket) as client:
-            ids = await _open(client, project)
+            ids = await _open(client, project, **owner(project.parent / "home"))
             assert await client.request("events/subscribe", ids) == {"subscribed": True}
             start = {**ids, "agent": "reader", "task": "count", "model": f"scripted:{script}"}
             run = (await client.request("runs/start", {**start, "background": True}))["run"]

@@ -367,7 +367,9 @@ class ProjectHost:
             context = ToolContext(
                 agent=f"caller:{caller.role}",
                 cwd=self.workspace.project,
-                session=caller.session_id or f"role:{caller.role}",
+                # A caller that proves nothing shares its role's windows, whatever session it
+                # names: a new name per connection escapes no rate limit.
+                session=(caller.session_id if caller.owner else None) or f"role:{caller.role}",
                 extra=MappingProxyType({"role": caller.role}),
                 checkout_reads_only=caller.role == DEFAULT_ROLE,
             )

@@ -21,8 +21,9 @@ from membrane.config.budget import Budget
 from membrane.errors import CallerRefused, InvalidRequest, UnknownRun
 from membrane.json_types import JSONDict, JSONValue
 from membrane.resolve import CallParams
-from membrane.runtime import SubagentStartRequest
+from membrane.runtime import RunInfo, SubagentStartRequest
 from membrane.runtime.events import TERMINAL_KINDS
+from membrane.runtime.listing import subtree
 from membrane.server.approval import APPROVAL_CAPABILITY, answered_by, client_approver
 from membrane.server.connection import Connection, InvalidParams, UnknownMethod
 from membrane.server.framing import Encoded, Request, encode_value
@@ -285,6 +286,37 @@ def _who(conn: Connection, caller: Caller) -> Hashable:
     return ("connection", mine)
 
 
+def _own_runs(conn: Connection, caller: Caller) -> set[str] | None:
+    """The runs a caller that proves nothing (neither the owner nor a run's token) may reach:
+    those it started on this connection, and their descendants as its event stream sees them
+    published; ``None`` for any other caller (the runtime's own checks hold for a token)."""
+    if caller.run_id is not None or caller.owner:
+        return None
+    runs = conn.state.get("runs")
+    if not isinstance(runs, set):
+        runs = conn.state["runs"] = set()
+    return runs
+
+
+def _reach(host: ProjectHost, conn: Connection, caller: Caller, run_id: str) -> None:
+    """Refuse (``unknown-run``) a run the caller may not reach (``_own_runs``): a child that
+    dropped its token neither reads, messages nor stops a sibling."""
+    own = _own_runs(conn, caller)
+    if own is None:
+        return
+    seen: str | None = run_id
+    for _ in range(64):  # deeper than any depth cap
+        if seen is None:
+            break
+        if seen in own:
+            return
+        try:
+            seen = host.runtime.get(seen).parent_id
+        except UnknownRun:
+            break
+    raise UnknownRun(f"no run {run_id!r} among the runs this connection started", run_id=run_id)
+
+
 async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Start, params)
@@ -305,6 +337,9 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
         info = await host.start(
             caller, request, model=p.model, exact=p.exact, log_requests=p.logRequests
         )
+    own = _own_runs(conn, caller)
+    if own is not None:
+        own.add(info.run_id)
     return {"run": info.to_dict()}
 
 
@@ -312,6 +347,11 @@ async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JS
     caller = _caller(server, conn)
     p = _parse(_Resume, params)
     host = server.project(p.projectId, caller)
+    own = _own_runs(conn, caller)
+    if own is not None and p.runId not in own:
+        raise UnknownRun(
+            f"no run {p.runId!r} among the runs this connection started", run_id=p.runId
+        )
     with answered_by(conn):
         info = await host.resume(caller, p.runId, p.message, model=p.model)
     return {"run": info.to_dict()}
@@ -321,17 +361,32 @@ async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSON
     caller = _caller(server, conn)
     p = _parse(_Runs, params)
     host = server.project(p.projectId, caller)
+    own = _own_runs(conn, caller)
     if p.stored:
         rows = await host.stored_runs(caller)
+        if own is not None:
+            keep = own | {row.run_id for root in own for row in subtree(rows, root)}
+            rows = [row for row in rows if row.run_id in keep]
         return {"runs": [row.to_dict() for row in rows], "state": str(host.state_path)}
     parent = caller.run_id if caller.run_id is not None else p.parentId
-    return {"runs": [info.to_dict() for info in host.runtime.runs(parent_id=parent)]}
+    infos = host.runtime.runs(parent_id=parent)
+    if own is not None:
+        reached: list[RunInfo] = []
+        for info in infos:
+            try:
+                _reach(host, conn, caller, info.run_id)
+            except UnknownRun:
+                continue
+            reached.append(info)
+        infos = reached
+    return {"runs": [info.to_dict() for info in infos]}
 
 
 async def _runs_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Run, params)
     host = server.project(p.projectId, caller)
+    _reach(host, conn, caller, p.runId)
     return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
 
 
@@ -339,6 +394,7 @@ async def _runs_wait(server: Server, conn: Connection, params: JSONDict) -> JSON
     caller = _caller(server, conn)
     p = _parse(_Wait, params)
     host = server.project(p.projectId, caller)
+    _reach(host, conn, caller, p.runId)
     (info,) = await host.runtime.wait_all([p.runId], timeout=p.timeout, caller=caller.run_id)
     return {"run": info.to_dict()}
 
@@ -347,6 +403,7 @@ async def _runs_message(server: Server, conn: Connection, params: JSONDict) -> J
     caller = _caller(server, conn)
     p = _parse(_Message, params)
     host = server.project(p.projectId, caller)
+    _reach(host, conn, caller, p.runId)
     host.runtime.steer(p.runId, p.message, caller=caller.run_id)
     return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
 
@@ -355,6 +412,7 @@ async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSON
     caller = _caller(server, conn)
     p = _parse(_Run, params)
     host = server.project(p.projectId, caller)
+    _reach(host, conn, caller, p.runId)
     return {"run": (await host.runtime.stop(p.runId, caller=caller.run_id)).to_dict()}
 
 
@@ -401,11 +459,12 @@ async def _workflow_answer(server: Server, conn: Connection, params: JSONDict) -
 async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
     """Stream the project's lifecycle events to this connection as ``events/event``.
 
-    A token caller hears only its own run's subtree."""
+    A token caller hears only its own run's subtree; a caller that proves nothing only the
+    subtrees of the runs it started on this connection."""
     caller = _caller(server, conn)
     host = server.project(_parse(_Project, params).projectId, caller)
     stream = host.runtime.events()
-    mine: set[str] | None = None if caller.run_id is None else {caller.run_id}
+    mine: set[str] | None = _own_runs(conn, caller) if caller.run_id is None else {caller.run_id}
     started = anyio.Event()
 
     async def forward() -> None:
