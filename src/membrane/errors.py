@@ -72,6 +72,7 @@ Two families, as a user meets them:
         ├── Interrupted ................ interrupted
         └── ServerError ................ server-error
             ├── RuntimeAlreadyRunning .. runtime-already-running
+            ├── SocketPathTooLong ...... socket-path-too-long
             ├── RuntimeUnavailable ..... runtime-unavailable
             ├── RuntimeRoleMismatch .... runtime-role-mismatch
             ├── UnknownProject ......... unknown-project
@@ -130,6 +131,7 @@ __all__ = [
     "ServerError",
     "SettingsError",
     "SetupFailed",
+    "SocketPathTooLong",
     "StateInsideCheckout",
     "StoreError",
     "StructuredOutputInvalid",
@@ -599,6 +601,13 @@ class RuntimeAlreadyRunning(ServerError):
     """Another ``membrane serve`` holds the socket's lock. Carries ``pid`` and ``socket``."""
 
     code = "runtime-already-running"
+
+
+class SocketPathTooLong(ServerError):
+    """A socket path the kernel cannot take, even through its folder's descriptor: Unix
+    socket addresses hold at most 107 bytes. Carries ``socket`` and ``limit``."""
+
+    code = "socket-path-too-long"
 
 
 class RuntimeUnavailable(ServerError):

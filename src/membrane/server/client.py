@@ -41,6 +41,7 @@ from membrane.server.framing import (
     result_frame,
 )
 from membrane.server.owner import read_owner_token
+from membrane.server.transport import socket_address
 
 __all__ = [
     "IDENTITY_ENV",
@@ -285,7 +286,8 @@ def _connected(path: str) -> socket.socket:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(_CONNECT_SECONDS))
-        sock.connect(path)
+        with socket_address(Path(path)) as address:
+            sock.connect(address)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(0))
     except BaseException:
         sock.close()

@@ -3,6 +3,11 @@
 * The path is ``$MEMBRANE_SOCKET``, else ``<membrane home>/sock/membrane.sock``. Its folder is
   created with mode 0700 and must be private (a folder others can enter is refused); the
   socket itself is mode 0600.
+* A path longer than a Unix socket address holds (107 bytes; a deep ``MEMBRANE_HOME`` reaches
+  it) is bound and connected through its folder's descriptor, ``/proc/self/fd/N/NAME``, which
+  the kernel resolves to the same file: no link or file is made anywhere else, so the socket
+  stays in its private folder. Where that cannot work either (no ``/proc``, or a file name
+  that alone is too long) it fails with ``socket-path-too-long`` naming the path and the limit.
 * A lock file beside the socket (``membrane.sock.lock``, ``flock``) holds the pid of the one
   server that owns it. A second server finds the lock taken and fails with
   ``runtime-already-running`` naming that pid. A socket file left by a crash (the lock is free
@@ -22,12 +27,13 @@ import os
 import socket
 import stat
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from membrane.config.load import membrane_home
-from membrane.errors import RuntimeAlreadyRunning, ServerError
+from membrane.errors import RuntimeAlreadyRunning, ServerError, SocketPathTooLong
 
 __all__ = [
     "PeerCredentials",
@@ -37,12 +43,44 @@ __all__ = [
     "listen_backlog",
     "peer_credentials",
     "probe_socket",
+    "socket_address",
     "unlink_own_socket",
 ]
 
 SOCKET_ENV: Final = "MEMBRANE_SOCKET"
 _BACKLOG: Final = 512
 _CRED = struct.Struct("3i")
+#: The most bytes a Unix socket address (``sun_path``) holds on Linux, its final NUL excluded.
+SOCKET_PATH_LIMIT: Final = 107
+
+
+@contextlib.contextmanager
+def socket_address(path: Path) -> Iterator[str]:
+    """The address to ``bind`` or ``connect`` for ``path``: the path itself when it fits in a
+    Unix socket address, else ``/proc/self/fd/N/NAME`` through a descriptor of its folder,
+    open while the context is. ``SocketPathTooLong`` when neither fits."""
+    text = str(path)
+    if len(os.fsencode(text)) <= SOCKET_PATH_LIMIT:
+        yield text
+        return
+    # An OSError here (no such folder) is the caller's, as a failed bind or connect would be.
+    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        short = f"/proc/self/fd/{folder}/{path.name}"
+        if len(os.fsencode(short)) > SOCKET_PATH_LIMIT or not os.path.isdir(
+            f"/proc/self/fd/{folder}"
+        ):
+            raise SocketPathTooLong(
+                f"the socket path {text} is {len(os.fsencode(text))} bytes, over the "
+                f"{SOCKET_PATH_LIMIT} a Unix socket address holds, and cannot be reached "
+                "through its folder either",
+                socket=text,
+                limit=SOCKET_PATH_LIMIT,
+                hint="pass a shorter --socket, or set MEMBRANE_SOCKET to a shorter path",
+            )
+        yield short
+    finally:
+        os.close(folder)
 
 
 def listen_backlog() -> int:
@@ -81,7 +119,8 @@ def probe_socket(path: Path) -> bool:
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.settimeout(2.0)
-        probe.connect(str(path))
+        with socket_address(path) as address:
+            probe.connect(address)
     except OSError:
         return False
     finally:
@@ -171,7 +210,8 @@ def bind_socket(path: Path, lock: SocketLock) -> socket.socket:
         try:
             old = os.umask(0o177)
             try:
-                sock.bind(str(path))
+                with socket_address(path) as address:
+                    sock.bind(address)
             finally:
                 os.umask(old)
             os.chmod(path, 0o600)
