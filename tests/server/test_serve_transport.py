@@ -97,6 +97,25 @@ def test_malformed_json_gets_a_parse_error_and_the_connection_lives(runtime: Run
         assert reply["id"] == 10 and "runtimeInfo" in reply["result"]  # type: ignore[operator]
 
 
+def test_a_deeply_nested_frame_gets_a_parse_error_and_the_connection_lives(
+    runtime: Running,
+) -> None:
+    def nested(depth: int) -> bytes:
+        head = (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"x": '
+        )
+        return head + b"[" * depth + b"]" * depth + b"}}}\n"
+
+    with _raw(runtime.socket) as sock:
+        sock.sendall(nested(200_000))
+        reply = _line(sock)
+        assert reply["id"] is None
+        assert reply["error"]["code"] == -32700  # type: ignore[index]
+        assert "deeper than" in reply["error"]["message"]  # type: ignore[index]
+        sock.sendall(nested(100))  # a frame nesting within the limit is read
+        assert "runtimeInfo" in _line(sock)["result"]  # type: ignore[operator]
+
+
 def test_a_2_mib_frame_is_refused_and_the_connection_closed(runtime: Running) -> None:
     with _raw(runtime.socket) as sock:
         payload = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Final, cast
 
+from membrane.agents.nesting import too_deep
 from membrane.errors import MembraneError
 from membrane.json_types import JSONDict, JSONValue
 
@@ -89,6 +90,12 @@ class FrameError(Exception):
         self.id = id
 
 
+#: The deepest a frame may nest its arrays and objects. A deeper frame is a parse error,
+#: refused by a linear scan before any parser recurses into it (a parser would otherwise end
+#: in ``RecursionError`` and drop the connection), and only scanned at all when it holds more
+#: brackets than this.
+MAX_FRAME_NESTING: Final = 128
+
 #: The C scanner behind ``json.loads``, called directly on the hot path (``parse_frame``).
 _SCAN: Final[Callable[[str, int], tuple[object, int]]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_SPACE: Final = " \t\n\r"
@@ -102,8 +109,22 @@ def _loaded(line: bytes) -> object:
         raise FrameError(PARSE_ERROR, f"parse error: {exc}") from None
 
 
+def _refuse_deep(line: bytes) -> None:
+    try:
+        text = line.decode()
+    except UnicodeDecodeError:
+        return  # the parser reports it
+    deep = too_deep(text, flavor="json", limit=MAX_FRAME_NESTING)
+    if deep is not None:
+        raise FrameError(
+            PARSE_ERROR, f"parse error: the frame nests deeper than {MAX_FRAME_NESTING} levels"
+        )
+
+
 def parse_frame(line: bytes) -> Request | Notification | Response:
     """One frame (its newline may end it); ``FrameError`` when it is not JSON-RPC 2.0."""
+    if line.count(b"[") + line.count(b"{") > MAX_FRAME_NESTING:
+        _refuse_deep(line)
     try:
         # ``json.loads(line)`` by its C scanner: a UTF-8 line holding one value and nothing
         # but JSON space after it. Any other line takes ``json.loads`` itself, so the value and
