@@ -239,3 +239,32 @@ def test_an_unknown_agent_type_without_a_fallback_is_a_configuration_error(
     args = ["run", "nobody", "go", "--project", str(project), "--model", f"scripted:{script}"]
     assert main(args) == 2
     assert error_code(capsys.readouterr().err) == "unknown-agent"
+
+
+def test_a_background_child_stopped_at_exit_is_reported_with_its_real_status(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The lead ends while its background sleeper still waits in a long command; the end of the
+    # command stops the sleeper, and the report says so.
+    root = tmp_path / "project"
+    write(root / ".membrane" / "agents" / "lead.md", LEAD.replace("helper, broken", "sleeper"))
+    write(
+        root / ".membrane" / "agents" / "sleeper.md",
+        "---\nname: sleeper\ndescription: Waits.\ntools: Bash\n---\nWait.\n",
+    )
+    script = write(
+        tmp_path / "bg.yaml",
+        "agents:\n  lead:\n    - tool_calls:\n"
+        "        - {name: Task, arguments: {agent: sleeper, task: wait, background: true}}\n"
+        "    - text: lead is done\n  sleeper:\n"
+        "    - tool_calls: [{name: Bash, arguments: {command: sleep 600}}]\n"
+        "    - text: sleeper is done\n",
+    )
+    args = ["run", "lead", "go", "--project", str(root), "--model", f"scripted:{script}"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    sessions = _sessions(root)
+    (sleeper_id,) = [run_id for run_id, row in sessions.items() if row[0] == "sleeper"]
+    assert sessions[sleeper_id][1] == "stopped"
+    assert f"sleeper ({sleeper_id}) stopped" in out
+    assert "running" not in out, out

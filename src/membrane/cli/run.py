@@ -327,12 +327,28 @@ async def drive_run(
                 announce=announce,
                 approver=approver,
             )
+            if not followed[3]:
+                await _end_left_running(follower, followed[0])
     finally:
         store.close()
         close = getattr(model, "aclose", None)
         if close is not None:
             await close()
     return report_run(*followed, project=ws.project, warnings=ws.warnings, as_json=as_json)
+
+
+async def _end_left_running(follower: RunFollower, state: RunState) -> None:
+    """Stop the runs the top-level run left going (its background children, which closing the
+    runtime stops anyway) and record how each really ended, so the report never calls a run
+    ``running`` that is over."""
+    for node in list(state.nodes.values()):
+        if node.status not in ("running", "queued"):
+            continue
+        await follower.stop(node.run_id)
+        ended = await follower.wait(node.run_id)
+        node.status, node.text = ended.status, ended.text
+        if ended.error is not None and not node.error:
+            node.error = f"{ended.error.get('code')}: {ended.error.get('message')}"
 
 
 def report_run(
