@@ -68,6 +68,8 @@ Two families, as a user meets them:
         ├── RunLeased .................. run-leased
         ├── WorkflowRefused ............ workflow-refused
         ├── StoreError ................. store-error
+        │   ├── StoreNotMembrane ....... store-not-membrane
+        │   └── StoreDamaged ........... store-damaged
         ├── RateLimited ................ rate-limited
         ├── Interrupted ................ interrupted
         └── ServerError ................ server-error
@@ -133,7 +135,9 @@ __all__ = [
     "SetupFailed",
     "SocketPathTooLong",
     "StateInsideCheckout",
+    "StoreDamaged",
     "StoreError",
+    "StoreNotMembrane",
     "StructuredOutputInvalid",
     "TokenInvalid",
     "ToolArgumentsInvalid",
@@ -534,6 +538,23 @@ class StoreError(RunError):
     """The durable store failed or holds malformed data."""
 
     code = "store-error"
+
+
+class StoreNotMembrane(StoreError):
+    """The state file is not a Membrane store: not a SQLite database, or a SQLite database of
+    another application (another ``application_id``, or tables but no Membrane schema). Nothing
+    was written to it. Carries ``path``."""
+
+    code = "store-not-membrane"
+
+
+class StoreDamaged(StoreError):
+    """The state file is a Membrane store that fails its check: its write-ahead log's header is
+    not SQLite's (commits that live only there cannot be read), its schema is gone or disagrees
+    with its recorded version, or ``PRAGMA quick_check`` reports damage. Nothing was written to
+    it. Carries ``path`` and ``problems``."""
+
+    code = "store-damaged"
 
 
 class UnknownSkill(RunError):

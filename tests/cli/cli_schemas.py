@@ -176,7 +176,15 @@ DOCTOR = closed(
                 "claimed_role": nullable(STRING),
             }
         ),
-        "project": closed({"root": STRING, "id": STRING, "state": STRING, "state_exists": BOOLEAN}),
+        "project": closed(
+            {
+                "root": STRING,
+                "id": STRING,
+                "state": STRING,
+                "state_exists": BOOLEAN,
+                "state_check": {"anyOf": [{"type": "null"}, {"const": "ok"}, array(STRING)]},
+            }
+        ),
         "sandbox": {"type": "object", "required": ["machine"]},
         "mcp_servers": {
             "type": "object",

@@ -134,7 +134,7 @@ def test_a_file_that_is_not_a_database_is_refused_with_its_path(tmp_path: Path) 
     path.write_text("these are not the bytes of a database\n" * 100)
     with pytest.raises(StoreError) as info:
         SQLiteStore(path)
-    assert info.value.code == "store-error"
+    assert info.value.code == "store-not-membrane"
     assert info.value.data["path"] == str(path)
     assert str(path) in str(info.value)
 

@@ -2,9 +2,10 @@
 
 Sections: the runtime (the resolved socket, and whether a runtime answers there with its
 ``runtimeInfo``), the caller (its role, from trusted sources only), the project (its id and state
-file), the sandbox (what the machine offers and what the settings choose), MCP servers
-configured, external agent CLIs detected, and the skill roots. It exits 1 when something a
-command needs is missing (a sandbox the settings name that this machine lacks, broken settings),
+file, checked read only with ``PRAGMA quick_check``), the sandbox (what the machine offers and
+what the settings choose), MCP servers configured, external agent CLIs detected, and the skill
+roots. It exits 1 when something a command needs is missing (a sandbox the settings name that
+this machine lacks, broken settings, a state file that fails its check),
 and says what to do.
 
 ``membrane doctor --model NAME`` checks one model instead: it sends one tiny request (no tools,
@@ -64,6 +65,7 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     from membrane.sandbox.machine import choose_backend, machine_support, root_note
     from membrane.server.transport import default_socket_path
     from membrane.store.location import locate_state, project_id
+    from membrane.store.sqlite import check_file
 
     problems: list[dict[str, str]] = []
     home = membrane_home()
@@ -102,12 +104,24 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
         "claimed_role": os.environ.get("MEMBRANE_ROLE"),
     }
     state = locate_state(project, home=home)
+    # The state file is checked read only (its write-ahead log, its application id and
+    # ``PRAGMA quick_check``); a missing one is not created.
+    damage = check_file(state.path) if state.exists else []
     doc["project"] = {
         "root": str(project),
         "id": project_id(project),
         "state": str(state.path),
         "state_exists": state.exists,
+        "state_check": None if not state.exists else (damage or "ok"),
     }
+    if damage:
+        problems.append(
+            {
+                "problem": f"store-damaged: {state.path} fails its check: {'; '.join(damage[:3])}",
+                "fix": "restore the state file from a copy, or move it aside (with its -wal and "
+                "-shm files) to start a new store (docs/durability.md)",
+            }
+        )
     support = machine_support()
     sandbox: dict[str, Any] = {"machine": support.to_json(), "as_root": root_note(support)}
     if settings is not None:
@@ -240,7 +254,11 @@ def doctor(
             f"caller role: {doc['caller']['role']} ({doc['caller']['source']})",
             f"project:     {doc['project']['root']}",
             f"state:       {doc['project']['state']}"
-            + ("" if doc["project"]["state_exists"] else " (not created yet)"),
+            + (
+                f" (check: {'ok' if doc['project']['state_check'] == 'ok' else 'damaged'})"
+                if doc["project"]["state_exists"]
+                else " (not created yet)"
+            ),
             f"sandbox:     {doc['sandbox'].get('in_force')} "
             f"(setting {doc['sandbox'].get('setting')}; machine offers "
             f"{doc['sandbox']['machine']['strongest']})",

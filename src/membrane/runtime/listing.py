@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from membrane.durable.runs import RunResult
+from membrane.errors import StoreDamaged
 from membrane.models.base import Usage
 from membrane.runtime.budget import stored_ledger
 from membrane.store.base import SessionHeader
@@ -101,11 +102,20 @@ def subtree(rows: list[RunRow], root: str) -> list[RunRow]:
 def list_runs(state: Path) -> list[RunRow]:
     """Every run stored in ``state`` (an existing store file), oldest first.
 
-    Raises ``StoreError`` for a file that is not a Membrane store and ``InvalidDepth`` when a
-    stored depth is malformed.
+    Raises ``StoreError`` for a file that is not a Membrane store (``store-not-membrane``) or
+    fails its check (``store-damaged``: ``PRAGMA quick_check`` reads the whole file first) and
+    ``InvalidDepth`` when a stored depth is malformed.
     """
     store = SQLiteStore(state)
     try:
+        problems = store.quick_check()
+        if problems:
+            raise StoreDamaged(
+                f"{state} fails its check ({'; '.join(problems[:3])}); run `membrane doctor`, "
+                "and restore the file from a copy",
+                path=str(state),
+                problems=problems,
+            )
         sessions = store.list_sessions()
         owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
         own = {header.session_id: _own_usage(store, header) for header in sessions}

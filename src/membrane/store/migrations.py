@@ -5,6 +5,15 @@ applies the missing ones in order inside one ``BEGIN IMMEDIATE`` transaction, so
 opening a fresh file at once cannot both migrate it, and a failure leaves the old schema intact.
 Applied migrations are recorded in ``schema_migrations``; reopening applies nothing.
 
+The file knows it is Membrane's: ``migrate`` sets SQLite's ``application_id`` to
+``APPLICATION_ID`` and ``user_version`` to the schema version in the transaction that migrates,
+and checks both first. A file of another application (another ``application_id``, or tables
+without a Membrane schema) is refused (``store-not-membrane``) and one whose ids disagree with
+its schema (a Membrane id and no schema: the schema lived in a write-ahead log that was lost)
+is refused (``store-damaged``): no new schema is ever laid over a file that is not empty. A
+store written before the ids existed (no ``application_id``, a ``schema_migrations`` table) is
+adopted.
+
 Never edit a released migration: append a new one.
 """
 
@@ -14,9 +23,19 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from membrane.errors import StoreError
+from membrane.errors import StoreDamaged, StoreError, StoreNotMembrane
 
-__all__ = ["MIGRATIONS", "Migration", "migrate", "schema_version"]
+__all__ = [
+    "APPLICATION_ID",
+    "MIGRATIONS",
+    "Migration",
+    "check_identity",
+    "migrate",
+    "schema_version",
+]
+
+#: SQLite's ``application_id`` of every Membrane store: the bytes ``MbrN``.
+APPLICATION_ID = 0x4D62724E
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +221,7 @@ def migrate(
     known = migrations[-1].version if migrations else 0
     conn.execute("BEGIN IMMEDIATE")
     try:
+        check_identity(conn, path)
         current = schema_version(conn)
         if current > known:
             raise StoreError(
@@ -221,11 +241,52 @@ def migrate(
                 (migration.version, migration.name, time.time()),
             )
             current = migration.version
+        # PRAGMA takes no parameters; both values are integers this code chose.
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
+        conn.execute(f"PRAGMA user_version = {current:d}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     return current
+
+
+def check_identity(conn: sqlite3.Connection, path: str) -> None:
+    """Refuse a file that is not a Membrane store, or one whose ids disagree with its schema."""
+    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    user_version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = {
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if app_id not in (0, APPLICATION_ID) or (
+        app_id == 0 and tables and "schema_migrations" not in tables
+    ):
+        raise StoreNotMembrane(
+            f"{path} is a SQLite database of another application (application_id {app_id}, "
+            f"tables: {', '.join(sorted(tables)) or 'none'}), not a Membrane store; "
+            "Membrane will not write to it: point the state at another file",
+            path=path,
+            application_id=app_id,
+        )
+    if app_id != APPLICATION_ID:
+        return  # a new file, or a store written before the ids were set: adopted
+    recorded: int | str = (
+        int(conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0])
+        if "schema_migrations" in tables
+        else "none"
+    )
+    if recorded != user_version:
+        raise StoreDamaged(
+            f"{path} is a Membrane store whose schema is missing or disagrees with its recorded "
+            f"version (user_version {user_version}, schema version {recorded}): part of it was "
+            "lost (a damaged or deleted write-ahead log?); Membrane will not write over it. "
+            "Restore it from a copy, or move it aside to start a new store",
+            path=path,
+            problems=[f"user_version {user_version}, schema version {recorded}"],
+        )
 
 
 def _check_sequence(migrations: tuple[Migration, ...]) -> None:

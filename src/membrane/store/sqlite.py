@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Unpack
 
-from membrane.errors import StoreError
+from membrane.errors import StoreDamaged, StoreError, StoreNotMembrane
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
@@ -55,13 +55,19 @@ from membrane.store.base import (
     missing,
 )
 from membrane.store.location import refuse_checkout
-from membrane.store.migrations import MIGRATIONS, Migration, migrate
+from membrane.store.migrations import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    Migration,
+    check_identity,
+    migrate,
+)
 from membrane.store.sqlite_durable import SQLiteDurable, edge_row
 from membrane.store.sqlite_flush import Flusher
 from membrane.store.sqlite_outbox import SQLiteOutbox
 from membrane.store.sqlite_schedules import SQLiteSchedules
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStore", "check_file", "check_wal"]
 
 #: Rows per INSERT of transcript messages (3 parameters each, well under SQLite's limit).
 _ROWS_PER_INSERT = 256
@@ -133,6 +139,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the folder for {where}: {exc}", path=where) from exc
+        check_wal(self.path)
         try:
             conn = sqlite3.connect(
                 where, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -140,6 +147,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {where} as a Membrane store: {exc}", path=where) from exc
         try:
+            # Before anything is written (switching to WAL rewrites the header): a file that is
+            # not Membrane's is left exactly as it was. ``migrate`` checks again under its lock.
+            check_identity(conn, where)
             conn.execute("PRAGMA foreign_keys = ON")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -161,13 +171,25 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                     fsync=fsync,
                     timeout=timeout,
                 )
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if "not a database" in str(exc):
+                raise StoreNotMembrane(
+                    f"{where} is not a SQLite database, so not a Membrane store ({exc}); "
+                    "Membrane will not write to it: point the state at another file",
+                    path=where,
+                ) from exc
+            if "malformed" in str(exc) or "corrupt" in str(exc):
+                raise StoreDamaged(
+                    f"{where} is damaged ({exc}); run `membrane doctor`, restore it from a "
+                    "copy, or move it aside to start a new store",
+                    path=where,
+                    problems=[str(exc)],
+                ) from exc
+            raise StoreError(f"cannot open {where} as a Membrane store: {exc}", path=where) from exc
         except sqlite3.Error as exc:
             conn.close()
-            raise StoreError(
-                f"cannot open {where} as a Membrane store: {exc} "
-                "(is it a SQLite database written by Membrane?)",
-                path=where,
-            ) from exc
+            raise StoreError(f"cannot open {where} as a Membrane store: {exc}", path=where) from exc
         except BaseException:
             conn.close()
             raise
@@ -211,6 +233,13 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     async def barrier(self) -> None:
         if self._flusher is not None:
             await self._flusher.barrier()
+
+    def quick_check(self) -> list[str]:
+        """What SQLite's ``PRAGMA quick_check`` finds wrong with the file (empty when nothing):
+        a read of every page, in time linear in the file's size."""
+        with self._guard("quick_check") as conn:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+        return _problems(rows)
 
     def close(self) -> None:
         """Sync and checkpoint what was committed, then close (idempotent)."""
@@ -591,6 +620,83 @@ def _header(row: tuple[Any, ...]) -> SessionHeader:
         meta=load_json(meta, what=f"meta of session {session_id!r}"),
         result=None if result is None else load_json(result, what=f"result of {session_id!r}"),
     )
+
+
+#: The two magic numbers a SQLite write-ahead log starts with (checksums little- or big-endian).
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+_WAL_HEADER = 32
+
+
+def check_wal(path: Path) -> None:
+    """Refuse a store whose ``-wal`` file holds frames under a header that is not SQLite's.
+
+    SQLite treats such a log as empty: every commit that lives only there (up to a checkpoint's
+    worth) is dropped without a word, and the next write starts the log again over them. A log
+    of at most a header's length holds no commit, and is left to SQLite.
+    """
+    wal = path.with_name(path.name + "-wal")
+    try:
+        with wal.open("rb") as file:
+            head = file.read(_WAL_HEADER)
+            size = os.fstat(file.fileno()).st_size
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"cannot read {wal}: {exc}", path=str(path)) from exc
+    if size <= _WAL_HEADER or _wal_header_valid(head):
+        return
+    raise StoreDamaged(
+        f"the write-ahead log {wal} of the store {path} is damaged (its header is not "
+        "SQLite's): the commits that live only in it cannot be read, and Membrane will not open "
+        "the store and write over them. Keep a copy of both files; to open what the database "
+        "file itself holds, losing those commits, move the -wal file aside "
+        "(docs/durability.md#a-damaged-write-ahead-log)",
+        path=str(path),
+        problems=[f"{wal}: invalid write-ahead log header"],
+    )
+
+
+def check_file(path: Path) -> list[str]:
+    """What is wrong with the existing store file at ``path`` (empty when nothing), read only:
+    its write-ahead log's header, that it is Membrane's, and ``PRAGMA quick_check``."""
+    try:
+        check_wal(path)
+    except StoreError as exc:
+        return [exc.message]
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return [f"cannot open {path}: {exc}"]
+    try:
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        if app_id not in (0, APPLICATION_ID):
+            return [f"{path} is not a Membrane store (application_id {app_id})"]
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.Error as exc:
+        return [f"{path}: {exc}"]
+    finally:
+        conn.close()
+    return _problems(rows)
+
+
+def _problems(rows: list[Any]) -> list[str]:
+    """The lines of a ``quick_check``'s rows, without its ``ok``."""
+    return [line for row in rows for line in str(row[0]).splitlines() if line != "ok"]
+
+
+def _wal_header_valid(head: bytes) -> bool:
+    """Whether ``head`` (a log's first 32 bytes) has SQLite's magic and a matching checksum."""
+    if len(head) < _WAL_HEADER:
+        return False
+    magic = int.from_bytes(head[:4], "big")
+    if magic not in _WAL_MAGIC:
+        return False
+    order: Literal["big", "little"] = "big" if magic & 1 else "little"
+    s0 = s1 = 0
+    for at in range(0, 24, 8):
+        s0 = (s0 + int.from_bytes(head[at : at + 4], order) + s1) & 0xFFFFFFFF
+        s1 = (s1 + int.from_bytes(head[at + 4 : at + 8], order) + s0) & 0xFFFFFFFF
+    return (s0, s1) == (int.from_bytes(head[24:28], "big"), int.from_bytes(head[28:32], "big"))
 
 
 def _failed(store: SQLiteStore, action: str, exc: sqlite3.Error) -> StoreError:
