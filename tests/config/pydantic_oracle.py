@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from membrane.config.load import URL_PROBLEM
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
@@ -65,6 +72,7 @@ class _Model(_Strict):
     timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_SAFE_INT)
     reasoning: bool | None = None
+    strict_tools: bool = False
 
     _seconds = field_validator("timeout", mode="before")(_float)
 
@@ -82,6 +90,12 @@ class _Model(_Strict):
         if parts.scheme not in ("http", "https") or not host:
             raise ValueError(URL_PROBLEM)
         return value
+
+    @model_validator(mode="after")
+    def _strict_tools(self) -> _Model:
+        if self.strict_tools and self.provider != "openai":
+            raise ValueError("strict_tools is for openai entries")
+        return self
 
 
 class _File(_Strict):

@@ -19,7 +19,12 @@ from membrane.errors import ToolArgumentsInvalid
 from membrane.runtime.delegation import DelegationConfig, delegation_tools
 from membrane.store.memory import MemoryStore
 from membrane.tools import Scope, ToolContext, ToolRegistry
-from membrane.tools.portable import portability_problems, portable_schema
+from membrane.tools.portable import (
+    drop_optional_nulls,
+    portability_problems,
+    portable_schema,
+    strict_schema,
+)
 from membrane.tools.registry import wire_schema
 from membrane.tools.spec import Tool
 from membrane.workflow.engine import WorkflowEngine
@@ -61,6 +66,36 @@ def names(tools: Sequence[Tool]) -> list[str]:
 @pytest.mark.parametrize("tool", every_builtin_tool(), ids=names(every_builtin_tool()))
 def test_every_builtin_wire_schema_is_strict_and_grammar_ready(tool: Tool) -> None:
     assert portability_problems(wire_schema(tool)["input_schema"]) == []
+
+
+def _all_required(node: Any, path: str = "$") -> list[str]:
+    """Strict mode's last rule: every object lists all of its properties in ``required``."""
+    problems: list[str] = []
+    if not isinstance(node, dict):
+        return problems
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        if sorted(node.get("required") or ()) != sorted(properties):
+            problems.append(f"{path}: not every property is required")
+        for name, child in properties.items():
+            problems += _all_required(child, f"{path}.{name}")
+    for keyword in ("items", "additionalProperties"):
+        problems += _all_required(node.get(keyword), f"{path}.{keyword}")
+    for index, option in enumerate(node.get("anyOf") or ()):
+        problems += _all_required(option, f"{path}.anyOf[{index}]")
+    return problems
+
+
+@pytest.mark.parametrize("tool", every_builtin_tool(), ids=names(every_builtin_tool()))
+def test_every_builtin_strict_form_meets_every_rule_of_strict_mode(tool: Tool) -> None:
+    portable = wire_schema(tool)["input_schema"]
+    strict = strict_schema(portable)
+    assert portability_problems(strict) == []
+    assert _all_required(strict) == []
+    # A strict model writes null for every optional argument: left out again, nothing else.
+    optional = set(portable.get("properties", {})) - set(portable.get("required", ()))
+    nulls = dict.fromkeys(optional)
+    assert drop_optional_nulls(nulls, portable) == {}
 
 
 def test_the_check_finds_what_strict_mode_or_llama_cpp_cannot_use() -> None:

@@ -146,6 +146,7 @@ _MODEL_FIELDS: Final = {
     "timeout": Field(optional(number(gt=0))),
     "max_tokens": _count(1),
     "reasoning": Field(optional(boolean)),
+    "strict_tools": Field(boolean, default=False),
 }
 
 
@@ -386,7 +387,16 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         parsed = _read(path, cache)
         if parsed is None:
             continue
-        models.update(parsed["models"] or {})
+        for name, entry in (parsed["models"] or {}).items():
+            if entry.strict_tools and entry.provider != "openai":
+                raise SettingsError(
+                    f"{path}: models.{name}: strict_tools is OpenAI's strict mode, and this "
+                    f"entry's provider is {entry.provider}",
+                    path=str(path),
+                    key=f"models.{name}.strict_tools",
+                    hint="remove strict_tools, or use it on an openai entry",
+                )
+            models[name] = entry
         aliases.update(parsed["model_aliases"] or {})
         budget.update(_budget(parsed["budget"], path))
         rules += (json.dumps(rule, sort_keys=True, default=str) for rule in parsed["rules"] or ())

@@ -105,6 +105,8 @@ class ModelEntry:
     timeout: float | None = None
     max_tokens: int | None = None
     reasoning: bool | None = None
+    #: ``openai`` only: tools are sent in OpenAI's strict mode (``strict: true``).
+    strict_tools: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,10 @@ imported when the first model is built.
 * ``response_schema`` is sent as ``response_format`` (``json_schema``).
 * ``tool_choice`` (when the request offers tools) is sent as ``tool_choice``: ``"auto"``,
   ``"required"``, ``"none"`` or ``{"type": "function", "function": {"name": NAME}}``.
+* ``strict_tools=True`` sends each tool with ``strict: true`` and its schema in strict mode's
+  form (``membrane.tools.portable.strict_schema``: every property required, the optional ones
+  nullable); the ``null`` a model writes for an optional argument is taken out of the call
+  before it is validated and run, so the tool sees the argument left out.
 * Failures map to the stable codes through ``membrane.models.retry`` and are retried there;
   the SDK's own retries are off. The key is never part of an error.
 
@@ -33,6 +37,7 @@ from membrane.models.convert import from_openai_response, to_openai_messages
 from membrane.models.sdk import Assembler, SdkModel
 from membrane.models.stream import OpenAIStream
 from membrane.models.thinking import dropped_note
+from membrane.tools.portable import drop_optional_nulls, strict_schema
 from membrane.vocabulary import TOOL_CHOICE_MODES
 
 if TYPE_CHECKING:
@@ -63,12 +68,46 @@ class OpenAIModel(SdkModel["AsyncOpenAI"]):
     client_class = "AsyncOpenAI"
     error_class = "OpenAIError"
 
+    def __init__(self, model: str, *, strict_tools: bool = False, **options: Any) -> None:
+        super().__init__(model, **options)
+        #: Tools are sent in OpenAI's strict mode (``strict: true``).
+        self.strict_tools = strict_tools
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        response = await super().request(request)
+        if not (self.strict_tools and request.tools and response.tool_calls):
+            return response
+        schemas = {
+            str(tool["name"]): schema
+            for tool in request.tools
+            if isinstance(schema := tool["input_schema"], Mapping)
+        }
+        calls = tuple(
+            dataclasses.replace(call, arguments=drop_optional_nulls(call.arguments, schema))
+            if (schema := schemas.get(call.name)) is not None
+            else call
+            for call in response.tool_calls
+        )
+        return dataclasses.replace(response, tool_calls=calls)
+
     def body(self, request: ModelRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The request keyword arguments, and the notes on what could not be honoured."""
         body = to_openai_messages(request)
         body["model"] = self.model
         if request.tool_choice is not None and request.tools:
             body["tool_choice"] = openai_tool_choice(request.tool_choice)
+        if self.strict_tools and body.get("tools"):
+            body["tools"] = [
+                {
+                    **tool,
+                    "function": {
+                        **tool["function"],
+                        "parameters": strict_schema(tool["function"]["parameters"]),
+                        "strict": True,
+                    },
+                }
+                for tool in body["tools"]
+            ]
         notes: list[str] = []
         level = request.thinking
         if level is not None:

@@ -61,6 +61,8 @@ def build_model(choice: ModelChoice) -> Model:
     if entry.provider == "openai":
         from membrane.models.openai import OpenAIModel
 
+        if entry.strict_tools:
+            options["strict_tools"] = True
         return OpenAIModel(entry.model, name=name, **options)  # type: ignore[arg-type]
     from membrane.models.anthropic import AnthropicModel
 

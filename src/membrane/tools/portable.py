@@ -14,9 +14,12 @@ arguments are still validated against all of it: the wire form only says less, i
 ``portability_problems`` lists what keeps a schema from that common part; the built-in tools'
 wire schemas have none (a test checks them all).
 
-One rule of strict mode is left out on purpose: it also wants every property listed in
-``required`` (an optional argument made nullable instead). Membrane's optional arguments stay
-optional, so the adapters send no ``strict`` flag; every other rule holds.
+One rule of strict mode is not in the portable form: it also wants every property listed in
+``required``, an optional argument made nullable instead. ``strict_schema`` takes a portable
+schema there (the ``openai`` adapter sends it, with ``strict: true``, for a model entry with
+``strict_tools = true``), and ``drop_optional_nulls`` takes a call's arguments back: a ``null``
+the model was made to write for an optional argument is the argument left out, so the call is
+validated and run against the tool's own schema as if strict mode had never been asked for.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["portability_problems", "portable_schema"]
+__all__ = ["drop_optional_nulls", "portability_problems", "portable_schema", "strict_schema"]
 
 #: The keywords both accept, wherever they appear (the rest of their rules are checked below).
 _COMMON: Final = frozenset(
@@ -190,3 +193,76 @@ def _words(keyword: str, value: object) -> str:
     if keyword == "uniqueItems":
         return "no item repeated" if value else "items may repeat"
     return f"{keyword}: {json.dumps(value, default=str)}"
+
+
+def strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A portable ``schema`` in the form OpenAI's strict mode requires: every object lists all
+    of its properties in ``required``, and one that was optional also accepts ``null`` (a new
+    value; ``schema`` is not changed)."""
+    return _strict(schema)
+
+
+def drop_optional_nulls(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``arguments`` without the ``null`` values a strict-mode model wrote for the arguments
+    ``schema`` (the schema before ``strict_schema``) does not require, at every depth."""
+    out = _without_nulls(arguments, schema)
+    return out if isinstance(out, dict) else dict(arguments)
+
+
+def _nullable(node: Mapping[str, Any]) -> dict[str, Any]:
+    if "$ref" in node or "anyOf" in node or "type" not in node:
+        options = list(node.get("anyOf") or [{k: v for k, v in node.items() if k != "description"}])
+        if not any(isinstance(o, Mapping) and o.get("type") == "null" for o in options):
+            options.append({"type": "null"})
+        out = {"anyOf": options}
+        if "description" in node:
+            out["description"] = node["description"]
+        return out
+    out = dict(node)
+    declared = node["type"]
+    types = [declared] if isinstance(declared, str) else list(declared)
+    if "null" not in types:
+        out["type"] = [*types, "null"]
+    if isinstance(node.get("enum"), list) and None not in node["enum"]:
+        out["enum"] = [*node["enum"], None]
+    return out
+
+
+def _strict(node: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(node)
+    for keyword in _SUBSCHEMA:
+        if isinstance(node.get(keyword), Mapping):
+            out[keyword] = _strict(node[keyword])
+    if isinstance(node.get("$defs"), Mapping):
+        out["$defs"] = {
+            name: _strict(child) if isinstance(child, Mapping) else child
+            for name, child in node["$defs"].items()
+        }
+    if isinstance(node.get("anyOf"), list):
+        out["anyOf"] = [_strict(o) if isinstance(o, Mapping) else o for o in node["anyOf"]]
+    properties = node.get("properties")
+    if isinstance(properties, Mapping):
+        required = set(node.get("required") or ())
+        out["properties"] = {
+            name: _strict(child) if name in required else _nullable(_strict(child))
+            for name, child in properties.items()
+            if isinstance(child, Mapping)
+        }
+        out["required"] = list(out["properties"])
+    return out
+
+
+def _without_nulls(value: Any, node: Mapping[str, Any]) -> Any:
+    if isinstance(value, Mapping) and isinstance(node.get("properties"), Mapping):
+        required = set(node.get("required") or ())
+        properties = node["properties"]
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if item is None and key in properties and key not in required:
+                continue
+            child = properties.get(key)
+            out[key] = _without_nulls(item, child) if isinstance(child, Mapping) else item
+        return out
+    if isinstance(value, list) and isinstance(node.get("items"), Mapping):
+        return [_without_nulls(item, node["items"]) for item in value]
+    return value
