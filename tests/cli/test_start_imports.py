@@ -125,7 +125,7 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 
 #: What a pure read never needs: the store, the MCP client, the event loop library, the process
 #: runner, the regex engine of Grep, the built-in tools' handlers (their declarations suffice),
-#: OpenSSL's hashes (the digests are hashlib's built-in ones), the close-match finder of error
+#: the close-match finder of error
 #: messages, and (once the installed entry points and the skills are cached) the distribution
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
 #: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor the
@@ -141,8 +141,6 @@ NOT_FOR_EXPLAIN = (
     "membrane.cli.explain_parent",
     "membrane.cli.explain_tables",
     "membrane.cli.screen",
-    "hashlib",
-    "_hashlib",
     "difflib",
     "tempfile",
     "membrane.builtin_tools.read",

@@ -11,7 +11,6 @@ later tool unless it names it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Hashable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Protocol, final, runtime_checkable
@@ -177,6 +176,8 @@ def closest_name(name: str, candidates: Iterable[str]) -> str | None:
     folded = name.casefold()
     if folded in by_fold:
         return by_fold[folded]
+    import difflib  # only for a name that is not there, as the other close-match finders
+
     matches = difflib.get_close_matches(folded, list(by_fold), n=1, cutoff=0.6)
     return by_fold[matches[0]] if matches else None
 
