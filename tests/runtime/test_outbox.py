@@ -88,14 +88,15 @@ async def run_lead_until_the_worker_ends(
     *,
     then: anyio.Event,
     check: Callable[[LifecycleEvent], None] | None = None,
+    end: str = "completed",
 ) -> RunResult:
-    """Run ``lead``; when its worker's end is announced, ``check`` that event and set
-    ``then`` (which lets the lead go on)."""
+    """Run ``lead``; when its worker's end (an ``end`` event) is announced, ``check`` that
+    event and set ``then`` (which lets the lead go on)."""
     stream = runtime.events()
 
     async def watch() -> None:
         async for event in stream:
-            if event.agent == "worker" and event.kind == "completed":
+            if event.agent == "worker" and event.kind == end:
                 if check is not None:
                     check(event)
                 then.set()
@@ -202,9 +203,15 @@ async def test_the_outbox_item_is_written_in_the_same_transaction_as_the_childs_
         def check(event: LifecycleEvent) -> None:
             assert event.seq == 0  # delivered, but not durable
 
-        result = await run_lead_until_the_worker_ends(runtime, check=check, then=released)
+        result = await run_lead_until_the_worker_ends(
+            runtime, check=check, then=released, end="error"
+        )
         worker = next(i for i in runtime.runs() if i.agent == "worker")
     assert result.status == "completed"
+    # The worker's end was not stored: it is told as `store-error`, never as `completed`.
+    assert worker.status == "error"
+    assert worker.result is not None and worker.result.error is not None
+    assert worker.result.error["code"] == "store-error"
     header = store.get_header(worker.run_id)
     assert header is not None and (header.status, header.result) == ("running", None)
     assert store.pending_outbox() == [] and store.next_outbox_attempt() is None

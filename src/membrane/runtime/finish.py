@@ -9,9 +9,10 @@ Finishing, in order:
 1. an isolated child's worktree is finished (kept with its branch on success, else removed);
 2. one store transaction records the end: the header's status and result, the rest of the
    transcript, the lineage edge's outcome, a background child's completion notice for its
-   parent (an outbox item, see ``membrane.durable.outbox``) and the end event. A store failure
-   there keeps the in-memory result authoritative in this process; the durable row keeps its
-   last status, which a later process reads as an interrupted run;
+   parent (an outbox item, see ``membrane.durable.outbox``) and the end event. When the store
+   cannot write it (a full disk, a value no store can encode), the run ends here as
+   ``store-error`` (status ``error``, its text and usage kept), never as what the store did not
+   take; the durable row keeps its last status, which the sweeper ends as ``interrupted``;
 3. the end event reaches the streams, and waiters wake;
 4. the run's own children are asked to stop (a child ends when its parent ends);
 5. its concurrency slot, if it held one, goes to the next run in line;
@@ -32,6 +33,7 @@ import anyio
 from membrane.durable.crashpoints import crash_point
 from membrane.durable.lineage import complete_edge
 from membrane.durable.outbox import OutboxDrainer
+from membrane.durable.runs import RunResult
 from membrane.durable.sweeper import Leases
 from membrane.durable.transcripts import save_transcript
 from membrane.errors import MembraneError, RunError, StoreError
@@ -169,23 +171,28 @@ class Finisher:
             crash_point("end.write")
             return seq, item_id
 
+        failure: StoreError | None = None
         try:
             seq, item_id = self._hub.commit(write)
             crash_point("end.written")
         except StoreError as exc:
-            self._hub.errors.append(exc)
-            seq, item_id = 0, None
+            failure = exc
         except Exception as exc:
             # Whatever the end of a run cannot store (a value no store can encode), it still
             # ends here: the run is never left `running` and no sibling is stopped.
-            self._hub.errors.append(
-                StoreError(
-                    f"the end of run {record.run_id!r} could not be stored: "
-                    f"{type(exc).__name__}: {exc}",
-                    run_id=record.run_id,
-                )
-            )
+            failure = StoreError(f"{type(exc).__name__}: {exc}", run_id=record.run_id)
+        if failure is not None:
+            # Nothing the store did not take is told: the run ends here as the store's failure
+            # (never `completed`), its usage and text kept; the store still says `running`,
+            # which the sweeper ends as `interrupted`.
+            self._hub.errors.append(failure)
             seq, item_id = 0, None
+            result = _not_stored(result, failure)
+            record.status = result.status
+            record.result = result
+            kind = event_kind(result.status)
+            data = result.to_dict()
+            owed = self._outbox.completion(record, result)
         record.outbox_item = item_id
         self._hub.deliver(
             seq=seq,
@@ -204,3 +211,15 @@ class Finisher:
         if owed is not None:
             owed.item_id = item_id
             self._outbox.offer(owed)
+
+
+def _not_stored(result: RunResult, failure: StoreError) -> RunResult:
+    """``result`` ended as ``store-error``: the store could not write it."""
+    error = StoreError(
+        f"the end of run {result.run_id!r} ({result.status}) could not be stored: "
+        f"{failure.message}; the store still holds the run as running",
+        run_id=result.run_id,
+        ended=result.status,
+    )
+    outcome = dataclasses.replace(result.outcome, status="error", error=error.to_dict())
+    return dataclasses.replace(result, outcome=outcome)
