@@ -28,7 +28,7 @@ __all__ = ["lineage", "lineage_tree"]
 
 def lineage_tree(state: Path, run_id: str | None = None) -> list[dict[str, Any]]:
     """The ledger of ``state`` as nested nodes (``run_id``'s subtree, or every root)."""
-    store = SQLiteStore(state)
+    store = SQLiteStore(state, read_only=True)
     try:
         headers = {h.session_id: h for h in store.list_sessions()}
         edges = store.edges()

@@ -49,7 +49,7 @@ def _row(item: OutboxItem | DeadLetter, error: str | None) -> dict[str, Any]:
 
 
 def _rows(state: Path, *, dead: bool) -> list[dict[str, Any]]:
-    store = SQLiteStore(state)
+    store = SQLiteStore(state, read_only=True)
     try:
         if dead:
             return [_row(d, d.last_error) for d in store.dead_outbox(limit=_LIMIT)]

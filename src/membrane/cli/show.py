@@ -44,7 +44,7 @@ def run_report(state: Path, run_id: str, *, width: int | None = WIDTH) -> dict[s
         raise UnknownRun(
             f"no run {run_id!r} in {state}; membrane runs lists the stored runs", run_id=run_id
         )
-    store = SQLiteStore(state)
+    store = SQLiteStore(state, read_only=True)
     try:
         header = store.get_header(run_id)
         transcript = store.transcript(run_id)

@@ -106,7 +106,7 @@ def list_runs(state: Path) -> list[RunRow]:
     fails its check (``store-damaged``: ``PRAGMA quick_check`` reads the whole file first) and
     ``InvalidDepth`` when a stored depth is malformed.
     """
-    store = SQLiteStore(state)
+    store = SQLiteStore(state, read_only=True)
     try:
         problems = store.quick_check()
         if problems:

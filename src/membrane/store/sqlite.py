@@ -105,6 +105,10 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     (DESIGN rule 9), unless it is a project's state location under a Membrane home
     (``membrane.store.location.refuse_checkout``); ``allow_checkout=True`` creates it anyway
     (a migration tool, a test of the legacy location). An existing file always opens.
+
+    ``read_only=True`` (what the read commands use) opens an existing store without writing
+    it or anything beside it: no WAL switch, no migration, no checkpoint, no flusher; a write
+    then fails with ``store-error``. See ``_open_read_only``.
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         migrations: tuple[Migration, ...] = MIGRATIONS,
         trace: Callable[[str], object] | None = None,
         allow_checkout: bool = False,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
@@ -133,6 +138,11 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             raise StoreError(
                 f"synchronous must be 'full' or 'normal', got {synchronous!r}", path=where
             )
+        if read_only:
+            self._conn = _open_read_only(self.path, timeout, migrations)
+            self.schema_version = migrations[-1].version if migrations else 0
+            self._cursor = self._conn.cursor()
+            return
         if not allow_checkout and not self.path.exists():
             refuse_checkout(self.path)
         try:
@@ -842,3 +852,65 @@ class _Transaction(_Enclosed):
 
     def __enter__(self) -> None:  # type: ignore[override]
         _Enclosed.__enter__(self)
+
+
+def _open_read_only(
+    path: Path, timeout: float, migrations: tuple[Migration, ...]
+) -> sqlite3.Connection:
+    """A connection that can neither write ``path`` nor make a file beside it (``read_only``).
+
+    With no ``-wal`` beside the file no connection is writing it (a WAL writer keeps one while
+    it is open, and the last to close checkpoints and removes it), so it is opened
+    ``immutable``: no lock, no ``-shm``/``-wal`` made, which also reads a file on a read-only
+    folder or a full disk. Otherwise it is opened ``mode=ro`` and reads beside the writer
+    through the files the writer keeps. The schema must be this Membrane's own: an older one
+    needs a writing command to migrate it first."""
+    where = str(path)
+    if not path.is_file():
+        raise StoreError(f"no Membrane store at {where}", path=where)
+    check_wal(path)
+    mode = "mode=ro" if Path(f"{where}-wal").exists() else "immutable=1"
+    try:
+        conn = sqlite3.connect(
+            f"{path.absolute().as_uri()}?{mode}",
+            uri=True,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {where} as a Membrane store: {exc}", path=where) from exc
+    try:
+        check_identity(conn, where)
+        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if "not a database" in str(exc):
+            raise StoreNotMembrane(
+                f"{where} is not a SQLite database, so not a Membrane store ({exc})", path=where
+            ) from exc
+        raise StoreError(
+            f"cannot read {where} as a Membrane store: {exc} "
+            "(is it a SQLite database written by Membrane?)",
+            path=where,
+        ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    known = migrations[-1].version if migrations else 0
+    if int(row[0]) != known:
+        conn.close()
+        newer = int(row[0]) > known
+        raise StoreError(
+            f"{where} has schema version {row[0]}, "
+            + (
+                f"newer than this Membrane knows ({known}); upgrade Membrane to open it"
+                if newer
+                else f"older than this Membrane's ({known}); a writing command "
+                "(membrane run, resume) migrates it"
+            ),
+            path=where,
+            version=int(row[0]),
+            known=known,
+        )
+    return conn
