@@ -4,15 +4,16 @@ Membrane's actions, ``fallback`` when the bridge is unavailable (seed 002)."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import anyio
 import pytest
 
 from membrane.config.values import Settings
 from membrane.runtime import LifecycleEvent, SubagentStartRequest
+from membrane.runtime.environment import socket_address
 from membrane.runtime.providers.command import CommandProvider
 from membrane.store.memory import MemoryStore
 from membrane.testing import ScriptedModel
@@ -50,13 +51,17 @@ async def test_a_command_child_without_a_bridge_is_in_fallback(project: Project)
     assert _modes(store) == {"worker": "fallback"}
 
 
+@pytest.mark.parametrize("deep", [False, True], ids=["short-path", "path-over-107-bytes"])
 async def test_a_command_child_with_a_token_and_a_live_socket_has_full_tooling(
-    project: Project, tmp_path: Path
+    project: Project, tmp_path: Path, deep: bool
 ) -> None:
     project.agent("worker")
     project.settings = Settings(max_depth="provider-managed")
-    path = tmp_path / "sock" / "m.sock"
-    path.parent.mkdir(mode=0o700)
+    folder = tmp_path / "sock"
+    while deep and len(os.fsencode(str(folder))) <= 110:
+        folder = folder / ("d" * 40)
+    path = folder / "m.sock"
+    path.parent.mkdir(mode=0o700, parents=True)
 
     def env(run_id: str, cwd: Path | None) -> dict[str, str]:
         return {"MEMBRANE_SOCKET": str(path), "MEMBRANE_TOKEN": f"mt1.{run_id}"}
@@ -66,7 +71,10 @@ async def test_a_command_child_with_a_token_and_a_live_socket_has_full_tooling(
         # No runtime answers there yet: the token alone reaches nothing.
         await runtime.run(SubagentStartRequest("worker", "first"))
         assert set(_modes(store).values()) == {"fallback"}
-        async with await anyio.create_unix_listener(path):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            with socket_address(path) as address:  # a path over 107 bytes through its folder
+                listener.bind(address)
+            listener.listen()
             await runtime.run(SubagentStartRequest("worker", "second"))
     modes = sorted(str(h.meta.get("capability_mode")) for h in store.list_sessions())
     assert modes == ["fallback", "full_tooling"]

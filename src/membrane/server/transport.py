@@ -27,15 +27,16 @@ import os
 import socket
 import stat
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from membrane.config.load import membrane_home
-from membrane.errors import RuntimeAlreadyRunning, ServerError, SocketPathTooLong
+from membrane.errors import RuntimeAlreadyRunning, ServerError
+from membrane.runtime.environment import SOCKET_PATH_LIMIT, socket_address
 
 __all__ = [
+    "SOCKET_PATH_LIMIT",
     "PeerCredentials",
     "SocketLock",
     "bind_socket",
@@ -50,37 +51,6 @@ __all__ = [
 SOCKET_ENV: Final = "MEMBRANE_SOCKET"
 _BACKLOG: Final = 512
 _CRED = struct.Struct("3i")
-#: The most bytes a Unix socket address (``sun_path``) holds on Linux, its final NUL excluded.
-SOCKET_PATH_LIMIT: Final = 107
-
-
-@contextlib.contextmanager
-def socket_address(path: Path) -> Iterator[str]:
-    """The address to ``bind`` or ``connect`` for ``path``: the path itself when it fits in a
-    Unix socket address, else ``/proc/self/fd/N/NAME`` through a descriptor of its folder,
-    open while the context is. ``SocketPathTooLong`` when neither fits."""
-    text = str(path)
-    if len(os.fsencode(text)) <= SOCKET_PATH_LIMIT:
-        yield text
-        return
-    # An OSError here (no such folder) is the caller's, as a failed bind or connect would be.
-    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        short = f"/proc/self/fd/{folder}/{path.name}"
-        if len(os.fsencode(short)) > SOCKET_PATH_LIMIT or not os.path.isdir(
-            f"/proc/self/fd/{folder}"
-        ):
-            raise SocketPathTooLong(
-                f"the socket path {text} is {len(os.fsencode(text))} bytes, over the "
-                f"{SOCKET_PATH_LIMIT} a Unix socket address holds, and cannot be reached "
-                "through its folder either",
-                socket=text,
-                limit=SOCKET_PATH_LIMIT,
-                hint="pass a shorter --socket, or set MEMBRANE_SOCKET to a shorter path",
-            )
-        yield short
-    finally:
-        os.close(folder)
 
 
 def listen_backlog() -> int:
