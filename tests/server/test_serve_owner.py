@@ -205,3 +205,24 @@ def test_a_runtime_backed_run_of_the_example_prints_the_tree_make_demo_prints(
     assert backed.returncode == local.returncode == 0, (backed.stderr, local.stderr)
     assert "summarize" in local.stdout
     assert RUN_ID.sub("ID", backed.stdout) == RUN_ID.sub("ID", local.stdout)
+
+
+async def test_a_child_neither_has_nor_reads_the_owners_token(
+    running: Running, tmp_path: Path
+) -> None:
+    command = 'env; cat "$MEMBRANE_HOME/owner.token" 2>&1; cat ~/.membrane/owner.token 2>&1; true'
+    turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
+    script = tmp_path / "reader.json"
+    script.write_text(json.dumps({"agents": {"reader": turns}}))
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(running.socket) as client:
+            await client.request("initialize", {"identity": owner(running.home)})
+            reply = await client.request("projects/add", {"root": str(running.project)})
+            ids = {"projectId": reply["projectId"]}
+            start = {**ids, "agent": "reader", "task": "look", "model": f"scripted:{script}"}
+            run_id = (await client.request("runs/start", start))["run"]["run_id"]
+            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+    assert done["status"] == "completed", done
+    out = _bash_output(running.home, running.project, run_id)
+    assert "MEMBRANE_TOKEN=mt1." in out  # the run's own token, as the child's Bash gets it
+    assert (running.home / "owner.token").read_text().strip() not in out
