@@ -163,7 +163,12 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
         "skills": {"selected": None, "left_out": {"membrane": "Skill is not callable"}},
         "servers": {"mcp__docs__find": "docs"},
     }
-    assert out["checkout"] == {"kind": "main", "path": str(project)}
+    assert out["checkout"] == {
+        "kind": "main",
+        "path": str(project),
+        "read_roots": [],
+        "read_roots_left_out": {},
+    }
     # `acme/file-model` names no provider, alias or [models] entry: a start would refuse it.
     assert out["model"]["spec"] == "acme/file-model"
     assert out["model"]["source"] == "frontmatter"
@@ -269,7 +274,7 @@ def test_a_worktree_checkout_is_where_the_manager_puts_it(
     out = json.loads(capsys.readouterr().out)
     root = project.resolve() / ".membrane" / "worktrees"
     expected = f"{root}/<run-id>/services/api"
-    assert out["checkout"] == {"kind": "worktree", "path": expected}
+    assert out["checkout"]["kind"] == "worktree" and out["checkout"]["path"] == expected
     assert f"Working folder: {expected}" in out["prompt"]["system"]
     top = tmp_path / "top"
     top.mkdir()

@@ -120,7 +120,12 @@ def test_the_seed_resolution_exercise() -> None:
             "skills": {"selected": None, "left_out": {}},
             "servers": {},
         },
-        "checkout": {"kind": "main", "path": "/srv/project"},
+        "checkout": {
+            "kind": "main",
+            "path": "/srv/project",
+            "read_roots": [],
+            "read_roots_left_out": {},
+        },
         "permissions": {
             "mode": "default",
             "inherits_parent_rules": False,
@@ -133,6 +138,7 @@ def test_the_seed_resolution_exercise() -> None:
                 "rules": [],
                 "network": {"value": True, "source": None},
                 "root": {"value": None, "source": None},
+                "read_roots": {"value": None, "source": None},
             },
         },
         "warnings": [],

@@ -107,6 +107,7 @@ _DECODERS: Final[dict[str, Callable[[Any], Any]]] = {
     "ask_tools": tuple,
     "exclude_extensions": tuple,
     "allowed_subagents": tuple,
+    "read_paths": tuple,
     "extensions": _tokens,
     "skills": _tokens,
     "rules": _rules,

@@ -124,6 +124,10 @@ class AgentDefinition:
     #: ``true``: this agent's sandboxed commands (``Bash``, ``run_code``) may use the network,
     #: as the deployment's ``sandbox_network`` lets every agent's do.
     network: bool | Unset = UNSET
+    #: Folders this agent may read besides its checkout, the settings' ``read_paths`` and the
+    #: system's (absolute or ``~/...``, as written): ``Read``, ``Glob``, ``Grep`` and its
+    #: sandboxed commands; held under its parent's (``membrane.resolve.ceiling``).
+    read_paths: tuple[str, ...] | Unset = UNSET
     memory: MemoryScope | Unset = UNSET
     allowed_subagents: tuple[str, ...] | Unset = UNSET
     enabled: bool | Unset = UNSET

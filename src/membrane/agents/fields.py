@@ -5,9 +5,9 @@ answer to a bad value. The rule that decides is *never silently change authority
 
 * a malformed **authority** field (``tools``, ``disallowed_tools``, ``extensions``,
   ``exclude_extensions``, ``mcp_servers``, ``skills``, ``allowed_subagents``, ``isolated``,
-  ``isolation``, ``network``, ``memory``, ``permission``, ``enabled``, ``inherit_context``,
-  ``budget``, ``workflow``, ``hooks``) makes the file unusable: reading it any other way could
-  grant or hide something its author did not write (or drop a guard it wrote);
+  ``isolation``, ``network``, ``read_paths``, ``memory``, ``permission``, ``enabled``,
+  ``inherit_context``, ``budget``, ``workflow``, ``hooks``) makes the file unusable: reading it
+  any other way could grant or hide something its author did not write (or drop a guard it wrote);
 * a malformed **cosmetic or invocation** field (``description``, ``model``, ``thinking``,
   ``tool_choice``, ``max_turns``, ``prompt_mode``, ``run_in_background``, ``display_name``,
   ``color``) is a warning and stays ``UNSET``, so the call or the default decides, as when it
@@ -306,6 +306,8 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         return builder.tokens(key, field, value, flags=True)
     if field == "mcp_servers":
         return builder.mcp_servers(key, value)
+    if field == "read_paths":
+        return _read_paths(builder, key, value)
     if field == "hooks":
         return read_hooks(
             value,
@@ -346,6 +348,30 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
             f"{', '.join(sorted(_THINKING))}; passed on as written",
         )
     return result
+
+
+def _read_paths(builder: ValueReader, key: str, value: Any) -> tuple[str, ...]:
+    """Folders as a YAML list or one string: each absolute or ``~``-prefixed."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        builder.fail(
+            key,
+            "must be a list of folders",
+            f"write `{key}: [/srv/data, ~/notes]` (absolute or ~/ paths)",
+        )
+    folders: list[str] = []
+    for item in items:
+        text = item.strip()
+        home_relative = text.startswith("~") and text[1:2] in ("", "/")
+        if not (text.startswith("/") or home_relative):
+            builder.fail(
+                key,
+                f"names {item!r}, which is not an absolute path",
+                "write each folder as an absolute path (`/srv/data`) or one under your home "
+                "folder (`~/data`); a relative path would be read against no known folder",
+            )
+        folders.append(text)
+    return tuple(dict.fromkeys(folders))
 
 
 def _valid_cron(expression: str) -> bool:

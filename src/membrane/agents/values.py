@@ -52,6 +52,7 @@ AUTHORITY_FIELDS = frozenset(
         "isolated",
         "isolation",
         "network",
+        "read_paths",
         "memory",
         "permission",
         "enabled",

@@ -86,7 +86,8 @@ def read_scope_for(context: ToolContext, read_paths: Sequence[Path] = ()) -> Rea
         return read_scope(root, system=False)
     git = find_git(root)
     repository = () if git is None else (git.top, git.common)
-    return read_scope(root, read_paths=read_paths, repository=repository)
+    roots = (*read_paths, *context.read_paths)
+    return read_scope(root, read_paths=roots, repository=repository)
 
 
 def ensure_readable(path: Path, scope: ReadScope, *, tool: str, shown: str | None = None) -> Path:

@@ -217,7 +217,9 @@ def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:
 def sandbox_view(authority: EffectiveAuthority, *, project: Path, settings: Settings) -> JSONDict:
     """The OS boundary the child's commands would run under, and what this machine offers."""
     writes = authority.writes
-    policy = SandboxPolicy.from_settings(settings).widened(network=authority.network.value)
+    policy = SandboxPolicy.from_settings(settings).widened(
+        network=authority.network.value, read_paths=authority.own_read_roots
+    )
     summary = boundary_summary(policy, project, agent=authority.definition.name, writes=writes)
     if authority.checkout.kind == "worktree":
         summary["checkout"] = authority.checkout.path

@@ -122,6 +122,9 @@ def _print_main(
     facts.add_row("extensions excluded", ", ".join(authority.extensions_excluded) or "none")
     facts.add_row("prompt mode", authority.prompt_mode)
     facts.add_row("checkout", f"{authority.checkout.kind} ({authority.checkout.path or '-'})")
+    roots = [f"{root.value} ({root.source})" for root in authority.read_roots]
+    roots += [f"{path} (left out: {why})" for path, why in authority.read_roots_left_out.items()]
+    facts.add_row("read roots", "\n".join(roots) or "none (the checkout and the system's folders)")
     facts.add_row("depth", str(authority.depth))
     facts.add_row("model", _model_line(model))
     limits = [

@@ -1,14 +1,16 @@
 """``resolve()``: what a child really gets, each field with its source and every tool accounted for.
 
-Pure: no I/O. The caller (the runtime, or ``membrane explain``) reads files and the registry and
-hands the results in as ``ParentContext`` and ``Deployment``.
+Pure: no I/O but making read roots real (``os.path.realpath``). The caller (the runtime, or
+``membrane explain``) reads files and the registry and hands the results in as
+``ParentContext`` and ``Deployment``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
@@ -17,7 +19,7 @@ from membrane.config.values import Settings
 from membrane.errors import ToolChoiceInvalid
 from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions
 from membrane.limits import check_depth
-from membrane.resolve.ceiling import Ceiling, ceiling_label, lower_mode
+from membrane.resolve.ceiling import Ceiling, ceiling_label, definition_read_roots, lower_mode
 from membrane.resolve.guidance import SCHEDULE_ACTION, cli_guidance, write_boundary
 from membrane.resolve.invocation import (
     CallParams,
@@ -170,10 +172,21 @@ class EffectiveAuthority:
     #: may use the network by its own grant (``network: true``, unless the ceiling denies it).
     ceiling: Ceiling = field(default_factory=Ceiling)
     network: Sourced[bool] = field(default_factory=lambda: Sourced(False, "default"))
+    #: The folders it reads besides its checkout and the system's (real paths): the settings'
+    #: ``read_paths`` (source ``settings``) and its definition's own that the ceiling holds
+    #: (``read_roots_left_out``: the others, each with the ``ceiling:<source>`` that held it).
+    read_roots: tuple[Sourced[str], ...] = ()
+    read_roots_left_out: Mapping[str, str] = field(default_factory=dict)
     #: Whether the working folder is writable (a file-writing tool is callable): the prompt's
     #: tool guidance, the sandbox's writable set and explain all follow this one value.
     writes: bool = False
     _inputs: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def own_read_roots(self) -> tuple[Path, ...]:
+        """The read roots its definition adds (held under the ceiling), the settings' left out:
+        what its tool context and sandbox add to the deployment's."""
+        return tuple(Path(r.value) for r in self.read_roots if r.source != "settings")
 
     def with_filters(
         self, *, tool_filter: ToolAdmission | None = None, role: ToolAdmission | None = None
@@ -229,7 +242,12 @@ class EffectiveAuthority:
                     if (server := mcp_server_of(name)) is not None
                 },
             },
-            "checkout": {"kind": self.checkout.kind, "path": self.checkout.path},
+            "checkout": {
+                "kind": self.checkout.kind,
+                "path": self.checkout.path,
+                "read_roots": [{"path": r.value, "source": r.source} for r in self.read_roots],
+                "read_roots_left_out": dict(self.read_roots_left_out),
+            },
             "permissions": {**self.permissions.to_json(), "ceiling": self.ceiling.to_json()},
             "warnings": list(self.warnings),
         }
@@ -272,6 +290,25 @@ def _network(definition: AgentDefinition, ceiling: Ceiling) -> Sourced[bool]:
     if definition.network is UNSET:
         return Sourced(False, "default")
     return Sourced(definition.network is True, definition.source_of("network"))
+
+
+def _read_roots(
+    definition: AgentDefinition, ceiling: Ceiling, settings: Settings
+) -> tuple[tuple[Sourced[str], ...], dict[str, str]]:
+    """The settings' read roots, then the definition's own that ``ceiling`` holds (a root
+    inside one its ancestors' definitions named; any root at the top of the tree), and the
+    definition's roots it holds out."""
+    roots = [
+        Sourced(os.path.realpath(os.path.expanduser(p)), "settings") for p in settings.read_paths
+    ]
+    left_out: dict[str, str] = {}
+    source = definition.source_of("read_paths")
+    for root in definition_read_roots(definition):
+        if ceiling.holds_read_root(root):
+            roots.append(Sourced(root, source))
+        else:
+            left_out[root] = _ceiling_source(ceiling.read_roots_source)
+    return tuple(dict.fromkeys(roots)), left_out
 
 
 def _memory_path(scope: str, agent: str, deployment: Deployment) -> str | None:
@@ -641,6 +678,7 @@ def resolve(
         writes=writes,
     )
     inherit_context = invocation["inherit_context"].value is True
+    read_roots, read_roots_left_out = _read_roots(definition, ceiling, settings)
     return EffectiveAuthority(
         definition=definition,
         invocation=invocation,
@@ -673,6 +711,8 @@ def resolve(
         ),
         ceiling=ceiling,
         network=_network(definition, ceiling),
+        read_roots=read_roots,
+        read_roots_left_out=read_roots_left_out,
         writes=writes,
         _inputs=(definition, call, parent, deployment, persona, depth),
     )

@@ -22,6 +22,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -44,6 +45,8 @@ __all__ = [
     "ceiling_below",
     "ceiling_label",
     "ceiling_of_run",
+    "common_read_roots",
+    "definition_read_roots",
     "lower_mode",
     "mode_rank",
 ]
@@ -98,6 +101,11 @@ class Ceiling:
     #: that works in the main checkout works here instead.
     root: str | None = None
     root_source: str | None = None
+    #: The folders a definition may name as its own read roots (``read_paths``; real absolute
+    #: paths): a root must lie inside one of them. ``None``: no ancestor named read roots of
+    #: its own to hold a child under (the top of the tree).
+    read_roots: tuple[str, ...] | None = None
+    read_roots_source: str | None = None
 
     @classmethod
     def from_settings(cls, permission_mode: str) -> Ceiling:
@@ -138,6 +146,14 @@ class Ceiling:
         root, root_source = self.root, self.root_source
         if other.root is not None and (root is None or _inside(other.root, root)):
             root, root_source = other.root, other.root_source
+        read_roots, read_roots_source = self.read_roots, self.read_roots_source
+        if other.read_roots is not None:
+            read_roots_source = other.read_roots_source
+            read_roots = (
+                other.read_roots
+                if read_roots is None
+                else common_read_roots(read_roots, other.read_roots)
+            )
         return Ceiling(
             mode=mode,
             mode_source=mode_source,
@@ -148,7 +164,13 @@ class Ceiling:
             network_source=network_source,
             root=root,
             root_source=root_source,
+            read_roots=read_roots,
+            read_roots_source=read_roots_source,
         )
+
+    def holds_read_root(self, root: str) -> bool:
+        """Whether a definition below this ceiling may name the (real) read root ``root``."""
+        return self.read_roots is None or any(_inside(root, outer) for outer in self.read_roots)
 
     @property
     def held_rules(self) -> tuple[PermissionRule, ...]:
@@ -166,6 +188,10 @@ class Ceiling:
             "rules": [{**rule.to_json(), "ceiling": ceiling_label(s)} for rule, s in self.rules],
             "network": {"value": self.network, "source": ceiling_label(self.network_source)},
             "root": {"value": self.root, "source": ceiling_label(self.root_source)},
+            "read_roots": {
+                "value": None if self.read_roots is None else list(self.read_roots),
+                "source": ceiling_label(self.read_roots_source),
+            },
         }
 
     @classmethod
@@ -234,6 +260,11 @@ def _from_json(data: object) -> Ceiling:
     root = data.get("root") or {"value": None, "source": None}
     if root["value"] is not None and not isinstance(root["value"], str):
         raise ValueError(f"root {root['value']!r}")
+    read_roots = data.get("read_roots") or {"value": None, "source": None}
+    if read_roots["value"] is not None and not all(
+        isinstance(item, str) for item in read_roots["value"]
+    ):
+        raise ValueError(f"read_roots {read_roots['value']!r}")
     rules = []
     for item in data["rules"]:
         conditions = tuple(
@@ -269,7 +300,17 @@ def _from_json(data: object) -> Ceiling:
         network_source=_unlabel(network["source"]),
         root=root["value"],
         root_source=_unlabel(root["source"]),
+        read_roots=None if read_roots["value"] is None else tuple(read_roots["value"]),
+        read_roots_source=_unlabel(read_roots["source"]),
     )
+
+
+def common_read_roots(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    """The folders both ``first`` and ``second`` reach: each root of one inside a root of the
+    other."""
+    both = [root for root in first if any(_inside(root, outer) for outer in second)]
+    both += [root for root in second if any(_inside(root, outer) for outer in first)]
+    return tuple(dict.fromkeys(both))
 
 
 def ceiling_below(
@@ -284,13 +325,16 @@ def ceiling_below(
     filter_allow: Iterable[str] | None = None,
     filter_deny: Iterable[str] = (),
     root: str | None = None,
+    read_roots: tuple[str, ...] = (),
 ) -> Ceiling:
     """The ceiling a run ``by`` passes to its children: ``ceiling`` (the one it runs under)
     lowered by what the run took away: its effective ``mode``, its ``disallowed_tools``
     tokens (the rules among them go in ``rules``), the extensions it excluded, the ``rules``
     that only take away (``deny`` and ``ask`` rules, argument rules of any verdict), an
     explicit ``network: false``, its start request's ``toolFilter``
-    (``filter_allow``/``filter_deny``) and ``root``, the worktree it works in."""
+    (``filter_allow``/``filter_deny``), ``root``, the worktree it works in, and
+    ``read_roots``, its definition's own read roots (real paths): a child's definition may
+    name a read root only inside one of them."""
     denied = [(token, by) for token in _deny_tokens(disallowed)]
     denied += [(f"ext:{name}", by) for name in excluded_extensions if name.strip()]
     denied += [(name, by) for name in filter_deny]
@@ -305,6 +349,8 @@ def ceiling_below(
         network_source=by if network is False else None,
         root=root,
         root_source=by if root is not None else None,
+        read_roots=read_roots,
+        read_roots_source=by,
     )
     return ceiling.meet(own)
 
@@ -334,7 +380,16 @@ def ceiling_of_run(
         filter_allow=None if tool_filter is None else tool_filter.allow,
         filter_deny=() if tool_filter is None else sorted(tool_filter.deny),
         root=root,
+        read_roots=definition_read_roots(definition),
     )
+
+
+def definition_read_roots(definition: AgentDefinition) -> tuple[str, ...]:
+    """The real absolute folders a definition's ``read_paths`` name (``~`` expanded)."""
+    named = definition.read_paths
+    if not isinstance(named, tuple):
+        return ()
+    return tuple(dict.fromkeys(os.path.realpath(os.path.expanduser(p)) for p in named))
 
 
 def _inside(inner: str, outer: str) -> bool:

@@ -210,6 +210,7 @@ class ChildBuilder:
             spending=spending,
             barrier=self._barrier,
             network=authority.network.value,
+            read_paths=authority.own_read_roots,
             writes=authority.writes,
             env=env,
         )
@@ -239,6 +240,7 @@ class ChildBuilder:
             role=request.role,
             cwd=None if cwd is None else str(cwd),
             network=spec.network,
+            read_paths=spec.read_paths,
             env=spec.env,
             worktree=worktree,
             skills=authority.skills,

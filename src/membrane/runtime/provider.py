@@ -128,6 +128,9 @@ class ChildSpec:
     resumed: bool = False
     #: Its definition lets its sandboxed commands use the network (``network: true``).
     network: bool = False
+    #: Its definition's own read roots (real paths, held under its ceiling): its built-in
+    #: reads and every sandboxed process it runs read them too.
+    read_paths: tuple[Path, ...] = ()
     #: Its working folder is writable (``EffectiveAuthority.writes``: the decision its prompt
     #: follows too); ``None``: the provider decides from the child's view (a spec made by hand).
     writes: bool | None = None

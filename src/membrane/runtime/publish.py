@@ -191,7 +191,9 @@ class Publisher:
             # runs as one sandboxed process (``CommandProvider``) says which.
             "sandbox": _own_boundary(record.child)
             or self._boundaries.summary(
-                self._policy.widened(network=authority.network.value),
+                self._policy.widened(
+                    network=authority.network.value, read_paths=authority.own_read_roots
+                ),
                 record.cwd or os.getcwd(),
                 agent=record.agent,
                 writes=authority.writes,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -64,6 +65,8 @@ class RunRecord:
     #: process it starts gets (its ``MEMBRANE_TOKEN`` among them): what ``call_context``
     #: gives a call made for it from outside its loop.
     network: bool = False
+    #: Its definition's own read roots (``ChildSpec.read_paths``).
+    read_paths: tuple[Path, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     worktree: Worktree | None = None
     #: The child's ``# Skills`` catalog (what an inheriting grandchild receives), or ``None``.

@@ -544,6 +544,7 @@ class SubagentRuntime:
             session=run_id,
             env=MappingProxyType(dict(record.env)),
             network=record.network,
+            read_paths=record.read_paths,
         )
 
     def role_restriction(self, role: str | None) -> RoleRestriction | None:

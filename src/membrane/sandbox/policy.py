@@ -41,10 +41,14 @@ class SandboxPolicy:
             read_paths=tuple(Path(p) for p in settings.read_paths),
         )
 
-    def widened(self, *, network: bool) -> SandboxPolicy:
+    def widened(self, *, network: bool, read_paths: Sequence[Path] = ()) -> SandboxPolicy:
         """This policy, with the network allowed too when ``network`` (a definition's
-        ``network: true``); never narrower than it is."""
-        return replace(self, network=True) if network and not self.network else self
+        ``network: true``) and the read roots ``read_paths`` added (a definition's own,
+        already held under its ceiling); never narrower than it is."""
+        added = tuple(p for p in read_paths if Path(p) not in self.read_paths)
+        if not (network and not self.network) and not added:
+            return self
+        return replace(self, network=self.network or network, read_paths=(*self.read_paths, *added))
 
 
 def plan_for(

@@ -351,6 +351,7 @@ class ProjectHost:
                     session=run_id,
                     env=found.env,
                     network=found.network,
+                    read_paths=found.read_paths,
                 )
             self._contexts[run_id] = found
         return found

@@ -54,6 +54,10 @@ class ToolContext:
     #: The caller reads only inside its checkout: no read root, no system folder (a server
     #: caller in the ``external`` role, DESIGN rule 14).
     checkout_reads_only: bool = False
+    #: The calling agent's own read roots (its definition's ``read_paths``, held under its
+    #: ceiling): read by ``Read``, ``Glob``, ``Grep`` and its sandboxed commands, besides the
+    #: checkout, the settings' roots and the system's folders.
+    read_paths: tuple[Path, ...] = ()
 
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any

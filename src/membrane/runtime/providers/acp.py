@@ -118,7 +118,7 @@ class AcpProvider:
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         setup(scope)
         sandbox = Sandbox.for_checkout(
-            self.sandbox,
+            self.sandbox.widened(network=False, read_paths=request.read_paths),
             request.cwd or Path.cwd(),
             agent=request.agent,
             writes=(

@@ -143,7 +143,11 @@ def _sandbox(
     socket = env.get("MEMBRANE_SOCKET")
     reachable = (*program, *((Path(socket),) if socket else ()))
     sandbox = Sandbox.for_checkout(
-        policy, checkout, agent=request.agent, writes=True, reachable=reachable
+        policy.widened(network=False, read_paths=request.read_paths),
+        checkout,
+        agent=request.agent,
+        writes=True,
+        reachable=reachable,
     )
     sandbox.prepare()
     return sandbox

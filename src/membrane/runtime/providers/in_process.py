@@ -108,6 +108,7 @@ class InProcessProvider:
                 ),
                 env=request.env,
                 network=request.network,
+                read_paths=request.read_paths,
             ),
             max_turns=request.max_turns,
             grace_turns=request.grace_turns,
