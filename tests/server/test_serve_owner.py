@@ -226,3 +226,33 @@ async def test_a_child_neither_has_nor_reads_the_owners_token(
     out = _bash_output(running.home, running.project, run_id)
     assert "MEMBRANE_TOKEN=mt1." in out  # the run's own token, as the child's Bash gets it
     assert (running.home / "owner.token").read_text().strip() not in out
+
+
+async def test_a_runs_token_starts_its_child_on_the_model_its_run_was_started_on(
+    running: Running, tmp_path: Path
+) -> None:
+    """A lead's Bash calls the runtime's ``Task`` with the lead's token: the child starts, on
+    the model the lead runs on (before: ``no model reached this run`` every time)."""
+    agents = running.project / ".membrane" / "agents"
+    (agents / "lead.md").write_text(
+        "---\nname: lead\ndescription: Delegates from its shell.\ntools: Bash\n"
+        "allowed_subagents: [reader]\n---\nDelegate.\n"
+    )
+    task = json.dumps({"agent": "reader", "task": "say hi"})
+    command = f"{PY} -m membrane actions run Task --args '{task}' --json 2>&1"
+    script = tmp_path / "script.json"
+    lead = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
+    reader = [{"text": "hi from the reader"}]
+    script.write_text(json.dumps({"agents": {"lead": lead, "reader": reader}}))
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(running.socket) as client:
+            await client.request("initialize", {"identity": owner(running.home)})
+            reply = await client.request("projects/add", {"root": str(running.project)})
+            ids = {"projectId": reply["projectId"]}
+            start = {**ids, "agent": "lead", "task": "go", "model": f"scripted:{script}"}
+            run_id = (await client.request("runs/start", start))["run"]["run_id"]
+            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+    assert done["status"] == "completed", done
+    out = _bash_output(running.home, running.project, run_id)
+    assert "no model reached" not in out, out
+    assert "hi from the reader" in out and '"status": "completed"' in out, out

@@ -99,6 +99,17 @@ class _ModelRouter:
         return await InProcessProvider(model, hooks=self._hooks).create(request, setup)
 
 
+async def _on_model(model: Model, called: Awaitable[object]) -> object:
+    """``called`` awaited with ``model`` as the model a child it starts runs on: a token
+    caller's ``Task`` (over ``actions/call`` or ``runs/start``) arrives on a connection's task,
+    not on its run's, where the start that led to the run set it."""
+    token = _MODEL.set(model)
+    try:
+        return await called
+    finally:
+        _MODEL.reset(token)
+
+
 class _Session:
     """What a caller without a run calls through: its scope, its context, and the scope's view
     as of the versions it was taken at (``current``)."""
@@ -146,6 +157,8 @@ class ProjectHost:
         #: The checkout of each run started here (``checkouts``: the live ones).
         self._checkouts: dict[str, Path] = {}
         self._roles: dict[str, str | None] = {}
+        #: The model each run was started on, for the children its token starts.
+        self._run_models: dict[str, Model | None] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
         #: The scope and call context of each caller without a run (``_session``).
         self._sessions: dict[tuple[str | None, str | None], _Session] = {}
@@ -267,6 +280,7 @@ class ProjectHost:
     def _child_env(self, run_id: str, cwd: Path | None) -> Mapping[str, str]:
         self._checkouts[run_id] = cwd if cwd is not None else self.workspace.project
         self._roles.setdefault(run_id, _ROLE.get())
+        self._run_models.setdefault(run_id, _MODEL.get())
         return {
             **self._base_env,
             "MEMBRANE_TOKEN": self._tokens.mint(self.project_id, run_id),
@@ -384,7 +398,11 @@ class ProjectHost:
             session = self._session(caller)
             return session.current().call(name, arguments, session.context)
         view = self.view(caller)
-        return view.call(name, arguments, self.context(caller, view))
+        called = view.call(name, arguments, self.context(caller, view))
+        model = self._run_models.get(caller.run_id)
+        if model is None or _MODEL.get() is model:
+            return called
+        return _on_model(model, called)
 
     # -- runs ---------------------------------------------------------------------------------
 
