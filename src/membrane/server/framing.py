@@ -92,8 +92,8 @@ class FrameError(Exception):
 
 #: The deepest a frame may nest its arrays and objects. A deeper frame is a parse error,
 #: refused by a linear scan before any parser recurses into it (a parser would otherwise end
-#: in ``RecursionError`` and drop the connection), and only scanned at all when it holds more
-#: brackets than this.
+#: in ``RecursionError`` and drop the connection), and only scanned at all when it is longer
+#: and holds more brackets than this.
 MAX_FRAME_NESTING: Final = 128
 
 #: The C scanner behind ``json.loads``, called directly on the hot path (``parse_frame``).
@@ -123,7 +123,7 @@ def _refuse_deep(line: bytes) -> None:
 
 def parse_frame(line: bytes) -> Request | Notification | Response:
     """One frame (its newline may end it); ``FrameError`` when it is not JSON-RPC 2.0."""
-    if line.count(b"[") + line.count(b"{") > MAX_FRAME_NESTING:
+    if len(line) > MAX_FRAME_NESTING and line.count(b"[") + line.count(b"{") > MAX_FRAME_NESTING:
         _refuse_deep(line)
     try:
         # ``json.loads(line)`` by its C scanner: a UTF-8 line holding one value and nothing
