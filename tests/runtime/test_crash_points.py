@@ -147,3 +147,29 @@ async def test_a_message_killed_at_each_write_point_is_applied_once(
     assert store.list_sessions(parent_id=lead) == []
     _no_pending_receipts(store)
     store.close()
+
+
+@pytest.mark.parametrize("crash", ["spawn.pending", "spawn.publish", "spawn.published"])
+async def test_a_start_killed_mid_start_charges_the_children_budget_once(
+    crash: str, project: Project, tmp_path: Path
+) -> None:
+    db = tmp_path / "state.db"
+    project.agent("lead")
+    project.agent("worker")
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="lead done")
+
+    store = SQLiteStore(db)
+    async with project.runtime(InProcessProvider(FunctionModel(answer)), store=store) as rt:
+        lead = (await rt.run(SubagentStartRequest("lead", "lead", budget={"children": 5}))).run_id
+    store.close()
+    with anyio.fail_after(300):
+        await anyio.to_thread.run_sync(_recover, "start", db, project, lead, crash)
+    with SQLiteStore(db) as store:
+        children = store.list_sessions(parent_id=lead)
+        header = store.get_header(lead)
+    assert len(children) == 1
+    assert header is not None
+    # One child, one charge: the killed attempt's charge is not counted again by the retry.
+    assert header.meta["budget"]["used"]["children"] == 1

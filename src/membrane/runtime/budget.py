@@ -18,7 +18,9 @@ the ledgers its ancestors left, and nothing resets them. The kinds:
   token left ends then, and a request still in flight under a ledger that has run out is
   cancelled, so a tree overspends by at most one response;
 * ``children``: one per start, at any depth; the start past the limit is refused and no child
-  exists (an error tool result in the parent);
+  exists (an error tool result in the parent). The charge is written in the transaction that
+  publishes the child (checked before the child is built, and again there), so a start killed
+  before its publication committed charged nothing, and its retry charges once;
 * ``seconds``: the wall time the owner's subtree runs in this process, added to what earlier
   lives used; at the deadline the run is ended.
 
@@ -168,13 +170,16 @@ class Budgets:
         spending.ledgers = tuple(self._ledgers[ledger.owner] for ledger in ledgers)
         return spending
 
-    def reserve_child(self, ledgers: tuple[Ledger, ...], run_id: str) -> None:
-        """Count one start on ``ledgers``, or refuse it (``BudgetExceeded``, nothing counted)."""
-        self.charge(ledgers, "children", 1, run_id=run_id)
+    def check_child(self, ledgers: tuple[Ledger, ...], run_id: str) -> None:
+        """Refuse a start that ``ledgers`` have no child left for (``BudgetExceeded``), before
+        anything is built; nothing is counted (``charge_child`` counts it)."""
+        self.charge(ledgers, "children", 1, run_id=run_id, dry=True)
 
-    def refund_child(self, ledgers: tuple[Ledger, ...]) -> None:
-        """Give back a start that never published its child."""
-        self.charge(ledgers, "children", -1, run_id="", check=False)
+    def charge_child(self, ledgers: tuple[Ledger, ...], run_id: str) -> None:
+        """Count one start on ``ledgers``, or refuse it (``BudgetExceeded``, nothing counted).
+        Called inside the transaction publishing the child: the charge commits with the child
+        or not at all, so a start retried after a crash (its request id) is charged once."""
+        self.charge(ledgers, "children", 1, run_id=run_id)
 
     def release(self, spending: RunSpending) -> None:
         """``spending``'s run ended: its ledgers record their seconds and, once no run of
@@ -195,10 +200,12 @@ class Budgets:
         run_id: str,
         check: bool = True,
         after: bool = False,
+        dry: bool = False,
     ) -> None:
         """Add ``amount`` of ``kind`` to every ledger, in one transaction. ``check`` refuses
         the charge when it would cross a limit (nothing is counted); ``after`` counts it
-        first (the tokens were already spent) and then raises when it crossed one."""
+        first (the tokens were already spent) and then raises when it crossed one; ``dry``
+        only checks, against the stored ledgers, and counts nothing."""
         if not ledgers:
             return
         store = self._store
@@ -222,6 +229,8 @@ class Budgets:
                         crossed = ledger.exceeded(kind, run_id, shown)
             if crossed is not None and not after:
                 raise crossed  # nothing was counted: the transaction has nothing to undo
+            if dry:
+                return None
             for ledger in ledgers:
                 if kind in _COUNTS:
                     ledger.used[kind] = max(0, ledger.used[kind] + amount)
@@ -231,7 +240,7 @@ class Budgets:
             return crossed
 
         try:
-            crossed = self._commit(lambda: apply(True))
+            crossed = apply(True) if dry else self._commit(lambda: apply(True))
         except StoreError as exc:
             # The store refused: count here all the same, so the run stays bounded.
             self._errors.append(exc)

@@ -140,9 +140,11 @@ class Publisher:
         authority: EffectiveAuthority,
         request: SubagentStartRequest,
         note: str | None,
+        charge: Callable[[], None] | None = None,
     ) -> None:
-        """Publish a new child: header, lineage edge, ``published`` event and the completion
-        of its spawn receipt, in one transaction."""
+        """Publish a new child: header, lineage edge, ``published`` event, ``charge()`` (its
+        count on the ``children`` budgets it draws on) and the completion of its spawn receipt,
+        in one transaction."""
         store = self._store
         self._gate(record.parent_id)
         record.status = "queued" if self._must_queue(record) else "running"
@@ -202,7 +204,7 @@ class Publisher:
         if note:
             data["note"] = note
         if record.spending is not None:
-            data["budget"] = record.spending.in_force()
+            data["budget"] = record.spending.in_force()  # again once the start is counted
         # Proof that explain is what ran: the digest of what was installed (resolve.digest).
         data["authority_digest"] = authority_digest(
             authority,
@@ -215,6 +217,10 @@ class Publisher:
             data["worktree"] = str(record.worktree.cwd)
 
         def write() -> int:
+            if charge is not None:
+                charge()  # with the child or not at all: a retry after a crash charges once
+            if record.spending is not None:
+                data["budget"] = record.spending.in_force()  # what is left, this start counted
             store.create_session(header)
             if self._leases is not None:
                 self._leases.claim(record.run_id)  # driven here from its first statement on

@@ -323,8 +323,15 @@ class StartPath:
                 deployment=deployment,
             )
             if entry.history is None:
+                # The ledgers in use (those the child's spending reports from), its ancestors'.
+                drawn = ancestors if spending is None else spending.ledgers[: len(ancestors)]
+                charge = (
+                    partial(self._budgets.charge_child, drawn, run_id)
+                    if request.parent_id is not None
+                    else None
+                )
                 self._publisher.publish(
-                    record, authority=authority, request=request, note=dispatch.note
+                    record, authority=authority, request=request, note=dispatch.note, charge=charge
                 )
             else:
                 record.has_edge = entry.has_edge
@@ -333,8 +340,6 @@ class StartPath:
             with anyio.CancelScope(shield=True):
                 if spending is not None:
                     spending.close()
-                if entry.history is None and request.parent_id is not None:
-                    self._budgets.refund_child(ancestors)
                 for child in built:
                     await discard_child(child)
                 if worktree is not None and self._worktrees is not None:
@@ -348,9 +353,9 @@ class StartPath:
         self, entry: _Entry, definition: AgentDefinition
     ) -> tuple[tuple[Ledger, ...], RunSpending | None]:
         """The ledgers a child draws on (DESIGN rule 12): its ancestors' and, when it has a
-        budget, its own. A fresh child counts as a start on its ancestors' ledgers (refused
-        with ``BudgetExceeded`` past ``children``); a resumed one reads its own stored ledger,
-        never a new one, so nothing is reset."""
+        budget, its own. A fresh child is checked against its ancestors' ``children`` (refused
+        with ``BudgetExceeded`` past it) and counted when it is published; a resumed one reads
+        its own stored ledger, never a new one, so nothing is reset."""
         request, budgets = entry.request, self._budgets
         parent = entry.parent
         if parent is not None and parent.spending is not None:
@@ -374,7 +379,7 @@ class StartPath:
                 limit = tighter(*budgets_given)
                 own = None if limit is None else Ledger(entry.run_id, limit)
             if request.parent_id is not None:
-                budgets.reserve_child(ancestors, entry.run_id)
+                budgets.check_child(ancestors, entry.run_id)
         ledgers = (*ancestors, own) if own is not None else ancestors
         return ancestors, budgets.spending(entry.run_id, ledgers) if ledgers else None
 
