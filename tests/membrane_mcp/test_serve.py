@@ -239,3 +239,14 @@ async def test_a_view_served_over_loopback_http_is_mountable_by_url(
         process.terminate()
         with anyio.CancelScope(shield=True):
             await process.wait()
+
+
+async def test_a_plan_deployment_caps_an_agents_served_view(mcp_project: McpProject) -> None:
+    # The deployment's ceiling holds for an agent served over MCP as for any top-level start:
+    # under plan, the writer's Write and Bash are not offered.
+    configure(mcp_project, 'permission_mode = "plan"\n')
+    mcp_project.agent("writer", tools="Read, Write, Bash")
+    with anyio.fail_after(60):
+        async with served(mcp_project, "--agent", "writer") as session:
+            names = sorted(t.name for t in (await session.list_tools()).tools)
+    assert names == ["Read"]

@@ -32,6 +32,7 @@ from membrane.mcp.sdk import require
 from membrane.models.base import Message, ToolCall
 from membrane.resolve import CallParams
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext, resolve
+from membrane.resolve.ceiling import Ceiling
 from membrane.resolve.roles import RoleRestriction
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
@@ -69,12 +70,14 @@ def agent_authority(
     definition: AgentDefinition, registry: ToolRegistry, deployment: Deployment, *, cwd: Path
 ) -> EffectiveAuthority:
     """The effective authority of ``definition`` as a top-level agent (depth 0): its
-    ``restriction`` narrows the served view, its ``delegation_tools`` say whether it delegates."""
+    ``restriction`` narrows the served view, its ``delegation_tools`` say whether it delegates.
+    The deployment's ceiling holds here as at any top-level start (``plan`` caps it)."""
     parent = ParentContext(
         tools=registry.tools(),
         cwd=str(cwd),
         live=registry.tools,
         live_stamp=lambda: registry.version,
+        ceiling=Ceiling.from_settings(deployment.settings.permission_mode),
     )
     return resolve(definition, CallParams(), parent, deployment, depth=0)
 
