@@ -213,3 +213,11 @@ def test_doctor_runs_quick_check_on_the_projects_state(tmp_path: Path, isolated_
     problems = doc["problems"]
     assert isinstance(problems, list)
     assert any(p["problem"].startswith("store-damaged:") for p in problems)
+
+
+def test_reopening_an_up_to_date_store_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    SQLiteStore(path).close()
+    before = fingerprint(path)
+    SQLiteStore(path).close()
+    assert fingerprint(path) == before

@@ -241,9 +241,12 @@ def migrate(
                 (migration.version, migration.name, time.time()),
             )
             current = migration.version
+        # Written only when they change: opening a store that is up to date writes nothing.
         # PRAGMA takes no parameters; both values are integers this code chose.
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
-        conn.execute(f"PRAGMA user_version = {current:d}")
+        if int(conn.execute("PRAGMA application_id").fetchone()[0]) != APPLICATION_ID:
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")
+        if int(conn.execute("PRAGMA user_version").fetchone()[0]) != current:
+            conn.execute(f"PRAGMA user_version = {current:d}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
