@@ -112,9 +112,19 @@ def test_claude_code_files_map_each_field_in_explain(tmp_path: Path, isolated_ho
         if model == "inherit":
             assert data["invocation"]["model"]["source"] == "parent"
         elif model is not None:
-            assert data["invocation"]["model"] == {"value": model, "source": "dialect:claude-code"}
-            if model in ("sonnet", "opus", "haiku"):
-                assert any(w["code"] == "model-alias-unmapped" for w in data["warnings"]), source
+            # Claude Code's names and provider/model ids are served; any other name (``fable``)
+            # runs on the run's default model, with a model-fallback warning.
+            served = model.lower() in ("sonnet", "opus", "haiku") or model.startswith(
+                ("anthropic/", "openai/")
+            )
+            codes = [w["code"] for w in data["warnings"]]
+            if served:
+                wanted = {"value": model, "source": "dialect:claude-code"}
+                assert data["invocation"]["model"] == wanted
+                assert "model-fallback" not in codes, source
+            else:
+                assert data["invocation"]["model"] == {"value": None, "source": "deployment"}
+                assert "model-fallback" in codes, source
         if isinstance(raw.get("hooks"), dict):
             # Claude Code's command hooks run for this agent: explain lists each one.
             wanted_hooks = [

@@ -81,6 +81,20 @@ _TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_to
 USAGE = closed({kind: INTEGER for kind in _TOKENS})
 
 _SHADOW = closed({"root": STRING, "path": STRING})
+#: An agent's model as a start with no ``--model`` resolves it, and whether it can start.
+AGENT_MODEL = closed(
+    {
+        "written": nullable(STRING),
+        "spec": nullable(STRING),
+        "provider": nullable(STRING),
+        "model": nullable(STRING),
+        "via": nullable(STRING),
+        "source": STRING,
+        "fallback": nullable(WARNING),
+        "can_start": BOOLEAN,
+        "reason": nullable(STRING),
+    }
+)
 #: ``agents list --json``.
 AGENTS = closed(
     {
@@ -94,6 +108,7 @@ AGENTS = closed(
                     "enabled": BOOLEAN,
                     "description": nullable(STRING),
                     "shadows": array(_SHADOW),
+                    "model": AGENT_MODEL,
                     "warnings": array(WARNING),
                 }
             )
@@ -108,6 +123,8 @@ VALIDATE = closed(
         "files": INTEGER,
         "usable": INTEGER,
         "unusable": INTEGER,
+        "can_start": INTEGER,
+        "agents": array(closed({"name": STRING, "path": STRING, "model": AGENT_MODEL})),
         "warnings": array(WARNING),
         "errors": array(ERROR),
     }

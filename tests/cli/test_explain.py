@@ -70,7 +70,8 @@ def project(tmp_path: Path, isolated_home: Path) -> Path:
     _write(root / ".membrane" / "agents" / "project.md", REVIEWER)
     _write(root / ".membrane" / "extensions" / "alpha.py", ALPHA)
     _write(root / ".membrane" / "extensions" / "beta.py", BETA)
-    _write(root / ".membrane" / "config.toml", "max_depth = 2\n")
+    # The exercise's file names a model no provider serves; kept as written, the start fails.
+    _write(root / ".membrane" / "config.toml", 'max_depth = 2\nunknown_model = "error"\n')
     return root
 
 

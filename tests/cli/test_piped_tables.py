@@ -29,12 +29,14 @@ def test_agents_list_piped_keeps_every_path_whole(
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0] == "Agent definitions"
-    assert lines[1].split() == ["name", "root", "dialect", "path", "shadows", "warnings"]
+    columns = ["name", "root", "dialect", "path", "model", "starts", "shadows", "warnings"]
+    assert lines[1].split() == columns
     for name in ("reviewer", "writer-with-a-long-name"):
         path = str(deep_project / ".membrane" / "agents" / f"{name}.md")
         assert len(path) > 250
         row = next(line for line in lines if line.startswith(name + " "))
-        assert row.split() == [name, "project", "membrane", path, "-", "0"]
+        # No model anywhere (no default_model): it names none, so it cannot start here.
+        assert row.split() == [name, "project", "membrane", path, "-", "no", "-", "0"]
     assert not set(out) & set("┏━┃│─┡┗╇")
 
 

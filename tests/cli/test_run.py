@@ -84,7 +84,7 @@ def _sessions(project: Path) -> dict[str, tuple[str, str, str]]:
         (None, "invalid-request"),
         ("nonsense:x", "unknown-model"),
         ("scripted:", "unknown-model"),
-        ("sonnet", "unknown-model"),
+        ("google/gemini-2.5-pro", "unknown-model"),
         ("scripted:missing.yaml", "model-script-invalid"),
     ],
 )

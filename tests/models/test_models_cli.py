@@ -105,10 +105,12 @@ def test_a_missing_key_fails_before_any_request_and_any_run(
     assert json.loads(capsys.readouterr().out)["runs"] == []  # no run was stored
 
 
-def test_an_unknown_alias_in_a_definition_refuses_the_start(
+def test_an_unknown_name_in_a_definition_refuses_the_start_when_told_to(
     tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    project = make_project(tmp_path, "", helper_model="sonnet")
+    # By default such a name falls back to the run's default model (tests/agents/
+    # test_model_names.py); unknown_model = "error" keeps it, and the start is refused.
+    project = make_project(tmp_path, 'unknown_model = "error"\n', helper_model="fable")
     script = f"scripted:{tmp_path / 'script.yaml'}"
     assert main(["run", "lead", "go", "--project", str(project), "--json", "--model", script]) == 0
     lines = json_lines(capsys.readouterr().out)

@@ -59,7 +59,7 @@ def test_every_spec_form_resolves(tmp_path: Path, isolated_home: Path) -> None:
     ("spec", "words"),
     [
         ("gemini:pro", "unknown provider 'gemini'"),
-        ("sonnet", "known names: haiku, local, small"),
+        ("fable", "known names: haiku, local, small"),
         ("openai:", "not a provider:MODEL spec"),
         ("", "empty"),
     ],

@@ -14,9 +14,9 @@ from membrane.resolve import CallParams, Checkout, ParentContext, Sourced
 
 def test_file_model_and_background_lock_beat_the_call() -> None:
     # Seed 003 microcheck "two independent locks".
-    definition = agent(model="file-model", run_in_background=False)
+    definition = agent(model="openai:file-model", run_in_background=False)
     authority = run(definition, call=CallParams(model="call-model", run_in_background=True))
-    assert authority.invocation["model"] == Sourced("file-model", "frontmatter")
+    assert authority.invocation["model"] == Sourced("openai:file-model", "frontmatter")
     assert authority.invocation["run_in_background"] == Sourced(False, "frontmatter")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from resolve_support import builtins, deployment, extension_tools
 
 from membrane.agents.frontmatter import parse_definition
+from membrane.config.values import ModelEntry, Settings
 from membrane.models.base import Message
 from membrane.resolve import CallParams, ParentContext, resolve
 
@@ -79,7 +80,9 @@ def test_the_seed_resolution_exercise() -> None:
         extensions={
             "alpha": extension_tools("alpha", ["search", "write_remote"]),
             "beta": extension_tools("beta", ["lint"]),
-        }
+        },
+        # The exercise's deployment serves the acme models it names.
+        settings=Settings(models={"acme/file-model": ModelEntry("openai", "file-model")}),
     )
     authority = resolve(definition, call, parent, deploy)
     out = authority.to_json()

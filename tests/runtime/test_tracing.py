@@ -44,8 +44,8 @@ SCRIPT = {
 async def test_a_delegation_tree_is_one_trace_with_runs_requests_and_tool_calls(
     project: Project, arguments: bool
 ) -> None:
-    project.agent("lead", tools="Read", allowed_subagents="[kid]", model="scripted")
-    project.agent("kid", tools="Read", model="scripted")
+    project.agent("lead", tools="Read", allowed_subagents="[kid]", model="scripted:trace")
+    project.agent("kid", tools="Read", model="scripted:trace")
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -62,11 +62,11 @@ async def test_a_delegation_tree_is_one_trace_with_runs_requests_and_tool_calls(
     assert lead_span.parent is None
     assert kid_span.parent is not None and kid_span.parent.span_id == lead_span.context.span_id
     assert lead_span.attributes["membrane.run_id"] == lead.run_id
-    assert lead_span.attributes["gen_ai.request.model"] == "scripted"
+    assert lead_span.attributes["gen_ai.request.model"] == "scripted:trace"
     assert (lead_span.attributes["membrane.depth"], kid_span.attributes["membrane.depth"]) == (0, 1)
     assert kid_span.attributes["membrane.parent_id"] == lead.run_id
     assert lead_span.attributes["membrane.outcome"] == "completed"
-    requests = by_name["chat scripted"]
+    requests = by_name["chat scripted:trace"]
     assert len(requests) == 4
     tokens = sorted(
         (s.attributes["gen_ai.usage.input_tokens"], s.attributes["gen_ai.usage.output_tokens"])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,7 @@ from membrane.agents.catalog import Catalog
 from membrane.cli.app import app, definition_error_line, echo_text, warning_json
 from membrane.cli.declare import Argument, Group, Option
 from membrane.cli.screen import Screen, Table
-from membrane.config.load import membrane_home
+from membrane.config.load import load_settings, membrane_home
 from membrane.errors import InvalidRequest
 from membrane.store.location import locate_state
 
@@ -46,9 +47,14 @@ def list_agents(
     project: Annotated[Path | None, _PROJECT] = None,
     workspace: Annotated[Path | None, _WORKSPACE] = None,
 ) -> None:
-    """Every winning definition: its root and path, what it shadows, and its warnings."""
+    """Every winning definition: its root and path, the model it resolves to here and whether
+    it can start (with no --model), what it shadows, and its warnings."""
+    from membrane.cli.agent_model import agent_model
+
     catalog = _catalog(project, workspace)
     winners = catalog.definitions()
+    settings = load_settings(project=(project or Path.cwd()).resolve(), home=membrane_home())
+    models = {name: agent_model(d, settings) for name, d in winners.items()}
     if as_json:
         payload = {
             "agents": [
@@ -62,7 +68,8 @@ def list_agents(
                     "shadows": [
                         {"root": s.root, "path": s.path} for s in catalog.shadowed.get(name, [])
                     ],
-                    "warnings": [warning_json(w) for w in d.warnings],
+                    "model": models[name],
+                    "warnings": [warning_json(w) for w in d.warnings] + _fallback(models[name]),
                 }
                 for name, d in winners.items()
             ],
@@ -71,20 +78,37 @@ def list_agents(
         }
         echo_text(json.dumps(payload, indent=2))
         return
-    columns = ("name", "root", "dialect", "path", "shadows", "warnings")
+    columns = ("name", "root", "dialect", "path", "model", "starts", "shadows", "warnings")
     table = Table(columns, title="Agent definitions")
     for name, d in winners.items():
         shadows = "\n".join(f"{s.root}:{s.path}" for s in catalog.shadowed.get(name, []))
         label = name if d.is_enabled else f"{name} (disabled)"
-        table.add_row(label, d.root, d.dialect, d.path, shadows or "-", str(len(d.warnings)))
+        model = models[name]
+        shown = f"{model['provider']}:{model['model']}" if model["provider"] else "-"
+        starts = "yes" if model["can_start"] else "no"
+        count = str(len(d.warnings) + len(_fallback(model)))
+        table.add_row(label, d.root, d.dialect, d.path, shown, starts, shadows or "-", count)
     Screen().table(table)
-    lines = [str(w) for d in winners.values() for w in d.warnings]
+    lines = []
+    for name, d in winners.items():
+        lines += [str(w) for w in d.warnings]
+        lines += [
+            f"{w['file']}:{w['line']}: model-fallback: {w['message']}"
+            for w in _fallback(models[name])
+        ]
+        if not models[name]["can_start"] and not d.builtin:
+            lines.append(f"{d.path}: cannot start here: {models[name]['reason']}")
     lines += [str(w) for w in catalog.warnings]
     lines += [definition_error_line(e) for e in catalog.errors]
     for line in lines:
         echo_text(line)
     if catalog.errors:
         echo_text(f"{len(catalog.errors)} file(s) skipped; run `membrane agents validate`.")
+
+
+def _fallback(model: Mapping[str, object]) -> list[Mapping[str, object]]:
+    found = model.get("fallback")
+    return [found] if isinstance(found, dict) else []
 
 
 @agents_app.command("show")
@@ -116,8 +140,10 @@ def validate_agents(
 ) -> None:
     """Print every warning and error as `file:line: code: message`; exit 1 if a file is unusable.
 
-    With --json, one document: {files, usable, unusable, warnings: [{code, message, file, line}],
-    errors: [{code, message, data}]}.
+    Each agent's model is resolved as a start with no --model would; one that cannot start here
+    is listed with the reason (it is still usable: the exit code is about the files). With
+    --json, one document: {files, usable, unusable, can_start, agents: [{name, path, model}],
+    warnings: [{code, message, file, line}], errors: [{code, message, data}]}.
     """
     from membrane.cli.agents_detail import validate
 

@@ -153,11 +153,24 @@ def validate(
         # Files on disk only: the packaged builtins are not the user's files.
         count = sum(not d.builtin for d in read) + len(errors)
     warnings.extend(w for d in read for w in unknown_servers(d, settings))
+    from membrane.cli.agent_model import agent_model
+
+    models = [(d, agent_model(d, settings)) for d in read if not d.builtin]
+    for definition, model in models:
+        fallback = model["fallback"]
+        if isinstance(fallback, dict):
+            line = definition.lines.get("model")
+            message = str(fallback["message"])
+            warnings.append(DefinitionWarning(definition.path, line, "model-fallback", message))
+    starting = sum(bool(model["can_start"]) for _, model in models)
+    agents = [{"name": d.name, "path": d.path, "model": model} for d, model in models]
     if as_json:
         payload = {
             "files": count,
             "usable": count - len(errors),
             "unusable": len(errors),
+            "can_start": starting,
+            "agents": agents,
             "warnings": [warning_json(w) for w in warnings],
             "errors": [e.to_dict() for e in errors],
         }
@@ -167,11 +180,14 @@ def validate(
         return
     for warning in warnings:
         echo_text(str(warning))
+    for definition, model in models:
+        if not model["can_start"]:
+            echo_text(f"{definition.path}: cannot start here: {model['reason']}")
     for error in errors:
         echo_text(definition_error_line(error))
     echo_text(
         f"{count} file(s): {count - len(errors)} usable, {len(errors)} unusable, "
-        f"{len(warnings)} warning(s)",
+        f"{starting} can start here, {len(warnings)} warning(s)",
         err=True,
     )
     if errors:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from membrane.agents.definition import AgentDefinition, Unset
+from membrane.config.model_names import resolve_spec
 from membrane.config.values import Settings
-from membrane.errors import InvalidRequest
+from membrane.errors import InvalidRequest, UnknownModel
 from membrane.models.specs import ModelRouter
 from membrane.models.wire_log import WireLog
 
@@ -47,8 +48,24 @@ def parse_model(
                 "default_model in the settings, or add model: to the file (see docs/models.md)",
                 field="model",
             )
+        if settings.unknown_model == "fallback" and not servable(own, settings):
+            raise InvalidRequest(
+                f"no model for {agent.name!r}: its file's model {own!r} is one no provider here "
+                "serves, so it falls back to the run's default model, and none is set: pass "
+                "--model or set default_model in the settings (see docs/models.md)",
+                field="model",
+            )
     log = WireLog(requests) if requests is not None else None
     return ModelRouter.from_settings(settings, default=spec, request_log=log)
+
+
+def servable(spec: str, settings: Settings) -> bool:
+    """Whether a provider here serves ``spec`` (an alias, an entry, a spec or a product's name)."""
+    try:
+        resolve_spec(spec, models=settings.models, aliases=settings.model_aliases)
+    except UnknownModel:
+        return False
+    return True
 
 
 def absolute_spec(spec: str | None) -> str | None:

@@ -209,6 +209,7 @@ _FILE_FIELDS: Final = {
     "model_aliases": Field(optional(_STRINGS)),
     "models": Field(optional(mapping_of(table("_Model", _MODEL_FIELDS, ModelEntry)))),
     "default_model": Field(optional(_NAME)),
+    "unknown_model": Field(optional(choice("fallback", "error"))),
     # Checked by ``Budget.parse`` so that an error names the kind.
     "budget": Field(optional(_any_table)),
     # Checked by ``membrane.tools.argument_rules`` when an agent is resolved.

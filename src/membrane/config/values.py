@@ -145,6 +145,10 @@ class Settings:
     models: Mapping[str, ModelEntry] = field(default_factory=dict)
     #: The spec a run uses when neither the host, the definition nor the call names one.
     default_model: str | None = None
+    #: A definition file's model no provider here serves: ``fallback`` runs the agent on the
+    #: run's default model (a ``model-fallback`` warning); ``error`` keeps it, so the start
+    #: fails with ``unknown-model``. A model the call names is never replaced.
+    unknown_model: Literal["fallback", "error"] = "fallback"
     #: ``[budget]``: what every top-level run and its subtree may spend (DESIGN rule 12).
     budget: Budget | None = None
     #: ``[[rules]]``: argument rules over every agent's tool calls, each as its JSON text (read

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final, Generic, Literal, TypeVar
 
-from membrane.agents.definition import UNSET, AgentDefinition, Isolation, Unset
+from membrane.agents.definition import UNSET, AgentDefinition, DefinitionWarning, Isolation, Unset
+from membrane.config.model_names import resolve_spec
 from membrane.config.values import Settings
+from membrane.errors import UnknownModel
 from membrane.limits import check_depth, child_depth
 
 __all__ = [
@@ -123,7 +125,9 @@ def resolve_invocation(
     if model.value == "inherit":
         resolved_model: Sourced[object] = Sourced(parent_model, "parent")
     else:
-        resolved_model = Sourced(_model_name(model, definition, settings, warnings), model.source)
+        name = _model_name(model, definition, settings, warnings)
+        # A fallback is the deployment's choice: the run's default model.
+        resolved_model = Sourced(name, model.source if name is not None else "deployment")
 
     if definition.max_turns is UNSET and call.max_turns is UNSET:
         default_turns = settings.default_max_turns
@@ -170,22 +174,41 @@ def resolve_invocation(
     return fields, warnings
 
 
-#: Claude Code's model aliases: they mean a model only through the deployment's aliases.
-CLAUDE_MODEL_ALIASES: Final = frozenset({"sonnet", "opus", "haiku"})
-
-
 def _model_name(
     model: Sourced[str], definition: AgentDefinition, settings: Settings, warnings: list[str]
-) -> str:
-    """A model alias (``[model_aliases]``) replaced by what it stands for."""
+) -> str | None:
+    """A model alias (``[model_aliases]``) replaced by what it stands for; a file's model no
+    provider here serves (``resolve_spec`` refuses it) is ``None``, the run's default model,
+    with a ``model-fallback`` warning naming the file and line, unless the deployment says
+    ``unknown_model = "error"``. A model the call names is kept: the start is strict about it.
+    A product's name (``sonnet``, ``openai/gpt-5``) is kept as written: the router reads it."""
     aliased = settings.model_alias(model.value)
     if aliased is not None:
         return aliased
-    if model.value.lower() in CLAUDE_MODEL_ALIASES and definition.dialect == "claude-code":
-        warnings.append(
-            f"model: {model.value} is a Claude Code model alias and no [model_aliases] entry "
-            "maps it; it is passed on as written"
+    if model.source != "frontmatter" or settings.unknown_model == "error":
+        return model.value
+    try:
+        resolve_spec(model.value, models=settings.models, aliases=settings.model_aliases)
+    except UnknownModel as exc:
+        default = settings.default_model
+        runs_on = (
+            f"the host's --model, else default_model ({default})"
+            if default is not None
+            else "the host's --model (no default_model is set)"
         )
+        warnings.append(
+            str(
+                DefinitionWarning(
+                    definition.path,
+                    definition.lines.get("model"),
+                    "model-fallback",
+                    f"{exc.message}; no provider here serves it, so the agent runs on the "
+                    f'run\'s default model: {runs_on} (unknown_model = "error" refuses '
+                    "instead)",
+                )
+            )
+        )
+        return None
     return model.value
 
 

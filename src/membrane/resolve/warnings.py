@@ -5,11 +5,13 @@ output prints as they are. ``warning_objects`` gives each one the shape the othe
 ``--json`` use: a definition's own warnings (a repair, an unknown key, a dialect's mapping) keep
 the code, file and line their reader gave them; a warning of the resolution itself (a selector
 that selects nothing, a depth at the cap, a model no alias maps) gets the code of its kind and the
-definition's file, with no line (it is about the definition as resolved, not one line of it).
+definition's file, with no line (it is about the definition as resolved, not one line of it),
+unless it is written as a warning of one line of the file (``model-fallback``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -35,8 +37,8 @@ _KINDS: Final[Sequence[tuple[str, str]]] = (
     ("isolation: worktree", "worktree-unavailable"),
     ("is not inside a Git work tree", "worktree-unavailable"),
     ("is not a permission mode", "invalid-permission-mode"),
-    ("Claude Code model alias", "model-alias-unmapped"),
     ("the start will fail with unknown-model", "unknown-model"),
+    ("no provider here serves it", "model-fallback"),
     ("the persona names", "persona-placeholder"),
     ("fallback_subagent", "dispatch-fallback"),
     ("names match case-insensitively", "dispatch-case"),
@@ -48,6 +50,28 @@ _KINDS: Final[Sequence[tuple[str, str]]] = (
 #: Every code a resolution warning may carry.
 RESOLUTION_WARNING_CODES: Final = tuple(
     sorted({code for _, code in _KINDS} | {"resolution-warning"})
+)
+
+
+def _written(text: str, file: str) -> JSONDict | None:
+    """A resolution warning written as a ``DefinitionWarning`` of the definition's own file
+    (``FILE:LINE: CODE: message``, as ``model-fallback`` is), read back into its parts."""
+    if not text.startswith(f"{file}:"):
+        return None
+    found = _WRITTEN.match(text[len(file) + 1 :])
+    if found is None:
+        return None
+    line = found["line"]
+    return {
+        "code": found["code"],
+        "message": found["message"],
+        "file": file,
+        "line": None if line is None else int(line),
+    }
+
+
+_WRITTEN: Final = re.compile(
+    r"(?:(?P<line>[0-9]+):)? (?P<code>[a-z][a-z0-9]*(?:-[a-z0-9]+)+): (?P<message>.*)\Z", re.S
 )
 
 
@@ -69,6 +93,10 @@ def warning_objects(
                     "line": found.line,
                 }
             )
+            continue
+        written = _written(text, file)
+        if written is not None:
+            objects.append(written)
             continue
         code = next((code for phrase, code in _KINDS if phrase in text), "resolution-warning")
         objects.append({"code": code, "message": text, "file": file, "line": None})

@@ -32,9 +32,11 @@ from membrane.durable.crashpoints import crash_point
 from membrane.durable.lineage import record_edge, reopen_interrupted_edge
 from membrane.durable.sweeper import Leases
 from membrane.errors import InvalidRequest, UnknownModel
+from membrane.json_types import JSONDict
 from membrane.models.specs import resolve_spec
 from membrane.resolve.authority import EffectiveAuthority
 from membrane.resolve.digest import authority_digest
+from membrane.resolve.warnings import warning_objects
 from membrane.runtime.budget import BUDGET_KEY
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
@@ -203,6 +205,9 @@ class Publisher:
         }
         if note:
             data["note"] = note
+        fallback = model_fallback(authority)
+        if fallback is not None:
+            data["model_fallback"] = fallback
         if record.spending is not None:
             data["budget"] = record.spending.in_force()  # again once the start is counted
         # Proof that explain is what ran: the digest of what was installed (resolve.digest).
@@ -290,6 +295,14 @@ class Publisher:
             return store.append_event(record.run_id, "published", data)
 
         self._runs.register(record, seq=self._hub.commit(write), data=data)
+
+
+def model_fallback(authority: EffectiveAuthority) -> JSONDict | None:
+    """The ``model-fallback`` warning of a child whose file's model no provider serves (it
+    runs on the run's default model), as ``{code, message, file, line}``; else ``None``."""
+    path = authority.definition.path
+    found = warning_objects(authority.warnings, (), file=path)
+    return next((w for w in found if w["code"] == "model-fallback"), None)
 
 
 def routing_key(spec: str | None, settings: Settings) -> str:

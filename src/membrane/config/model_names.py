@@ -1,0 +1,138 @@
+"""What a model spec names, without building anything: the providers, the product names other
+products' files use (``sonnet``, ``anthropic/claude-sonnet-4-5``), and ``resolve_spec``, the
+provider and model a spec means (or ``unknown-model``). Pure: the resolver reads it to decide a
+file's model falls back, ``membrane.models.naming`` re-exports it for ``explain`` and the router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Literal
+
+from membrane.config.values import ModelEntry
+from membrane.errors import UnknownModel
+
+__all__ = [
+    "PRODUCT_MODELS",
+    "PROVIDERS",
+    "SLASH_PROVIDERS",
+    "ModelChoice",
+    "Provider",
+    "known_names",
+    "product_spec",
+    "resolve_spec",
+]
+
+PROVIDERS = ("scripted", "openai", "anthropic")
+Provider = Literal["scripted", "openai", "anthropic"]
+
+#: Claude Code's model names (any case) and the Anthropic model each stands for here; a
+#: ``[model_aliases]`` or ``[models]`` entry of the same name wins.
+PRODUCT_MODELS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "sonnet": "anthropic:claude-sonnet-4-5",
+        "opus": "anthropic:claude-opus-4-1",
+        "haiku": "anthropic:claude-haiku-4-5",
+    }
+)
+#: OpenCode's and pi's ``provider/model`` ids read as ``provider:model`` for these providers.
+SLASH_PROVIDERS: Final = ("anthropic", "openai")
+#: A bare model id (pi, Claude Code) of these families names its provider's model.
+_BARE_PREFIXES: Final = (("claude-", "anthropic"), ("gpt-", "openai"))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """What a spec resolves to. ``via`` says how: ``spec``, ``entry:NAME``, ``alias:NAME`` or
+    ``product:NAME`` (a name another product uses, read by ``product_spec``)."""
+
+    spec: str
+    provider: Provider
+    model: str
+    via: str
+    entry: ModelEntry
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "spec": self.spec,
+            "provider": self.provider,
+            "model": self.model,
+            "via": self.via,
+            "base_url": self.entry.base_url,
+        }
+
+
+def product_spec(name: str) -> str | None:
+    """The ``provider:model`` spec another product's model name means here, or ``None``:
+    ``sonnet``/``opus``/``haiku`` (any case), ``anthropic/MODEL`` and ``openai/MODEL``, and a
+    bare ``claude-...`` or ``gpt-...`` model id."""
+    text = name.strip()
+    mapped = PRODUCT_MODELS.get(text.casefold())
+    if mapped is not None:
+        return mapped
+    provider, sep, model = text.partition("/")
+    if sep and provider.casefold() in SLASH_PROVIDERS and model.strip():
+        return f"{provider.casefold()}:{model.strip()}"
+    for prefix, owner in _BARE_PREFIXES:
+        if text.casefold().startswith(prefix) and len(text) > len(prefix) and "/" not in text:
+            return f"{owner}:{text}"
+    return None
+
+
+def resolve_spec(
+    spec: str,
+    *,
+    models: Mapping[str, ModelEntry] | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> ModelChoice:
+    """The provider and model ``spec`` names; ``UnknownModel`` when it names nothing known.
+
+    In order: a ``[model_aliases]`` alias (exact, then any case), a ``[models]`` entry, a
+    ``provider:MODEL`` spec, a product's name (``product_spec``)."""
+    models = models or {}
+    aliases = aliases or {}
+    text = spec.strip() if isinstance(spec, str) else ""
+    if not text:
+        raise UnknownModel(
+            f"model spec {spec!r} is empty", spec=str(spec), known=known_names(models, aliases)
+        )
+    folded = {alias.casefold(): alias for alias in aliases}
+    if text in aliases or text.casefold() in folded:
+        target = aliases[text if text in aliases else folded[text.casefold()]].strip()
+        if target in aliases:
+            raise UnknownModel(
+                f"model alias {text!r} points at another alias ({target!r}); an alias must "
+                "name a provider:model spec or a [models] entry",
+                spec=text,
+                known=known_names(models, aliases),
+            )
+        choice = resolve_spec(target, models=models)
+        return ModelChoice(text, choice.provider, choice.model, f"alias:{text}", choice.entry)
+    if text in models:
+        entry = models[text]
+        return ModelChoice(text, entry.provider, entry.model, f"entry:{text}", entry)
+    provider, sep, rest = text.partition(":")
+    if sep and provider in PROVIDERS and rest.strip():
+        entry = ModelEntry(provider=provider, model=rest.strip())  # type: ignore[arg-type]
+        return ModelChoice(text, entry.provider, entry.model, "spec", entry)
+    mapped = product_spec(text)
+    if mapped is not None:
+        provider, _, rest = mapped.partition(":")
+        entry = ModelEntry(provider=provider, model=rest)  # type: ignore[arg-type]
+        return ModelChoice(text, entry.provider, entry.model, f"product:{text}", entry)
+    known = known_names(models, aliases)
+    if sep and provider not in PROVIDERS:
+        why = f"unknown provider {provider!r} (the providers are {', '.join(PROVIDERS)})"
+    else:
+        why = (
+            "not a provider:MODEL spec, a [model_aliases] alias, a [models] entry or a "
+            "product's name (sonnet, opus, haiku, anthropic/MODEL, openai/MODEL)"
+        )
+    listed = f"; known names: {', '.join(known)}" if known else ""
+    raise UnknownModel(f"model {text!r}: {why}{listed}", spec=text, known=known)
+
+
+def known_names(models: Mapping[str, ModelEntry], aliases: Mapping[str, str]) -> list[str]:
+    return sorted({*models, *aliases})
