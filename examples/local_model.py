@@ -12,7 +12,8 @@ SmolLM2-135M-Instruct GGUF weights. It then
    127.0.0.1 (a free port);
 2. writes a small project under ``$MEMBRANE_LOCAL_MODEL_HOME/runs/<time>/``: a ``notes.txt`` and
    two agents, ``lead`` (may start ``reader``; no tool of its own) and ``reader`` (``Read``,
-   ``Grep``), with an ``openai`` model entry pointing at that server;
+   ``Grep``; its file pins the spawn-time fields a call could set), with an ``openai`` model
+   entry pointing at that server;
 3. runs ``membrane run lead TASK --json`` three times (``--runs N``) and checks each run.
 
 The model has 135M parameters. What makes its delegation reliable is what Membrane sends it,
@@ -79,6 +80,9 @@ You answer questions about the file notes.txt. You cannot read files yourself: s
 agent `reader` with the Task tool and ask it to read notes.txt. When its answer comes back,
 reply to the user in one sentence.
 """
+#: The spawn-time fields are pinned in the file, which outranks the call (DESIGN rule 1): the
+#: grammar lets the model fill ``Task``'s optional parameters, and a 135M model fills them at
+#: random (seen: ``isolation: worktree``, refused as ``worktree-unavailable`` outside Git).
 READER = """\
 ---
 name: reader
@@ -86,6 +90,9 @@ description: Reads a file and reports what it says.
 model: local
 tools: Read, Grep
 tool_choice: Read
+isolation: "off"
+run_in_background: false
+max_turns: 3
 ---
 Read the file notes.txt with the Read tool (path "notes.txt") and report what it says.
 """
