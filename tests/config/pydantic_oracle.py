@@ -128,6 +128,7 @@ class _File(_Strict):
     model_aliases: dict[str, str] | None = None
     models: dict[str, _Model] | None = None
     default_model: str | None = Field(default=None, min_length=1)
+    unknown_model: Literal["fallback", "error"] | None = None
     budget: dict[str, Any] | None = None
     rules: list[dict[str, Any]] | None = None
     receipt_ttl_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
