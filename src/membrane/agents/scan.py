@@ -321,34 +321,33 @@ def _file_signature(path: str) -> Signature:
 
 def _unlistable(path: str, exc: OSError) -> _Entry | None:
     """The entry of a definitions folder that is there but cannot be listed."""
-    try:
-        signature = _signature(os.lstat(path))
-    except OSError:
-        return None
-    error = DefinitionError(
+    return _failed(
+        path,
         f"this definitions folder cannot be listed: {exc.strerror or exc}",
-        path=path,
-        line=1,
-        hint="make the folder readable (or remove the link), or turn its root off in the "
-        "settings; the other definitions are unaffected",
+        "make the folder readable (or remove the link), or turn its root off in the settings",
     )
-    return _Entry(signature, b"", error)
 
 
 def _unreadable(path: str, exc: OSError) -> _Entry | None:
     """The entry of a ``*.md`` that cannot be read: ``None`` when nothing is there any more
     (gone between the listing and the read; the next reload settles it), else an error that
     names why (a symlink loop, a dangling link, a FIFO, no permission)."""
+    return _failed(
+        path,
+        f"cannot be read: {exc.strerror or exc}",
+        "make it a readable regular file (or a link to one), or remove it",
+    )
+
+
+def _failed(path: str, message: str, hint: str) -> _Entry | None:
+    """An error entry for ``path``, keyed by its link's own signature; ``None`` when nothing
+    is there any more."""
     try:
         signature = _signature(os.lstat(path))
     except OSError:
         return None
     error = DefinitionError(
-        f"cannot be read: {exc.strerror or exc}",
-        path=path,
-        line=1,
-        hint="make it a readable regular file (or a link to one), or remove it; "
-        "the other definitions are unaffected",
+        message, path=path, line=1, hint=f"{hint}; the other definitions are unaffected"
     )
     return _Entry(signature, b"", error)
 
