@@ -42,8 +42,14 @@ def ensure_owner_token(home: Path | None = None) -> str:
     path = owner_token_path(home)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     token = secrets.token_urlsafe(_BYTES)
+    # Written whole under a name of its own, then linked into place: two servers starting at
+    # once never see each other's file before its token is in it (a link that exists fails).
+    draft = path.with_name(f".{OWNER_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(token + "\n")
+        os.link(draft, path)
     except FileExistsError:
         found = read_owner_token(home)
         if found is None:
@@ -53,8 +59,8 @@ def ensure_owner_token(home: Path | None = None) -> str:
                 hint="remove it; the next `membrane serve` makes a new one",
             ) from None
         return found
-    with os.fdopen(fd, "w", encoding="ascii") as file:
-        file.write(token + "\n")
+    finally:
+        draft.unlink(missing_ok=True)
     return token
 
 
