@@ -113,6 +113,21 @@ def _bash_output(home: Path, project: Path, run_id: str) -> str:
     return str(json.loads(str(tool["content"]))["stdout"])
 
 
+async def _bash_of_run(running: Running, agent: str, task: str, script: Path) -> str:
+    """Run ``agent`` on the scripted model ``script`` as the owner, to its end; what its Bash
+    printed."""
+    with anyio.fail_after(START_BOUND * 2):
+        async with Client.connect(running.socket) as client:
+            await client.request("initialize", {"identity": owner(running.home)})
+            reply = await client.request("projects/add", {"root": str(running.project)})
+            ids = {"projectId": reply["projectId"]}
+            start = {**ids, "agent": agent, "task": task, "model": f"scripted:{script}"}
+            run_id = (await client.request("runs/start", start))["run"]["run_id"]
+            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
+    assert done["status"] == "completed", done
+    return _bash_output(running.home, running.project, run_id)
+
+
 async def test_a_read_only_childs_token_gets_no_writable_checkout_through_the_runtime(
     running: Running, tmp_path: Path
 ) -> None:
@@ -130,16 +145,7 @@ async def test_a_read_only_childs_token_gets_no_writable_checkout_through_the_ru
     script = tmp_path / "reader.json"
     turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
     script.write_text(json.dumps({"agents": {"reader": turns}}))
-    with anyio.fail_after(START_BOUND * 2):
-        async with Client.connect(running.socket) as client:
-            await client.request("initialize", {"identity": owner(running.home)})
-            reply = await client.request("projects/add", {"root": str(running.project)})
-            ids = {"projectId": reply["projectId"]}
-            start = {**ids, "agent": "reader", "task": "write", "model": f"scripted:{script}"}
-            run_id = (await client.request("runs/start", start))["run"]["run_id"]
-            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
-    assert done["status"] == "completed", done
-    out = _bash_output(running.home, running.project, run_id)
+    out = await _bash_of_run(running, "reader", "write", script)
     assert not (running.project / "pwned.txt").exists(), out
     assert "WROTE" not in out
     assert "project-refused" in out and "ADD_RC=0" not in out, out
@@ -214,16 +220,7 @@ async def test_a_child_neither_has_nor_reads_the_owners_token(
     turns = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
     script = tmp_path / "reader.json"
     script.write_text(json.dumps({"agents": {"reader": turns}}))
-    with anyio.fail_after(START_BOUND * 2):
-        async with Client.connect(running.socket) as client:
-            await client.request("initialize", {"identity": owner(running.home)})
-            reply = await client.request("projects/add", {"root": str(running.project)})
-            ids = {"projectId": reply["projectId"]}
-            start = {**ids, "agent": "reader", "task": "look", "model": f"scripted:{script}"}
-            run_id = (await client.request("runs/start", start))["run"]["run_id"]
-            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
-    assert done["status"] == "completed", done
-    out = _bash_output(running.home, running.project, run_id)
+    out = await _bash_of_run(running, "reader", "look", script)
     assert "MEMBRANE_TOKEN=mt1." in out  # the run's own token, as the child's Bash gets it
     assert (running.home / "owner.token").read_text().strip() not in out
 
@@ -244,15 +241,6 @@ async def test_a_runs_token_starts_its_child_on_the_model_its_run_was_started_on
     lead = [{"tool_calls": [{"name": "Bash", "arguments": {"command": command}}]}, {"text": "ok"}]
     reader = [{"text": "hi from the reader"}]
     script.write_text(json.dumps({"agents": {"lead": lead, "reader": reader}}))
-    with anyio.fail_after(START_BOUND * 2):
-        async with Client.connect(running.socket) as client:
-            await client.request("initialize", {"identity": owner(running.home)})
-            reply = await client.request("projects/add", {"root": str(running.project)})
-            ids = {"projectId": reply["projectId"]}
-            start = {**ids, "agent": "lead", "task": "go", "model": f"scripted:{script}"}
-            run_id = (await client.request("runs/start", start))["run"]["run_id"]
-            done = (await client.request("runs/wait", {**ids, "runId": run_id}))["run"]
-    assert done["status"] == "completed", done
-    out = _bash_output(running.home, running.project, run_id)
+    out = await _bash_of_run(running, "lead", "go", script)
     assert "no model reached" not in out, out
     assert "hi from the reader" in out and '"status": "completed"' in out, out
