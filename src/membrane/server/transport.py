@@ -27,6 +27,7 @@ import os
 import socket
 import stat
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -51,6 +52,9 @@ __all__ = [
 SOCKET_ENV: Final = "MEMBRANE_SOCKET"
 _BACKLOG: Final = 512
 _CRED = struct.Struct("3i")
+# The loser of a race for the lock reads the winner's pid for up to about half a second.
+_HOLDER_READS: Final = 50
+_HOLDER_PAUSE: Final = 0.01
 
 
 def listen_backlog() -> int:
@@ -114,7 +118,7 @@ class SocketLock:
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise ServerError(f"cannot lock {self.path}: {exc}", path=str(self.path)) from exc
-            pid = self.holder()
+            pid = self._holder_once_written()
             who = f"pid {pid}" if pid is not None else "another process"
             raise RuntimeAlreadyRunning(
                 f"a runtime ({who}) already serves {socket_path}; use it, or stop it first",
@@ -128,10 +132,21 @@ class SocketLock:
     def holder(self) -> int | None:
         """The pid written in the lock file, if any (the winner writes it right after locking)."""
         try:
-            text = self.path.read_text(encoding="ascii").strip()
+            text = self.path.read_text(encoding="ascii")
         except (OSError, UnicodeDecodeError):
             return None
-        return int(text) if text.isdigit() else None
+        # Only a whole line counts: the winner may be between truncating and writing.
+        pid = text.removesuffix("\n")
+        return int(pid) if text.endswith("\n") and pid.isdigit() else None
+
+    def _holder_once_written(self) -> int | None:
+        """The holder's pid, waiting briefly: the winner writes it only just after locking."""
+        for _ in range(_HOLDER_READS):
+            pid = self.holder()
+            if pid is not None:
+                return pid
+            time.sleep(_HOLDER_PAUSE)
+        return None
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
