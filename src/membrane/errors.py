@@ -4,7 +4,7 @@ The codes are part of the public contract: they appear in JSON-RPC error objects
 in CLI output (``file:line: code: message``) and in tool results a model sees.
 Messages may change; codes do not.
 
-Two families, as a user meets them:
+Two branches, as a user meets them:
 
 * a *developer's mistake* (``ConfigError``): a bad definition, filter, setting or request.
   Fix the input and try again.
@@ -24,25 +24,26 @@ Two families, as a user meets them:
     │   ├── InvalidRequest ............. invalid-request
     │   ├── InvalidDepth ............... invalid-depth
     │   ├── InvalidPersona ............. invalid-persona
-    │   ├── UnknownSubagent ............ unknown-subagent
+    │   ├── UnknownSubagent ............ unknown-subagent        NotFound
     │   ├── ToolChoiceInvalid .......... tool-choice-invalid
     │   ├── UnsupportedCapability ...... unsupported-capability
-    │   ├── UnknownAgent ............... unknown-agent
+    │   ├── UnknownAgent ............... unknown-agent           NotFound
     │   ├── InvalidSchedule ............ invalid-schedule
-    │   ├── UnknownSchedule ............ unknown-schedule
+    │   ├── UnknownSchedule ............ unknown-schedule        NotFound
     │   ├── ExtraNotInstalled .......... extra-not-installed
-    │   ├── UnknownModel ............... unknown-model
-    │   ├── UnknownWorkflow ............ unknown-workflow
+    │   ├── UnknownModel ............... unknown-model           NotFound
+    │   ├── UnknownWorkflow ............ unknown-workflow        NotFound
     │   ├── WorkflowInvalid ............ workflow-invalid
     │   ├── StateInsideCheckout ........ state-inside-checkout
     │   └── ScriptError ................ model-script-invalid
     └── RunError
-        ├── ToolNotVisible ............. tool-not-visible
-        ├── ToolArgumentsInvalid ....... tool-arguments-invalid
-        ├── ToolFailed ................. tool-failed
-        ├── ToolBlocked ................ tool-blocked
-        ├── ToolCallDenied ............. tool-call-denied
-        ├── ApprovalUnavailable ........ approval-unavailable
+        ├── ToolCallError .............. tool-call-error
+        │   ├── ToolNotVisible ......... tool-not-visible
+        │   ├── ToolArgumentsInvalid ... tool-arguments-invalid
+        │   ├── ToolFailed ............. tool-failed
+        │   ├── ToolBlocked ............ tool-blocked
+        │   ├── ToolCallDenied ......... tool-call-denied        PermissionRefused
+        │   └── ApprovalUnavailable .... approval-unavailable    PermissionRefused
         ├── PathOutsideCheckout ........ path-outside-checkout
         │   ├── PathProtected .......... path-protected
         │   └── HardLinkRefused ........ hard-link-refused
@@ -54,34 +55,47 @@ Two families, as a user meets them:
         ├── SandboxUnavailable ......... sandbox-unavailable
         ├── ModelError ................. model-error
         │   ├── ModelAuthFailed ........ model-auth-failed
-        │   ├── ModelRateLimited ....... model-rate-limited
+        │   ├── ModelRateLimited ....... model-rate-limited      retryable
         │   ├── ModelContextExceeded ... model-context-exceeded
         │   ├── ModelUnavailable ....... model-unavailable
         │   └── ModelTimeout ........... model-timeout
         ├── StructuredOutputInvalid .... structured-output-invalid
         ├── ExtensionHookFailed ........ extension-hook-failed
-        ├── UnknownRun ................. unknown-run
-        ├── UnknownSkill ............... unknown-skill
+        ├── UnknownRun ................. unknown-run             NotFound
+        ├── UnknownSkill ............... unknown-skill           NotFound
         ├── McpServerUnavailable ....... mcp-server-unavailable
         ├── McpToolError ............... mcp-tool-error
-        ├── RequestPending ............. request-pending
-        ├── RunLeased .................. run-leased
+        ├── RequestPending ............. request-pending         retryable
+        ├── RunLeased .................. run-leased              retryable
         ├── WorkflowRefused ............ workflow-refused
         ├── StoreError ................. store-error
         │   ├── StoreNotMembrane ....... store-not-membrane
         │   └── StoreDamaged ........... store-damaged
-        ├── RateLimited ................ rate-limited
+        ├── RateLimited ................ rate-limited            retryable
         ├── Interrupted ................ interrupted
         └── ServerError ................ server-error
             ├── RuntimeAlreadyRunning .. runtime-already-running
             ├── SocketPathTooLong ...... socket-path-too-long
             ├── RuntimeUnavailable ..... runtime-unavailable
             ├── RuntimeRoleMismatch .... runtime-role-mismatch
-            ├── UnknownProject ......... unknown-project
-            ├── TokenInvalid ........... token-invalid
-            ├── CallerRefused .......... caller-refused
-            │   └── ProjectRefused ..... project-refused
+            ├── UnknownProject ......... unknown-project         NotFound
+            ├── TokenInvalid ........... token-invalid           PermissionRefused
+            ├── CallerRefused .......... caller-refused          PermissionRefused
+            │   └── ProjectRefused ..... project-refused         PermissionRefused
             └── ProtocolError .......... protocol-error
+
+Families that cross the two branches, for what a caller wants to catch (each class above that
+names one is also an instance of it, so ``except NotFound`` catches ``UnknownAgent`` and
+``UnknownRun`` alike; the branch still decides the CLI's exit code):
+
+* ``NotFound`` (``not-found``): a name or id that refers to nothing: an agent, a subagent type,
+  a model, a run, a skill, a schedule, a workflow, a project.
+* ``PermissionRefused`` (``permission-refused``): a rule or an identity check said no: a call a
+  permission rule denied or no one could approve, a caller or token the runtime refuses.
+* ``ToolCallError`` (``tool-call-error``, a ``RunError``): one tool call refused or failed; the
+  agent loop answers it as an error tool result and the run goes on.
+* ``retryable``: a class attribute, ``True`` where the same request may succeed later unchanged
+  (a rate limit, a pending receipt, a leased run).
 """
 
 from __future__ import annotations
@@ -117,8 +131,10 @@ __all__ = [
     "ModelRateLimited",
     "ModelTimeout",
     "ModelUnavailable",
+    "NotFound",
     "PathOutsideCheckout",
     "PathProtected",
+    "PermissionRefused",
     "ProjectRefused",
     "ProtocolError",
     "RateLimited",
@@ -143,6 +159,7 @@ __all__ = [
     "ToolArgumentsInvalid",
     "ToolBlocked",
     "ToolCallDenied",
+    "ToolCallError",
     "ToolChoiceInvalid",
     "ToolFailed",
     "ToolFilterError",
@@ -161,6 +178,7 @@ __all__ = [
     "WorkflowInvalid",
     "WorkflowRefused",
     "WorktreeUnavailable",
+    "error_class",
 ]
 
 
@@ -171,6 +189,9 @@ class MembraneError(Exception):
     narrows."""
 
     code: ClassVar[str] = "membrane-error"
+    retryable: ClassVar[bool] = False
+    """``True`` where the same request may succeed later, unchanged (``RateLimited``,
+    ``ModelRateLimited``, ``RequestPending``, ``RunLeased``)."""
 
     def __init__(self, message: str, **data: object) -> None:
         super().__init__(message)
@@ -201,6 +222,27 @@ class RunError(MembraneError):
     """A run's failure: something went wrong while a child was starting or running."""
 
     code = "run-error"
+
+
+class NotFound(MembraneError):
+    """A family: a name or id that refers to nothing this caller can reach (an agent, a
+    subagent type, a model, a run, a skill, a schedule, a workflow, a project)."""
+
+    code = "not-found"
+
+
+class PermissionRefused(MembraneError):
+    """A family: a rule or an identity check refused (a tool call denied or left without an
+    approver, a caller or token the runtime does not accept)."""
+
+    code = "permission-refused"
+
+
+class ToolCallError(RunError):
+    """A family: one tool call was refused or failed. The agent loop answers it as an error tool
+    result and the run goes on."""
+
+    code = "tool-call-error"
 
 
 class DefinitionError(ConfigError):
@@ -288,7 +330,7 @@ class InvalidPersona(ConfigError):
     code = "invalid-persona"
 
 
-class UnknownSubagent(ConfigError):
+class UnknownSubagent(ConfigError, NotFound):
     """An agent type cannot be dispatched and the fallback policy fails closed."""
 
     code = "unknown-subagent"
@@ -301,7 +343,7 @@ class ToolChoiceInvalid(ConfigError):
     code = "tool-choice-invalid"
 
 
-class UnknownAgent(ConfigError):
+class UnknownAgent(ConfigError, NotFound):
     """``membrane run NAME`` (or a host's top-level start) names no usable agent: unknown,
     ambiguous, disabled, or a file by that name that cannot be read (its error in
     ``data.file_error``). Carries ``requested``, ``reason`` and ``closest`` (names)."""
@@ -321,33 +363,33 @@ class ScriptError(ConfigError):
     code = "model-script-invalid"
 
 
-class ToolNotVisible(RunError):
+class ToolNotVisible(ToolCallError):
     """A tool name is not in the caller's view. The message and data never name or hint at hidden
     tools: only the requested name appears."""
 
     code = "tool-not-visible"
 
 
-class ToolArgumentsInvalid(RunError):
+class ToolArgumentsInvalid(ToolCallError):
     """Tool arguments fail the tool's JSON Schema. Carries ``tool``, ``path`` and ``reason``."""
 
     code = "tool-arguments-invalid"
 
 
-class ToolFailed(RunError):
+class ToolFailed(ToolCallError):
     """A tool's handler raised. Carries ``tool``."""
 
     code = "tool-failed"
 
 
-class ToolBlocked(RunError):
+class ToolBlocked(ToolCallError):
     """A hook blocked a call (an extension's ``before_tool_call``) or a child's task (its
     ``UserPromptSubmit`` command hook). Carries ``tool``, ``extension`` or ``hook``, ``reason``."""
 
     code = "tool-blocked"
 
 
-class ToolCallDenied(RunError):
+class ToolCallDenied(ToolCallError, PermissionRefused):
     """A permission rule (``deny``, or an ``ask`` the host refused) stopped a call before it
     ran. Carries ``tool``, ``rule`` (as written, or ``null``), ``subject`` (the command or path
     the rule matched) and ``reason``, which tells the model what it may do instead."""
@@ -355,7 +397,7 @@ class ToolCallDenied(RunError):
     code = "tool-call-denied"
 
 
-class ApprovalUnavailable(RunError):
+class ApprovalUnavailable(ToolCallError, PermissionRefused):
     """A call needed the host's approval (an ``ask`` rule) and no one can answer: no approver
     is installed (a non-interactive run). Carries ``tool``, ``rule`` and ``subject``."""
 
@@ -445,6 +487,7 @@ class ModelRateLimited(ModelError):
     """The provider kept answering 429 after the bounded retries. Carries ``retry_after``."""
 
     code = "model-rate-limited"
+    retryable = True
 
 
 class ModelContextExceeded(ModelError):
@@ -465,7 +508,7 @@ class ModelTimeout(ModelError):
     code = "model-timeout"
 
 
-class UnknownModel(ConfigError):
+class UnknownModel(ConfigError, NotFound):
     """A model spec names no known provider, alias or ``[models.NAME]`` entry. Carries ``spec`` and
     ``known`` (the aliases and entries the settings define)."""
 
@@ -485,7 +528,7 @@ class ExtensionHookFailed(RunError):
     code = "extension-hook-failed"
 
 
-class UnknownRun(RunError):
+class UnknownRun(RunError, NotFound):
     """A run id is unknown to this caller (or belongs to another parent)."""
 
     code = "unknown-run"
@@ -496,15 +539,17 @@ class RequestPending(RunError):
     crashed before its receipt's TTL ran out): nothing was done now. Carries ``request_id``."""
 
     code = "request-pending"
+    retryable = True
 
 
 class RunLeased(RunError):
     """A run is being driven by another process (its lease is live). Carries ``owner``."""
 
     code = "run-leased"
+    retryable = True
 
 
-class UnknownWorkflow(ConfigError):
+class UnknownWorkflow(ConfigError, NotFound):
     """A definition opts into a workflow (``workflow: NAME``) the runtime was not given.
     Carries ``workflow``, ``agent`` and ``known``."""
 
@@ -557,7 +602,7 @@ class StoreDamaged(StoreError):
     code = "store-damaged"
 
 
-class UnknownSkill(RunError):
+class UnknownSkill(RunError, NotFound):
     """A ``Skill`` call named a skill the calling agent was not given. Carries ``skill``."""
 
     code = "unknown-skill"
@@ -571,7 +616,7 @@ class InvalidSchedule(ConfigError):
     code = "invalid-schedule"
 
 
-class UnknownSchedule(ConfigError):
+class UnknownSchedule(ConfigError, NotFound):
     """No schedule has that id. Carries ``schedule_id``."""
 
     code = "unknown-schedule"
@@ -602,6 +647,7 @@ class RateLimited(RunError):
     and ``retry_after_seconds``: when the oldest call in the window leaves it."""
 
     code = "rate-limited"
+    retryable = True
 
 
 class Interrupted(RunError):
@@ -644,19 +690,19 @@ class RuntimeRoleMismatch(ServerError):
     code = "runtime-role-mismatch"
 
 
-class UnknownProject(ServerError):
+class UnknownProject(ServerError, NotFound):
     """A ``projectId`` the runtime does not serve. Carries ``project_id``."""
 
     code = "unknown-project"
 
 
-class TokenInvalid(ServerError):
+class TokenInvalid(ServerError, PermissionRefused):
     """A ``MEMBRANE_TOKEN`` that this runtime did not mint, or whose run has ended."""
 
     code = "token-invalid"
 
 
-class CallerRefused(ServerError):
+class CallerRefused(ServerError, PermissionRefused):
     """The socket's peer is not the server's own user (checked with its peer credentials)."""
 
     code = "caller-refused"
@@ -675,3 +721,16 @@ class ProtocolError(ServerError):
     """A frame the other side could not read: not JSON-RPC, too large, or cut off."""
 
     code = "protocol-error"
+
+
+def error_class(code: str) -> type[MembraneError] | None:
+    """The class whose stable ``code`` this is (families and branches included, and subclasses
+    defined elsewhere once imported), or ``None``: how an error that crossed the wire or was
+    kept in a receipt is raised again as itself."""
+    pending: list[type[MembraneError]] = [MembraneError]
+    while pending:
+        cls = pending.pop()
+        if cls.code == code:
+            return cls
+        pending.extend(cls.__subclasses__())
+    return None

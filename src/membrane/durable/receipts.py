@@ -18,13 +18,13 @@ acting. Publication completes it with the run, in the publication transaction. A
 
 Which failures a receipt keeps. A failure that is a property of the request is kept and
 replayed, since retrying cannot succeed: a ``ConfigError`` (a bad request, an unknown subagent,
-an unsupported capability, a malformed definition...), ``DepthLimitExceeded``, ``UnknownRun``
-(no such parent), and ``SetupFailed`` caused by a ``ConfigError``. Any other failure is not:
-a ``StoreError``, a ``WorktreeUnavailable``, a provider failure (``SetupFailed`` caused by
-anything else), a refusal by the runtime's state rather than the request (closing, or the
-parent ended or stopping: ``transient: true`` in the error's data), a cancellation or an
-unexpected exception. Then the pending receipt is released (``Store.release_receipt``), so a
-retry with the same ``request_id`` acts again.
+an unsupported capability, a malformed definition...), ``DepthLimitExceeded``, a ``NotFound``
+(``UnknownRun``: no such parent), and ``SetupFailed`` caused by a ``ConfigError``. Any other
+failure is not: a ``StoreError``, a ``WorktreeUnavailable``, a provider failure
+(``SetupFailed`` caused by anything else), a refusal by the runtime's state rather than the
+request (closing, or the parent ended or stopping: ``transient: true`` in the error's data), a
+cancellation or an unexpected exception. Then the pending receipt is released
+(``Store.release_receipt``), so a retry with the same ``request_id`` acts again.
 """
 
 from __future__ import annotations
@@ -43,11 +43,12 @@ from membrane.errors import (
     ConfigError,
     DepthLimitExceeded,
     MembraneError,
+    NotFound,
     RequestPending,
     RunError,
     SetupFailed,
     StoreError,
-    UnknownRun,
+    error_class,
 )
 from membrane.store.base import Receipt, Store
 from membrane.vocabulary import END_STATES
@@ -62,7 +63,7 @@ def keeps_failure(exc: BaseException) -> bool:
         return False
     if isinstance(exc, SetupFailed):
         return isinstance(exc.__cause__, ConfigError)
-    return isinstance(exc, ConfigError | DepthLimitExceeded | UnknownRun)
+    return isinstance(exc, ConfigError | NotFound | DepthLimitExceeded)
 
 
 class SpawnReceipts:
@@ -170,13 +171,6 @@ def _interrupted(info: RunInfo, request_id: str) -> ChildFailed:
     )
 
 
-def _error_classes(base: type[MembraneError]) -> dict[str, type[MembraneError]]:
-    found = {base.code: base}
-    for sub in base.__subclasses__():
-        found.update(_error_classes(sub))
-    return found
-
-
 def replayed_error(error: Mapping[str, Any], request_id: str) -> MembraneError:
     """The stored failure of a start, raised again with its own code."""
     code = error.get("code")
@@ -190,7 +184,7 @@ def replayed_error(error: Mapping[str, Any], request_id: str) -> MembraneError:
         for key, value in (stored.items() if isinstance(stored, Mapping) else ())
         if isinstance(key, str) and key not in ("code", "message")
     }
-    cls = _error_classes(MembraneError).get(str(code), RunError)
+    cls = error_class(str(code)) or RunError
     try:
         replayed = cls(message, replayed=True, **data)
     except TypeError:

@@ -21,10 +21,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from membrane.errors import (
-    ApprovalUnavailable,
     MembraneError,
+    PermissionRefused,
     ToolBlocked,
-    ToolCallDenied,
     ToolFailed,
     ToolNotVisible,
 )
@@ -80,7 +79,7 @@ async def run_tool_call(
         return _vetoed(call, emit, scope)
     try:
         value = await view.call(call.name, call.arguments, context)
-    except (ToolCallDenied, ApprovalUnavailable) as exc:
+    except PermissionRefused as exc:
         # A permission rule refused it: a vetoed call, with the rule the model can act on.
         data = {"name": call.name, "id": call.id, "code": exc.code}
         emit("vetoed_call", {**data, "rule": exc.data.get("rule")})

@@ -25,8 +25,7 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from membrane import errors
-from membrane.errors import MembraneError, ProtocolError, RuntimeUnavailable
+from membrane.errors import MembraneError, ProtocolError, RuntimeUnavailable, error_class
 from membrane.json_types import JSONDict, JSONValue
 from membrane.server.framing import (
     INTERNAL_ERROR,
@@ -89,25 +88,13 @@ def own_identity(env: Mapping[str, str] | None = None) -> JSONDict:
     return identity
 
 
-def _error_classes() -> dict[str, type[MembraneError]]:
-    found: dict[str, type[MembraneError]] = {}
-    for name in errors.__all__:
-        cls = getattr(errors, name)
-        if isinstance(cls, type) and issubclass(cls, MembraneError):
-            found[cls.code] = cls
-    return found
-
-
-_CLASSES: Final = _error_classes()
-
-
 def remote_error(error: JSONDict) -> MembraneError:
     """The ``MembraneError`` an error reply stands for."""
     data = error.get("data")
     message = str(error.get("message", "error"))
     if isinstance(data, dict) and isinstance(data.get("code"), str):
         fields = {k: v for k, v in data.items() if k not in ("code", "message")}
-        cls = _CLASSES.get(str(data["code"]), MembraneError)
+        cls = error_class(str(data["code"])) or MembraneError
         exc = cls(str(data.get("message", message)), **fields)
         if cls is MembraneError:
             exc.code = str(data["code"])  # type: ignore[misc]
