@@ -115,3 +115,78 @@ async def test_concurrent_children_never_overspend_a_shared_budget_by_more_than_
     unanswered = [run_id for run_id, (turns, usages) in counts.items() if turns > usages]
     assert len(held) == 1 and held[0] in unanswered
     assert set(unanswered) <= {info.run_id for info in workers}
+
+
+MANY = 500
+MANY_LIMIT = 20_000
+SMALL_RESPONSE = Usage(input_tokens=10, output_tokens=5)
+
+
+def _crowd_model() -> FunctionModel:
+    # 500 workers each answer every turn with a Read and 15 tokens, after a different number
+    # of scheduling rounds, so hundreds of requests are in flight when the budget runs out.
+    waiting = anyio.Event()
+
+    async def reply(request: ModelRequest) -> ModelResponse:
+        if request.agent == "lead":
+            results = [m for m in request.messages if m.role == "tool"]
+            if not results:
+                calls = tuple(
+                    ToolCall(
+                        id=f"task-{n}",
+                        name="Task",
+                        arguments={"agent": "worker", "task": f"part {n}", "background": True},
+                    )
+                    for n in range(MANY)
+                )
+                return ModelResponse(
+                    tool_calls=calls, stop_reason="tool_calls", usage=LEAD_RESPONSE
+                )
+            if len(results) == MANY:
+                waiting.set()
+                ids = [json.loads(m.content)["run_id"] for m in results]
+                wait = ToolCall(id="wait", name="TaskWait", arguments={"ids": ids})
+                return ModelResponse(
+                    tool_calls=(wait,), stop_reason="tool_calls", usage=LEAD_RESPONSE
+                )
+            return ModelResponse(text="all parts done", usage=LEAD_RESPONSE)
+        await waiting.wait()
+        turn = sum(1 for m in request.messages if m.role == "assistant")
+        part = int(request.messages[0].content.rsplit(" ", 1)[-1])
+        for _ in range((part * 7 + turn) % 5):
+            await anyio.lowlevel.checkpoint()
+        call = ToolCall(id=f"read-{turn}", name="Read", arguments={"file_path": "notes.txt"})
+        return ModelResponse(tool_calls=(call,), stop_reason="tool_calls", usage=SMALL_RESPONSE)
+
+    return FunctionModel(reply)
+
+
+@pytest.mark.anyio
+async def test_500_concurrent_children_overspend_a_20000_token_budget_by_at_most_a_response(
+    team: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.db"
+    request = SubagentStartRequest("lead", "split the work", budget={"tokens": MANY_LIMIT})
+    with anyio.fail_after(600):
+        async with SubagentRuntime.open(team, model=_crowd_model(), state=state) as runtime:
+            result = await runtime.run(request)
+            workers = [info for info in runtime.runs() if info.agent == "worker"]
+
+    store = SQLiteStore(state)
+    try:
+        spent = sum(
+            event.data["input_tokens"] + event.data["output_tokens"]
+            for event in store.events()
+            if event.kind == "usage"
+        )
+        ledger = store.get_header(result.run_id).meta["budget"]  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+    # The ledger is exact (every response counted once) and past the limit by less than the
+    # largest response: the one that crossed it. Every other request in flight was cancelled.
+    assert ledger["used"]["tokens"] == spent
+    assert MANY_LIMIT <= spent < MANY_LIMIT + SMALL_RESPONSE.total_tokens
+    assert len(workers) == MANY and ledger["used"]["children"] == MANY
+    codes = {(info.result.error or {}).get("code") for info in workers if info.result}
+    assert codes == {"budget-exceeded"}

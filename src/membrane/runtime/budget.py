@@ -16,7 +16,8 @@ the ledgers its ancestors left, and nothing resets them. The kinds:
 * ``tokens``: each response's input plus output tokens, counted when it arrives (they were
   spent); the response that crosses the limit ends its run, a run whose next turn finds no
   token left ends then, and a request still in flight under a ledger that has run out is
-  cancelled, so a tree overspends by at most one response;
+  cancelled, so a tree overspends by at most one response (runs of other processes drawing
+  on the ledger learn it ran out at their next charge: each may add the response in flight);
 * ``children``: one per start, at any depth; the start past the limit is refused and no child
   exists (an error tool result in the parent). The charge is written in the transaction that
   publishes the child (checked before the child is built, and again there), so a start killed
