@@ -280,10 +280,15 @@ def test_explain_json_names_the_dialect_as_the_source_of_a_claude_code_file(
     out = json.loads(capsys.readouterr().out)
     assert out["definition"]["dialect"] == "claude-code"
     assert out["definition"]["fields"]["tools"]["source"] == "dialect:claude-code"
-    # Task in a Claude Code subagent's tools: the delegation tools, for any subagent.
+    # Task in a Claude Code subagent's tools has no effect there (Claude Code's docs): only
+    # the main agent (a top-level run) gets the delegation tools, for any subagent.
     assert out["definition"]["fields"]["allowed_subagents"]["value"] == ["*"]
-    assert {"Read", "Glob", "Grep", "Task"} <= set(out["tools"]["callable"])
+    assert {"Read", "Glob", "Grep"} <= set(out["tools"]["callable"])
+    assert "Task" not in out["tools"]["callable"]
     assert out["invocation"]["model"]["source"] == "parent"
+    argv = ["explain", "architect", "--json", "--top-level", "--project", str(tmp_path)]
+    assert main(argv) == 0
+    assert "Task" in json.loads(capsys.readouterr().out)["tools"]["callable"]
 
 
 def test_every_corpus_file_loads_from_its_native_root(tmp_path: Path, isolated_home: Path) -> None:

@@ -132,8 +132,11 @@ def test_claude_code_fields_map_onto_membrane_fields(
     # permissionMode: plan leaves every mutating tool out (Edit is granted, then withheld; a
     # child started with Task could change files too).
     assert out["tools"]["left_out"]["Edit"] == "permission mode plan"
-    assert out["tools"]["left_out"]["Task"] == "permission mode plan"
     assert out["permissions"]["mode"] == "plan"
+    # Agent(scout, explorer) is for the main agent only: a top-level run in plan mode has Task
+    # withheld by the mode (a child it started could change files too).
+    top = explain(tmp_path, "fixer", capsys, "--top-level")
+    assert top["tools"]["left_out"]["Task"] == "permission mode plan"
 
 
 def test_an_opencode_primary_agent_is_not_dispatched_for_a_child(

@@ -69,6 +69,11 @@ def script(project: Project, name: str, text: str) -> str:
     return f"./.claude/hooks/{name}"
 
 
+def approve(request: ApprovalRequest) -> bool:
+    """The user at the terminal: Claude Code asks before each Bash and Edit call, and says yes."""
+    return True
+
+
 def _tool_results(model: ScriptedModel) -> list[Message]:
     return [m for m in model.requests[-1].messages if m.role == "tool"]
 
@@ -112,7 +117,7 @@ async def test_a_pretooluse_hook_blocks_rm_with_exit_2_and_its_stderr_is_the_rea
             }
         }
     )
-    hooks = await _run(real, model, "tidy")
+    hooks = await _run(real, model, "tidy", approver=approve)
     assert (real.root / "victim.txt").read_text() == "keep\n"
     assert _codes(model) == ["tool-call-denied", None, None]
     refused = json.loads(_tool_results(model)[0].content)["error"]["message"]
@@ -152,7 +157,7 @@ async def test_hooks_add_context_see_the_tool_response_and_a_timeout_does_not_bl
         f"        - {{type: command, command: {context}}}\n",
     )
     model = ScriptedModel({"agents": {"lint": _calls(("Bash", {"command": "echo out-42"}))}})
-    hooks = await _run(real, model, "lint")
+    hooks = await _run(real, model, "lint", approver=approve)
     # The Bash call ran although its PreToolUse hook timed out (a non-blocking error).
     assert _codes(model) == [None]
     result = _tool_results(model)[0].content
@@ -256,7 +261,7 @@ async def test_a_hooks_writes_are_confined_by_the_sandbox(
         f"          command: echo in > out/inside.txt; echo out > {outside_home}/escaped.txt\n",
     )
     model = ScriptedModel({"agents": {"writer": _calls(("Bash", {"command": "true"}))}})
-    hooks = await _run(real, model, "writer")
+    hooks = await _run(real, model, "writer", approver=approve)
     assert (real.root / "out" / "inside.txt").read_text() == "in\n"
     assert not (outside_home / "escaped.txt").exists()
     # The failed write made the hook exit 1: recorded, not blocking.

@@ -2,11 +2,19 @@
 
 Claude Code's fields, each with its own meaning:
 
-* ``tools``: tool names; ``Agent(a, b)`` (or the older ``Task(a, b)``) names the subagents this
-  agent may start, so it becomes ``allowed_subagents``; ``Agent`` alone allows any (``*``).
-  ``MultiEdit`` is ``Edit`` and ``LS`` is ``Glob`` (the same authority). Left out, it means every
-  tool in Claude Code; Membrane keeps its read-only default unless the deployment sets
-  ``claude_code_omitted_tools = "inherit"``.
+* ``tools``: tool names, separated by commas or (with no comma) by spaces; ``Agent(a, b)`` (or
+  the older ``Task(a, b)``) names the subagents this agent may start *when it is the main
+  agent* (``claude --agent``), so it becomes ``allowed_subagents``, which the resolver honours
+  for a top-level run only: in a subagent's ``tools`` it has no effect in Claude Code, and none
+  here. ``Agent`` alone allows any (``*``). ``MultiEdit`` is ``Edit`` and ``LS`` is ``Glob``
+  (the same authority). Left out (or empty), it means every tool in Claude Code; Membrane keeps
+  its read-only default unless the deployment sets ``claude_code_omitted_tools = "inherit"``.
+* Claude Code asks the user before every ``Bash``, ``Edit`` and ``Write`` call that no
+  ``allow`` rule covers, so ``Bash`` and ``Edit`` (which governs ``Write``) get an ``ask``
+  rule (source ``dialect:claude-code``) placed before the file's own rules: the permission
+  mode then decides as in Claude Code (``acceptEdits`` runs edits, ``bypassPermissions``
+  everything, ``dontAsk`` refuses) and a ``Bash(git log:*)`` in ``tools`` still runs without
+  asking.
 * ``disallowedTools``, ``maxTurns``, ``permissionMode``, ``background``: Membrane's
   ``disallowed_tools``, ``max_turns``, ``permission``, ``run_in_background``.
 * ``model``: ``sonnet``, ``opus``, ``haiku`` are resolved through the deployment's model aliases;
@@ -25,8 +33,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from membrane.agents.translation import Translation, tokens_of
+from membrane.tools.permissions import PermissionRule
 
-__all__ = ["claude_code_tools", "translate_claude_code"]
+__all__ = ["ASKING_TOOLS", "claude_code_tools", "finish_claude_code", "translate_claude_code"]
+
+#: The built-ins Claude Code asks about before each call no ``allow`` rule covers.
+ASKING_TOOLS = ("Bash", "Edit")  # an Edit rule governs Write too
 
 #: Claude Code keys that are Membrane fields under another name.
 _RENAMES: Mapping[str, str] = {
@@ -72,6 +84,10 @@ def translate_claude_code(out: Translation, key: str, value: Any) -> bool:
         out.add(key, target, value)
         return True
     if key == "tools":
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return True  # an empty ``tools:`` is Claude Code's "left out": every tool
+        if isinstance(value, str) and "," not in value and "(" not in value:
+            value = value.split()
         tokens = tokens_of(value)
         if tokens is None:
             return False  # the field rules refuse the shape, with their own message
@@ -91,3 +107,15 @@ def translate_claude_code(out: Translation, key: str, value: Any) -> bool:
         out.ignore(key, value, "is the first prompt of a top-level Claude Code session")
         return True
     return False
+
+
+def finish_claude_code(out: Translation, dialect: object) -> None:
+    """Claude Code asks before each ``Bash``, ``Edit`` and ``Write`` call: an ``ask`` rule on
+    ``Bash`` and on ``Edit`` (which governs ``Write``), ordered before the file's own rules so
+    that a later ``allow`` pattern still admits and a ``deny`` still refuses."""
+    for tool in ASKING_TOOLS:
+        out.reader.rules.append(
+            PermissionRule(
+                tool, None, "ask", f"{tool}: ask (Claude Code asks)", "dialect:claude-code", False
+            )
+        )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from membrane.agents.claude_code import translate_claude_code
+from membrane.agents.claude_code import finish_claude_code, translate_claude_code
 from membrane.agents.opencode import finish_opencode, translate_opencode
 from membrane.agents.translation import (
     DIALECT_NAMES,
@@ -61,7 +61,7 @@ def _nothing(out: Translation, dialect: Dialect) -> None:
 _Handle = Callable[[Translation, str, Any], bool]
 _Finish = Callable[[Translation, Dialect], None]
 _TRANSLATORS: Mapping[str, tuple[_Handle, _Finish]] = {
-    "claude-code": (translate_claude_code, _nothing),
+    "claude-code": (translate_claude_code, finish_claude_code),
     "opencode": (translate_opencode, finish_opencode),
     "pi": (_pi, _nothing),
 }

@@ -247,15 +247,14 @@ def build_definition(
 
 
 def _ordered(rules: Sequence[PermissionRule]) -> tuple[PermissionRule, ...]:
-    """A dialect's own rule maps (OpenCode's ``permission``) first, in file order; then the
+    """A dialect's own rule maps (OpenCode's ``permission``) and its product's default asks
+    (Claude Code's ``Bash``/``Edit``) first, in file order; then the
     rules of the tool lists ordered ``allow``, ``ask``, ``deny`` whatever the key order, so the
     last matching rule gives ``deny`` precedence over ``ask`` over ``allow`` (Claude Code's)."""
     rank = {"allow": 0, "ask": 1, "deny": 2}
+    first = ("permission", "dialect:")  # a dialect's own maps and its product's defaults
     return tuple(
-        sorted(
-            rules,
-            key=lambda r: (0, 0) if r.source.startswith("permission") else (1, rank[r.verdict]),
-        )
+        sorted(rules, key=lambda r: (0, 0) if r.source.startswith(first) else (1, rank[r.verdict]))
     )
 
 

@@ -321,6 +321,12 @@ def _memory_path(scope: str, agent: str, deployment: Deployment) -> str | None:
     return str(PurePosixPath(deployment.project) / ".membrane" / folder / agent / "MEMORY.md")
 
 
+def _main_agent_only(definition: AgentDefinition) -> bool:
+    """A Claude Code file whose ``allowed_subagents`` came from ``Agent(...)`` in ``tools``."""
+    from_tools = definition.keys.get("allowed_subagents") == "tools"
+    return definition.dialect == "claude-code" and from_tools
+
+
 def _delegation_state(
     allowed: tuple[str, ...], *, isolated: bool, at_cap: bool, depth: int, hide: bool
 ) -> tuple[str | None, list[str]]:
@@ -554,6 +560,12 @@ def resolve(
             "the runtime rejects the start"
         )
     allowed = definition.allowed_subagents if definition.allowed_subagents is not UNSET else ()
+    if allowed and depth > 0 and _main_agent_only(definition):
+        allowed = ()
+        warnings.append(
+            "`tools` names Agent/Task, which in Claude Code lets only the main agent start "
+            "subagents and has no effect in a subagent: this child gets no delegation tools"
+        )
     delegation, more = _delegation_state(
         allowed, isolated=isolated, at_cap=at_cap, depth=depth, hide=settings.hide_delegation_at_cap
     )

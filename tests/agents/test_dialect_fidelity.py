@@ -1,0 +1,163 @@
+"""Each dialect means what its product means: one test per divergence a user would meet.
+
+Every test places a file in the product's own folder of a temporary project and reads
+``membrane explain --json`` (or runs it); where the shared corpus holds a real file with the
+field in question, the test copies that file in place too (and skips that part without it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from membrane.cli.app import main
+
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "agents"
+DELEGATION = {"Task", "TaskWait", "TaskList", "TaskStop", "TaskMessage"}
+
+
+def write(path: Path, frontmatter: str, body: str = "Do the work.") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"---\n{frontmatter}\n---\n{body}\n", encoding="utf-8")
+    return path
+
+
+def corpus_file(name: str) -> Path:
+    path = CORPUS / name
+    if not path.is_file():
+        pytest.skip(f"the agent corpus does not hold {name}")
+    return path
+
+
+def place(source: Path, folder: Path, name: str | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / (name or source.name)
+    shutil.copyfile(source, target)
+    return target
+
+
+def explain(project: Path, agent: str, capsys: pytest.CaptureFixture[str], *extra: str) -> Any:
+    code = main(["explain", agent, "--json", "--project", str(project), *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def callable_tools(report: Any) -> set[str]:
+    return set(report["tools"]["callable"])
+
+
+# --- Claude Code -----------------------------------------------------------------------------
+
+
+def test_claude_code_agent_in_a_subagents_tools_starts_nothing(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = tmp_path / ".claude" / "agents"
+    write(agents / "reviewer.md", "name: reviewer\ntools: Read, Grep, Agent(writer)")
+    write(agents / "writer.md", "name: writer\ntools: Read, Write")
+    child = explain(tmp_path, "reviewer", capsys)
+    assert callable_tools(child) == {"Read", "Grep"}
+    assert any("no effect in a subagent" in w["message"] for w in child["warnings"])
+    # As the main agent (``claude --agent reviewer``), Agent(writer) lets it start writer.
+    top = explain(tmp_path, "reviewer", capsys, "--top-level")
+    assert callable_tools(top) >= DELEGATION
+
+
+def test_claude_code_corpus_lead_with_agent_starts_nothing_as_a_subagent(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = corpus_file("wshobson__agents/plugins__agent-teams__agents__team-lead.md")
+    place(source, tmp_path / ".claude" / "agents", "team-lead.md")
+    child = explain(tmp_path, "team-lead", capsys)
+    assert not DELEGATION & callable_tools(child)
+    assert callable_tools(explain(tmp_path, "team-lead", capsys, "--top-level")) >= DELEGATION
+
+
+def test_claude_code_tools_separated_by_spaces_and_empty_tools_load(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = tmp_path / ".claude" / "agents"
+    write(agents / "spaced.md", "name: spaced\ntools: Read Grep")
+    write(agents / "empty.md", "name: empty\ntools:")
+    assert callable_tools(explain(tmp_path, "spaced", capsys)) == {"Read", "Grep"}
+    empty = explain(tmp_path, "empty", capsys)
+    # Empty is Claude Code's "left out" (every tool): Membrane's read-only default, said so.
+    assert callable_tools(empty) == {"Read", "Glob", "Grep"}
+    assert "dialect-default-differs" in {w["code"] for w in empty["warnings"]}
+
+
+def test_claude_code_edit_and_bash_ask_unless_the_mode_or_a_rule_allows(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        tmp_path / ".claude" / "agents" / "fixer.md",
+        "name: fixer\ntools: Read, Edit, Bash, Bash(git log:*)\npermissionMode: default",
+    )
+    rules = explain(tmp_path, "fixer", capsys)["permissions"]["tools"]
+    assert [(r["verdict"], r["pattern"]) for r in rules["Bash"]["rules"]] == [
+        ("ask", None),
+        ("allow", "git log:*"),
+    ]
+    assert [r["verdict"] for r in rules["Edit"]["rules"]] == ["ask"]
+    assert {r["source"] for r in rules["Edit"]["rules"]} == {"dialect:claude-code"}
+    assert "Read" not in rules
+
+
+SCRIPT = """\
+agents:
+  toucher:
+    - tool_calls:
+        - {name: Bash, arguments: {command: "touch out/made.txt"}}
+    - text: done
+"""
+
+
+def test_claude_code_permission_mode_default_asks_and_headless_refuses(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    project = tmp_path / "project"
+    write(
+        project / ".claude" / "agents" / "toucher.md",
+        "name: toucher\ntools: Read, Edit, Bash\npermissionMode: default",
+    )
+    (project / "out").mkdir()
+    script = tmp_path / "script.yaml"
+    script.write_text(SCRIPT, encoding="utf-8")
+    argv = [sys.executable, "-m", "membrane", "run", "toucher", "touch it", "--json"]
+    argv += ["--project", str(project), "--model", f"scripted:{script}"]
+    done = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    vetoed = [e["data"]["code"] for e in events if e.get("kind") == "vetoed_call"]
+    assert vetoed == ["approval-unavailable"]
+    assert not (project / "out" / "made.txt").exists()
+
+
+def test_claude_code_corpus_file_asks_before_bash_edit_and_write(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "VoltAgent__awesome-claude-code-subagents/categories__01-core-development__"
+    place(corpus_file(name + "backend-developer.md"), tmp_path / ".claude" / "agents")
+    report = explain(tmp_path, "backend-developer", capsys)
+    assert {"Bash", "Edit", "Write"} <= callable_tools(report)
+    rules = report["permissions"]["tools"]
+    assert {tool: [r["verdict"] for r in rules[tool]["rules"]] for tool in rules} == {
+        "Bash": ["ask"],
+        "Edit": ["ask"],
+        "Write": ["ask"],
+    }
