@@ -3,6 +3,7 @@ control path, and nothing it starts outlives it."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import uuid
@@ -162,3 +163,24 @@ async def test_a_program_under_tmp_starts_while_the_rest_of_tmp_stays_hidden(
     assert result.status == "completed", result
     # Only the named program is bound into the private /tmp: its folder's other files are not.
     assert result.text.strip() == "ran False True"
+
+
+async def test_a_command_child_whose_checkout_links_a_file_elsewhere_is_refused_at_its_start(
+    project: Project, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("keep\n")
+    (project.root / "src").mkdir()
+    try:
+        os.link(elsewhere, project.root / "src" / "linked.txt")
+    except OSError as exc:
+        pytest.skip(f"the checkout and the temporary folder cannot share a hard link: {exc}")
+    provider = CommandProvider(["sh", "-c", "{task}"], sandbox=SandboxPolicy("guard"))
+    project.agent("external")
+    project.settings = Settings(max_depth="provider-managed")
+    async with project.runtime(provider) as runtime:
+        with anyio.fail_after(30), pytest.raises(SetupFailed) as info:
+            await runtime.run(SubagentStartRequest("external", "echo changed > src/linked.txt"))
+    assert info.value.data["cause"] == "hard-link-refused"
+    assert "src/linked.txt" in info.value.message
+    assert elsewhere.read_text() == "keep\n"

@@ -126,6 +126,8 @@ def code_mode_tool(
             )
         )
         box.prepare()
+        if not context.read_only:
+            await anyio.to_thread.run_sync(box.refuse_outside_links)
         with tempfile.TemporaryDirectory(prefix="membrane-code-") as tmp:
             # The helper goes by source, not path: its file may lie under a private /tmp.
             helper = [sys.executable, "-I", "-S", "-c", HELPER.read_text(encoding="utf-8")]

@@ -23,11 +23,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from membrane.errors import SandboxUnavailable
+from membrane.errors import HardLinkRefused, SandboxUnavailable
 from membrane.limits import MAX_TOOL_OUTPUT_BYTES
 from membrane.sandbox.boundary import Boundary
 from membrane.sandbox.bubblewrap import bwrap_argv
 from membrane.sandbox.landlock import landlock_argv
+from membrane.sandbox.links import outside_links
 from membrane.sandbox.machine import Backend, MachineSupport, machine_support
 
 # The policy and the planning (all ``explain`` needs) are imported from here too, as before.
@@ -105,6 +106,29 @@ class Sandbox:
             return landlock_argv(boundary, argv, tmp=tmp)
         return list(argv)
 
+    def refuse_outside_links(self) -> None:
+        """:class:`HardLinkRefused` when a file the command may write has a name outside what
+        it may write (:mod:`membrane.sandbox.links`): writing through the name inside would
+        change the file there, under every backend. Nothing to look at for a command that
+        writes nothing. Blocking: call it in a worker thread."""
+        found = outside_links(self._boundary)
+        if not found:
+            return
+        first = found[0]
+        names = ", ".join(str(link.path) for link in found)
+        what = "is a hard link" if len(found) == 1 else "are hard links"
+        raise HardLinkRefused(
+            f"the command was not run: {names} {what} to a file with a name outside what "
+            f"the command may write ({first.path} has "
+            f"{first.links} names, {first.inside} of them there), so a write through it would "
+            "change that file too. Replace the link with a copy (`cp --remove-destination` or "
+            "re-create the file), or give this checkout to a child that does not write.",
+            path=str(first.path),
+            links=first.links,
+            inside=first.inside,
+            found=[str(link.path) for link in found],
+        )
+
     def prepare(self) -> None:
         """Make the missing control paths as empty folders, so a backend can hold them
         read-only (a folder that does not exist could be created and planted)."""
@@ -140,6 +164,10 @@ class Sandbox:
         from membrane.sandbox.process import run_process
 
         where = cwd if cwd is not None else self._boundary.checkout
+        if self._boundary.writable:
+            import anyio.to_thread
+
+            await anyio.to_thread.run_sync(self.refuse_outside_links)
         self.prepare()
         try:
             if self.backend != "landlock":

@@ -129,6 +129,8 @@ class AcpProvider:
             reachable=program_files(self.command),
         )
         sandbox.prepare()
+        # A hard link to a file elsewhere refuses the child at its start (hard-link-refused).
+        await anyio.to_thread.run_sync(sandbox.refuse_outside_links)
         return _AcpChild(self, scope, request, sandbox)
 
 

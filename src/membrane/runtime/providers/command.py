@@ -128,6 +128,8 @@ class CommandProvider:
             "MEMBRANE_DEPTH": str(request.depth),
         }
         sandbox = _sandbox(self.sandbox, request, env, program_files(self.command))
+        # A hard link to a file elsewhere refuses the child at its start (hard-link-refused).
+        await anyio.to_thread.run_sync(sandbox.refuse_outside_links)
         return _CommandChild(self, scope, argv, env=env, cwd=request.cwd, sandbox=sandbox)
 
 
