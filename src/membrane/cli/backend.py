@@ -20,7 +20,9 @@ is ``--role``, else ``MEMBRANE_ROLE``, else none: the command runs with the pers
 authority in their own process. Inside a run ``--headless`` is refused and
 ``MEMBRANE_HEADLESS`` ignored, since only the runtime can honour the run's token.
 
-Both give a ``ProjectSession`` with the same operations, so every command has one formatter.
+Both give a ``ProjectSession`` whose client calls the same methods (``membrane.server.methods``):
+over the socket, or in this process through ``membrane.server.direct``, so every command makes
+the same calls and has one formatter.
 """
 
 from __future__ import annotations
@@ -46,10 +48,9 @@ from membrane.runtime import LifecycleEvent, RunInfo, RunResult
 from membrane.server import Caller, Client, ProjectHost, TokenBook, identity_from_env
 from membrane.server.approval import APPROVAL_CAPABILITY, APPROVAL_METHOD, answering
 from membrane.server.client import own_identity
-from membrane.server.methods import plain
+from membrane.server.direct import LocalServer, Requests, direct_client
 from membrane.server.transport import default_socket_path, probe_socket
 from membrane.tools.permissions import Approver
-from membrane.tools.view import wire_schema
 from membrane.workspace import Workspace, require_folder
 
 __all__ = [
@@ -75,49 +76,51 @@ _POLL: Final = 0.05
 
 @dataclass
 class ProjectSession:
-    """One project, reached one way or the other. Exactly one of ``client``/``host`` is set."""
+    """One project, reached one way or the other: ``client`` is the runtime's socket
+    (``Client``) or the same methods called in this process (``DirectClient``)."""
 
     project: Path
     caller: JSONDict
-    client: Client | None = None
-    project_id: str = ""
-    host: ProjectHost | None = None
-    local: Caller | None = None
-    runtime_info: JSONDict | None = None
+    client: Requests
+    project_id: str
+    runtime_info: JSONDict
     #: What the project's workspace skipped (broken files, extensions), for the formatters.
     warnings: tuple[str, ...] = ()
 
+    async def call(self, method: str, params: JSONDict | None = None) -> Any:
+        """``method`` on this session's project (``projectId`` added to ``params``)."""
+        return await self.client.request(method, {"projectId": self.project_id, **(params or {})})
+
     async def list_actions(self) -> list[JSONDict]:
-        if self.client is not None:
-            reply = await self.client.request("actions/list", {"projectId": self.project_id})
-            return list(reply["actions"])
-        assert self.host is not None and self.local is not None
-        actions: list[JSONDict] = []
-        for tool in self.host.view(self.local).tools():
-            wire = wire_schema(tool)
-            actions.append(
-                {
-                    "name": wire["name"],
-                    "description": wire["description"],
-                    "inputSchema": wire["input_schema"],
-                }
-            )
-        return actions
+        return list((await self.call("actions/list"))["actions"])
 
     async def follow(
         self, method: str, params: JSONDict
     ) -> tuple[RunFollower, Callable[[], Awaitable[RunInfo]]]:
         """Subscribe to the project's events, and give how to start (``runs/start`` or
         ``runs/resume`` with ``params``), follow, stop and await the run on the runtime."""
-        assert self.client is not None
         return await _remote_follow(self.client, self.project_id, method, params)
 
     async def call_action(self, name: str, arguments: JSONDict) -> Any:
-        if self.client is not None:
-            params = {"projectId": self.project_id, "name": name, "arguments": arguments}
-            return (await self.client.request("actions/call", params))["result"]
-        assert self.host is not None and self.local is not None
-        return plain(await self.host.call(self.local, name, arguments))
+        return (await self.call("actions/call", {"name": name, "arguments": arguments}))["result"]
+
+
+async def _session(client: Requests, root: Path, info: Any) -> ProjectSession:
+    """The session on ``root`` (``projects/add``) of a client ``initialize`` answered with
+    ``info``: the same calls on either path."""
+    reply = await client.request("projects/add", {"root": str(root)})
+    return ProjectSession(
+        project=root,
+        caller=info["caller"],
+        client=client,
+        project_id=reply["projectId"],
+        runtime_info=info["runtimeInfo"],
+        warnings=tuple(str(w) for w in reply.get("warnings", ())),
+    )
+
+
+def _hello() -> JSONDict:
+    return {"clientInfo": {"name": "membrane-cli", "version": membrane.__version__}}
 
 
 @dataclass
@@ -133,7 +136,7 @@ class RunFollower:
 
 
 async def _remote_follow(
-    client: Client, project_id: str, method: str, params: JSONDict
+    client: Requests, project_id: str, method: str, params: JSONDict
 ) -> tuple[RunFollower, Callable[[], Awaitable[RunInfo]]]:
     ids: JSONDict = {"projectId": project_id}
     await client.request("events/subscribe", ids)
@@ -192,17 +195,13 @@ async def headless_session(project: Path, *, role: str | None) -> AsyncIterator[
         )
     workspace = Workspace.open(project)
     host = ProjectHost(workspace, tokens=TokenBook(), models=parse_model, child_env={})
-    caller = Caller(role=requested_role(role))
+    server = LocalServer(host, Caller(role=requested_role(role)))
     async with anyio.create_task_group() as group:
         await group.start(host.run)
         try:
-            yield ProjectSession(
-                project=workspace.project,
-                caller=caller.to_dict(),
-                host=host,
-                local=caller,
-                warnings=tuple(workspace.warnings),
-            )
+            async with direct_client(server) as client:
+                info = await client.request("initialize", _hello())
+                yield await _session(client, workspace.project, info)
         finally:
             await host.close()
 
@@ -226,10 +225,7 @@ async def runtime_session(
                 identity = own_identity()
                 if role is not None and not inside_run:
                     identity["role"] = role  # the owner names its role; a run's token cannot
-                hello: JSONDict = {
-                    "clientInfo": {"name": "membrane-cli", "version": membrane.__version__},
-                    "identity": identity,
-                }
+                hello: JSONDict = {**_hello(), "identity": identity}
                 if approver is not None:
                     client.answer(APPROVAL_METHOD, answering(approver))
                     hello["capabilities"] = {APPROVAL_CAPABILITY: True}
@@ -239,15 +235,7 @@ async def runtime_session(
                 if inside_run or attempt == 2:
                     raise
                 continue
-            reply = await client.request("projects/add", {"root": str(root)})
-            yield ProjectSession(
-                project=root,
-                caller=info["caller"],
-                client=client,
-                project_id=reply["projectId"],
-                runtime_info=info["runtimeInfo"],
-                warnings=tuple(str(w) for w in reply.get("warnings", ())),
-            )
+            yield await _session(client, root, info)
             return
     raise RuntimeUnavailable(
         f"no runtime stays up on {path}", socket=str(path), hint="run `membrane doctor`"

@@ -431,10 +431,7 @@ async def run_on_runtime(
     approver = None if background else terminal_approver()
     async with runtime_session(project, role=role, socket=socket, approver=approver) as session:
         if background:
-            assert session.client is not None
-            run = (
-                await session.client.request(method, {"projectId": session.project_id, **params})
-            )["run"]
+            run = (await session.call(method, params))["run"]
             pid = (session.runtime_info or {}).get("pid")
             if as_json:
                 # One shape in both modes: ``pid`` is the process that runs it (here the

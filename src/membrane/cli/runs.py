@@ -127,10 +127,7 @@ def runs(
 
 async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:
     async with runtime_session(project, role=None, socket=socket) as session:
-        assert session.client is not None
-        reply = await session.client.request(
-            "runs/list", {"projectId": session.project_id, "stored": True}
-        )
+        reply = await session.call("runs/list", {"stored": True})
     return [row_from_dict(row) for row in reply["runs"]], Path(reply["state"])
 
 

@@ -32,7 +32,7 @@ import anyio
 
 from membrane.errors import ApprovalUnavailable
 from membrane.json_types import JSONDict, JSONValue
-from membrane.server.connection import Connection
+from membrane.server.connection import Peer
 from membrane.server.framing import Response, encode
 from membrane.tools.permissions import ApprovalRequest, Approver
 
@@ -62,7 +62,7 @@ class ClientApprover:
 
     __slots__ = ("_conn", "_ids", "_waiting", "timeout")
 
-    def __init__(self, conn: Connection, *, timeout: float = APPROVAL_TIMEOUT) -> None:
+    def __init__(self, conn: Peer, *, timeout: float = APPROVAL_TIMEOUT) -> None:
         self._conn = conn
         self._ids = itertools.count(1)
         self._waiting: dict[str, tuple[anyio.Event, list[Response]]] = {}
@@ -129,7 +129,7 @@ class ClientApprover:
 
 
 def client_approver(
-    conn: Connection, capabilities: object, *, timeout: float = APPROVAL_TIMEOUT
+    conn: Peer, capabilities: object, *, timeout: float = APPROVAL_TIMEOUT
 ) -> ClientApprover | None:
     """The approver of ``conn`` when its ``initialize`` capabilities say it can answer (kept on
     the connection), waiting ``timeout`` seconds for each answer; else ``None``."""
@@ -142,7 +142,7 @@ def client_approver(
 
 
 @contextlib.contextmanager
-def answered_by(conn: Connection) -> Iterator[None]:
+def answered_by(conn: Peer) -> Iterator[None]:
     """Around a start on ``conn``: the runs it starts ask ``conn`` (when it can answer)."""
     found = conn.state.get(_STATE_KEY)
     token = _ANSWERING.set(found if isinstance(found, ClientApprover) else None)

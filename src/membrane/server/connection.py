@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -42,7 +43,7 @@ from membrane.server.framing import (
     result_frame,
 )
 
-__all__ = ["Connection", "Dispatch", "InvalidParams", "UnknownMethod"]
+__all__ = ["Connection", "Dispatch", "InvalidParams", "Peer", "UnknownMethod"]
 
 #: Bytes a peer may leave unread before a writer waits for it.
 _WRITE_HIGH_WATER = 1 << 20
@@ -58,6 +59,31 @@ class InvalidParams(Exception):
 
 class UnknownMethod(Exception):
     """No such method (JSON-RPC -32601)."""
+
+
+class Peer(Protocol):
+    """What the method layer (``membrane.server.methods``) sees of a connection: a socket's
+    (``Connection``) or one in this process (``membrane.server.direct``)."""
+
+    #: The method layer's own state: the caller, watches, the runs it started.
+    state: dict[str, object]
+    #: Receives the client's replies to the server's own requests (``approval/request``).
+    on_response: Callable[[Response], None] | None
+    #: Set once the connection is closed.
+    gone: anyio.Event
+
+    @property
+    def group(self) -> TaskGroup:
+        """The task group that subscriptions live in, for as long as the connection."""
+        ...
+
+    async def send(self, frame: bytes) -> None:
+        """Write one frame to the client."""
+        ...
+
+    async def notify(self, method: str, params: JSONDict) -> None:
+        """Send the client a notification."""
+        ...
 
 
 #: Runs one request for a connection and returns its result (``Encoded``: already encoded).

@@ -25,7 +25,7 @@ from membrane.runtime import RunInfo, SubagentStartRequest
 from membrane.runtime.events import TERMINAL_KINDS
 from membrane.runtime.listing import subtree
 from membrane.server.approval import APPROVAL_CAPABILITY, answered_by, client_approver
-from membrane.server.connection import Connection, InvalidParams, UnknownMethod
+from membrane.server.connection import InvalidParams, Peer, UnknownMethod
 from membrane.server.framing import Encoded, Request, encode_value
 from membrane.server.host import ProjectHost
 from membrane.server.identity import Caller
@@ -62,7 +62,7 @@ class Server(Protocol):
     def projects(self, caller: Caller) -> list[ProjectHost]: ...
 
     def watch_actions(
-        self, conn: Connection, host: ProjectHost, caller: Caller, names: tuple[str, ...]
+        self, conn: Peer, host: ProjectHost, caller: Caller, names: tuple[str, ...]
     ) -> None: ...
 
     def stop_for_role(self, caller: Caller, requested: str) -> None: ...
@@ -155,7 +155,7 @@ def _parse(model: type[P], params: JSONDict) -> P:
         ) from None
 
 
-def _caller(server: Server, conn: Connection) -> Caller:
+def _caller(server: Server, conn: Peer) -> Caller:
     """The connection's caller; a run's token is refused (``token-invalid``) on every method
     once its run has ended, also on a connection opened while it was live."""
     caller = conn.state.get("caller")
@@ -166,7 +166,7 @@ def _caller(server: Server, conn: Connection) -> Caller:
     return caller
 
 
-async def _initialize(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _initialize(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     p = _parse(_Initialize, params)
     caller = server.identify(p.identity or {}, p.clientInfo or {})
     conn.state["caller"] = caller
@@ -179,7 +179,7 @@ async def _initialize(server: Server, conn: Connection, params: JSONDict) -> JSO
     }
 
 
-async def _projects_add(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _projects_add(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     root = Path(_parse(_Root, params).root)
     host = await server.add_project(root, caller=caller)
@@ -190,7 +190,7 @@ async def _projects_add(server: Server, conn: Connection, params: JSONDict) -> J
     }
 
 
-async def _projects_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _projects_list(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     _parse(_Params, params)
     return {
@@ -201,13 +201,13 @@ async def _projects_list(server: Server, conn: Connection, params: JSONDict) -> 
     }
 
 
-async def _projects_remove(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _projects_remove(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     await server.remove_project(_parse(_Project, params).projectId, caller=caller)
     return {"removed": True}
 
 
-async def _actions_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _actions_list(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     host = server.project(_parse(_Project, params).projectId, caller)
     view = host.view(caller)
@@ -259,7 +259,7 @@ def _call_result(value: object) -> Encoded:
     return Encoded(b'{"result":%b}' % encode_value(plain(value)))
 
 
-async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> Encoded:
+async def _actions_call(server: Server, conn: Peer, params: JSONDict) -> Encoded:
     caller = _caller(server, conn)
     project_id, name, arguments, request_id = _call_params(params)
     host = server.project(project_id, caller)
@@ -272,7 +272,7 @@ async def _actions_call(server: Server, conn: Connection, params: JSONDict) -> E
     return await server.replies.once((host.project_id, _who(conn, caller), request_id), act)
 
 
-def _who(conn: Connection, caller: Caller) -> Hashable:
+def _who(conn: Peer, caller: Caller) -> Hashable:
     """Whose replies a ``requestId`` names: a run's (its token), the owner's session (under
     its role), or, for a caller that proves nothing, its own connection only: a reply is
     never replayed to another caller."""
@@ -286,7 +286,7 @@ def _who(conn: Connection, caller: Caller) -> Hashable:
     return ("connection", mine)
 
 
-def _own_runs(conn: Connection, caller: Caller) -> set[str] | None:
+def _own_runs(conn: Peer, caller: Caller) -> set[str] | None:
     """The runs a caller that proves nothing (neither the owner nor a run's token) may reach:
     those it started on this connection, and their descendants as its event stream sees them
     published; ``None`` for any other caller (the runtime's own checks hold for a token)."""
@@ -298,7 +298,7 @@ def _own_runs(conn: Connection, caller: Caller) -> set[str] | None:
     return runs
 
 
-def _reach(host: ProjectHost, conn: Connection, caller: Caller, run_id: str) -> None:
+def _reach(host: ProjectHost, conn: Peer, caller: Caller, run_id: str) -> None:
     """Refuse (``unknown-run``) a run the caller may not reach (``_own_runs``): a child that
     dropped its token neither reads, messages nor stops a sibling."""
     own = _own_runs(conn, caller)
@@ -317,7 +317,7 @@ def _reach(host: ProjectHost, conn: Connection, caller: Caller, run_id: str) -> 
     raise UnknownRun(f"no run {run_id!r} among the runs this connection started", run_id=run_id)
 
 
-async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_start(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Start, params)
     host = server.project(p.projectId, caller)
@@ -343,7 +343,7 @@ async def _runs_start(server: Server, conn: Connection, params: JSONDict) -> JSO
     return {"run": info.to_dict()}
 
 
-async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_resume(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Resume, params)
     host = server.project(p.projectId, caller)
@@ -357,7 +357,7 @@ async def _runs_resume(server: Server, conn: Connection, params: JSONDict) -> JS
     return {"run": info.to_dict()}
 
 
-async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_list(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Runs, params)
     host = server.project(p.projectId, caller)
@@ -382,7 +382,7 @@ async def _runs_list(server: Server, conn: Connection, params: JSONDict) -> JSON
     return {"runs": [info.to_dict() for info in infos]}
 
 
-async def _runs_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_get(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Run, params)
     host = server.project(p.projectId, caller)
@@ -390,7 +390,7 @@ async def _runs_get(server: Server, conn: Connection, params: JSONDict) -> JSONV
     return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
 
 
-async def _runs_wait(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_wait(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Wait, params)
     host = server.project(p.projectId, caller)
@@ -399,7 +399,7 @@ async def _runs_wait(server: Server, conn: Connection, params: JSONDict) -> JSON
     return {"run": info.to_dict()}
 
 
-async def _runs_message(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_message(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Message, params)
     host = server.project(p.projectId, caller)
@@ -408,7 +408,7 @@ async def _runs_message(server: Server, conn: Connection, params: JSONDict) -> J
     return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
 
 
-async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runs_stop(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     caller = _caller(server, conn)
     p = _parse(_Run, params)
     host = server.project(p.projectId, caller)
@@ -416,7 +416,7 @@ async def _runs_stop(server: Server, conn: Connection, params: JSONDict) -> JSON
     return {"run": (await host.runtime.stop(p.runId, caller=caller.run_id)).to_dict()}
 
 
-def _planning(server: Server, conn: Connection, p: _Run) -> PlanningControl:
+def _planning(server: Server, conn: Peer, p: _Run) -> PlanningControl:
     """The planning gate of run ``p.runId``, for the owner only: no agent answers for its host
     (seed 002: approval comes from the host, not from an agent), neither with its run's token
     nor by connecting without it."""
@@ -434,12 +434,12 @@ def _planning(server: Server, conn: Connection, p: _Run) -> PlanningControl:
     return PlanningControl(host.store)
 
 
-async def _workflow_get(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _workflow_get(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     p = _parse(_Run, params)
     return {"workflow": plain(_planning(server, conn, p).state(p.runId).to_dict())}
 
 
-async def _workflow_answer(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _workflow_answer(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     p = _parse(_Answer, params)
     control = _planning(server, conn, p)
     if p.answer in ("waive", "decide_finishing"):
@@ -456,7 +456,7 @@ async def _workflow_answer(server: Server, conn: Connection, params: JSONDict) -
     return {"workflow": plain(state.to_dict())}
 
 
-async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _events_subscribe(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     """Stream the project's lifecycle events to this connection as ``events/event``.
 
     A token caller hears only its own run's subtree; a caller that proves nothing only the
@@ -487,7 +487,7 @@ async def _events_subscribe(server: Server, conn: Connection, params: JSONDict) 
     return {"subscribed": True}
 
 
-async def _runtime_shutdown(server: Server, conn: Connection, params: JSONDict) -> JSONValue:
+async def _runtime_shutdown(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     """Stop an idle runtime so that a launcher can start one under ``requestedRole``."""
     caller = _caller(server, conn)
     server.stop_for_role(caller, _parse(_Shutdown, params).requestedRole)
@@ -524,7 +524,7 @@ def plain(value: object) -> JSONValue:
     return str(value)
 
 
-Handler = Callable[[Server, Connection, JSONDict], Awaitable[JSONValue | Encoded]]
+Handler = Callable[[Server, Peer, JSONDict], Awaitable[JSONValue | Encoded]]
 
 METHODS: dict[str, Handler] = {
     "initialize": _initialize,
@@ -547,7 +547,7 @@ METHODS: dict[str, Handler] = {
 }
 
 
-def dispatch(server: Server, conn: Connection, request: Request) -> Awaitable[JSONValue | Encoded]:
+def dispatch(server: Server, conn: Peer, request: Request) -> Awaitable[JSONValue | Encoded]:
     """The handler of ``request.method``, called (``UnknownMethod`` when there is none): the
     connection awaits it directly, with no coroutine of the dispatch's own in between."""
     handler = METHODS.get(request.method)

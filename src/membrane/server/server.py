@@ -44,7 +44,7 @@ from membrane.errors import (
 from membrane.json_types import JSONDict
 from membrane.sandbox.paths import protected_part, real_path
 from membrane.server.approval import APPROVAL_TIMEOUT
-from membrane.server.connection import Connection
+from membrane.server.connection import Connection, Peer
 from membrane.server.framing import MAX_FRAME_BYTES, Encoded, membrane_error_frame
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
 from membrane.server.identity import Caller, TokenBook
@@ -440,7 +440,7 @@ class Server:
         ]
 
     def watch_actions(
-        self, conn: Connection, host: ProjectHost, caller: Caller, names: tuple[str, ...]
+        self, conn: Peer, host: ProjectHost, caller: Caller, names: tuple[str, ...]
     ) -> None:
         """Send ``actions/list_changed`` to ``conn`` whenever its view of ``host`` changes."""
         watched = conn.state.setdefault("watched", set())
@@ -502,9 +502,7 @@ async def _exit_when_idle(server: Server) -> None:
             return
 
 
-async def _watch(
-    conn: Connection, host: ProjectHost, caller: Caller, names: tuple[str, ...]
-) -> None:
+async def _watch(conn: Peer, host: ProjectHost, caller: Caller, names: tuple[str, ...]) -> None:
     while True:
         await host.changed()
         try:
