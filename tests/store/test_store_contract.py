@@ -316,6 +316,32 @@ def test_reaping_removes_only_stale_pending_receipts(store: Store, clock: Clock)
     assert store.get_receipt("new-pending") is not None
 
 
+def test_a_receipt_keeps_its_owner_and_a_release_by_owner_spares_another_owners(
+    store: Store,
+) -> None:
+    store.begin_receipt("req-1", kind="spawn", owner="host:1:a:b:2:ns")
+    receipt = store.get_receipt("req-1")
+    assert receipt is not None and receipt.owner == "host:1:a:b:2:ns"
+    store.release_receipt("req-1", owner="host:9:other:b:3:ns")  # not its owner: kept
+    assert store.get_receipt("req-1") is not None
+    assert store.pending_receipt_owners() == ["host:1:a:b:2:ns"]
+    store.release_receipt("req-1", owner="host:1:a:b:2:ns")
+    assert store.get_receipt("req-1") is None and store.pending_receipt_owners() == []
+
+
+def test_reaping_takes_a_dead_owners_receipts_and_spares_a_live_owners(
+    store: Store, clock: Clock
+) -> None:
+    store.begin_receipt("old-live", kind="spawn", owner="live")
+    store.begin_receipt("old-unknown", kind="spawn")
+    clock.now += 900
+    store.begin_receipt("new-dead", kind="spawn", owner="dead")
+    store.begin_receipt("new-live", kind="spawn", owner="live")
+    reaped = store.reap_pending_receipts(older_than=clock.now - 1, owners=["dead"], spare=["live"])
+    assert reaped == ["new-dead", "old-unknown"]
+    assert store.pending_receipt_owners() == ["live"]
+
+
 # -- outbox -----------------------------------------------------------------------------------
 
 

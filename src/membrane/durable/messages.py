@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from membrane.durable.crashpoints import crash_point
 from membrane.durable.deliveries import MESSAGE_KINDS
+from membrane.durable.owners import cleared
 from membrane.errors import InvalidRequest, RequestPending, StoreError
 from membrane.json_types import JSONDict
 from membrane.store.base import Receipt, Store
@@ -69,11 +70,13 @@ class Messenger:
         self,
         store: Store,
         *,
+        owner: str | None = None,
         commit: Callable[[Callable[[], int]], int],
         deliver: Callable[[str, Mapping[str, Any]], int],
         offer: Callable[[int, str, Mapping[str, Any]], None],
     ) -> None:
         self._store = store
+        self._owner = owner
         self._commit = commit
         self._deliver = deliver
         self._offer = offer
@@ -105,7 +108,12 @@ class Messenger:
         ``request_id`` (every call when it is ``None``), then offer it."""
         kind = str(payload.get("kind"))
         if request_id is not None:
-            receipt = self._store.begin_receipt(request_id, kind=receipt_kind)
+            receipt = self._store.begin_receipt(request_id, kind=receipt_kind, owner=self._owner)
+            if receipt is not None and cleared(self._store, receipt):
+                # Its owner died before writing it: this call owns the action now.
+                receipt = self._store.begin_receipt(
+                    request_id, kind=receipt_kind, owner=self._owner
+                )
             if receipt is not None:
                 return _replay(receipt, request_id)
             crash_point("message.pending")
@@ -139,9 +147,10 @@ def _check_request_id(request_id: object) -> None:
 def _replay(receipt: Receipt, request_id: str) -> Delivery:
     if receipt.status != "completed":
         raise RequestPending(
-            f"a {receipt.kind} with request_id {request_id!r} is in progress elsewhere, or "
-            "was interrupted before it was written; retry once its receipt is reaped (after "
-            "the receipt TTL), or use a new request_id",
+            f"a {receipt.kind} with request_id {request_id!r} is in progress in a live process "
+            f"({receipt.owner or 'owner unknown'}), or was interrupted on another host before "
+            "it was written; retry once it completes or its receipt is reaped (after the "
+            "receipt TTL), or use a new request_id",
             request_id=request_id,
             kind=receipt.kind,
         )

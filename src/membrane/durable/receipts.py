@@ -13,8 +13,11 @@ acting. Publication completes it with the run, in the publication transaction. A
 * completed with an error: the same error is raised again, marked as a replay;
 * pending while this runtime is still starting it: waits for that start, then acts on what
   it left (a run, an error, or a released receipt, which the waiter then acts on itself);
-* pending otherwise (another process, or a start that crashed): ``RequestPending``, until the
-  owner completes it or the sweeper reaps it after the receipt TTL.
+* pending, written by a process that is certainly dead (it names its owner: host, pid, boot
+  and start time, see ``durable.owners``): the receipt is released and this start acts;
+* pending otherwise (a live process, or one on another host): ``RequestPending``, until the
+  owner completes it or, for an owner that cannot be judged from here, the sweeper reaps it
+  after the receipt TTL.
 
 Which failures a receipt keeps. A failure that is a property of the request is kept and
 replayed, since retrying cannot succeed: a ``ConfigError`` (a bad request, an unknown subagent,
@@ -37,6 +40,7 @@ from typing import Any
 import anyio
 
 from membrane.durable.crashpoints import crash_point
+from membrane.durable.owners import cleared
 from membrane.durable.runs import EventLog, RunInfo, RunResult
 from membrane.errors import (
     ChildFailed,
@@ -71,9 +75,15 @@ class SpawnReceipts:
     live in this runtime (``None`` when it has none)."""
 
     def __init__(
-        self, store: Store, *, hub: EventLog, live: Callable[[str], RunInfo | None]
+        self,
+        store: Store,
+        *,
+        hub: EventLog,
+        live: Callable[[str], RunInfo | None],
+        owner: str | None = None,
     ) -> None:
         self._store = store
+        self._owner = owner
         self._hub = hub
         self._live = live
         #: Starts in flight in this runtime, by request id, with the event a repeat waits on
@@ -84,7 +94,7 @@ class SpawnReceipts:
         """Run ``act`` (build, publish and schedule the child) once for ``request_id``, or
         act on the receipt an earlier start left."""
         while True:
-            receipt = self._store.begin_receipt(request_id, kind="spawn")
+            receipt = self._store.begin_receipt(request_id, kind="spawn", owner=self._owner)
             if receipt is None:
                 crash_point("spawn.pending")
                 return await self._act(request_id, act)
@@ -95,11 +105,14 @@ class SpawnReceipts:
                 await self._store.barrier()
                 return info
             if request_id not in self._starting:
+                if cleared(self._store, receipt):
+                    continue  # its owner died mid-start: this call starts it now
                 raise RequestPending(
-                    f"a start with request_id {request_id!r} is in progress elsewhere, or was "
-                    "interrupted before it published a child; retry once it completes or its "
-                    "receipt is reaped (after the receipt TTL), or use a new request_id to "
-                    "start another child",
+                    f"a start with request_id {request_id!r} is in progress in a live process "
+                    f"({receipt.owner or 'owner unknown'}), or was interrupted on another host "
+                    "before it published a child; retry once it completes or its receipt is "
+                    "reaped (after the receipt TTL), or use a new request_id to start another "
+                    "child",
                     request_id=request_id,
                     kind="spawn",
                 )

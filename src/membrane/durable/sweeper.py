@@ -11,9 +11,11 @@ end releases its lease; a closing runtime releases the rest.
 
 **The sweep** runs once when the sweeper starts and then every ``sweep_interval_seconds``:
 
-1. it reaps pending receipts older than ``receipt_ttl_seconds`` (15 minutes): their action
-   never completed (the process died mid-way), so a retry of the ``request_id`` acts again;
-   before that, a retry is ``request-pending``;
+1. it reaps pending receipts whose owner is certainly dead (``durable.owners.judge``: same
+   host, and that process no longer runs) and, of owners it cannot judge (another host, no
+   owner recorded), those older than ``receipt_ttl_seconds`` (15 minutes): their action never
+   completed, so a retry of the ``request_id`` acts again. A live owner's receipt is never
+   reaped: it is left to that process, and until it settles it a retry is ``request-pending``;
 2. it reconciles interrupted runs: for each expired lease it takes the lease over (so two
    sweepers never reconcile one run) and, when the run's stored status is still ``queued`` or
    ``running``, in one transaction marks it ``interrupted`` (a ``resume`` continues it), fails
@@ -28,10 +30,7 @@ end releases its lease; a closing runtime releases the rest.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -40,6 +39,7 @@ import anyio
 
 from membrane.config.values import Settings
 from membrane.durable.outbox import OutboxDrainer
+from membrane.durable.owners import judge, new_owner
 from membrane.errors import RunLeased, StoreError
 from membrane.store.base import Lease, Store
 
@@ -48,11 +48,6 @@ __all__ = ["LeasedRuns", "Leases", "RunsTable", "SweepReport", "Sweeper", "new_o
 #: Stored statuses of a run some process is (or was) driving: anything else has ended.
 _DRIVEN: Final = frozenset({"queued", "running"})
 _SUMMARY: Final = 500
-
-
-def new_owner() -> str:
-    """A lease owner id for this process: ``host:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Leases:
@@ -206,7 +201,12 @@ class Sweeper:
     def sweep(self, *, now: float | None = None) -> SweepReport:
         """Reap stale receipts and reconcile runs whose lease expired, as of ``now``."""
         now = self._clock() if now is None else now
-        reaped = self._store.reap_pending_receipts(older_than=now - self._receipt_ttl)
+        judged: dict[str, list[str]] = {"gone": [], "alive": [], "unknown": []}
+        for owner in self._store.pending_receipt_owners():
+            judged[judge(owner)].append(owner)
+        reaped = self._store.reap_pending_receipts(
+            older_than=now - self._receipt_ttl, owners=judged["gone"], spare=judged["alive"]
+        )
         interrupted = []
         for lease in self._store.expired_leases(now=now):
             if self._reconcile(lease):

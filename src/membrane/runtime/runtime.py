@@ -239,6 +239,7 @@ class SubagentRuntime:
         )
         self._messenger = Messenger(
             self.store,
+            owner=self._sweeper.owner,
             commit=self._hub.commit,
             deliver=self._outbox.deliver,
             offer=self._outbox.offer_item,
@@ -253,7 +254,9 @@ class SubagentRuntime:
             release=self._slots.release,
             leases=self._sweeper.leases,
         )
-        self._receipts = SpawnReceipts(self.store, hub=self._hub, live=self._live_info)
+        self._receipts = SpawnReceipts(
+            self.store, hub=self._hub, live=self._live_info, owner=self._sweeper.owner
+        )
         self._budgets = Budgets(self.store, commit=self._hub.commit, errors=self._hub.errors)
         #: The store ``open()`` opened, closed with the runtime.
         self._owned_store: Store | None = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
@@ -101,6 +101,9 @@ class Receipt:
     result: JSONObject | None
     created_at: float
     completed_at: float | None = None
+    #: Who wrote it (``durable.owners.new_owner()``: host, pid, boot and start of the process),
+    #: so that a successor can tell a dead owner's pending receipt from a live one's.
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +259,10 @@ class Store(Protocol):
         """How many messages the session's transcript holds."""
         ...
 
-    def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
-        """Write a pending receipt unless one exists.
+    def begin_receipt(
+        self, request_id: str, *, kind: str, owner: str | None = None
+    ) -> Receipt | None:
+        """Write a pending receipt (held by ``owner``) unless one exists.
 
         ``None`` means this call wrote it and owns the action. Otherwise the existing receipt
         is returned: ``completed`` carries the result to replay; ``pending`` is in flight (or
@@ -271,15 +276,24 @@ class Store(Protocol):
 
     def get_receipt(self, request_id: str) -> Receipt | None: ...
 
-    def release_receipt(self, request_id: str) -> None:
+    def release_receipt(self, request_id: str, *, owner: str | None = None) -> None:
         """Delete a pending receipt, so that the next ``begin_receipt`` of ``request_id`` owns
         the action again: its owner did not act and its failure is worth retrying. Releasing
         a receipt that does not exist is a no-op (a release is idempotent, and a reap may have
-        come first); releasing a completed one is a ``StoreError`` and deletes nothing."""
+        come first); releasing a completed one is a ``StoreError`` and deletes nothing. With
+        ``owner``, only a pending receipt that ``owner`` holds is deleted (a successor clearing
+        a dead owner's receipt never deletes the one a live process wrote since)."""
         ...
 
-    def reap_pending_receipts(self, *, older_than: float) -> list[str]:
-        """Delete pending receipts created before ``older_than``; return their request ids."""
+    def reap_pending_receipts(
+        self, *, older_than: float, owners: Collection[str] = (), spare: Collection[str] = ()
+    ) -> list[str]:
+        """Delete pending receipts created before ``older_than`` (except those held by one of
+        ``spare``) and those held by one of ``owners``; return their request ids."""
+        ...
+
+    def pending_receipt_owners(self) -> list[str]:
+        """The owners of pending receipts, sorted (a receipt with no owner is left out)."""
         ...
 
     def enqueue_outbox(

@@ -23,7 +23,7 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, TypeVar, Unpack
@@ -350,14 +350,16 @@ class MemoryStore(MemoryDurable, Store):
 
     # -- receipts -----------------------------------------------------------------------------
 
-    def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
+    def begin_receipt(
+        self, request_id: str, *, kind: str, owner: str | None = None
+    ) -> Receipt | None:
         with self._open("begin_receipt") as state:
             existing = state.receipts.get(request_id)
             if existing is None:
                 self._put(
                     state.receipts,
                     request_id,
-                    Receipt(request_id, kind, "pending", None, self._clock()),
+                    Receipt(request_id, kind, "pending", None, self._clock(), owner=owner),
                 )
                 return None
             if existing.kind != kind:
@@ -390,10 +392,10 @@ class MemoryStore(MemoryDurable, Store):
         with self._open("get_receipt") as state:
             return _fresh(state.receipts.get(request_id))
 
-    def release_receipt(self, request_id: str) -> None:
+    def release_receipt(self, request_id: str, *, owner: str | None = None) -> None:
         with self._open("release_receipt") as state:
             receipt = state.receipts.get(request_id)
-            if receipt is None:
+            if receipt is None or (owner is not None and receipt.owner != owner):
                 return
             if receipt.status != "pending":
                 raise StoreError(
@@ -403,16 +405,32 @@ class MemoryStore(MemoryDurable, Store):
                 )
             self._drop(state.receipts, request_id)
 
-    def reap_pending_receipts(self, *, older_than: float) -> list[str]:
+    def reap_pending_receipts(
+        self, *, older_than: float, owners: Collection[str] = (), spare: Collection[str] = ()
+    ) -> list[str]:
         with self._open("reap_pending_receipts") as state:
             stale = sorted(
                 rid
                 for rid, receipt in state.receipts.items()
-                if receipt.status == "pending" and receipt.created_at < older_than
+                if receipt.status == "pending"
+                and (
+                    (receipt.created_at < older_than and receipt.owner not in spare)
+                    or receipt.owner in owners
+                )
             )
             for rid in stale:
                 self._drop(state.receipts, rid)
             return stale
+
+    def pending_receipt_owners(self) -> list[str]:
+        with self._open("pending_receipt_owners") as state:
+            return sorted(
+                {
+                    receipt.owner
+                    for receipt in state.receipts.values()
+                    if receipt.status == "pending" and receipt.owner is not None
+                }
+            )
 
     # -- outbox -------------------------------------------------------------------------------
 

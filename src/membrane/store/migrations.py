@@ -196,6 +196,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX lineage_by_parent ON lineage_edges (parent_id, created_at)",
         ),
     ),
+    Migration(
+        6,
+        "receipt owners",
+        (
+            # The process that wrote a pending receipt (host, pid, boot and start time), so a
+            # successor clears a dead owner's receipt at once and a live one's never.
+            "ALTER TABLE receipts ADD COLUMN owner TEXT",
+        ),
+    ),
 )
 
 

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -76,7 +76,7 @@ _SESSION_COLUMNS = (
     "session_id, agent, parent_id, delegation_depth, status, provider, created_at, request_id, "
     "meta, result"
 )
-_RECEIPT_COLUMNS = "request_id, kind, status, result, created_at, completed_at"
+_RECEIPT_COLUMNS = "request_id, kind, status, result, created_at, completed_at, owner"
 _EDGE_COLUMNS = (
     "parent_id, child_id, child_role, brief_digest, spawn_fingerprint, status, created_at, "
     "result_summary, completed_at"
@@ -478,12 +478,14 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
     # -- receipts -----------------------------------------------------------------------------
 
-    def begin_receipt(self, request_id: str, *, kind: str) -> Receipt | None:
+    def begin_receipt(
+        self, request_id: str, *, kind: str, owner: str | None = None
+    ) -> Receipt | None:
         with self._write("begin_receipt") as conn:
             cursor = self._cursor.execute(
-                "INSERT INTO receipts (request_id, kind, status, created_at) "
-                "VALUES (?, ?, 'pending', ?) ON CONFLICT (request_id) DO NOTHING",
-                (request_id, kind, self._clock()),
+                "INSERT INTO receipts (request_id, kind, status, created_at, owner) "
+                "VALUES (?, ?, 'pending', ?, ?) ON CONFLICT (request_id) DO NOTHING",
+                (request_id, kind, self._clock(), owner),
             )
             if cursor.rowcount == 1:
                 return None
@@ -521,24 +523,44 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
         with self._guard("get_receipt") as conn:
             return self._receipt(conn, request_id)
 
-    def release_receipt(self, request_id: str) -> None:
+    def release_receipt(self, request_id: str, *, owner: str | None = None) -> None:
         with self._write("release_receipt") as conn:
+            held = "" if owner is None else " AND owner = ?"
             cursor = conn.execute(
-                "DELETE FROM receipts WHERE request_id = ? AND status = 'pending'", (request_id,)
+                f"DELETE FROM receipts WHERE request_id = ? AND status = 'pending'{held}",
+                (request_id,) if owner is None else (request_id, owner),
             )
-            if cursor.rowcount == 0 and self._receipt(conn, request_id) is not None:
+            if cursor.rowcount > 0 or owner is not None:
+                return
+            if self._receipt(conn, request_id) is not None:
                 raise StoreError(
                     f"receipt {request_id!r} is completed, so it cannot be released; replay "
                     "its result instead",
                     request_id=request_id,
                 )
 
-    def reap_pending_receipts(self, *, older_than: float) -> list[str]:
+    def reap_pending_receipts(
+        self, *, older_than: float, owners: Collection[str] = (), spare: Collection[str] = ()
+    ) -> list[str]:
+        gone, kept = sorted(set(owners)), sorted(set(spare))
+        old = "created_at < ?"
+        if kept:
+            old += f" AND (owner IS NULL OR owner NOT IN ({', '.join('?' * len(kept))}))"
+        held = f" OR owner IN ({', '.join('?' * len(gone))})" if gone else ""
+        stale = f"FROM receipts WHERE status = 'pending' AND (({old}){held})"
+        values = (older_than, *kept, *gone)
         with self._write("reap_pending_receipts") as conn:
-            stale = "FROM receipts WHERE status = 'pending' AND created_at < ?"
-            rows = conn.execute(f"SELECT request_id {stale}", (older_than,)).fetchall()
-            conn.execute(f"DELETE {stale}", (older_than,))
+            rows = conn.execute(f"SELECT request_id {stale}", values).fetchall()
+            conn.execute(f"DELETE {stale}", values)
         return sorted(row[0] for row in rows)
+
+    def pending_receipt_owners(self) -> list[str]:
+        with self._guard("pending_receipt_owners") as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT owner FROM receipts WHERE status = 'pending' "
+                "AND owner IS NOT NULL ORDER BY owner"
+            ).fetchall()
+        return [str(row[0]) for row in rows]
 
     @staticmethod
     def _receipt(conn: sqlite3.Connection, request_id: str) -> Receipt | None:
@@ -609,9 +631,9 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
 
 
 def _receipt_row(row: tuple[Any, ...]) -> Receipt:
-    rid, kind, status, result, created_at, completed_at = row
+    rid, kind, status, result, created_at, completed_at, owner = row
     decoded = None if result is None else load_json(result, what=f"receipt {rid!r}")
-    return Receipt(rid, kind, status, decoded, created_at, completed_at)
+    return Receipt(rid, kind, status, decoded, created_at, completed_at, owner)
 
 
 def _header(row: tuple[Any, ...]) -> SessionHeader:

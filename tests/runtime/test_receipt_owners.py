@@ -1,0 +1,108 @@
+"""A pending receipt names the process that wrote it (host, pid, boot and start time), so a
+successor tells a dead owner from a live one: a start or message retried after its owner was
+killed acts at once, and a live owner's pending receipt is never reaped, however old, while
+that process runs. Real processes on a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from membrane.durable.sweeper import Sweeper
+from membrane.errors import RequestPending
+from membrane.models.base import ModelRequest, ModelResponse
+from membrane.runtime import InProcessProvider, SubagentStartRequest
+from membrane.store import SQLiteStore
+from membrane.testing import FunctionModel
+
+from .conftest import Project
+
+pytestmark = pytest.mark.anyio
+
+# A process in the middle of a start: its pending receipt is written, and it waits.
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from membrane.durable.owners import new_owner
+    from membrane.store import SQLiteStore
+
+    store = SQLiteStore(sys.argv[1])
+    for request_id, kind in (("spawn-1", "spawn"), ("message-1", "message")):
+        assert store.begin_receipt(request_id, kind=kind, owner=new_owner()) is None
+    store.close()
+    print("holding", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def _much_later() -> float:
+    """Past the receipt TTL (15 minutes) by a day."""
+    return time.time() + 86_400
+
+
+async def _answer(request: ModelRequest) -> ModelResponse:
+    return ModelResponse(text=f"{request.agent} done")
+
+
+async def test_a_dead_owners_receipt_is_cleared_at_once_and_a_live_owners_never(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("lead")
+    project.agent("worker")
+    db = tmp_path / "state.db"
+    store = SQLiteStore(db)
+    async with project.runtime(InProcessProvider(FunctionModel(_answer)), store=store) as rt:
+        lead = (await rt.run(SubagentStartRequest("lead", "lead the work"))).run_id
+    store.close()
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        request = SubagentStartRequest(
+            "worker", "do the job", parent_id=lead, request_id="spawn-1", background=True
+        )
+        store = SQLiteStore(db, clock=_much_later)
+        async with project.runtime(InProcessProvider(FunctionModel(_answer)), store=store) as rt:
+            # The owner runs: its start is in progress, and no sweep reaps it, a day later.
+            with pytest.raises(RequestPending) as pending:
+                await rt.start(request)
+            assert str(holder.pid) in str(pending.value)
+            with pytest.raises(RequestPending):
+                rt.message(lead, "check the tests", request_id="message-1")
+            assert Sweeper(store, clock=_much_later).sweep().reaped == ()
+            assert {r.status for r in map(store.get_receipt, ("spawn-1", "message-1")) if r} == {
+                "pending"
+            }
+
+            # Killed, it is dead: the retry acts now, in the same runtime, with no sweep and
+            # no TTL.
+            os.kill(holder.pid, signal.SIGKILL)
+            with anyio.fail_after(60):
+                await anyio.to_thread.run_sync(holder.wait)
+                info = await rt.start(request)
+                await rt.wait(info.run_id)
+            delivery = rt.message(lead, "check the tests", request_id="message-1")
+            assert not delivery.replayed
+        children = store.list_sessions(parent_id=lead)
+        assert [child.request_id for child in children] == ["spawn-1"]
+        for request_id in ("spawn-1", "message-1"):
+            receipt = store.get_receipt(request_id)
+            assert receipt is not None and receipt.status == "completed"
+        store.close()
+    finally:
+        holder.kill()
+        holder.wait()
