@@ -161,3 +161,99 @@ def test_claude_code_corpus_file_asks_before_bash_edit_and_write(
         "Edit": ["ask"],
         "Write": ["ask"],
     }
+
+
+# --- OpenCode --------------------------------------------------------------------------------
+
+
+def test_opencode_tools_fold_write_and_edit_into_one_edit_permission(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = tmp_path / ".opencode" / "agents"
+    # OpenCode reads write, edit, patch and multiedit as one `edit` switch: the last key wins.
+    write(agents / "a.md", "description: A\ntools:\n  read: true\n  write: true\n  edit: false")
+    write(agents / "b.md", "description: B\ntools:\n  edit: false\n  write: true")
+    a = explain(tmp_path, "a", capsys)
+    assert callable_tools(a) & {"Edit", "Write"} == set()
+    assert a["tools"]["left_out"]["Write"] == "disallowed_tools"
+    assert {"Edit", "Write"} <= callable_tools(explain(tmp_path, "b", capsys))
+
+
+def test_opencode_all_tools_with_write_denied_denies_edit_too(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / ".opencode" / "agents" / "a.md", "description: A\ntools:\n  write: false")
+    config = tmp_path / ".membrane" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('opencode_omitted_tools = "all"\n', encoding="utf-8")
+    tools = callable_tools(explain(tmp_path, "a", capsys))
+    assert {"Read", "Bash"} <= tools
+    assert tools & {"Edit", "Write"} == set()
+
+
+def test_opencode_corpus_edit_deny_leaves_write_out(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "shahboura__agents-opencode/scripts__fixtures__eval-harness__valid__.opencode__agents__"
+    place(corpus_file(name + "review.md"), tmp_path / ".opencode" / "agents", "review.md")
+    report = explain(tmp_path, "review", capsys)
+    assert "Read" in callable_tools(report)
+    assert report["tools"]["left_out"]["Write"] == "disallowed_tools"
+
+
+PERMISSIONS = """description: V2
+permissions:
+  - {action: shell, resource: "*", effect: ask}
+  - {action: shell, resource: "git status *", effect: allow}
+  - {action: shell, resource: "git push *", effect: deny}
+  - {action: read, resource: "*", effect: allow}
+  - {action: read, resource: "*.env", effect: deny}
+  - {action: edit, resource: "*", effect: deny}"""
+
+
+def test_opencode_permissions_list_is_read_in_order_and_unmatched_asks(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(tmp_path / ".opencode" / "agents" / "v2.md", PERMISSIONS)
+    report = explain(tmp_path, "v2", capsys)
+    assert callable_tools(report) >= {"Bash", "Read"}
+    assert callable_tools(report) & {"Edit", "Write"} == set()
+    rules = report["permissions"]["tools"]
+    assert [(r["pattern"], r["verdict"]) for r in rules["Bash"]["rules"]] == [
+        (None, "ask"),
+        ("git status *", "allow"),
+        ("git push *", "deny"),
+    ]
+    assert [(r["pattern"], r["verdict"]) for r in rules["Read"]["rules"]] == [
+        (None, "allow"),
+        ("*.env", "deny"),
+    ]
+    # Glob is named by no rule: OpenCode asks, so does Membrane.
+    assert rules["Glob"]["rules"][-1]["verdict"] == "ask"
+
+
+def test_opencode_json_agent_with_a_permissions_list(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = [{"action": "edit", "resource": "*", "effect": "deny"}]
+    rules += [{"action": "read", "resource": "*", "effect": "allow"}]
+    agent = {"description": "R", "prompt": "Review.", "permissions": rules}
+    (tmp_path / "opencode.json").write_text(json.dumps({"agent": {"r": agent}}), "utf-8")
+    report = explain(tmp_path, "r", capsys)
+    assert "Read" in callable_tools(report)
+    assert callable_tools(report) & {"Edit", "Write"} == set()
+    bash = report["permissions"]["tools"]["Bash"]["rules"]
+    assert [(r["pattern"], r["verdict"]) for r in bash] == [(None, "ask")]  # no rule: ask
+    assert report["definition"]["fields"]["disallowed_tools"]["key"] == "permissions"
+
+
+def test_opencode_permissions_list_entry_that_is_not_a_rule_is_refused(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(
+        tmp_path / ".opencode" / "agents" / "bad.md", "description: B\npermissions:\n  - shell"
+    )
+    code = main(["agents", "validate", str(path), "--project", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code != 0
+    assert "entry 1 is not an `{action, resource, effect}` rule" in out.out + out.err

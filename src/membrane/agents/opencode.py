@@ -12,9 +12,14 @@ OpenCode's fields, each with its own meaning:
   says which subagents may be started (``allowed_subagents``), ``permission.skill`` which skills
   are listed.
 
+* ``permissions``: OpenCode's current list format, ``[{action, resource, effect}]``: read as the
+  ``permission`` map it means (``shell`` is ``bash``; the last matching rule wins; a built-in no
+  rule names asks, as OpenCode asks when no rule matches).
+
 A tool no key mentions is allowed in OpenCode; in Membrane it follows the read-only default
 (``dialect-default-differs``) unless ``opencode_omitted_tools = "all"``. ``edit`` governs every
-file change in OpenCode, so it decides ``Edit`` and ``Write``. ``ask`` and pattern maps
+file change in OpenCode (``write``, ``patch`` and ``multiedit`` are the same switch, in ``tools``
+as in ``permission``), so it decides ``Edit`` and ``Write`` together. ``ask`` and pattern maps
 (``bash: {"git *": allow, "*": ask}``, ``edit: {"src/**": allow}``) become permission rules in
 the map's order (the last matching one wins, ``*`` matching every call), enforced on every call;
 a command no pattern matches asks (OpenCode would allow it). ``permission.task`` may ``ask`` and
@@ -34,14 +39,17 @@ from membrane.tools.permissions import PermissionRule
 
 __all__ = ["OPENCODE_TOOLS", "finish_opencode", "translate_opencode"]
 
-#: Membrane built-in -> (its OpenCode tool names, its OpenCode permission key).
+#: OpenCode folds every file change into one ``edit`` permission: in ``tools`` and in
+#: ``permission`` the last key naming any of them decides ``Edit`` and ``Write`` together.
+_FILE_CHANGES = ("edit", "write", "patch", "multiedit")
+#: Membrane built-in -> (its OpenCode tool names, its OpenCode permission keys).
 _BUILTINS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "Read": (("read",), ("read",)),
     "Glob": (("glob", "list"), ("glob", "list")),
     "Grep": (("grep",), ("grep",)),
     "Bash": (("bash",), ("bash",)),
-    "Edit": (("edit", "patch", "multiedit"), ("edit",)),
-    "Write": (("write",), ("edit",)),
+    "Edit": (_FILE_CHANGES, _FILE_CHANGES),
+    "Write": (_FILE_CHANGES, _FILE_CHANGES),
 }
 #: Every tool and permission name OpenCode knows.
 OPENCODE_TOOLS: Final = frozenset(
@@ -82,6 +90,9 @@ _IGNORED: Mapping[str, str] = {
 
 def translate_opencode(out: Translation, key: str, value: Any) -> bool:
     """Handle ``key`` if it is an OpenCode key; ``False`` leaves it to the Membrane fields."""
+    if key == "permissions" and isinstance(value, list):
+        out.pending["permissions"] = value
+        return True
     if key in ("tools", "permission") and (isinstance(value, Mapping) or key == "permission"):
         out.pending[key] = value
         return True
@@ -106,7 +117,22 @@ def finish_opencode(out: Translation, dialect: Dialect) -> None:
     permission = out.pending.get("permission")
     if isinstance(permission, str):
         permission = {"*": permission}
-    key = "permission" if "permission" in out.pending else "tools"
+    if "permissions" in out.pending:
+        if permission is not None:
+            out.reader.fail(
+                "permissions",
+                "is given with `permission`",
+                "keep one: the `permissions` list (OpenCode's current format) or the map",
+            )
+        permission = _rule_list(out, out.pending["permissions"])
+        out.pending["permission"] = permission
+    key = (
+        "permissions"
+        if "permissions" in out.pending
+        else "permission"
+        if "permission" in out.pending
+        else "tools"
+    )
     if permission is not None and not isinstance(permission, Mapping):
         out.reader.fail(
             "permission",
@@ -305,3 +331,37 @@ def _task_rules(out: Translation, verdict: Any) -> None:
         out.add("permission", "allowed_subagents", "*")
     else:
         out.add("permission", "allowed_subagents", reachable or "none")
+
+
+#: The actions of OpenCode's ``permissions`` list that name a permission key under another name.
+_ACTIONS: Mapping[str, str] = {"shell": "bash", "agent": "task"}
+#: The built-in permission keys a ``permissions`` list that never names them leaves at ``ask``.
+_ASKED_BY_DEFAULT = ("read", "glob", "grep", "list", "bash", "edit")
+
+
+def _rule_list(out: Translation, rules: list[Any]) -> dict[str, Any]:
+    """OpenCode's ``permissions`` list (``{action, resource, effect}``, the last matching rule
+    wins, no matching rule asks) as the ``permission`` map it means: one pattern map per
+    action in list order, each built-in the list never names at ``ask``."""
+    table: dict[str, dict[str, str]] = {}
+    for index, rule in enumerate(rules):
+        fields = ("action", "resource", "effect")
+        if not isinstance(rule, Mapping) or not all(isinstance(rule.get(f), str) for f in fields):
+            out.reader.fail(
+                "permissions",
+                f"entry {index + 1} is not an `{{action, resource, effect}}` rule of three texts",
+                'write for example `- {action: shell, resource: "git *", effect: allow}`',
+            )
+        action = _ACTIONS.get(rule["action"], rule["action"])
+        patterns = table.setdefault(action, {})
+        patterns.pop(rule["resource"], None)  # a later rule for the same resource wins
+        patterns[rule["resource"]] = rule["effect"]
+    merged: dict[str, Any] = {}
+    for action in _ASKED_BY_DEFAULT:
+        if action not in table:
+            merged[action] = "ask"
+    for action, patterns in table.items():
+        if "*" not in patterns and action in _ASKED_BY_DEFAULT:
+            patterns = {"*": "ask", **patterns}
+        merged[action] = patterns["*"] if list(patterns) == ["*"] else patterns
+    return merged
