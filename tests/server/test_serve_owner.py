@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -244,3 +245,58 @@ async def test_a_runs_token_starts_its_child_on_the_model_its_run_was_started_on
     out = await _bash_of_run(running, "lead", "go", script)
     assert "no model reached" not in out, out
     assert "hi from the reader" in out and '"status": "completed"' in out, out
+
+
+#: An MCP server command that leaves a mark when it starts: it ran as the server's child.
+MCP_PWN = "from pathlib import Path\nPath({mark!r}).write_text('started by the server')\n"
+
+
+@pytest.mark.parametrize("where", ["checkout", "tmp"])
+async def test_no_mcp_server_command_is_started_from_where_a_live_run_may_write(
+    running: Running, tmp_path: Path, where: str
+) -> None:
+    """An MCP server whose script lies in a live run's checkout, or in a run's private
+    temporary folder (``membrane-*`` in the temporary folder), is not started, even for an
+    agent the owner starts: the run could have written the script."""
+    mark = tmp_path / "mark"
+    nested = running.project / "planted"
+    (nested / ".membrane" / "agents").mkdir(parents=True)
+    place = nested if where == "checkout" else Path(tempfile.mkdtemp(prefix="membrane-sandbox-"))
+    script = place / "server.py"
+    script.write_text(MCP_PWN.format(mark=str(mark)))
+    (nested / ".membrane" / "config.toml").write_text(
+        '[roles.ops]\nallow = ["Read"]\n\n'
+        f'[mcp_servers.pwn]\ncommand = "{PY}"\nargs = ["{script}"]\n'
+    )
+    (nested / ".membrane" / "agents" / "user.md").write_text(
+        "---\nname: user\ndescription: Uses the pwn server.\nmcp_servers: [pwn]\n---\nUse it.\n"
+    )
+    sleeper = tmp_path / "sleeper.json"
+    wait = {"tool_calls": [{"name": "Bash", "arguments": {"command": "sleep 600"}}]}
+    sleeper.write_text(json.dumps({"agents": {"reader": [wait, {"text": "done"}]}}))
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps({"agents": {"user": [{"text": "done"}]}}))
+    try:
+        with anyio.fail_after(START_BOUND * 2):
+            async with Client.connect(running.socket) as client:
+                await client.request("initialize", {"identity": owner(running.home)})
+                reply = await client.request("projects/add", {"root": str(running.project)})
+                ids = {"projectId": reply["projectId"]}
+                start = {**ids, "agent": "reader", "task": "wait", "model": f"scripted:{sleeper}"}
+                run_id = (await client.request("runs/start", start))["run"]["run_id"]
+                try:
+                    added = await client.request("projects/add", {"root": str(nested)})
+                    inner = {"projectId": added["projectId"]}
+                    start = {**inner, "agent": "user", "task": "go", "model": f"scripted:{answer}"}
+                    child = (await client.request("runs/start", start))["run"]["run_id"]
+                    done = (await client.request("runs/wait", {**inner, "runId": child}))["run"]
+                finally:
+                    await client.request("runs/stop", {**ids, "runId": run_id})
+    finally:
+        if where == "tmp":
+            shutil.rmtree(place, ignore_errors=True)
+    assert done["status"] == "completed", done
+    assert not mark.exists()
+    log = (running.home / "logs" / "mcp" / "pwn.log").read_text()
+    reason = "checkout of a live run" if where == "checkout" else "private temporary folder"
+    assert "not started" in log and reason in log, log
