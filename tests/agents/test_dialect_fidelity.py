@@ -257,3 +257,63 @@ def test_opencode_permissions_list_entry_that_is_not_a_rule_is_refused(
     out = capsys.readouterr()
     assert code != 0
     assert "entry 1 is not an `{action, resource, effect}` rule" in out.out + out.err
+
+
+# --- pi --------------------------------------------------------------------------------------
+
+EXTENSION = """\
+from membrane import Tool
+
+
+async def _run(arguments, context):
+    return "ok"
+
+
+def setup(ext):
+    ext.register_tool(Tool("lint", "beta lint", {"type": "object"}, _run))
+"""
+
+
+def test_pi_exclude_extensions_matches_names_in_any_case(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extension = tmp_path / ".membrane" / "extensions" / "beta.py"
+    extension.parent.mkdir(parents=True)
+    extension.write_text(EXTENSION, encoding="utf-8")
+    agents = tmp_path / ".pi" / "agents"
+    write(agents / "kept.md", "description: K\ntools: read\nextensions: true")
+    write(agents / "dropped.md", "description: D\ntools: read\nextensions: true\n"
+          "exclude_extensions: BETA")  # fmt: skip
+    assert "lint" in callable_tools(explain(tmp_path, "kept", capsys))
+    assert "lint" not in callable_tools(explain(tmp_path, "dropped", capsys))
+
+
+def test_pi_spellings_pi_accepts_load_with_pis_meaning(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = tmp_path / ".pi" / "agents"
+    write(agents / "bare.md", 'description: B\ntools: ""')
+    write(agents / "lead.md", "description: L\ntools: read\nallowed_subagents: true")
+    write(agents / "any.md", "description: A\ntools: read\nallowed_subagents: all")
+    write(agents / "plain.md", "description: P\ntools: read\nisolation: false")
+    write(agents / "flat.md", "description: F\ntools: read\nisolation: none")
+    assert callable_tools(explain(tmp_path, "bare", capsys)) == set()  # pi: no built-in tool
+    for name in ("lead", "any"):
+        report = explain(tmp_path, name, capsys)
+        assert report["definition"]["fields"]["allowed_subagents"]["value"] == ["*"]
+        assert callable_tools(report) >= DELEGATION
+    for name in ("plain", "flat"):
+        # No worktree from the file: the call decides, as when the field is left out.
+        report = explain(tmp_path, name, capsys, "--call", '{"isolation": "worktree"}')
+        assert report["invocation"]["isolation"]["source"] == "call"
+
+
+def test_pi_corpus_tools_none_and_find_ls(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = "tintinweb__pi-subagents/test__fixtures__.pi__agents__"
+    agents = tmp_path / ".pi" / "agents"
+    place(corpus_file(prefix + "tools-none.md"), agents, "tools-none.md")
+    write(agents / "finder.md", "description: F\ntools: read, find, ls")
+    assert not callable_tools(explain(tmp_path, "tools-none", capsys)) & {"Read", "Glob", "Bash"}
+    assert callable_tools(explain(tmp_path, "finder", capsys)) == {"Read", "Glob"}

@@ -42,10 +42,31 @@ _OMITTED_MEANS: Mapping[str, str] = {
 _PI_TOOLS: Mapping[str, str] = {"find": "Glob", "ls": "Glob"}
 
 
+#: pi values Membrane spells otherwise: ``allowed_subagents: true``/``all`` is any agent;
+#: ``isolation: false``/``none`` is pi's "no worktree from the file", so the call decides as when
+#: it is left out (Membrane's ``off`` in a file would veto a caller's ``worktree``).
+_PI_WORDS: Mapping[str, Mapping[str, str | None]] = {
+    "allowed_subagents": {"true": "*", "all": "*"},
+    "isolation": {"false": None, "none": None},
+}
+
+
 def _pi(out: Translation, key: str, value: Any) -> bool:
-    """pi's frontmatter is Membrane's (seed 003); only tool names and the omitted default differ."""
+    """pi's frontmatter is Membrane's (seed 003); tool names, a few spellings and the omitted
+    default differ."""
+    if key in _PI_WORDS and (isinstance(value, (bool, str))):
+        words = _PI_WORDS[key]
+        spelled = str(value).strip().lower()
+        if spelled not in words:
+            return False
+        if (word := words[spelled]) is not None:
+            out.add(key, key, word)
+        return True
     if key not in ("tools", "disallowed_tools"):
         return False
+    if key == "tools" and (value is None or (isinstance(value, str) and not value.strip())):
+        out.add(key, key, "none")  # pi reads an empty ``tools`` as no built-in tool
+        return True
     tokens = tokens_of(value)
     if not tokens or [t.lower() for t in tokens] == ["none"]:
         return False

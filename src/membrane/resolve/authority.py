@@ -541,9 +541,13 @@ def resolve(
     own_servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}
     # A definition's inline servers exist for it; the ones it names join ``extensions: [...]``.
     discovered |= {name for name, spec in own_servers.items() if spec is not None}
+    exclude = () if definition.exclude_extensions is UNSET else definition.exclude_extensions
+    if definition.dialect == "pi":  # pi matches the names case-insensitively
+        folded = {name.lower() for name in exclude}
+        exclude = (*exclude, *sorted(n for n in discovered if n.lower() in folded))
     selection, more = select_extensions(
         chosen,
-        exclude=() if definition.exclude_extensions is UNSET else definition.exclude_extensions,
+        exclude=exclude,
         discovered=discovered,
         isolated=isolated,
     )
