@@ -88,7 +88,7 @@ def test_a_misspelt_key_suggests_the_real_one(project: Path) -> None:
 def test_every_settings_field_can_be_set_from_a_file(project: Path) -> None:
     import dataclasses
 
-    from membrane.config.load import CONFIG_KEYS
+    from membrane.config.schema import CONFIG_KEYS
 
     assert {f.name for f in dataclasses.fields(Settings)} == set(CONFIG_KEYS)
 

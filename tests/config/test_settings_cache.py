@@ -1,6 +1,6 @@
-"""The parse of each settings file is kept by the digest of its text: unchanged files are read
-without the TOML parser (counted in a fresh interpreter), a changed file is parsed again, and
-what comes back is checked as a fresh parse is."""
+"""The checked values of each settings file are kept by the digest of its text and of the
+schema: unchanged files are read without the TOML parser or pydantic (counted in a fresh
+interpreter), and a changed file, or values kept under another digest, are checked again."""
 
 from __future__ import annotations
 
@@ -50,11 +50,11 @@ def test_unchanged_settings_are_read_without_the_toml_parser(
 ) -> None:
     project = _project(tmp_path, CONFIG)
     first = probe_json(PROBE, project)
-    assert "tomllib" in first["modules"]
+    assert "tomllib" in first["modules"] and "pydantic" in first["modules"]
     second = probe_json(PROBE, project)
     assert second["max_depth"] == first["max_depth"] == 4
     assert second["roles"] == first["roles"] and "ci" in second["roles"]
-    assert "tomllib" not in second["modules"]
+    assert "tomllib" not in second["modules"] and "pydantic" not in second["modules"]
     assert (isolated_home / "cache" / "settings.json").is_file()
 
 
@@ -75,14 +75,20 @@ def test_a_changed_file_is_parsed_again(tmp_path: Path, isolated_home: Path) -> 
         load_settings(project=project)
 
 
-def test_a_cached_parse_is_checked_again(tmp_path: Path, isolated_home: Path) -> None:
+def test_values_kept_under_another_digest_are_checked_again(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    # What an older schema (or another text) kept is never taken: the file is checked anew.
     project = _project(tmp_path, CONFIG)
     load_settings(project=project)
     cache = isolated_home / "cache" / "settings.json"
     data = json.loads(cache.read_text())
     for entry in data["entries"].values():
+        entry[0] = "0" * 64
         entry[1] = json.dumps({"max_depth": "deep"})
     cache.write_text(json.dumps(data))
+    assert load_settings(project=project).max_depth == 4
+    _project(tmp_path, CONFIG.replace("max_depth = 4", 'max_depth = "deep"'))
     with pytest.raises(SettingsError, match="max_depth"):
         load_settings(project=project)
 

@@ -20,7 +20,6 @@ from typing import Any, NoReturn
 
 from membrane.agents.definition import NAME_RE, REPAIRED_NAME, UNSET, DefinitionWarning, Unset
 from membrane.config.budget import Budget
-from membrane.config.mcp_servers import mcp_server_spec
 from membrane.config.values import McpServerSpec
 from membrane.errors import DefinitionError, InvalidRequest, SettingsError
 from membrane.tools.permissions import RULE_TOOLS, PermissionRule, Verdict, parse_rule
@@ -271,6 +270,8 @@ class ValueReader:
                 "write `mcp_servers: [time]` (names from the settings) or inline entries "
                 "`- docs: {url: http://127.0.0.1:9000/mcp}`",
             )
+        from membrane.config.mcp_servers import mcp_server_spec  # a file naming servers only
+
         servers: dict[str, McpServerSpec | None] = {}
         for name, raw in entries:
             where = f"{key}.{name}"

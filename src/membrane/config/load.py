@@ -1,40 +1,26 @@
 """Deployment settings: ``<home>/config.toml`` < ``<project>/.membrane/config.toml``.
 
-Each file is validated on its own (so an error names the file that holds it), then the project
-file overrides the global one key by key; ``roles``, ``rate_limits`` and ``mcp_servers`` merge
-entry by entry, a project entry replacing the global entry of the same name whole. Unknown keys
-are errors: a misspelt ``default-tools`` would otherwise leave the default silently in place.
+Each file is checked on its own against ``membrane.config.schema`` (pydantic), so an error
+names the file that holds it; then the project file overrides the global one key by key;
+``roles``, ``rate_limits`` and ``mcp_servers`` merge entry by entry, a project entry replacing
+the global entry of the same name whole. Unknown keys are errors: a misspelt ``default-tools``
+would otherwise leave the default silently in place. A file's checked values are kept by the
+digest of its text (``membrane.config.toml_cache``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
-from urllib.parse import urlsplit
+from typing import Any
 
 from membrane.config.budget import Budget
-from membrane.config.shape import (
-    REQUIRED,
-    Field,
-    Invalid,
-    boolean,
-    choice,
-    integer,
-    list_of,
-    mapping_of,
-    number,
-    optional,
-    table,
-    text,
-)
-from membrane.config.toml_cache import SETTINGS_CACHE_FILE, TomlCache
+from membrane.config.toml_cache import SETTINGS_CACHE_FILE, TomlCache, digest_of
 from membrane.config.values import (
     BUILTIN_ROLES,
-    SANDBOX_CHOICES,
     McpServerSpec,
     ModelEntry,
     RateLimit,
@@ -42,11 +28,9 @@ from membrane.config.values import (
     Settings,
 )
 from membrane.errors import InvalidRequest, SettingsError
-from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
 from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
 
 __all__ = [
-    "CONFIG_KEYS",
     "CONFIG_NAME",
     "global_config_path",
     "load_settings",
@@ -79,153 +63,6 @@ def global_config_path(home: Path | None = None) -> Path:
 
 def project_config_path(project: Path) -> Path:
     return project / ".membrane" / CONFIG_NAME
-
-
-def _seconds(default: object = None) -> Field:
-    """A finite number of seconds above 0 (a whole number is read as a float)."""
-    return Field(number(gt=0), default=default)
-
-
-def _count(minimum: int, default: object = None) -> Field:
-    return Field(integer(ge=minimum, le=MAX_SAFE_INT), default=default)
-
-
-_NAME = text(min_length=1)
-#: What a model entry's ``base_url`` must be (the SDKs would take "localhost:8080/v1" as a
-#: relative path and fail only at the first request, far from the setting).
-URL_PROBLEM = "must be an http:// or https:// URL with a host, such as http://127.0.0.1:8080/v1"
-
-
-def _url(value: object) -> object:
-    value = _NAME(value)
-    assert isinstance(value, str)
-    try:
-        parts = urlsplit(value)
-        host = parts.hostname
-        parts.port  # noqa: B018  (raises for a port that is not a number)
-    except ValueError:
-        host = None
-    if parts.scheme not in ("http", "https") or not host:
-        raise Invalid("value_error", URL_PROBLEM, value)
-    return value
-
-
-_NAMES = list_of(text())
-_STRINGS = mapping_of(text())
-
-
-@dataclass(frozen=True, slots=True)
-class _Role:
-    allow: list[str] | None
-    deny: list[str] | None
-    permissions: list[str] | None
-
-
-_ROLE = table(
-    "_Role",
-    {
-        "allow": Field(optional(_NAMES)),
-        "deny": Field(optional(_NAMES)),
-        "permissions": Field(optional(list_of(_NAME))),
-    },
-    _Role,
-)
-_RATE_LIMIT = table(
-    "_RateLimit",
-    {"max_calls": _count(1, REQUIRED), "window_seconds": _seconds(REQUIRED)},
-    RateLimit,
-)
-
-
-_MODEL_FIELDS: Final = {
-    "provider": Field(choice("openai", "anthropic", "scripted"), default=REQUIRED),
-    "model": Field(_NAME, default=REQUIRED),
-    "base_url": Field(optional(_url)),
-    "api_key_env": Field(optional(text(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"))),
-    "stream": Field(boolean, default=True),
-    "timeout": Field(optional(number(gt=0))),
-    "max_tokens": _count(1),
-    "reasoning": Field(optional(boolean)),
-    "strict_tools": Field(boolean, default=False),
-}
-
-
-def _tool_string(value: object) -> object:
-    # A comma string, as in a definition's `tools:` ("Read, Grep", "*").
-    return _NAMES(value.split(",") if isinstance(value, str) else value)
-
-
-def _depth(value: object) -> object:
-    if value == PROVIDER_MANAGED or depth_problem(value, exact=True) is None:
-        return value
-    raise Invalid(
-        "value_error",
-        f'must be a whole number from 0 to {MAX_SAFE_INT}, or "provider-managed"',
-        value,
-    )
-
-
-def _any_table(value: object) -> object:
-    if not isinstance(value, dict):
-        raise Invalid("dict_type", "Input should be a valid dictionary", value)
-    return value
-
-
-#: A read root: an absolute path, or one under the home folder (``~/...``).
-_READ_PATH = text(pattern=r"^(/|~$|~/)")
-
-
-_FLAG = Field(optional(boolean))
-_OMITTED = Field(optional(choice("default", "inherit", "all")))
-#: One config file. ``None`` means the file leaves the key to the lower file or the default.
-_FILE_FIELDS: Final = {
-    "default_tools": Field(optional(_tool_string)),
-    "fallback_subagent": Field(optional(_NAME)),
-    "max_depth": Field(optional(_depth)),
-    "hide_delegation_at_cap": _FLAG,
-    "persona": Field(optional(text())),
-    "permission_mode": Field(optional(_NAME)),
-    "worktrees_enabled": _FLAG,
-    "trace_tool_arguments": _FLAG,
-    "max_concurrency": _count(1),
-    "grace_turns": _count(0),
-    "default_max_turns": _count(1),
-    "default_role": Field(optional(_NAME)),
-    "roles": Field(optional(mapping_of(_ROLE))),
-    "rate_limits": Field(optional(mapping_of(_RATE_LIMIT))),
-    "state_synchronous": Field(optional(choice("full", "normal"))),
-    # Checked by ``mcp_server_spec`` so that an error names the server's own table.
-    "mcp_servers": Field(optional(mapping_of(_any_table))),
-    "sandbox": Field(optional(choice(*SANDBOX_CHOICES))),
-    "sandbox_network": _FLAG,
-    "read_paths": Field(optional(list_of(_READ_PATH))),
-    "log_requests": _FLAG,
-    "claude_code_agents": _FLAG,
-    "opencode_agents": _FLAG,
-    "pi_agents": _FLAG,
-    "claude_code_omitted_tools": _OMITTED,
-    "opencode_omitted_tools": _OMITTED,
-    "pi_omitted_tools": _OMITTED,
-    "model_aliases": Field(optional(_STRINGS)),
-    "models": Field(optional(mapping_of(table("_Model", _MODEL_FIELDS, ModelEntry)))),
-    "default_model": Field(optional(_NAME)),
-    "unknown_model": Field(optional(choice("fallback", "error"))),
-    # Checked by ``Budget.parse`` so that an error names the kind.
-    "budget": Field(optional(_any_table)),
-    # Checked by ``membrane.tools.argument_rules`` when an agent is resolved.
-    "rules": Field(optional(list_of(_any_table))),
-    "receipt_ttl_seconds": _seconds(),
-    "outbox_max_attempts": _count(1),
-    "lease_seconds": _seconds(),
-    "sweep_interval_seconds": _seconds(),
-}
-
-
-def _file(**values: Any) -> dict[str, Any]:
-    return values
-
-
-_FILE = table("_File", _FILE_FIELDS, _file)
 
 
 def _default_tools(tokens: list[str], path: Path) -> tuple[str, ...]:
@@ -290,10 +127,13 @@ def _default_tool_problem(token: str) -> tuple[str, str]:
     )
 
 
-CONFIG_KEYS = tuple(_FILE_FIELDS)
+#: The schema's source: kept values are keyed by it, so a changed schema checks files again.
+_SCHEMA = Path(__file__).with_name("schema.py")
 
 
 def _read(path: Path, cache: TomlCache) -> dict[str, Any] | None:
+    """One file's checked values (``None``: no such file), from ``cache`` when neither the
+    file's text nor the schema changed since they were kept."""
     try:
         content = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -306,8 +146,29 @@ def _read(path: Path, cache: TomlCache) -> dict[str, Any] | None:
             hint="check that it is a readable UTF-8 file",
         ) from exc
     try:
-        raw = cache.loads(path, content)
-    except ValueError as exc:  # tomllib.TOMLDecodeError
+        digest: str | None = digest_of(_SCHEMA.read_text(encoding="utf-8"), content)
+    except OSError:  # the schema's source is not on disk (a zipped install): nothing is kept
+        digest = None
+    kept = cache.get(path, digest) if digest is not None else None
+    if kept is not None:
+        return _values(kept, path)
+    checked = _check(path, content)
+    if digest is not None:
+        cache.put(path, digest, checked)
+    return _values(checked, path)
+
+
+def _check(path: Path, content: str) -> dict[str, Any]:
+    """``content`` parsed and checked against ``SettingsFile``: its values as plain data."""
+    import tomllib
+
+    from pydantic import ValidationError  # a file to check: the model layer is needed now
+
+    from membrane.config.schema import CONFIG_KEYS, ModelTable, SettingsFile, first_problem
+
+    try:
+        raw = tomllib.loads(content)
+    except tomllib.TOMLDecodeError as exc:
         raise SettingsError(
             f"{path}: invalid TOML: {exc}",
             path=str(path),
@@ -315,27 +176,38 @@ def _read(path: Path, cache: TomlCache) -> dict[str, Any] | None:
             hint="fix the TOML syntax at the line named",
         ) from exc
     try:
-        parsed = _FILE(raw)
-    except Invalid as exc:
-        key = _key_path(raw, exc.loc)
-        if exc.kind == "extra_forbidden" and exc.loc[-1] == "api_key":
-            hint = "never write the key in a file: name its variable in `api_key_env`"
-            message = f"{path}: unknown setting `{key}`"
-        elif exc.kind == "extra_forbidden" and exc.loc[0] == "models":
-            hint = f"a model entry takes {', '.join(_MODEL_FIELDS)}"
-            message = f"{path}: unknown setting `{key}`"
-        elif exc.kind == "extra_forbidden":
-            import difflib
+        return SettingsFile.model_validate(raw).model_dump()
+    except ValidationError as exc:
+        problem = first_problem(exc)
+    key = _key_path(raw, problem.loc)
+    if problem.kind == "extra_forbidden" and problem.loc[-1] == "api_key":
+        hint = "never write the key in a file: name its variable in `api_key_env`"
+        message = f"{path}: unknown setting `{key}`"
+    elif problem.kind == "extra_forbidden" and problem.loc[0] == "models":
+        hint = f"a model entry takes {', '.join(ModelTable.model_fields)}"
+        message = f"{path}: unknown setting `{key}`"
+    elif problem.kind == "extra_forbidden":
+        import difflib
 
-            close = difflib.get_close_matches(str(exc.loc[-1]), CONFIG_KEYS, n=1)
-            hint = (
-                f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
-            )
-            message = f"{path}: unknown setting `{key}`"
-        else:
-            hint = "see the settings reference for the expected type"
-            message = f"{path}: `{key}`: {exc.message} (got {exc.value!r})"
-        raise SettingsError(message, path=str(path), key=key, hint=hint) from None
+        close = difflib.get_close_matches(str(problem.loc[-1]), CONFIG_KEYS, n=1)
+        hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(CONFIG_KEYS)}"
+        message = f"{path}: unknown setting `{key}`"
+    else:
+        hint = "see the settings reference for the expected type"
+        message = f"{path}: `{key}`: {problem.message} (got {problem.value!r})"
+    raise SettingsError(message, path=str(path), key=key, hint=hint)
+
+
+def _values(checked: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A file's checked values with its entries as their dataclasses and ``default_tools``
+    canonicalised."""
+    parsed = dict(checked)
+    models: dict[str, Any] | None = parsed["models"]
+    if models is not None:
+        parsed["models"] = {name: ModelEntry(**entry) for name, entry in models.items()}
+    limits: dict[str, Any] | None = parsed["rate_limits"]
+    if limits is not None:
+        parsed["rate_limits"] = {name: RateLimit(**limit) for name, limit in limits.items()}
     if parsed["default_tools"] is not None:
         parsed["default_tools"] = _default_tools(parsed["default_tools"], path)
     return parsed
@@ -354,8 +226,9 @@ def _key_path(raw: object, loc: tuple[int | str, ...]) -> str:
     return ".".join(parts)
 
 
-def _role(name: str, role: _Role, path: Path) -> RoleSpec:
-    if role.allow is None and role.deny is None and role.permissions is None:
+def _role(name: str, role: Mapping[str, Any], path: Path) -> RoleSpec:
+    allow, deny, permissions = role["allow"], role["deny"], role["permissions"]
+    if allow is None and deny is None and permissions is None:
         raise SettingsError(
             f"{path}: role `{name}` gives none of `allow`, `deny` and `permissions`",
             path=str(path),
@@ -363,9 +236,9 @@ def _role(name: str, role: _Role, path: Path) -> RoleSpec:
             hint="list the tools the role may use in `allow`, or deny some in `deny`",
         )
     return RoleSpec(
-        allow=None if role.allow is None else tuple(role.allow),
-        deny=None if role.deny is None else tuple(role.deny),
-        permissions=tuple(role.permissions or ()),
+        allow=None if allow is None else tuple(allow),
+        deny=None if deny is None else tuple(deny),
+        permissions=tuple(permissions or ()),
     )
 
 

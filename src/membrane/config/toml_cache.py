@@ -1,12 +1,14 @@
-"""Parses of settings files kept by content digest: reading unchanged ``config.toml`` files
-imports no TOML parser.
+"""Checked settings files kept by content digest: reading unchanged ``config.toml`` files
+neither parses nor validates them again.
 
-``tomllib`` (with the ``datetime`` and ``string`` modules and the regular expressions it
-compiles) costs about a third of the bare interpreter's start, and every command reads the same
-one or two settings files. The parse of each is kept in ``<membrane home>/cache/settings.json``
-under the file's path and the BLAKE2b digest of its text, as JSON; a parse holding what JSON
-cannot carry exactly (TOML's dates and times) is not kept. What comes back is checked as a fresh
-parse is (``membrane.config.load``), and a cache that cannot be read or written is a miss.
+Every command reads the same one or two settings files, and parsing (``tomllib``) and checking
+(pydantic, ``membrane.config.schema``) them costs more than the rest of a listing. The checked
+values of each file are kept in ``<membrane home>/cache/settings.json`` under the file's path
+and the BLAKE2b digest of its text and of the schema's source, as JSON: a changed file or a
+changed schema is a miss. Values holding what JSON cannot carry exactly (TOML's dates and times)
+are not kept, a file that fails its check is never kept, and a cache that cannot be read or
+written is a miss. The file is private to its owner, under the Membrane home that no child may
+read or write (DESIGN rules 9 and 14): whoever can change it can change the settings themselves.
 """
 
 from __future__ import annotations
@@ -22,19 +24,29 @@ try:  # the built-in BLAKE2b: ``hashlib`` would load OpenSSL
 except ImportError:  # pragma: no cover - an interpreter built without it
     from hashlib import blake2b
 
-__all__ = ["SETTINGS_CACHE_FILE", "TomlCache"]
+__all__ = ["SETTINGS_CACHE_FILE", "TomlCache", "digest_of"]
 
 #: The cache's file name in ``<membrane home>/cache``.
 SETTINGS_CACHE_FILE: Final = "settings.json"
-_FORMAT: Final = 1
+_FORMAT: Final = 2
+
+
+def digest_of(*texts: str) -> str:
+    """The BLAKE2b digest of ``texts`` together (the file's and the schema's source)."""
+    digest = blake2b(digest_size=32)
+    for text in texts:
+        data = text.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 class TomlCache:
-    """The parses kept in the file at ``path``."""
+    """The checked values kept in the file at ``path``."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        #: file path -> [digest (hex), the parse as JSON text]
+        #: file path -> [digest (hex), the checked values as JSON text]
         self._entries: dict[str, Any] | None = None
         self._dirty = False
 
@@ -49,27 +61,25 @@ class TomlCache:
                         self._entries = found
         return self._entries
 
-    def loads(self, path: Path, content: str) -> dict[str, Any]:
-        """``tomllib.loads(content)``, raising its ``TOMLDecodeError``; from the cache when
-        ``path`` held the same text before. Each call returns a fresh parse."""
-        digest = blake2b(content.encode("utf-8", "surrogatepass"), digest_size=32).hexdigest()
-        entries = self._load()
-        entry = entries.get(str(path))
+    def get(self, path: Path, digest: str) -> dict[str, Any] | None:
+        """The values kept for ``path`` under ``digest`` (``digest_of`` its text), or ``None``.
+        Each call returns a fresh copy."""
+        entry = self._load().get(str(path))
         if type(entry) is list and len(entry) == 2 and entry[0] == digest:
             with contextlib.suppress(TypeError, ValueError):
                 kept = json.loads(entry[1])
                 if type(kept) is dict:
                     return kept
-        import tomllib  # only for a file whose text the cache has not seen
+        return None
 
-        parsed = tomllib.loads(content)
+    def put(self, path: Path, digest: str, values: dict[str, Any]) -> None:
+        """Keep ``values`` for ``path`` under ``digest``, unless JSON cannot give them back."""
         try:
-            text = json.dumps(parsed)
+            text = json.dumps(values)
         except (TypeError, ValueError):  # a date or a time: JSON would not give it back
-            return parsed
-        entries[str(path)] = [digest, text]
+            return
+        self._load()[str(path)] = [digest, text]
         self._dirty = True
-        return parsed
 
     def save(self) -> None:
         """Write the cache atomically, private to its owner, when a parse was added (never
