@@ -1,27 +1,15 @@
-"""``membrane explain --parent``: the JSON a caller writes for the delegating parent, checked and
-turned into a ``ParentContext`` (``--call`` is read by the same JSON reader)."""
+"""``membrane explain --parent``: the JSON a caller writes for the delegating parent, checked
+by a pydantic model and turned into a ``ParentContext`` (``--call`` is read by the same JSON
+reader)."""
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from membrane.config.shape import (
-    REQUIRED,
-    Field,
-    Invalid,
-    boolean,
-    choice,
-    integer,
-    list_of,
-    optional,
-    table,
-    text,
-)
 from membrane.errors import InvalidDepth, InvalidRequest, MembraneError
 from membrane.limits import depth_problem
 from membrane.resolve import ParentContext
@@ -30,89 +18,58 @@ from membrane.resolve.permissions import permission_mode
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
-if TYPE_CHECKING:  # the model layer is imported only for a --parent that carries a transcript
+if TYPE_CHECKING:  # pydantic and the model layer are imported only when a --parent is given
+    from pydantic import BaseModel
+
     from membrane.models.base import Message, MessageKind, Role
 
 __all__ = ["parent_context", "read_json"]
 
 
-@dataclass(slots=True, kw_only=True)
-class _ParentTool:
-    """One entry of ``--parent``'s ``tools``."""
-
-    name: str
-    origin: str
-    deferred: bool
-    mutating: bool
-
-
-@dataclass(slots=True, kw_only=True)
-class _ParentParts:
-    """``--parent`` as read, before it becomes a ``ParentContext``."""
-
-    tools: list[_ParentTool] | None
-    system_prompt: str
-    model: str | None
-    transcript: list[Message]
-    permission_mode: str | None
-    depth: int
-    cwd: str | None
-    ceiling: object = None
-
-
-def _message(*, role: Role, content: str, kind: MessageKind) -> Message:
+def _message(role: Role, content: str, kind: MessageKind) -> Message:
     from membrane.models.base import Message
 
     return Message(role, content, kind=kind)
 
 
 @functools.cache
-def _parent_table() -> Callable[[object], _ParentParts]:
-    """The reader of ``--parent``, built when one is given (explain without it builds none)."""
-    tool = table(
-        "_ParentTool",
-        {
-            "name": Field(text(min_length=1), default=REQUIRED),
-            "origin": Field(text(), default="builtin"),
-            "deferred": Field(boolean, default=False),
-            "mutating": Field(boolean, default=False),
-        },
-        _ParentTool,
-    )
-    listed = list_of(tool)
+def _parent_model() -> type[BaseModel]:
+    """The pydantic model of ``--parent``, built when one is given (explain without it imports
+    no pydantic)."""
+    from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-    def tools(value: object) -> object:
-        if isinstance(value, list):  # a bare name stands for {"name": NAME}
-            value = [{"name": item} if isinstance(item, str) else item for item in value]
-        return listed(value)
+    class _Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid", strict=True)
 
-    return table(
-        "_Parent",
-        {
-            "tools": Field(optional(tools)),
-            "system_prompt": Field(text(), default=""),
-            "model": Field(optional(text())),
-            "transcript": Field(
-                list_of(
-                    table(
-                        "_ParentMessage",
-                        {
-                            "role": Field(choice("user", "assistant", "tool"), default=REQUIRED),
-                            "content": Field(text(), default=""),
-                            "kind": Field(choice("text", "summary"), default="text"),
-                        },
-                        _message,
-                    )
-                ),
-                factory=list,
-            ),
-            "permission_mode": Field(optional(text())),
-            "depth": Field(integer(), default=0),
-            "cwd": Field(optional(text())),
-            "ceiling": Field(lambda value: value, default=None),
-        },
-        _ParentParts,
-    )
+    class ParentTool(_Strict):
+        name: str = Field(min_length=1)
+        origin: str = "builtin"
+        deferred: bool = False
+        mutating: bool = False
+
+    class ParentMessage(_Strict):
+        role: Literal["user", "assistant", "tool"]
+        content: str = ""
+        kind: Literal["text", "summary"] = "text"
+
+    class Parent(_Strict):
+        tools: list[ParentTool] | None = None
+        system_prompt: str = ""
+        model: str | None = None
+        transcript: list[ParentMessage] = Field(default_factory=list)
+        permission_mode: str | None = None
+        depth: int = 0
+        cwd: str | None = None
+        ceiling: Any = None
+
+        @field_validator("tools", mode="before")
+        @classmethod
+        def _names(cls, value: object) -> object:
+            if isinstance(value, list):  # a bare name stands for {"name": NAME}
+                return [{"name": item} if isinstance(item, str) else item for item in value]
+            return value
+
+    return Parent
 
 
 def read_json(option: str, value: str) -> object:
@@ -166,12 +123,17 @@ def parent_context(
     """The parent ``--parent`` describes (``raw``: its JSON, as read). A tool it names that
     ``registry`` holds is that tool; another is a stand-in that cannot run."""
     _check_parent_depth(raw, top_level=top_level)
+    from pydantic import ValidationError
+
+    from membrane.config.schema import first_problem
+
     try:
-        parsed = _parent_table()(raw)
-    except Invalid as exc:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
-        got = "" if exc.kind == "missing" else f" (got {exc.value!r})"
-        what = "Input should be a JSON object" if exc.kind == "model_type" else exc.message
+        parsed: Any = _parent_model().model_validate(raw)
+    except ValidationError as exc:
+        problem = first_problem(exc)
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem.loc)
+        got = "" if problem.kind == "missing" else f" (got {problem.value!r})"
+        what = "Input should be a JSON object" if problem.kind == "model_type" else problem.message
         raise InvalidRequest(
             f"--parent{where}: {what}{got}; expected an object with tools (names or "
             "{name, origin, deferred, mutating}), system_prompt, model, transcript "
@@ -213,7 +175,7 @@ def parent_context(
         tools=tools,
         system_prompt=parsed.system_prompt,
         model=parsed.model,
-        transcript=tuple(parsed.transcript),
+        transcript=tuple(_message(m.role, m.content, m.kind) for m in parsed.transcript),
         permission_mode=parsed.permission_mode or permission,
         depth=parsed.depth,
         cwd=parsed.cwd or str(cwd),
