@@ -135,7 +135,7 @@ EXPLAIN = closed(
         key: OBJECT
         for key in (
             "definition", "invocation", "prompt", "extensions", "tools", "checkout",
-            "permissions", "sandbox", "model", "budget",
+            "permissions", "sandbox", "model", "budget", "settings",
         )
     }
     | {"warnings": array(WARNING)}

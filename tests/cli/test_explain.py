@@ -106,7 +106,7 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
     out = json.loads(done.stdout)
     assert list(out) == [
         "definition", "invocation", "prompt", "extensions", "tools", "checkout", "permissions",
-        "warnings", "sandbox", "model", "budget", "role", "authority_digest",
+        "warnings", "sandbox", "model", "budget", "role", "authority_digest", "settings",
     ]  # fmt: skip
     sandbox = out["sandbox"]
     assert sandbox["requested"] == "auto"

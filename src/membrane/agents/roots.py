@@ -4,12 +4,12 @@ definitions) with the dialect its files are read in, and the other products' roo
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from membrane.agents.dialect import MEMBRANE, Dialect
+from membrane.config.product_settings import claude_config_home
 from membrane.config.values import Settings
 
 __all__ = ["OPENCODE_CONFIG_NAMES", "Root", "claude_config_home", "dialect_roots"]
@@ -36,12 +36,6 @@ class Root:
             return self.label
         d = self.dialect
         return f"{self.label}|{d.name}|{d.omitted_tools}|{','.join(d.default_tools)}"
-
-
-def claude_config_home() -> Path:
-    """Claude Code's folder: ``$CLAUDE_CONFIG_DIR`` when set, else ``~/.claude``."""
-    value = os.environ.get("CLAUDE_CONFIG_DIR", "").strip()
-    return Path(value).expanduser() if value else Path.home() / ".claude"
 
 
 def dialect_roots(settings: Settings, *, project: Path | None, claude_home: Path) -> list[Root]:

@@ -330,6 +330,8 @@ def explain(
             sandbox=sandbox,
             budget={k: v["limit"] for k, v in budget.items() if isinstance(v, dict)},
         )
+        # Each field a settings file set, with that file (Membrane's or another product's).
+        payload["settings"] = settings.sourced()
         definition = authority.definition
         payload["warnings"] = warning_objects(
             authority.warnings, definition.warnings, file=definition.path

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from membrane.config.budget import Budget
+from membrane.config.product_settings import ProductSettings
 from membrane.config.toml_cache import SETTINGS_CACHE_FILE, TomlCache, digest_of
 from membrane.config.values import (
     BUILTIN_ROLES,
@@ -243,7 +245,12 @@ def _role(name: str, role: Mapping[str, Any], path: Path) -> RoleSpec:
 
 
 def load_settings(*, project: Path | None, home: Path | None = None) -> Settings:
-    """Read and merge both files (a missing one adds nothing); ``SettingsError`` otherwise."""
+    """Read and merge both files (a missing one adds nothing); ``SettingsError`` otherwise.
+
+    Beneath them lie the other products' settings files (``membrane.config.product_settings``):
+    a field Membrane's files leave unset takes the value of the highest product file that sets
+    it; their read roots and permission rules add up. ``Settings.sources`` names the file each
+    field came from."""
     home = home if home is not None else membrane_home()
     cache = TomlCache(home / "cache" / SETTINGS_CACHE_FILE)
     paths = [global_config_path(home)]
@@ -257,10 +264,13 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     aliases: dict[str, str] = {}
     budget: dict[str, Any] = {}
     rules: list[str] = []
+    sources: dict[str, str] = {}
     for path in paths:
         parsed = _read(path, cache)
         if parsed is None:
             continue
+        label = _label(path, project)
+        sources.update((key, label) for key, value in parsed.items() if value is not None)
         for name, entry in (parsed["models"] or {}).items():
             if entry.strict_tools and entry.provider != "openai":
                 raise SettingsError(
@@ -286,6 +296,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
 
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
     cache.save()
+    products = _products(merged, sources, project=project, models=models, aliases=aliases)
     default_role = merged.get("default_role")
     if default_role is not None and default_role not in roles:
         raise SettingsError(
@@ -303,7 +314,58 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         model_aliases=MappingProxyType(aliases),
         budget=Budget(**budget) if budget else None,
         rules=tuple(rules),
+        product_rules=products.rules,
+        sources=MappingProxyType(sources),
+        read_path_sources=MappingProxyType(dict(products.read_paths)),
+        warnings=products.warnings,
     )
+
+
+def _label(path: Path, project: Path | None) -> str:
+    if project is not None and path.is_relative_to(project):
+        return path.relative_to(project).as_posix()
+    return str(path)
+
+
+def _products(
+    merged: dict[str, Any],
+    sources: dict[str, str],
+    *,
+    project: Path | None,
+    models: dict[str, ModelEntry],
+    aliases: dict[str, str],
+) -> ProductSettings:
+    """The products' settings files, folded under ``merged`` (Membrane's own files win)."""
+    from membrane.config.model_names import resolve_spec
+    from membrane.config.product_settings import claude_config_home, read_product_settings
+    from membrane.errors import UnknownModel
+
+    products = read_product_settings(
+        project=project,
+        claude_home=claude_config_home(),
+        claude=merged.get("claude_code_settings", True),
+        opencode=merged.get("opencode_settings", True),
+    )
+    warnings = list(products.warnings)
+    for key, (value, source) in products.values.items():
+        if key in merged:
+            warnings.append(f"{source} sets {key} = {value!r}; {sources[key]} sets it too and wins")
+            continue
+        if key == "default_model":
+            try:
+                resolve_spec(value, models=models, aliases=aliases)
+            except UnknownModel as exc:
+                warnings.append(f"{source}: `model` {value!r} is not used: {exc.message}")
+                continue
+        merged[key] = value
+        sources[key] = source
+    if products.read_paths:
+        merged["read_paths"] = [
+            *merged.get("read_paths", ()),
+            *(path for path, _ in products.read_paths),
+        ]
+        sources.setdefault("read_paths", products.read_paths[0][1])
+    return replace(products, warnings=tuple(warnings))
 
 
 def _budget(raw: dict[str, Any] | None, path: Path) -> dict[str, Any]:

@@ -171,6 +171,8 @@ class SettingsFile(_Strict):
     claude_code_agents: bool | None = None
     opencode_agents: bool | None = None
     pi_agents: bool | None = None
+    claude_code_settings: bool | None = None
+    opencode_settings: bool | None = None
     claude_code_omitted_tools: OmittedTools | None = None
     opencode_omitted_tools: OmittedTools | None = None
     pi_omitted_tools: OmittedTools | None = None

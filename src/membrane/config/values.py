@@ -19,13 +19,17 @@ __all__ = [
     "McpServerSpec",
     "ModelEntry",
     "OmittedTools",
+    "ProductRule",
     "RateLimit",
     "RoleSpec",
     "SandboxChoice",
     "Settings",
+    "Verdict",
 ]
 
 OmittedTools = Literal["default", "inherit", "all"]
+#: What a permission rule says about the calls it matches.
+Verdict = Literal["allow", "ask", "deny"]
 
 #: Seed 000, decision 5: documents that omit ``tools`` stay read-only.
 DEFAULT_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS
@@ -109,6 +113,21 @@ class ModelEntry:
     strict_tools: bool = False
 
 
+#: The metadata of a ``Settings`` field no config key sets: the loader derives it from the files.
+_DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
+
+
+@dataclass(frozen=True, slots=True)
+class ProductRule:
+    """One permission rule another product's settings file holds, in Claude Code's syntax
+    (``Tool`` or ``Tool(specifier)``; OpenCode's are written in it too); ``source`` is the
+    file's label (``.claude/settings.json``)."""
+
+    verdict: Verdict
+    rule: str
+    source: str
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Resolved deployment settings. Every field has the documented default.
@@ -180,6 +199,22 @@ class Settings:
     pi_omitted_tools: OmittedTools = "default"
     #: ``[model_aliases]``: a short model name (``sonnet``) -> the model it stands for.
     model_aliases: Mapping[str, str] = field(default_factory=dict)
+    #: Whether the Claude Code settings files (``~/.claude/settings.json``,
+    #: ``.claude/settings.json``, ``.claude/settings.local.json``) and the OpenCode config
+    #: (``opencode.json``) are read (``membrane.config.product_settings``).
+    claude_code_settings: bool = True
+    opencode_settings: bool = True
+    #: Their permission rules, applied to every agent of the tree in this order (the last
+    #: matching rule wins; ``membrane.resolve.product_rules``).
+    product_rules: tuple[ProductRule, ...] = field(default=(), metadata=_DERIVED)
+    #: Where each field a file set comes from: the file's label (``.membrane/config.toml``,
+    #: ``.claude/settings.json``); a field no file set is absent (its default).
+    sources: Mapping[str, str] = field(default_factory=dict, metadata=_DERIVED)
+    #: Each read root of ``read_paths`` a product's file named -> that file's label (the
+    #: others come from Membrane's own files).
+    read_path_sources: Mapping[str, str] = field(default_factory=dict, metadata=_DERIVED)
+    #: What the settings files hold that Membrane does not apply (never fatal).
+    warnings: tuple[str, ...] = field(default=(), metadata=_DERIVED)
     #: DESIGN rule 8: a pending receipt older than this is reaped by the sweeper (15 minutes).
     receipt_ttl_seconds: float = 900.0
     #: Delivery attempts of an outbox item before it is dead-lettered.
@@ -209,3 +244,23 @@ class Settings:
             if alias.casefold() == folded:
                 return model
         return None
+
+    def source_of(self, name: str) -> str:
+        """Where the field ``name`` comes from: the label of the file that set it, else
+        ``default``."""
+        return self.sources.get(name, "default")
+
+    def sourced(self) -> dict[str, dict[str, object]]:
+        """Each field a settings file set: its value (a table as its names) and the file's
+        label, as ``explain --json`` shows them under ``settings``."""
+        out: dict[str, dict[str, object]] = {}
+        for name, source in sorted(self.sources.items()):
+            value = getattr(self, name, None)
+            if isinstance(value, Mapping):
+                value = sorted(value)
+            elif isinstance(value, tuple | list):
+                value = [v if isinstance(v, str | int | float | bool) else str(v) for v in value]
+            elif not isinstance(value, str | int | float | bool | None):
+                value = str(value)
+            out[name] = {"value": value, "source": source}
+        return out

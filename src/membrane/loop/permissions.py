@@ -9,7 +9,9 @@ log:*)`` alone; a command the text does not determine asks. Then:
 * ``allow``: the call runs;
 * ``deny``: ``tool-call-denied`` with a reason naming the rule and what matched, so the model
   can try something the rules allow;
-* ``ask``: the permission mode decides first (``acceptEdits`` approves ``Edit``/``Write``,
+* ``ask``: an ``allow`` rule of the settings (``approvals``, Claude Code's
+  ``permissions.allow``) approves a call that asks only because no rule allows it; then the
+  permission mode decides (``acceptEdits`` approves ``Edit``/``Write``,
   ``bypassPermissions`` approves, ``dontAsk`` refuses); otherwise the host's approver is asked,
   and without one the call fails with ``approval-unavailable``: a call no one can approve never
   runs.
@@ -61,7 +63,7 @@ class PermissionGate:
     ``ask``); ``mode`` is the resolved permission mode; ``approver`` answers ``ask`` calls;
     ``parent`` is the parent's gate, checked first (an inheriting child)."""
 
-    __slots__ = ("_by_rules", "_home", "_rules", "approver", "mode", "parent")
+    __slots__ = ("_approvals", "_by_rules", "_home", "_rules", "approver", "mode", "parent")
 
     def __init__(
         self,
@@ -72,8 +74,10 @@ class PermissionGate:
         approver: Approver | None = None,
         parent: ToolGate | None = None,
         home: str | None = None,
+        approvals: Sequence[PermissionRule] = (),
     ) -> None:
         self._rules = tuple(rules)
+        self._approvals = tuple(approvals)
         self._by_rules = frozenset(by_rules)
         self.mode = mode
         self.approver = approver
@@ -106,6 +110,8 @@ class PermissionGate:
                 decision = by_arguments
         if decision.verdict == "allow":
             return
+        if decision.verdict == "ask" and self._approved(decision, name, tool, arguments, context):
+            return
         subject = decision.subject
         shown = None if subject is None else _clip(subject)
         written = None if decision.rule is None else _text(decision.rule)
@@ -115,6 +121,30 @@ class PermissionGate:
                 reason = f"{reason} ({decision.why})"
             raise _denied(tool.name, written, shown, reason)
         await self.approve(tool, arguments, context, rule=written, subject=shown, why=decision.why)
+
+    def _approved(
+        self,
+        decision: _Decision,
+        name: str,
+        tool: Tool,
+        arguments: JSONObject,
+        context: ToolContext,
+    ) -> bool:
+        """Whether an ``allow`` rule of the settings (Claude Code's ``permissions.allow``)
+        approves a call that asks only because no rule allows it, or because its dialect asks
+        before every such call (``dialect:claude-code``: Claude Code asks before each ``Bash``
+        call no allow rule covers). A call an ``ask`` rule of a file matched, or one that asks
+        for a reason of its own (a wrapper, an unknown program), still asks: in Claude Code an
+        ask rule wins over an allow rule."""
+        rule = decision.rule
+        if decision.why is not None or (
+            rule is not None and not rule.source.startswith("dialect:")
+        ):
+            return False
+        approvals = [r for r in self._approvals if self._applies(r, tool)]
+        if not approvals:
+            return False
+        return self._decide(name, approvals, "ask", arguments, context).verdict == "allow"
 
     def _applies(self, rule: PermissionRule, tool: Tool) -> bool:
         builtin = builtin_of(tool)

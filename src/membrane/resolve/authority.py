@@ -30,6 +30,7 @@ from membrane.resolve.invocation import (
     resolve_invocation,
 )
 from membrane.resolve.permissions import Permissions, permission_mode, resolve_permissions
+from membrane.resolve.product_rules import product_ceiling
 from membrane.resolve.prompt import (
     DelegationEntry,
     MemoryNote,
@@ -298,8 +299,13 @@ def _read_roots(
     """The settings' read roots, then the definition's own that ``ceiling`` holds (a root
     inside one its ancestors' definitions named; any root at the top of the tree), and the
     definition's roots it holds out."""
+    named = settings.read_path_sources
     roots = [
-        Sourced(os.path.realpath(os.path.expanduser(p)), "settings") for p in settings.read_paths
+        Sourced(
+            os.path.realpath(os.path.expanduser(p)),
+            f"settings:{named[p]}" if p in named else "settings",
+        )
+        for p in settings.read_paths
     ]
     left_out: dict[str, str] = {}
     source = definition.source_of("read_paths")
@@ -521,7 +527,10 @@ def resolve(
     warnings += more
     permission, more = permission_mode(invocation["permission"].value)
     warnings += more
-    ceiling = parent.ceiling
+    # The products' settings files' rules hold for every agent of the tree (rule 13).
+    products, held = product_ceiling(settings)
+    warnings += held
+    ceiling = parent.ceiling if products.empty else parent.ceiling.meet(products)
     permission, lowered_by = lower_mode(permission, ceiling)
     if lowered_by is not None:
         # DESIGN rule 13: never more than an ancestor (or the host) allowed.

@@ -212,12 +212,13 @@ _NOTHING: Final = Ceiling()
 
 
 def ceiling_label(source: str | None) -> str | None:
-    """How a source is shown: ``ceiling:<run or agent>``, or ``deployment``."""
+    """How a source is shown: ``ceiling:<run or agent>``, ``deployment``, or
+    ``settings:<file>`` (a product's settings file)."""
     if source is None:
         return None
-    return (
-        source if source == "deployment" or source.startswith("ceiling:") else f"ceiling:{source}"
-    )
+    if source == "deployment" or source.startswith(("ceiling:", "settings:")):
+        return source
+    return f"ceiling:{source}"
 
 
 def _unlabel(source: object) -> str | None:

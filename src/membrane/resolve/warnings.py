@@ -46,6 +46,17 @@ _KINDS: Final[Sequence[tuple[str, str]]] = (
     ("failed to load and offers no tools", "extension-failed"),
     ("skill: ", "skill-problem"),
     ("memory file", "memory-unreadable"),
+    ("is a setting Membrane does not apply", "setting-ignored"),
+    ("is about a tool Membrane does not have", "setting-ignored"),
+    ("names no OpenCode tool", "setting-ignored"),
+    ("Membrane cannot match", "setting-rule-stricter"),
+    ("is not a rule; every", "setting-rule-stricter"),
+    ("is not a rule; it is ignored", "setting-ignored"),
+    ("nothing of the file is applied", "setting-file-unusable"),
+    ("Membrane asks about each tool", "setting-rule-stricter"),
+    ("sets it too and wins", "setting-overridden"),
+    ("is not used: ", "setting-model-unusable"),
+    ("is bypassPermissions", "setting-bypass-permissions"),
 )
 #: Every code a resolution warning may carry.
 RESOLUTION_WARNING_CODES: Final = tuple(

@@ -287,6 +287,7 @@ class ChildBuilder:
             mode=permissions.mode,
             approver=self._approver,
             parent=parent,
+            approvals=tuple(r for r in ceiling_rules if r.verdict == "allow" and not r.conditions),
         )
         if not isinstance(hooks, tuple) or not hooks:
             return rules

@@ -126,7 +126,7 @@ class Workspace:
             registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))
         )
         loaded: dict[str, LoadedExtension] = {}
-        warnings: list[str] = []
+        warnings: list[str] = list(settings.warnings)
         discovered = discover_extensions(project, cache=home / "cache" / ENTRY_POINTS_FILE)
         for name, source in discovered.items():
             refused = _refused(source, untrusted)

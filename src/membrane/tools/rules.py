@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
+from membrane.config.values import Verdict
 from membrane.json_types import JSONDict
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "Verdict",
 ]
 
-Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: Final = ("allow", "ask", "deny")
 #: Built-ins whose rules may carry a pattern, and the tools each one's rules govern.
 RULE_TOOLS: Mapping[str, tuple[str, ...]] = {
