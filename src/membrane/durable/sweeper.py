@@ -24,7 +24,7 @@ end releases its lease; a closing runtime releases the rest.
    resumed), then drops the lease.
 
 ``Sweeper.run()`` lives in a task group until ``stop()``; the runtime runs one, and so can
-``membrane serve`` for a store no runtime has open (``LeasedRuns`` is then empty).
+``membrane serve`` for a store no runtime has open (it then leases no run of its own).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import contextlib
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import anyio
 
@@ -43,7 +43,7 @@ from membrane.durable.owners import judge, new_owner
 from membrane.errors import RunLeased, StoreError
 from membrane.store.base import Lease, Store
 
-__all__ = ["LeasedRuns", "Leases", "RunsTable", "SweepReport", "Sweeper", "new_owner"]
+__all__ = ["Leases", "SweepReport", "Sweeper", "new_owner"]
 
 #: Stored statuses of a run some process is (or was) driving: anything else has ended.
 _DRIVEN: Final = frozenset({"queued", "running"})
@@ -91,34 +91,6 @@ class Leases:
             raise
 
 
-class LeasedRuns(Protocol):
-    """What the sweeper needs of the runtime whose leases it renews (its runs table)."""
-
-    def leased(self) -> Collection[str]:
-        """The runs this owner is driving now (their leases must stay held)."""
-        ...
-
-    def lost(self, run_id: str) -> None:
-        """``run_id``'s lease is held by another owner now: stop driving it."""
-        ...
-
-
-class _NoRuns:
-    def leased(self) -> Collection[str]:
-        return ()
-
-    def lost(self, run_id: str) -> None:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class RunsTable:
-    """A ``LeasedRuns`` made of two callables (``leased()``, ``lost(run_id)``)."""
-
-    leased: Callable[[], Collection[str]]
-    lost: Callable[[str], None]
-
-
 @dataclass(frozen=True, slots=True)
 class SweepReport:
     """What one sweep did: the request ids reaped and the runs marked ``interrupted``."""
@@ -130,9 +102,12 @@ class SweepReport:
 class Sweeper:
     """Renews one owner's leases, reaps stale receipts and reconciles interrupted runs.
 
-    ``deliver(recipient, payload)`` writes an outbox item inside the reconcile's transaction
-    and ``offer(item_id, recipient, payload)`` hands it over afterwards (the runtime's outbox;
-    without them the item is only written). ``commit(work)`` runs ``work`` in one transaction
+    ``leased()`` gives the runs this owner is driving now (their leases must stay held) and
+    ``lost(run_id)`` stops driving one whose lease another owner took over (the runtime's runs
+    table and scheduler; a sweeper without them leases nothing). ``deliver(recipient,
+    payload)`` writes an outbox item inside the reconcile's transaction and ``offer(item_id,
+    recipient, payload)`` hands it over afterwards (the runtime's outbox; without them the item
+    is only written). ``commit(work)`` runs ``work`` in one transaction
     (default: ``store.transaction()``).
     """
 
@@ -144,7 +119,8 @@ class Sweeper:
         receipt_ttl: float = 900.0,
         lease_seconds: float = 30.0,
         interval: float = 60.0,
-        runs: LeasedRuns | None = None,
+        leased: Callable[[], Collection[str]] = tuple,
+        lost: Callable[[str], None] = lambda run_id: None,
         deliver: Callable[[str, Mapping[str, Any]], int] | None = None,
         offer: Callable[[int, str, Mapping[str, Any]], None] | None = None,
         commit: Callable[[Callable[[], list[int]]], list[int]] | None = None,
@@ -154,7 +130,8 @@ class Sweeper:
         self._store = store
         self._receipt_ttl = receipt_ttl
         self._interval = interval
-        self._runs: LeasedRuns = runs if runs is not None else _NoRuns()
+        self._leased = leased
+        self._lost = lost
         self._deliver = deliver
         self._offer = offer
         self._commit = commit
@@ -169,7 +146,8 @@ class Sweeper:
         store: Store,
         settings: Settings,
         *,
-        runs: LeasedRuns,
+        leased: Callable[[], Collection[str]],
+        lost: Callable[[str], None],
         outbox: OutboxDrainer,
         commit: Callable[[Callable[[], list[int]]], list[int]],
     ) -> Sweeper:
@@ -179,7 +157,8 @@ class Sweeper:
             receipt_ttl=settings.receipt_ttl_seconds,
             lease_seconds=settings.lease_seconds,
             interval=settings.sweep_interval_seconds,
-            runs=runs,
+            leased=leased,
+            lost=lost,
             deliver=outbox.deliver,
             offer=outbox.offer_item,
             commit=commit,
@@ -194,9 +173,9 @@ class Sweeper:
     def renew(self) -> None:
         """Extend this owner's leases; stop driving any run whose lease was taken over."""
         held = set(self._store.renew_owner_leases(self.owner, ttl=self.leases.ttl))
-        for run_id in list(self._runs.leased()):
+        for run_id in list(self._leased()):
             if run_id not in held:
-                self._runs.lost(run_id)
+                self._lost(run_id)
 
     def sweep(self, *, now: float | None = None) -> SweepReport:
         """Reap stale receipts and reconcile runs whose lease expired, as of ``now``."""

@@ -50,7 +50,7 @@ from membrane.durable.messages import Delivery, Messenger
 from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.receipts import SpawnReceipts
 from membrane.durable.runs import RunInfo, RunResult
-from membrane.durable.sweeper import RunsTable, Sweeper
+from membrane.durable.sweeper import Sweeper
 from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
@@ -230,10 +230,8 @@ class SubagentRuntime:
         self._sweeper = Sweeper.from_settings(
             self.store,
             self.settings,
-            runs=RunsTable(
-                leased=lambda: [r.run_id for r in self._runs.records() if not r.finished],
-                lost=self._scheduler.stop_run,
-            ),
+            leased=lambda: [r.run_id for r in self._runs.records() if not r.finished],
+            lost=self._scheduler.stop_run,
             outbox=self._outbox,
             commit=self._hub.commit,
         )

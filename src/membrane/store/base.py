@@ -33,7 +33,7 @@ from typing import Any, Final, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from membrane.errors import InvalidDepth, StoreError
 from membrane.json_types import JSONDict, JSONObject
-from membrane.limits import depth_problem
+from membrane.limits import check_depth
 
 __all__ = [
     "DeadLetter",
@@ -421,26 +421,24 @@ class Store(Protocol):
 # Helpers shared by the implementations. They define the semantics both stores must have.
 
 
-def check_depth(value: object, *, session_id: str, stored: bool) -> int:
-    """Return ``value`` when it is a non-negative safe integer, else raise ``InvalidDepth``.
-
-    ``bool`` is rejected although it is an ``int``; so are floats, even integral ones, because
-    a depth that went through a float may already have lost precision.
-    """
-    if depth_problem(value, exact=True) is None:
-        assert isinstance(value, int)
-        return value
-    if stored:
-        message = (
-            f"session {session_id!r} has a malformed stored delegation_depth {value!r}; "
-            "the store is corrupt, so the depth cannot be trusted: repair or remove the session"
-        )
-    else:
-        message = (
-            f"session {session_id!r}: delegation_depth must be a non-negative integer "
-            f"at most 2**53-1, got {value!r}"
-        )
-    raise InvalidDepth(message, session_id=session_id, value=repr(value), stored=stored)
+def session_depth(value: object, *, session_id: str, stored: bool) -> int:
+    """``value`` as a session's ``delegation_depth``: checked by ``limits.check_depth`` (a
+    whole ``int``: a depth that went through a float may already have lost precision), else
+    ``InvalidDepth`` naming the session and, for a ``stored`` value, saying the store is
+    corrupt."""
+    try:
+        return check_depth(value, what=f"session {session_id!r}: delegation_depth", exact=True)
+    except InvalidDepth as exc:
+        if not stored:
+            data = {"session_id": session_id, "value": repr(value), "stored": False}
+            raise InvalidDepth(exc.message, **data) from None
+    raise InvalidDepth(
+        f"session {session_id!r} has a malformed stored delegation_depth {value!r}; "
+        "the store is corrupt, so the depth cannot be trusted: repair or remove the session",
+        session_id=session_id,
+        value=repr(value),
+        stored=True,
+    )
 
 
 def check_start(start: object, *, session_id: str, length: int) -> int:

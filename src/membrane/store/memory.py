@@ -39,7 +39,6 @@ from membrane.store.base import (
     SessionHeader,
     Store,
     StoredEvent,
-    check_depth,
     check_edge_status,
     check_start,
     dump_json,
@@ -48,6 +47,7 @@ from membrane.store.base import (
     edge_exists,
     loadable_edges,
     missing,
+    session_depth,
 )
 from membrane.store.memory_durable import DurableState, MemoryDurable
 
@@ -222,7 +222,7 @@ class MemoryStore(MemoryDurable, Store):
 
     def create_session(self, header: SessionHeader) -> None:
         session_id = header.session_id
-        check_depth(header.delegation_depth, session_id=session_id, stored=False)
+        session_depth(header.delegation_depth, session_id=session_id, stored=False)
         meta = _text(header.meta, what=f"meta of session {session_id!r}")
         result = None
         if header.result is not None:

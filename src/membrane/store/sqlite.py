@@ -43,7 +43,6 @@ from membrane.store.base import (
     SessionHeader,
     Store,
     StoredEvent,
-    check_depth,
     check_edge_status,
     check_start,
     dump_json,
@@ -53,6 +52,7 @@ from membrane.store.base import (
     load_json,
     loadable_edges,
     missing,
+    session_depth,
 )
 from membrane.store.location import refuse_checkout
 from membrane.store.migrations import (
@@ -273,7 +273,7 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     # -- sessions and events ------------------------------------------------------------------
 
     def create_session(self, header: SessionHeader) -> None:
-        depth = check_depth(header.delegation_depth, session_id=header.session_id, stored=False)
+        depth = session_depth(header.delegation_depth, session_id=header.session_id, stored=False)
         meta = dump_json(header.meta, what="meta of session", of=header.session_id)
         result = (
             None
@@ -644,7 +644,7 @@ def _header(row: tuple[Any, ...]) -> SessionHeader:
         session_id=session_id,
         agent=agent,
         parent_id=parent_id,
-        delegation_depth=check_depth(depth, session_id=session_id, stored=True),
+        delegation_depth=session_depth(depth, session_id=session_id, stored=True),
         status=status,
         provider=provider,
         created_at=created_at,
