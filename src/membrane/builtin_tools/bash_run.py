@@ -51,7 +51,7 @@ async def run_bash(
     reachable = (Path(socket),) if socket else ()
     sandbox = await in_thread(
         lambda: Sandbox.for_checkout(
-            policy.widened(network=context.network, read_paths=context.read_paths),
+            policy.for_agent(network=context.network, read_paths=context.read_paths),
             root,
             agent=agent,
             writes=not context.read_only,

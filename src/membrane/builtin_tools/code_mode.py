@@ -119,7 +119,7 @@ def code_mode_tool(
         root = checkout_root(context)
         box = await anyio.to_thread.run_sync(
             lambda: Sandbox.for_checkout(
-                policy.widened(network=context.network, read_paths=context.read_paths),
+                policy.for_agent(network=context.network, read_paths=context.read_paths),
                 root,
                 agent=context.agent,
                 writes=not context.read_only,

@@ -217,7 +217,7 @@ def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:
 def sandbox_view(authority: EffectiveAuthority, *, project: Path, settings: Settings) -> JSONDict:
     """The OS boundary the child's commands would run under, and what this machine offers."""
     writes = authority.writes
-    policy = SandboxPolicy.from_settings(settings).widened(
+    policy = SandboxPolicy.from_settings(settings).for_agent(
         network=authority.network.value, read_paths=authority.own_read_roots
     )
     summary = boundary_summary(policy, project, agent=authority.definition.name, writes=writes)

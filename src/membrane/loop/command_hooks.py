@@ -142,7 +142,7 @@ class CommandHooks:
         socket = context.env.get("MEMBRANE_SOCKET")
         reachable = (Path(socket),) if socket else ()
         agent, writes = context.agent, not context.read_only
-        policy = self._policy.widened(network=context.network, read_paths=context.read_paths)
+        policy = self._policy.for_agent(network=context.network, read_paths=context.read_paths)
         try:
             sandbox = await to_thread.run_sync(
                 lambda: Sandbox.for_checkout(

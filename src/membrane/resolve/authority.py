@@ -170,7 +170,8 @@ class EffectiveAuthority:
     #: The permission mode and the rules of each callable tool (what the child's gate holds).
     permissions: Permissions = field(default_factory=Permissions)
     #: The ceiling the child runs under (its parent's), and whether its sandboxed commands
-    #: may use the network by its own grant (``network: true``, unless the ceiling denies it).
+    #: may use the network: by its own ``network: true`` or the deployment's
+    #: ``sandbox_network``, never once an ancestor wrote ``network: false`` (the ceiling).
     ceiling: Ceiling = field(default_factory=Ceiling)
     network: Sourced[bool] = field(default_factory=lambda: Sourced(False, "default"))
     #: The folders it reads besides its checkout and the system's (real paths): the settings'
@@ -283,14 +284,19 @@ def _ceiling_source(source: str | None) -> str:
     return ceiling_label(source) or "ceiling"
 
 
-def _network(definition: AgentDefinition, ceiling: Ceiling) -> Sourced[bool]:
-    """The child's own network grant: ``network: true`` in its file, unless an ancestor
-    denied the network (``ceiling:<source>``)."""
-    if definition.network is True and not ceiling.network:
+def _network(definition: AgentDefinition, ceiling: Ceiling, settings: Settings) -> Sourced[bool]:
+    """Whether the child's sandboxed commands may use the network: never once an ancestor
+    wrote ``network: false`` (``ceiling:<source>``), whatever the deployment or its own file
+    says; else by its own ``network: true``, or by the deployment's ``sandbox_network``."""
+    if not ceiling.network:
         return Sourced(False, _ceiling_source(ceiling.network_source))
+    if definition.network is True:
+        return Sourced(True, definition.source_of("network"))
+    if settings.sandbox_network:
+        return Sourced(True, "settings")
     if definition.network is UNSET:
         return Sourced(False, "default")
-    return Sourced(definition.network is True, definition.source_of("network"))
+    return Sourced(False, definition.source_of("network"))
 
 
 def _read_roots(
@@ -735,7 +741,7 @@ def resolve(
             mode=permission,
         ),
         ceiling=ceiling,
-        network=_network(definition, ceiling),
+        network=_network(definition, ceiling, settings),
         read_roots=read_roots,
         read_roots_left_out=read_roots_left_out,
         writes=writes,

@@ -126,8 +126,9 @@ class ChildSpec:
     extensions: tuple[str, ...] = ()
     #: The child continues a stored run (``SubagentRuntime.resume``), not a fresh start.
     resumed: bool = False
-    #: Its definition lets its sandboxed commands use the network (``network: true``).
-    network: bool = False
+    #: Whether its sandboxed commands may use the network (``EffectiveAuthority.network``);
+    #: ``None`` (a spec made by hand): the sandbox policy's own choice.
+    network: bool | None = None
     #: Its definition's own read roots (real paths, held under its ceiling): its built-in
     #: reads and every sandboxed process it runs read them too.
     read_paths: tuple[Path, ...] = ()

@@ -195,7 +195,7 @@ class Publisher:
             # runs as one sandboxed process (``CommandProvider``) says which.
             "sandbox": _own_boundary(record.child)
             or self._boundaries.summary(
-                self._policy.widened(
+                self._policy.for_agent(
                     network=authority.network.value, read_paths=authority.own_read_roots
                 ),
                 record.cwd or os.getcwd(),

@@ -61,10 +61,10 @@ class RunRecord:
     permission_mode: str = "default"
     role: str | None = None
     cwd: str | None = None
-    #: Its definition lets its sandboxed commands use the network, and the variables every
-    #: process it starts gets (its ``MEMBRANE_TOKEN`` among them): what ``call_context``
-    #: gives a call made for it from outside its loop.
-    network: bool = False
+    #: Whether its sandboxed commands may use the network (``ChildSpec.network``), and the
+    #: variables every process it starts gets (its ``MEMBRANE_TOKEN`` among them): what
+    #: ``call_context`` gives a call made for it from outside its loop.
+    network: bool | None = None
     #: Its definition's own read roots (``ChildSpec.read_paths``).
     read_paths: tuple[Path, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)

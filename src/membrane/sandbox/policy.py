@@ -41,14 +41,17 @@ class SandboxPolicy:
             read_paths=tuple(Path(p) for p in settings.read_paths),
         )
 
-    def widened(self, *, network: bool, read_paths: Sequence[Path] = ()) -> SandboxPolicy:
-        """This policy, with the network allowed too when ``network`` (a definition's
-        ``network: true``) and the read roots ``read_paths`` added (a definition's own,
-        already held under its ceiling); never narrower than it is."""
+    def for_agent(self, *, network: bool | None, read_paths: Sequence[Path] = ()) -> SandboxPolicy:
+        """This policy for one agent: its network as its run's authority decided it
+        (``EffectiveAuthority.network``: its definition's ``network: true`` opens it, an
+        ancestor's ``network: false`` closes it whatever the deployment says; ``None``: no run
+        decided, the policy's own stands), and the read roots ``read_paths`` added (its
+        definition's own, already held under its ceiling)."""
         added = tuple(p for p in read_paths if Path(p) not in self.read_paths)
-        if not (network and not self.network) and not added:
+        opened = self.network if network is None else network
+        if opened == self.network and not added:
             return self
-        return replace(self, network=self.network or network, read_paths=(*self.read_paths, *added))
+        return replace(self, network=opened, read_paths=(*self.read_paths, *added))
 
 
 def plan_for(

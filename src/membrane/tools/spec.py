@@ -48,9 +48,10 @@ class ToolContext:
     #: Variables the runtime gives every process the calling agent starts (``Bash``), on top
     #: of its own environment: ``MEMBRANE_CLI_PATH``, ``MEMBRANE_AGENT_SKILLS_DIRS``, ...
     env: Mapping[str, str] = field(default_factory=dict)
-    #: The calling agent's definition lets its sandboxed commands use the network
-    #: (``network: true``), whatever the tool's own policy says.
-    network: bool = False
+    #: Whether the calling agent's sandboxed commands may use the network, as its run's
+    #: authority decided (``EffectiveAuthority.network``), whatever the tool's own policy
+    #: says; ``None`` (a call outside any run): the tool's policy decides.
+    network: bool | None = None
     #: The caller reads only inside its checkout: no read root, no system folder (a server
     #: caller in the ``external`` role, DESIGN rule 14).
     checkout_reads_only: bool = False

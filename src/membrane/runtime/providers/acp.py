@@ -118,7 +118,9 @@ class AcpProvider:
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         setup(scope)
         sandbox = Sandbox.for_checkout(
-            self.sandbox.widened(network=False, read_paths=request.read_paths),
+            self.sandbox.for_agent(
+                network=None if request.network else False, read_paths=request.read_paths
+            ),
             request.cwd or Path.cwd(),
             agent=request.agent,
             writes=(

@@ -145,7 +145,7 @@ def _sandbox(
     socket = env.get("MEMBRANE_SOCKET")
     reachable = (*program, *((Path(socket),) if socket else ()))
     sandbox = Sandbox.for_checkout(
-        policy.widened(network=False, read_paths=request.read_paths),
+        policy.for_agent(network=None if request.network else False, read_paths=request.read_paths),
         checkout,
         agent=request.agent,
         writes=True,
