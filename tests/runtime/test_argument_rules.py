@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from membrane.agents.catalog import Catalog
 from membrane.config.load import load_settings
 from membrane.config.values import Settings
 from membrane.errors import ApprovalUnavailable, InvalidRequest, SettingsError, ToolCallDenied
@@ -272,3 +273,95 @@ async def test_dotted_paths_reach_into_objects_and_lists_are_read_item_by_item(
 
 def _never(problem: str, hint: str) -> NoReturn:
     raise AssertionError(problem)
+
+
+INVITER = """---
+name: inviter
+description: Plans meetings.
+tools: [create_event]
+rules:
+  - tool: create_event
+    allow:
+      participants: {one_of: [alice@corp.example, bob@corp.example], when_present: true}
+    reason: only colleagues are invited
+  - tool: create_event
+    deny:
+      location: {glob: 'http*', when_present: true}
+      title: {regex: '(?i).*urgent.*'}
+    reason: no urgent meetings behind a link
+---
+Plan.
+"""
+
+
+async def test_a_when_present_test_binds_only_the_calls_that_supply_its_argument(
+    project: Project, tmp_path: Path
+) -> None:
+    made: list[dict[str, Any]] = []
+
+    async def create_event(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        made.append(dict(arguments))
+        return "created"
+
+    project.registry.register(
+        Tool("create_event", "Create an event.", {"type": "object"}, create_event, origin="host")
+    )
+    folder = project.root / ".membrane" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "inviter.md").write_text(INVITER, encoding="utf-8")
+    calls = [
+        {"title": "Standup"},  # no participants: the allow test does not apply
+        {"title": "Review", "participants": ["alice@corp.example"]},
+        {"title": "Review", "participants": ["mallory@evil.example"]},  # asks
+        {"title": "Urgent sync"},  # no location: the deny rule binds on its title alone
+        {"title": "Urgent sync", "location": "http://evil.example"},
+        {"title": "Urgent sync", "location": "Room 4"},
+        {"title": "Lunch", "location": "http://menu.example"},
+    ]
+    script = [{"tool_calls": [{"name": "create_event", "arguments": a} for a in calls]}]
+    model = ScriptedModel({"agents": {"inviter": [*script, {"text": "done"}]}})
+    async with project.runtime(model) as runtime:
+        await runtime.run(SubagentStartRequest("inviter", "plan"))
+    errors = [
+        json.loads(m.content)["error"] if m.is_error else None
+        for m in tool_results(model, "inviter")
+    ]
+    assert [e and e["code"] for e in errors] == [
+        None,
+        None,
+        "approval-unavailable",
+        "tool-call-denied",
+        "tool-call-denied",
+        None,
+        None,
+    ]
+    assert [m["title"] for m in made] == ["Standup", "Review", "Urgent sync", "Lunch"]
+    # explain shows the form as written, and a definition read back from the cache keeps it.
+    cache = tmp_path / "definitions.json"
+    for _ in range(2):
+        cached = Catalog(
+            project=project.root, home=project.home, settings=project.settings, cache=cache
+        )
+        definition = cached.dispatch("inviter", child=False).definition
+    assert definition == project.catalog().dispatch("inviter").definition
+    tools = project.registry.tools()
+    deployment = Deployment(settings=project.settings, registry_tools=tools)
+    explained = resolve(definition, CallParams(), ParentContext(tools=tools), deployment)
+    [allow, deny] = explained.to_json()["permissions"]["tools"]["create_event"]["rules"]
+    assert allow["conditions"][0]["when_present"] is True
+    assert "participants one of" in allow["rule"] and allow["rule"].endswith("when present)")
+    assert "when_present" not in deny["conditions"][1]
+    (folder / "broken.md").write_text(
+        INVITER.replace("name: inviter", "name: broken").replace(
+            "when_present: true}\n    reason: only", "when_present: maybe}\n    reason: only"
+        ),
+        encoding="utf-8",
+    )
+    catalog = project.catalog()
+    [error] = catalog.errors
+    assert error.code == "definition-invalid" and "`when_present` must be true or false" in (
+        error.message
+    )
+    only_flag = [{"tool": "create_event", "allow": {"participants": {"when_present": True}}}]
+    with pytest.raises(InvalidRequest, match="has no test"):
+        SubagentStartRequest("inviter", "plan", rules=only_flag)

@@ -43,7 +43,7 @@ __all__ = ["CACHE_FILE", "DefinitionCache", "parser_fingerprint", "read_entries"
 #: The cache's file name inside the state folder.
 CACHE_FILE: Final = "definitions.json"
 _new = object.__new__
-_FORMAT: Final = 3
+_FORMAT: Final = 4
 _PARSER_MODULES: Final = (
     "definition",
     "fields",
@@ -82,8 +82,8 @@ def _rule(*head: Any) -> PermissionRule:
     if len(head) <= 6:
         return PermissionRule(*head)
     conditions = tuple(
-        Condition(argument, test, tuple(v) if isinstance(v, list) else v)
-        for argument, test, v in head[6]
+        Condition(argument, test, tuple(v) if isinstance(v, list) else v, present)
+        for argument, test, v, present in head[6]
     )
     tool, pattern, verdict, text, source, grants = head[:6]
     return PermissionRule(tool, pattern, verdict, text, source, grants, conditions, head[7])

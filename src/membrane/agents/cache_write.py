@@ -55,7 +55,9 @@ def _plain(value: Any) -> Any:
         head: list[Any] = [value.tool, value.pattern, value.verdict, value.text, value.source]
         head.append(value.grants)
         if value.conditions:
-            conditions = [[c.argument, c.test, _plain(c.value)] for c in value.conditions]
+            conditions = [
+                [c.argument, c.test, _plain(c.value), c.when_present] for c in value.conditions
+            ]
             head += [conditions, value.reason]
         return head
     if isinstance(value, DefinitionWarning):

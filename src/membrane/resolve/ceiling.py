@@ -273,6 +273,7 @@ def _from_json(data: object) -> Ceiling:
                 argument=str(c["argument"]),
                 test=str(c["test"]),
                 value=tuple(c["value"]) if isinstance(c["value"], list) else c["value"],
+                when_present=c.get("when_present") is True,
             )
             for c in item.get("conditions", ())
         )

@@ -11,9 +11,12 @@ One entry::
 
 Each argument takes a value (the argument must equal it) or a mapping of tests, all of which
 must pass: ``equals``, ``glob``, ``regex`` (RE2, over the whole text), ``min``, ``max``,
-``one_of``. An argument that is a list passes an ``allow`` test when every item does, and a
-``deny``/``ask`` test when any item does. The tool is a built-in's name (any case) or another
-tool's exact name (a host tool, ``mcp__SERVER__TOOL``, an extension's tool).
+``one_of``. A missing argument passes no test, unless the mapping also says
+``when_present: true`` (``participants: {one_of: [...], when_present: true}``): then its tests
+apply only to a call that supplies the argument. An argument that is a list passes an ``allow``
+test when every item does, and a ``deny``/``ask`` test when any item does. The tool is a
+built-in's name (any case) or another tool's exact name (a host tool, ``mcp__SERVER__TOOL``, an
+extension's tool).
 """
 
 from __future__ import annotations
@@ -25,7 +28,14 @@ from typing import Any, NoReturn, cast
 
 from membrane.errors import InvalidRequest, SettingsError
 from membrane.json_types import JSONDict
-from membrane.tools.rules import CONDITION_TESTS, VERDICTS, Condition, PermissionRule, Verdict
+from membrane.tools.rules import (
+    CONDITION_TESTS,
+    VERDICTS,
+    WHEN_PRESENT,
+    Condition,
+    PermissionRule,
+    Verdict,
+)
 from membrane.vocabulary import canonical_builtin_name
 
 __all__ = ["read_argument_rules", "request_rules", "rule_mapping", "settings_rules"]
@@ -34,7 +44,7 @@ Fail = Callable[[str, str], NoReturn]
 _Scalar = str | int | float | bool | None
 _HINT = (
     "write each rule as `{tool: NAME, allow|ask|deny: {ARGUMENT: VALUE or {equals|glob|regex|"
-    "min|max|one_of: ...}}, reason: TEXT}`"
+    "min|max|one_of: ..., when_present: true|false}}, reason: TEXT}`"
 )
 
 
@@ -71,9 +81,10 @@ def rule_mapping(rule: PermissionRule) -> JSONDict:
     tests: dict[str, Any] = {}
     for condition in rule.conditions:
         value = condition.value
-        tests.setdefault(condition.argument, {})[condition.test] = (
-            list(value) if isinstance(value, tuple) else value
-        )
+        entry = tests.setdefault(condition.argument, {})
+        entry[condition.test] = list(value) if isinstance(value, tuple) else value
+        if condition.when_present:
+            entry[WHEN_PRESENT] = True
     out: JSONDict = {"tool": rule.tool, rule.verdict: tests}
     if rule.reason:
         out["reason"] = rule.reason
@@ -121,28 +132,34 @@ def _rule(entry: Any, index: int, source: str, fail: Fail) -> PermissionRule:
 def _conditions(argument: str, test: Any, where: str, fail: Fail) -> list[Condition]:
     if not isinstance(test, Mapping):
         return [Condition(argument, "equals", _scalar(test, where, fail))]
-    if not test:
+    present = test.get(WHEN_PRESENT, False)
+    if not isinstance(present, bool):
+        fail(f"{where}: `{WHEN_PRESENT}` must be true or false", _HINT)
+    if not set(test) - {WHEN_PRESENT}:
         fail(f"{where} has no test", _HINT)
     out: list[Condition] = []
     for kind, value in test.items():
+        if kind == WHEN_PRESENT:
+            continue
         if kind not in CONDITION_TESTS:
             fail(f"{where}: `{kind}` is not a test ({', '.join(CONDITION_TESTS)})", _HINT)
         if kind in ("min", "max"):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 fail(f"{where}: `{kind}` must be a number", _HINT)
-            out.append(Condition(argument, kind, value))
+            out.append(Condition(argument, kind, value, present))
         elif kind in ("glob", "regex"):
             if not isinstance(value, str):
                 fail(f"{where}: `{kind}` must be text", _HINT)
             if kind == "regex":
                 _check_regex(value, where, fail)
-            out.append(Condition(argument, kind, value))
+            out.append(Condition(argument, kind, value, present))
         elif kind == "one_of":
             if not isinstance(value, list) or not value:
                 fail(f"{where}: `one_of` must be a non-empty list", _HINT)
-            out.append(Condition(argument, kind, tuple(_scalar(v, where, fail) for v in value)))
+            items = tuple(_scalar(v, where, fail) for v in value)
+            out.append(Condition(argument, kind, items, present))
         else:
-            out.append(Condition(argument, kind, _scalar(value, where, fail)))
+            out.append(Condition(argument, kind, _scalar(value, where, fail), present))
     return out
 
 

@@ -110,12 +110,15 @@ def _command_regex(pattern: str) -> re.Pattern[str]:
 
 def conditions_hold(rule: PermissionRule, arguments: Mapping[str, object]) -> bool:
     """Whether a call's ``arguments`` pass every condition of an argument rule. A missing
-    argument passes none; a list passes an ``allow`` rule's test when every item does, a
-    ``deny``/``ask`` rule's when any item does."""
+    argument passes none, unless its condition applies only ``when_present`` (then it passes:
+    the condition does not constrain a call that leaves the argument out); a list passes an
+    ``allow`` rule's test when every item does, a ``deny``/``ask`` rule's when any item does."""
     every = rule.verdict == "allow"
     for condition in rule.conditions:
         found, value = _argument(arguments, condition.argument)
         if not found:
+            if condition.when_present:
+                continue
             return False
         items = value if isinstance(value, list) else [value]
         results = [_passes(condition, item) for item in items]

@@ -23,6 +23,7 @@ __all__ = [
     "PERMISSION_MODES",
     "RULE_TOOLS",
     "VERDICTS",
+    "WHEN_PRESENT",
     "Condition",
     "PermissionRule",
     "Verdict",
@@ -52,17 +53,22 @@ PERMISSION_MODES: Final = ("default", "acceptEdits", "plan", "dontAsk", "bypassP
 #: shell glob over the whole text), ``regex`` (an RE2 pattern over the whole text), ``min`` and
 #: ``max`` (inclusive numeric bounds), ``one_of`` (JSON equality with any value listed).
 CONDITION_TESTS: Final = ("equals", "glob", "regex", "min", "max", "one_of")
+#: The key that makes an argument's tests apply only when the call supplies the argument.
+WHEN_PRESENT: Final = "when_present"
 _SYMBOLS: Mapping[str, str] = {"equals": "==", "min": ">=", "max": "<=", "one_of": "one of"}
 
 
 @dataclass(frozen=True, slots=True)
 class Condition:
     """One test on one argument of a call (``amount`` ``max`` ``100``). ``argument`` may be a
-    dotted path into an object (``payee.iban``)."""
+    dotted path into an object (``payee.iban``). ``when_present``: the test applies only when
+    the call supplies the argument; a call that leaves it out passes it (otherwise a missing
+    argument passes no test)."""
 
     argument: str
     test: str
     value: str | int | float | bool | tuple[str | int | float | bool | None, ...] | None
+    when_present: bool = False
 
     def describe(self) -> str:
         value = self.value
@@ -71,15 +77,19 @@ class Condition:
             if isinstance(value, tuple)
             else json.dumps(value)
         )
-        return f"{self.argument} {_SYMBOLS.get(self.test, self.test)} {shown}"
+        text = f"{self.argument} {_SYMBOLS.get(self.test, self.test)} {shown}"
+        return f"{text} when present" if self.when_present else text
 
     def to_json(self) -> JSONDict:
         value = self.value
-        return {
+        out: JSONDict = {
             "argument": self.argument,
             "test": self.test,
             "value": list(value) if isinstance(value, tuple) else value,
         }
+        if self.when_present:
+            out[WHEN_PRESENT] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
