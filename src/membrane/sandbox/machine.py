@@ -206,7 +206,9 @@ def root_note(support: MachineSupport) -> str | None:
         "no_new_privs; Landlock: every capability and the bounding set dropped, root's "
         "privileges locked off, no_new_privs), so they cannot mount, remount or bypass file "
         "permissions; files they create belong to root on the host, and files root owns stay "
-        "readable to them where the sandbox shows them"
+        "readable to them where the sandbox shows them. Under Landlock they stay uid 0 and "
+        "reach every Unix socket root may connect to (Docker's, systemd's), which can start "
+        "processes outside the sandbox: as root, use bubblewrap"
     )
 
 
