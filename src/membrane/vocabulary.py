@@ -21,6 +21,7 @@ __all__ = [
     "OK_STATES",
     "READ_ONLY_TOOLS",
     "RUN_STATUSES",
+    "SPAWN_FIELDS",
     "SPAWN_TOOL",
     "TOOL_CHOICE_MODES",
     "WRITE_TOOLS",
@@ -97,6 +98,21 @@ HOOK_EVENTS: Final[tuple[HookEventName, ...]] = (
     "before_tool_call",
     "turn_end",
     "session_shutdown",
+)
+
+# -- invocation fields ------------------------------------------------------------------------
+
+#: DESIGN rule 1: the spawn-time fields, which resolve as ``frontmatter ?? call ?? default``. A
+#: delegation call may set each (with its ``description``); ``EffectiveAuthority.invocation``
+#: shows each (with ``permission``), in this order.
+SPAWN_FIELDS: Final[tuple[str, ...]] = (
+    "model",
+    "thinking",
+    "max_turns",
+    "inherit_context",
+    "run_in_background",
+    "isolated",
+    "isolation",
 )
 
 # -- run statuses -----------------------------------------------------------------------------

@@ -97,7 +97,7 @@ from membrane.loop.spending import Spending
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
-from membrane.vocabulary import TOOL_CHOICE_MODES, EndStatus
+from membrane.vocabulary import OK_STATES, TOOL_CHOICE_MODES, EndStatus
 
 __all__ = ["WRAP_UP_MESSAGE", "AgentLoop"]
 
@@ -327,7 +327,7 @@ class AgentLoop:
         finally:
             self._state = "done"
         failures = await self._shutdown(result.status)
-        if failures and result.status in ("completed", "steered"):
+        if failures and result.status in OK_STATES:
             result = self._result("error", error=failures[0])
         self._release(result)
         return result

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from membrane.errors import InvalidRequest
 from membrane.limits import count_problem
+from membrane.vocabulary import SPAWN_FIELDS
 
 __all__ = ["call_values"]
 
@@ -36,16 +37,7 @@ def call_values(data: object, *, where: str) -> dict[str, object]:
     return values
 
 
-_CALL_FIELDS: tuple[str, ...] = (
-    "model",
-    "thinking",
-    "max_turns",
-    "inherit_context",
-    "run_in_background",
-    "isolated",
-    "isolation",
-    "description",
-)
+_CALL_FIELDS: tuple[str, ...] = (*SPAWN_FIELDS, "description")
 _BOOL_FIELDS = frozenset({"inherit_context", "run_in_background", "isolated"})
 _STRING_FIELDS = frozenset({"model", "thinking", "description"})
 

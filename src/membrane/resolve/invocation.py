@@ -15,6 +15,7 @@ from membrane.config.model_names import resolve_spec
 from membrane.config.values import Settings
 from membrane.errors import UnknownModel
 from membrane.limits import check_depth, child_depth
+from membrane.vocabulary import SPAWN_FIELDS
 
 __all__ = [
     "INVOCATION_FIELDS",
@@ -39,16 +40,7 @@ Source = str
 RUN_ID_PLACEHOLDER: Final = "<run-id>"
 
 #: The fields ``EffectiveAuthority.invocation`` carries, in display order.
-INVOCATION_FIELDS: tuple[str, ...] = (
-    "model",
-    "thinking",
-    "max_turns",
-    "inherit_context",
-    "run_in_background",
-    "isolated",
-    "isolation",
-    "permission",
-)
+INVOCATION_FIELDS: tuple[str, ...] = (*SPAWN_FIELDS, "permission")
 
 
 @dataclass(frozen=True, slots=True)

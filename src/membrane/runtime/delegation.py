@@ -51,7 +51,7 @@ from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
-from membrane.vocabulary import DELEGATION_TOOLS, MUTATING_DELEGATION_TOOLS
+from membrane.vocabulary import DELEGATION_TOOLS, MUTATING_DELEGATION_TOOLS, SPAWN_FIELDS
 
 if TYPE_CHECKING:
     from membrane.durable.messages import Delivery
@@ -69,7 +69,8 @@ __all__ = [
     "task_schema",
 ]
 
-_CALL_KEYS: Final = ("model", "thinking", "max_turns", "inherit_context", "isolated", "isolation")
+#: What a ``Task`` call passes on as call parameters (``run_in_background`` it decides itself).
+_CALL_KEYS: Final = tuple(field for field in SPAWN_FIELDS if field != "run_in_background")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,13 +27,14 @@ from membrane.runtime.budget import RunSpending
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ProviderChild
 from membrane.runtime.worktree import Worktree
+from membrane.vocabulary import OK_STATES
 
 __all__ = ["LiveRuns", "RunRecord", "event_kind"]
 
 
 def event_kind(status: str) -> str:
     """The lifecycle event that reports an end status."""
-    if status in ("completed", "steered"):
+    if status in OK_STATES:
         return "completed"
     if status == "error":
         return "error"
