@@ -53,6 +53,8 @@ def _explain(project: Path, name: str, capsys: pytest.CaptureFixture[str]) -> di
         (".opencode/agents", "openai/gpt-5", "openai", "gpt-5"),
         (".pi/agents", "anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"),
         (".pi/agents", "claude-opus-4-1", "anthropic", "claude-opus-4-1"),
+        (".claude/agents", "sonnet[1m]", "anthropic", "claude-sonnet-4-5"),
+        (".claude/agents", "claude-sonnet-4-5[1m]", "anthropic", "claude-sonnet-4-5"),
     ],
 )
 def test_a_products_model_name_resolves_to_its_provider(
@@ -148,3 +150,20 @@ def test_agents_list_and_validate_say_which_agents_can_start(
     (project / ".membrane" / "config.toml").write_text('default_model = "openai:gpt-5"\n')
     assert main(["agents", "validate", "--project", str(project), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["can_start"] == 3
+
+
+@pytest.mark.parametrize(
+    ("mode", "model"), [("plan", "claude-opus-4-1"), ("default", "claude-sonnet-4-5")]
+)
+def test_opusplan_is_opus_while_the_agent_plans_and_sonnet_otherwise(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str], mode: str, model: str
+) -> None:
+    project = _project(tmp_path, ".claude/agents", "planner", "opusplan")
+    file = project / ".claude" / "agents" / "planner.md"
+    file.write_text(
+        file.read_text().replace("tools: Read\n", f"tools: Read\npermissionMode: {mode}\n")
+    )
+    data = _explain(project, "planner", capsys)
+    assert (data["model"]["provider"], data["model"]["model"]) == ("anthropic", model)
+    assert data["invocation"]["model"]["source"] == "dialect:claude-code"
+    assert not [w for w in data["warnings"] if w["code"] in ("model-fallback", "unknown-model")]

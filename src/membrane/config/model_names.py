@@ -15,12 +15,15 @@ from membrane.config.values import ModelEntry
 from membrane.errors import UnknownModel
 
 __all__ = [
+    "ONE_MILLION",
+    "PLAN_MODELS",
     "PRODUCT_MODELS",
     "PROVIDERS",
     "SLASH_PROVIDERS",
     "ModelChoice",
     "Provider",
     "known_names",
+    "plan_model",
     "product_spec",
     "resolve_spec",
 ]
@@ -35,8 +38,16 @@ PRODUCT_MODELS: Final[Mapping[str, str]] = MappingProxyType(
         "sonnet": "anthropic:claude-sonnet-4-5",
         "opus": "anthropic:claude-opus-4-1",
         "haiku": "anthropic:claude-haiku-4-5",
+        # Claude Code's ``opusplan``: Opus while planning, Sonnet otherwise (``plan_model``).
+        "opusplan": "anthropic:claude-sonnet-4-5",
     }
 )
+#: Claude Code's names that choose a model by the permission mode: (while planning, otherwise).
+PLAN_MODELS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
+    {"opusplan": ("opus", "sonnet")}
+)
+#: Claude Code's suffix for a model's 1M-token context window (``sonnet[1m]``).
+ONE_MILLION: Final = "[1m]"
 #: OpenCode's and pi's ``provider/model`` ids read as ``provider:model`` for these providers.
 SLASH_PROVIDERS: Final = ("anthropic", "openai")
 #: A bare model id (pi, Claude Code) of these families names its provider's model.
@@ -66,9 +77,13 @@ class ModelChoice:
 
 def product_spec(name: str) -> str | None:
     """The ``provider:model`` spec another product's model name means here, or ``None``:
-    ``sonnet``/``opus``/``haiku`` (any case), ``anthropic/MODEL`` and ``openai/MODEL``, and a
-    bare ``claude-...`` or ``gpt-...`` model id."""
+    ``sonnet``/``opus``/``haiku``/``opusplan`` (any case), ``anthropic/MODEL`` and
+    ``openai/MODEL``, and a bare ``claude-...`` or ``gpt-...`` model id. Claude Code's ``[1m]``
+    suffix (``sonnet[1m]``, ``claude-sonnet-4-5[1m]``) names the same model: Membrane does not
+    ask for the 1M-token context window."""
     text = name.strip()
+    if text.casefold().endswith(ONE_MILLION) and len(text) > len(ONE_MILLION):
+        text = text[: -len(ONE_MILLION)].strip()
     mapped = PRODUCT_MODELS.get(text.casefold())
     if mapped is not None:
         return mapped
@@ -79,6 +94,17 @@ def product_spec(name: str) -> str | None:
         if text.casefold().startswith(prefix) and len(text) > len(prefix) and "/" not in text:
             return f"{owner}:{text}"
     return None
+
+
+def plan_model(name: object, *, planning: bool) -> str | None:
+    """What a name that chooses its model by the permission mode (``opusplan``) means for an
+    agent that plans (permission mode ``plan``) or not; ``None`` for any other name."""
+    if not isinstance(name, str):
+        return None
+    pair = PLAN_MODELS.get(name.strip().casefold())
+    if pair is None:
+        return None
+    return pair[0] if planning else pair[1]
 
 
 def resolve_spec(

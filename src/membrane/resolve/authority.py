@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
+from membrane.config.model_names import plan_model
 from membrane.config.values import Settings
 from membrane.errors import ToolChoiceInvalid
 from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions
@@ -541,6 +542,13 @@ def resolve(
     if lowered_by is not None:
         # DESIGN rule 13: never more than an ancestor (or the host) allowed.
         invocation = {**invocation, "permission": Sourced(permission, _ceiling_source(lowered_by))}
+    model = invocation["model"]
+    # (An alias was replaced already; a [models] entry of the name wins.)
+    chosen_model = None if model.value in settings.models else model.value
+    planned = plan_model(chosen_model, planning=permission == "plan")
+    if planned is not None:
+        # Claude Code's opusplan: Opus while the agent plans, Sonnet otherwise.
+        invocation = {**invocation, "model": Sourced(planned, model.source)}
     isolated = invocation["isolated"].value is True
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
