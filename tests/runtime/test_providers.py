@@ -170,3 +170,34 @@ async def test_stopping_a_command_child_ends_its_whole_process_group(
                 await anyio.sleep(0.01)
     assert stopped.status == "stopped"
     assert not _alive(pids["child"])
+
+
+@pytest.mark.anyio
+async def test_a_model_router_builds_each_childs_model_at_its_start(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from membrane.config.values import ModelEntry
+    from membrane.errors import ModelAuthFailed
+    from membrane.models.specs import ModelRouter
+
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    other = tmp_path / "other.yaml"
+    other.write_text("default:\n  - text: from the other model\n")
+    project.agent("routed", model="other")
+    project.agent("keyless", model="keyed")
+    entries = {
+        "other": ModelEntry(provider="scripted", model=str(other)),
+        "keyed": ModelEntry(provider="openai", model="m", api_key_env="NO_SUCH_KEY"),
+    }
+    project.settings = Settings(models=entries)
+    router = ModelRouter.from_settings(
+        project.settings, ScriptedModel({"default": [{"text": "from the default model"}]})
+    )
+    async with project.runtime(InProcessProvider(router)) as runtime:
+        routed = await runtime.start(SubagentStartRequest("routed", "go"))
+        with anyio.fail_after(30):
+            assert (await runtime.wait(routed.run_id)).text == "from the other model"
+        # The model a child names is built as it starts: a missing key refuses the start.
+        with pytest.raises(ModelAuthFailed):
+            await runtime.start(SubagentStartRequest("keyless", "go"))
+        assert [run.agent for run in runtime.runs()] == ["routed"]

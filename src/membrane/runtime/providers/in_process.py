@@ -28,6 +28,7 @@ from membrane.errors import InvalidRequest
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.loop.agent_loop import AgentLoop
 from membrane.models.base import Message, Model
+from membrane.models.specs import ModelRouter
 from membrane.runtime.provider import (
     ChildOutcome,
     ChildSpec,
@@ -45,7 +46,9 @@ _MODES: Final = ("spawn", "fork")
 
 
 class InProcessProvider:
-    """Runs each child as an ``AgentLoop`` on ``model`` in this process.
+    """Runs each child as an ``AgentLoop`` on ``model`` in this process. A ``ModelRouter``
+    gives each child the model its spec names (``ModelRouter.bind``); any other ``Model``
+    answers every child.
 
     ``hooks`` holds the lifecycle handlers of every loaded extension; each child is bound only
     to the handlers of the extensions its definition loaded.
@@ -79,10 +82,11 @@ class InProcessProvider:
         self.name = name or f"in-process:{mode}"
 
     async def create(self, request: ChildSpec, setup: SetupCallback) -> _InProcessChild:
-        # A router (``membrane.models.specs.ModelRouter``) builds the model the child's spec
-        # names now, so an unknown name or a missing key fails the start, before any run.
-        bind = getattr(self.model, "bind", None)
-        model: Model = bind(request.model) if callable(bind) else self.model
+        # A router builds the model the child's spec names now, so an unknown name or a
+        # missing key fails the start, before any run; any other model answers every child.
+        model = (
+            self.model.bind(request.model) if isinstance(self.model, ModelRouter) else self.model
+        )
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         composition = setup(scope)
         # A resumed child continues its own stored conversation, whatever the mode.
