@@ -328,14 +328,19 @@ async def test_a_parent_killed_during_its_first_turn_resumes_from_its_task(
 
     assert result.status == "completed" and result.text == "summary"
     sent = model.requests[0].messages
-    assert [(m.role, m.content) for m in sent] == [
+    # The killed process is dead, so the new runtime's first sweep reconciled its worker
+    # at once (its lease had not run out): the lead hears that the worker was interrupted.
+    notice = sent[-1].content
+    assert [(m.role, m.content) for m in sent[:-1]] == [
         ("user", "delegate the survey"),
         ("user", "report what you have"),
     ]
+    assert notice.startswith(f'<task_status run_id="{worker}"') and 'status="interrupted"' in notice
     assert "Task" in offered(model.requests[0])
     assert [m["content"] for m in store.transcript(lead)] == [
         "delegate the survey",
         "report what you have",
+        notice,
         "summary",
     ]
     resumed = [e for e in store.events(session_id=lead) if e.kind == "published"][-1]
@@ -561,7 +566,8 @@ async def test_a_resumed_parent_repeating_a_task_call_learns_its_child_was_inter
     assert error["code"] == "child-failed"
     assert f"({worker}), started earlier" in error["message"]
     assert "was interrupted" in error["message"]
-    assert "stored status is still 'running'" in error["message"]
+    # The sweep at the runtime's start reconciled it at once: its driver is dead.
+    assert "stored status is still 'interrupted'" in error["message"]
     assert "resume the run" in error["message"]
     assert [h.session_id for h in store.list_sessions(parent_id=lead)] == [worker]
     store.close()

@@ -64,6 +64,19 @@ def test_postponing_an_item_counts_no_attempt(store: Store, clock: Clock) -> Non
     assert store.due_outbox(now=clock.now + 29) == []
 
 
+def test_a_dead_owners_leases_are_expired_at_once_and_then_taken_over(
+    store: Store, clock: Clock
+) -> None:
+    store.claim_lease("r1", owner="dead", ttl=60)
+    store.claim_lease("r2", owner="dead", ttl=60)
+    store.claim_lease("r3", owner="live", ttl=60)
+    assert store.lease_owners() == ["dead", "live"]
+    assert store.expire_owner_leases("dead") == ["r1", "r2"]
+    assert [lease.run_id for lease in store.expired_leases(now=clock.now)] == ["r1", "r2"]
+    assert store.claim_lease("r1", owner="new", ttl=60).owner == "new"
+    assert store.claim_lease("r3", owner="new", ttl=60).owner == "live"
+
+
 def test_a_lease_is_held_by_one_owner_until_it_expires_and_is_taken_over(
     store: Store, clock: Clock
 ) -> None:

@@ -2,12 +2,13 @@
 
 **Leases.** A run being driven holds a lease in the store (``run_leases``: ``owner``,
 ``expires_at``). The runtime claims it when it publishes a run (in the publication's
-transaction) or before it resumes one; ``Leases.claim`` refuses a run whose lease another
-owner holds and has not let expire (``RunLeased``, naming the owner), and takes over an
-expired one. The sweeper renews every lease its owner holds, in one statement, every third of
-``lease_seconds``; a run whose lease this owner no longer holds (it stalled past the expiry and
-another process took the run over) is stopped, so two processes never drive one run. A run's
-end releases its lease; a closing runtime releases the rest.
+transaction) or before it resumes one; ``Leases.claim`` refuses a run whose lease another owner
+holds and has not let expire (``RunLeased``, naming the owner), and takes over an expired one,
+or one whose owner is certainly dead (a process of this host that no longer runs:
+``durable.owners``). The sweeper renews every lease its owner holds, in one statement, every
+third of ``lease_seconds``; a run whose lease this owner no longer holds (it stalled past the
+expiry and another process took the run over) is stopped, so two processes never drive one run.
+A run's end releases its lease; a closing runtime releases the rest.
 
 **The sweep** runs once when the sweeper starts and then every ``sweep_interval_seconds``:
 
@@ -16,12 +17,13 @@ end releases its lease; a closing runtime releases the rest.
    owner recorded), those older than ``receipt_ttl_seconds`` (15 minutes): their action never
    completed, so a retry of the ``request_id`` acts again. A live owner's receipt is never
    reaped: it is left to that process, and until it settles it a retry is ``request-pending``;
-2. it reconciles interrupted runs: for each expired lease it takes the lease over (so two
-   sweepers never reconcile one run) and, when the run's stored status is still ``queued`` or
-   ``running``, in one transaction marks it ``interrupted`` (a ``resume`` continues it), fails
-   its lineage edge as ``interrupted`` with a summary, writes an ``interrupted`` event and a
-   ``status`` delivery for its parent (the outbox brings it to the parent, now or when it is
-   resumed), then drops the lease.
+2. it reconciles interrupted runs: the leases of an owner that is certainly dead
+   (``durable.owners``) count as expired at once, and for each expired lease it takes it over
+   (so two sweepers never reconcile one run) and, when the run's stored status is still
+   ``queued`` or ``running``, in one transaction marks it ``interrupted`` (a ``resume``
+   continues it), fails its lineage edge as ``interrupted`` with a summary, writes an
+   ``interrupted`` event and a ``status`` delivery for its parent (the outbox brings it to the
+   parent, now or when it is resumed), then drops the lease.
 
 ``Sweeper.run()`` lives in a task group until ``stop()``; the runtime runs one, and so can
 ``membrane serve`` for a store no runtime has open (it then leases no run of its own).
@@ -39,7 +41,7 @@ import anyio
 
 from membrane.config.values import Settings
 from membrane.durable.outbox import OutboxDrainer
-from membrane.durable.owners import judge, new_owner
+from membrane.durable.owners import gone, judge, new_owner
 from membrane.errors import RunLeased, StoreError
 from membrane.store.base import Lease, Store
 
@@ -61,6 +63,10 @@ class Leases:
     def claim(self, run_id: str) -> Lease:
         """Hold ``run_id``'s lease, or raise ``RunLeased`` when another owner's is live."""
         lease = self.store.claim_lease(run_id, owner=self.owner, ttl=self.ttl)
+        if lease.owner != self.owner and gone(lease.owner):
+            # Its holder died (a process of this host that no longer runs): take it now.
+            self.store.expire_owner_leases(lease.owner)
+            lease = self.store.claim_lease(run_id, owner=self.owner, ttl=self.ttl)
         if lease.owner != self.owner:
             raise RunLeased(
                 f"run {run_id!r} is being driven by {lease.owner} (its lease runs until "
@@ -186,6 +192,9 @@ class Sweeper:
         reaped = self._store.reap_pending_receipts(
             older_than=now - self._receipt_ttl, owners=judged["gone"], spare=judged["alive"]
         )
+        for owner in self._store.lease_owners():
+            if owner != self.owner and gone(owner):
+                self._store.expire_owner_leases(owner)
         interrupted = []
         for lease in self._store.expired_leases(now=now):
             if self._reconcile(lease):

@@ -364,6 +364,15 @@ class Store(Protocol):
         """Extend every lease ``owner`` holds (one statement); return their run ids, sorted."""
         ...
 
+    def lease_owners(self) -> list[str]:
+        """The owners holding leases, sorted."""
+        ...
+
+    def expire_owner_leases(self, owner: str) -> list[str]:
+        """Mark every lease ``owner`` holds expired (``expires_at`` 0: its process is dead), so
+        a sweep reconciles those runs and a claim takes them; return their run ids, sorted."""
+        ...
+
     def release_owner_leases(self, owner: str) -> None:
         """Drop every lease ``owner`` holds (a runtime that closes)."""
         ...

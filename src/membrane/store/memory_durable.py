@@ -181,6 +181,17 @@ class MemoryDurable:
             for run_id in [r for r, lease in leases.items() if lease[_OWNER] == owner]:
                 self._drop(leases, run_id)
 
+    def lease_owners(self: Opened) -> list[str]:
+        with self._open("lease_owners") as state:
+            return sorted({lease[_OWNER] for lease in state.durable.leases.values()})
+
+    def expire_owner_leases(self: Opened, owner: str) -> list[str]:
+        with self._open("expire_owner_leases") as state:
+            held = [lease for lease in state.durable.leases.values() if lease[_OWNER] == owner]
+            for run_id, _, _, acquired in held:
+                self._put(state.durable.leases, run_id, (run_id, owner, 0.0, acquired))
+            return sorted(lease[0] for lease in held)
+
     def expired_leases(self: Opened, *, now: float | None = None, limit: int = 100) -> list[Lease]:
         with self._open("expired_leases") as state:
             moment = self._clock() if now is None else now

@@ -91,6 +91,18 @@ class SQLiteDurable:
             ).fetchall()
         return sorted(row[0] for row in rows)
 
+    def lease_owners(self: Connected) -> list[str]:
+        with self._guard("lease_owners") as conn:
+            rows = conn.execute("SELECT DISTINCT owner FROM run_leases ORDER BY owner").fetchall()
+        return [str(row[0]) for row in rows]
+
+    def expire_owner_leases(self: Connected, owner: str) -> list[str]:
+        with self._write("expire_owner_leases") as conn:
+            rows = conn.execute(
+                "UPDATE run_leases SET expires_at = 0 WHERE owner = ? RETURNING run_id", (owner,)
+            ).fetchall()
+        return sorted(row[0] for row in rows)
+
     def release_owner_leases(self: Connected, owner: str) -> None:
         with self._write("release_owner_leases") as conn:
             conn.execute("DELETE FROM run_leases WHERE owner = ?", (owner,))

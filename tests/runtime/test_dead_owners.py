@@ -1,10 +1,12 @@
-"""A pending receipt names the process that wrote it (host, pid, boot and start time), so a
+"""Receipts and leases name the process that holds them (host, pid, boot and start time), so a
 successor tells a dead owner from a live one: a start or message retried after its owner was
 killed acts at once, and a live owner's pending receipt is never reaped, however old, while
-that process runs. Real processes on a real SQLite file."""
+that process runs; a run whose driver was killed is reconciled by the next sweep and resumed at
+once, without waiting for its lease to expire. Real processes on a real SQLite file."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -106,3 +108,46 @@ async def test_a_dead_owners_receipt_is_cleared_at_once_and_a_live_owners_never(
     finally:
         holder.kill()
         holder.wait()
+
+
+LEASE_HOLDER = Path(__file__).parent / "scripts" / "lease_holder.py"
+
+
+async def test_a_killed_drivers_run_is_reconciled_and_resumed_at_once_and_a_live_ones_never(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("worker")
+    db = tmp_path / "state.db"
+    store = SQLiteStore(db)
+    async with project.runtime(InProcessProvider(FunctionModel(_answer)), store=store) as rt:
+        run_id = (await rt.run(SubagentStartRequest("worker", "first"))).run_id
+    store.close()
+    env = {**os.environ, "MEMBRANE_HOME": str(project.home)}
+    args = [str(db), str(project.root), str(project.home), run_id]
+    driver = subprocess.Popen(
+        [sys.executable, str(LEASE_HOLDER), *args], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert driver.stdout is not None
+        with anyio.fail_after(60):
+            line = await anyio.to_thread.run_sync(driver.stdout.readline)
+        assert json.loads(line)["outcome"] == "drives"
+        store = SQLiteStore(db)
+        # Its lease runs (30 s) and its driver lives: a sweep leaves the run to it.
+        assert Sweeper(store).sweep().interrupted == ()
+        os.kill(driver.pid, signal.SIGKILL)
+        with anyio.fail_after(60):
+            await anyio.to_thread.run_sync(driver.wait)
+        # Killed: the lease has not run out, but its owner is dead, so the next sweep
+        # reconciles the run now, and a runtime resumes it at once.
+        assert Sweeper(store).sweep().interrupted == (run_id,)
+        header = store.get_header(run_id)
+        assert header is not None and header.status == "interrupted"
+        async with project.runtime(InProcessProvider(FunctionModel(_answer)), store=store) as rt:
+            with anyio.fail_after(60):
+                await rt.resume(run_id, "once more")
+                assert (await rt.wait(run_id)).status == "completed"
+        store.close()
+    finally:
+        driver.kill()
+        driver.wait()
