@@ -68,6 +68,9 @@ async def test_an_ended_runs_token_is_refused_on_a_connection_opened_while_it_wa
             async with Client.connect(running.socket) as child:
                 info = await child.request("initialize", {"identity": {"token": token}})
                 assert info["caller"]["runId"] == run_id
+                # The runtime contract names the project the token is bound to (seed 002).
+                root = info["runtimeInfo"]["projectRoot"]
+                assert Path(root) == running.project.resolve()
                 assert (await child.request("projects/list"))["projects"]
                 await host.request("runs/stop", {**ids, "runId": run_id})
                 for method, params in (

@@ -63,6 +63,7 @@ async def test_initialize_reports_the_runtime_and_the_caller(runtime: Running) -
     assert info["pid"] == runtime.pid
     assert info["socketPath"] == str(runtime.socket)
     assert info["defaultRole"] == "external"
+    assert info["projectRoot"] is None  # a machine runtime: each projects/add names its root
     assert len(info["buildHash"]) == 64 and info["version"]
     assert reply["capabilities"] == {
         "actions": {"listChanged": True},

@@ -75,8 +75,13 @@ class LocalServer:
     def identify(self, identity: JSONDict, client: JSONDict) -> Caller:
         return self.caller
 
-    def runtime_info(self) -> JSONDict:
-        return {"version": membrane.__version__, "pid": os.getpid(), "headless": True}
+    def runtime_info(self, caller: Caller | None = None) -> JSONDict:
+        return {
+            "version": membrane.__version__,
+            "projectRoot": str(self.host.workspace.project),
+            "pid": os.getpid(),
+            "headless": True,
+        }
 
     async def add_project(self, root: Path, *, caller: Caller) -> ProjectHost:
         folder = require_folder("root", root)

@@ -51,7 +51,7 @@ class Server(Protocol):
 
     def identify(self, identity: JSONDict, client: JSONDict) -> Caller: ...
 
-    def runtime_info(self) -> JSONDict: ...
+    def runtime_info(self, caller: Caller | None = None) -> JSONDict: ...
 
     async def add_project(self, root: Path, *, caller: Caller) -> ProjectHost: ...
 
@@ -173,7 +173,7 @@ async def _initialize(server: Server, conn: Peer, params: JSONDict) -> JSONValue
     capabilities = (p.model_extra or {}).get("capabilities")
     client_approver(conn, capabilities, timeout=server.approval_timeout)
     return {
-        "runtimeInfo": server.runtime_info(),
+        "runtimeInfo": server.runtime_info(caller),
         "capabilities": {"actions": {"listChanged": True}, APPROVAL_CAPABILITY: {"request": True}},
         "caller": caller.to_dict(),
     }

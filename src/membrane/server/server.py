@@ -274,12 +274,21 @@ class Server:
 
     # -- identity -----------------------------------------------------------------------------
 
-    def runtime_info(self) -> JSONDict:
+    def runtime_info(self, caller: Caller | None = None) -> JSONDict:
+        """The runtime contract (seed 002). ``projectRoot`` is the root of the project that
+        ``caller`` is bound to (a run's token), else ``None``: one runtime serves every
+        project of the machine, and each ``projects/add`` reply names its root."""
+        host = (
+            None
+            if caller is None or caller.project_id is None
+            else self._hosts.get(caller.project_id)
+        )
         return {
             "version": membrane.__version__,
             "buildHash": self._hash,
             "defaultRole": self.default_role,
             "ownerRole": self.owner_role,
+            "projectRoot": None if host is None else str(host.workspace.project),
             "pid": os.getpid(),
             "socketPath": str(self.socket_path),
         }
