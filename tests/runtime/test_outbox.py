@@ -285,7 +285,8 @@ async def test_a_parent_that_ended_first_keeps_the_notice_with_bounded_backoff_t
         assert runtime.outbox.step(now=now) is None
         assert store.pending_outbox() == []
         (dead,) = store.dead_outbox()
-        assert (dead.id, dead.attempts) == (item.id, 11)
+        # It keeps every attempt its error speaks of, the last one included.
+        assert (dead.id, dead.attempts) == (item.id, 12)
         assert "has ended" in dead.last_error and "gave up after 12 attempts" in dead.last_error
     assert delays == [backoff(attempts) for attempts in range(first, 11)]
     assert delays == sorted(delays) and delays[-1] == MAX_DELAY and max(delays) == MAX_DELAY

@@ -331,10 +331,12 @@ class OutboxDrainer:
         attempts = item.attempts + 1
         try:
             with store.transaction():
+                # Counted first, so a dead letter keeps every attempt its error speaks of.
+                store.mark_attempt(item.id, next_attempt_at=now + backoff(item.attempts))
                 if attempts >= self._max_attempts:
-                    store.bury_outbox(item.id, error=f"{why} (gave up after {attempts} attempts)")
+                    times = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+                    store.bury_outbox(item.id, error=f"{why} (gave up after {times})")
                 else:
-                    store.mark_attempt(item.id, next_attempt_at=now + backoff(item.attempts))
                     store.note_outbox_error(item.id, why)
         except StoreError as exc:
             self.errors.append(exc)
