@@ -21,6 +21,7 @@ from membrane.mcp.serve import ServedView, agent_authority, view_scope
 from membrane.mcp.tasks import ServedRuns, add_delegation
 from membrane.models.base import Model
 from membrane.resolve.authority import mcp_server_of
+from membrane.resolve.ceiling import Ceiling, ceiling_of_run
 from membrane.runtime import InProcessProvider, SubagentRuntime
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
@@ -201,10 +202,20 @@ def serve(
                 return
             hooks = ExtensionHooks.from_extensions(ws.extensions.values())
             servers.hooks(ws.catalog.definitions, into=hooks)
+            # The runs the served agent's Task starts are its children: held to the ceiling
+            # it passes down, as if it had started them itself (DESIGN rule 13).
+            below = None
+            if authority is not None and definition is not None:
+                below = ceiling_of_run(
+                    authority.ceiling,
+                    definition,
+                    by=definition.name,
+                    mode=authority.permissions.mode,
+                )
             await _serve_with_runs(
                 scope, ws, chosen, hooks, http=http, state=state, role=role,
                 names=delegation, allowed=allowed, caller=agent or f"role:{role}",
-                as_json=as_json,
+                ceiling=below, as_json=as_json,
             )  # fmt: skip
 
     anyio.run(main)
@@ -246,16 +257,18 @@ async def _serve_with_runs(
     names: tuple[str, ...],
     allowed: tuple[str, ...],
     caller: str,
+    ceiling: Ceiling | None = None,
     as_json: bool = False,
 ) -> None:
-    """Serve ``scope`` with the delegation tools, on a runtime held open meanwhile."""
+    """Serve ``scope`` with the delegation tools, on a runtime held open meanwhile; every run
+    they start is held to ``ceiling`` (the served agent's, passed down)."""
     store = ws.open_store(state)
     runtime = SubagentRuntime.on_workspace(ws, InProcessProvider(model, hooks=hooks), store=store)
     try:
         async with runtime:
             add_delegation(
                 scope,
-                ServedRuns(runtime),
+                ServedRuns(runtime, ceiling=ceiling),
                 names=names,
                 allowed=allowed,
                 role=role,

@@ -5,8 +5,10 @@ holds the delegation tools) offers ``Task``, ``TaskWait``, ``TaskList``, ``TaskS
 ``TaskMessage``, the same tools a child gets, on a runtime the server holds open. Each run a
 client starts is a top-level run of the project (its state in the project's store) with the
 server's trusted role installed on its scope, so a child can never hold a tool the role does
-not allow; with ``--agent`` only that agent's ``allowed_subagents`` may be started. The other
-tools reach only the runs this server started: another run's id is ``unknown-run``.
+not allow; with ``--agent`` only that agent's ``allowed_subagents`` may be started, each held to
+the ceiling that agent passes down (DESIGN rule 13: its permission mode, denials, rules and
+network, as for a child it started itself). The other tools reach only the runs this server
+started: another run's id is ``unknown-run``.
 
 Starts are deduplicated like a child's ``Task``: an identical call replays the run the first
 one started (across restarts of the server, since receipts are durable).
@@ -20,6 +22,7 @@ from collections.abc import Collection, Sequence
 
 from membrane.durable.messages import Delivery
 from membrane.errors import UnknownRun
+from membrane.resolve.ceiling import Ceiling
 from membrane.runtime import RunInfo, RunResult, SubagentRuntime, SubagentStartRequest
 from membrane.runtime.delegation import delegation_tools
 from membrane.tools.restriction import ToolPredicate
@@ -30,10 +33,13 @@ __all__ = ["ServedRuns", "add_delegation"]
 
 
 class ServedRuns:
-    """The runs one served view started, as the ``DelegationHost`` its ``Task`` tools use."""
+    """The runs one served view started, as the ``DelegationHost`` its ``Task`` tools use.
+    ``ceiling``: the one the served agent passes down, which every run started here is held
+    to (``None``: a role's view, held to the deployment's alone)."""
 
-    def __init__(self, runtime: SubagentRuntime) -> None:
+    def __init__(self, runtime: SubagentRuntime, *, ceiling: Ceiling | None = None) -> None:
         self.runtime = runtime
+        self.ceiling = ceiling
         self._ids: dict[str, None] = {}
 
     def _mine(self, run_id: str) -> str:
@@ -45,7 +51,9 @@ class ServedRuns:
         self, request: SubagentStartRequest, *, allowed_agents: Collection[str] | None = None
     ) -> RunInfo:
         top_level = dataclasses.replace(request, parent_id=None)
-        info = await self.runtime.start(top_level, allowed_agents=allowed_agents)
+        info = await self.runtime.start(
+            top_level, allowed_agents=allowed_agents, ceiling=self.ceiling
+        )
         self._ids[info.run_id] = None
         return info
 

@@ -63,6 +63,7 @@ from membrane.limits import check_seconds
 from membrane.loop.calls import Emit
 from membrane.models.base import Model
 from membrane.resolve.authority import Deployment
+from membrane.resolve.ceiling import Ceiling
 from membrane.resolve.roles import RoleRestriction
 from membrane.runtime.budget import Budgets
 from membrane.runtime.build import ChildBuilder
@@ -358,13 +359,20 @@ class SubagentRuntime:
         return names
 
     async def start(
-        self, request: SubagentStartRequest, *, allowed_agents: Collection[str] | None = None
+        self,
+        request: SubagentStartRequest,
+        *,
+        allowed_agents: Collection[str] | None = None,
+        ceiling: Ceiling | None = None,
     ) -> RunInfo:
         """Start one child; returns once it is published (running, or queued for a slot).
 
         ``allowed_agents``, when given, bounds the *dispatched* definition (an
         ``allowed_subagents`` list, case-insensitive, ``*`` for any): a type the catalog would
         resolve to a fallback outside it is refused, and the refusal names only these agents.
+        ``ceiling``, when given, holds the child under it besides its parent's (DESIGN rule
+        13): what a host that starts runs on an agent's behalf passes (``membrane mcp serve
+        --agent``: the served agent's ceiling for the runs its ``Task`` starts).
         With ``request.request_id`` the start is idempotent (see the module docstring).
 
         Raises, with nothing published: ``UnsupportedCapability``, ``InvalidRequest``,
@@ -385,12 +393,12 @@ class SubagentRuntime:
 
         if request.request_id is None:
             return await self._launch_durable(
-                await self._starts.fresh(request, role=role, allowed=allowed)
+                await self._starts.fresh(request, role=role, allowed=allowed, ceiling=ceiling)
             )
 
         async def act() -> RunInfo:
             return await self._launch_durable(
-                await self._starts.fresh(request, role=role, allowed=allowed)
+                await self._starts.fresh(request, role=role, allowed=allowed, ceiling=ceiling)
             )
 
         return await self._receipts.start(request.request_id, act)

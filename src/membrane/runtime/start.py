@@ -187,9 +187,11 @@ class StartPath:
         *,
         role: ToolPredicate | None,
         allowed: tuple[str, ...] | None = None,
+        ceiling: Ceiling | None = None,
     ) -> RunRecord:
         """Build and publish one new child. ``allowed``: the names the dispatched definition
-        must match (``allowed_subagents``), ``None`` for a trusted caller with no such bound."""
+        must match (``allowed_subagents``), ``None`` for a trusted caller with no such bound;
+        ``ceiling``: one the child is held to besides its parent's."""
         self._gate(request.parent_id)
         parent = self._runs.live(request.parent_id) if request.parent_id is not None else None
         parent_depth, depth = self._depths(request, parent)
@@ -207,6 +209,8 @@ class StartPath:
         if parent is None and request.parent_id is not None:
             # A parent stored but not running here: the ceiling it recorded for its children.
             entry.ceiling = self._stored_ceiling(request.parent_id, CEILING_BELOW_KEY)
+        if ceiling is not None:
+            entry.ceiling = ceiling if entry.ceiling is None else entry.ceiling.meet(ceiling)
         return await self._start(entry)
 
     async def resumed(self, run_id: str, message: str, *, caller: str | None) -> RunRecord:
