@@ -134,7 +134,6 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: matchers of permission rules and the approval requests (resolving a child's permissions needs
 #: only the rules and the modes), nor the catalog's watch, which only a second reload arms.
 NOT_FOR_EXPLAIN = (
-    "membrane.tools.permissions",
     "membrane.agents.catalog_watch",
     "membrane.agents.watch",
     "membrane.extensions.function_tools",
@@ -149,10 +148,7 @@ NOT_FOR_EXPLAIN = (
     "membrane.builtin_tools.edit",
     "membrane.builtin_tools.write",
     "membrane.builtin_tools.browser",
-    "membrane.builtin_tools.bash_run",
-    "membrane.builtin_tools.paths",
     "membrane.builtin_tools.skill_files",
-    "membrane.builtin_tools._support",
     "sqlite3",
     "ruamel",
     "anyio",
@@ -166,14 +162,11 @@ NOT_FOR_EXPLAIN = (
     "membrane.mcp.mount",
     "membrane.mcp.client",
     "membrane.sandbox.process",
-    "membrane.sandbox.runner",
     "membrane.models.specs",
     "membrane.agents.cache_write",
     "membrane.tools.schema_check",
     "membrane.builtin_tools.linear_regex",
     "membrane.resolve.call_params",
-    "membrane.sandbox.bubblewrap",
-    "membrane.sandbox.landlock",
     "membrane.runtime.runtime",
 )
 

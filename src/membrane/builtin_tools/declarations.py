@@ -3,7 +3,7 @@
 Declaring the tools (a registry, ``membrane explain``, a listing) imports none of the code that
 runs them: a tool's handler imports its module (``membrane.builtin_tools.read``, ``grep``...)
 on the tool's first call. ``Bash`` is declared by ``membrane.builtin_tools.bash`` itself, beside
-the sandbox it configures (its handler imports ``membrane.builtin_tools.bash_run``).
+the sandbox it configures.
 """
 
 from __future__ import annotations
