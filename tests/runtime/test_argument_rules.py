@@ -21,6 +21,7 @@ from membrane.testing import ScriptedModel
 from membrane.tools.argument_rules import read_argument_rules
 from membrane.tools.permissions import ApprovalRequest
 from membrane.tools.registry import ToolRegistry
+from membrane.tools.rules import PermissionRule
 from membrane.tools.scope import Scope
 from membrane.tools.spec import Tool, ToolContext
 
@@ -365,3 +366,43 @@ async def test_a_when_present_test_binds_only_the_calls_that_supply_its_argument
     only_flag = [{"tool": "create_event", "allow": {"participants": {"when_present": True}}}]
     with pytest.raises(InvalidRequest, match="has no test"):
         SubagentStartRequest("inviter", "plan", rules=only_flag)
+
+
+async def test_a_bash_rule_reads_commands_an_argument_rule_reads_the_text_and_the_stricter_wins(
+    tmp_path: Path,
+) -> None:
+    """What docs/security.md says of the two kinds of rule: an argument rule on ``command``
+    tests the text as written (no wrapper is seen through), a ``Bash(...)`` rule the commands
+    bash runs; a call gets the more restrictive of their verdicts."""
+
+    async def handler(arguments: Any, context: ToolContext) -> str:
+        return "ran"
+
+    registry = ToolRegistry()
+    registry.register(Tool("Bash", "Run.", {"type": "object"}, handler, origin="builtin"))
+    text_rules = read_argument_rules(
+        [
+            {"tool": "Bash", "deny": {"command": {"regex": "rm .*"}}},
+            {"tool": "Bash", "ask": {"command": {"glob": "*--all*"}}},
+        ],
+        source="rules",
+        fail=_never,
+    )
+    context = ToolContext(cwd=tmp_path)
+
+    def view(*rules: PermissionRule) -> Any:
+        scope = Scope(registry, name="child")
+        scope.guard(PermissionGate((*text_rules, *rules)))
+        return scope.view()
+
+    alone = view()
+    with pytest.raises(ToolCallDenied):
+        await alone.call("Bash", {"command": "rm x"}, context)
+    assert await alone.call("Bash", {"command": "env rm x"}, context)  # the text is not `rm ...`
+    commands = view(PermissionRule("Bash", "rm:*", "deny", text="Bash(rm:*)"))
+    with pytest.raises(ToolCallDenied, match=r"Bash\(rm:\*\)"):
+        await commands.call("Bash", {"command": "env rm x"}, context)
+    granted = view(PermissionRule("Bash", "git log:*", "allow", text="Bash(git log:*)"))
+    assert await granted.call("Bash", {"command": "git log -1"}, context)
+    with pytest.raises(ApprovalUnavailable):  # the pattern allows it, the argument rule asks
+        await granted.call("Bash", {"command": "git log --all"}, context)
