@@ -317,3 +317,61 @@ def test_pi_corpus_tools_none_and_find_ls(
     write(agents / "finder.md", "description: F\ntools: read, find, ls")
     assert not callable_tools(explain(tmp_path, "tools-none", capsys)) & {"Read", "Glob", "Bash"}
     assert callable_tools(explain(tmp_path, "finder", capsys)) == {"Read", "Glob"}
+
+
+# --- skills: preloaded by Claude Code and pi files -------------------------------------------
+
+SKILL = "---\nname: probe\ndescription: A probe skill.\n---\nSKILL_BODY_MARKER: use the probe.\n"
+
+
+def test_claude_code_skills_preload_the_skill_and_warn_about_a_missing_one(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skill = tmp_path / ".claude" / "skills" / "probe" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(SKILL, encoding="utf-8")
+    agent = write(
+        tmp_path / ".claude" / "agents" / "a.md", "name: a\ntools: Read\nskills: probe, ghost"
+    )
+    report = explain(tmp_path, "a", capsys)
+    assert report["tools"]["skills"]["preloaded"] == ["probe"]
+    assert (
+        "# Preloaded Skill: probe\n\nSKILL_BODY_MARKER: use the probe."
+        in report["prompt"]["system"]
+    )
+    [missing] = [w["message"] for w in report["warnings"] if "ghost" in w["message"]]
+    assert missing.startswith(f"{agent}:4: `skills` names 'ghost', which no skill root holds")
+    # Membrane's own dialect reads `skills` as the Skill tool's selection only.
+    write(tmp_path / ".membrane" / "agents" / "m.md", "name: m\ntools: Read\nskills: probe")
+    own = explain(tmp_path, "m", capsys)
+    assert own["tools"]["skills"]["preloaded"] == []
+    assert "SKILL_BODY_MARKER" not in own["prompt"]["system"]
+
+
+def test_a_run_carries_the_preloaded_skill_in_its_first_request(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    import anyio
+
+    from membrane.models.base import ModelRequest, ModelResponse
+    from membrane.runtime import SubagentRuntime, SubagentStartRequest
+    from membrane.testing import FunctionModel
+
+    prefix = "tintinweb__pi-subagents/test__fixtures__.pi__agents__"
+    place(corpus_file(prefix + "skills-preload.md"), tmp_path / ".pi" / "agents", "loader.md")
+    skill = tmp_path / ".agents" / "skills" / "probe-skill" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(SKILL.replace("name: probe", "name: probe-skill"), encoding="utf-8")
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(text="done")
+
+    async def run() -> list[ModelRequest]:
+        model = FunctionModel(answer)
+        async with SubagentRuntime.open(tmp_path, model=model) as runtime:
+            await runtime.run(SubagentStartRequest(agent_type="loader", task="go"))
+        return model.requests
+
+    requests = anyio.run(run)
+    assert "Preloaded Skill: probe-skill" in requests[0].system
+    assert "SKILL_BODY_MARKER" in requests[0].system

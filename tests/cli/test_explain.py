@@ -161,7 +161,11 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
             "mcp__docs__find": "extension not loaded",
             "write_remote": "not selected",
         },
-        "skills": {"selected": None, "left_out": {"membrane": "Skill is not callable"}},
+        "skills": {
+            "selected": None,
+            "left_out": {"membrane": "Skill is not callable"},
+            "preloaded": [],
+        },
         "servers": {"mcp__docs__find": "docs"},
     }
     assert out["checkout"] == {

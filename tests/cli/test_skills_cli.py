@@ -61,6 +61,7 @@ def test_explain_says_which_skills_a_child_gets_and_why_others_are_left_out(
     assert out["tools"]["skills"] == {
         "selected": {"pdf": "Near pdf."},
         "left_out": {"charts": "not selected by skills", "membrane": "not selected by skills"},
+        "preloaded": [],
     }
     assert "- pdf: Near pdf." in out["prompt"]["system"]
     assert "charts" not in out["prompt"]["system"]

@@ -120,7 +120,7 @@ def test_the_seed_resolution_exercise() -> None:
                 "lint": "extension excluded",
                 "write_remote": "not selected",
             },
-            "skills": {"selected": None, "left_out": {}},
+            "skills": {"selected": None, "left_out": {}, "preloaded": []},
             "servers": {},
         },
         "checkout": {

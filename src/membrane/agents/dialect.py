@@ -12,10 +12,14 @@ from typing import Final
 
 from membrane.config.values import DEFAULT_TOOLS, OmittedTools
 
-__all__ = ["DIALECT_NAMES", "MEMBRANE", "OMITTED_SETTING", "Dialect"]
+__all__ = ["DIALECT_NAMES", "MEMBRANE", "OMITTED_SETTING", "PRELOADS_SKILLS", "Dialect"]
 
 #: Every dialect, Membrane's own first.
 DIALECT_NAMES: Final = ("membrane", "claude-code", "opencode", "pi")
+#: Dialects whose ``skills`` list preloads each named skill's instructions into the agent's
+#: system prompt (Claude Code's and pi's meaning); in Membrane's own it only selects the skills
+#: the ``Skill`` tool loads.
+PRELOADS_SKILLS: Final = frozenset({"claude-code", "pi"})
 #: The settings key that opts a dialect into its product's meaning of an omitted ``tools``.
 OMITTED_SETTING: Mapping[str, str] = {
     "claude-code": "claude_code_omitted_tools",

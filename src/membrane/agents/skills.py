@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from membrane.agents.definition import DefinitionWarning
+from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.agents.dialect import PRELOADS_SKILLS
 from membrane.agents.files import MAX_BYTES, content_digest
 from membrane.agents.skill_cache import SkillCache
 from membrane.errors import DefinitionError
@@ -32,6 +33,7 @@ __all__ = [
     "Skill",
     "SkillCatalog",
     "discover_skills",
+    "preload_texts",
     "skill_roots",
 ]
 
@@ -264,3 +266,21 @@ def _read_bounded(file: Path) -> bytes:
             return handle.read(MAX_BYTES + 1)
     finally:
         os.close(fd)
+
+
+def preload_texts(definition: AgentDefinition, skills: Mapping[str, Skill]) -> dict[str, str]:
+    """The instructions of each skill ``definition`` preloads (a Claude Code or pi file's
+    ``skills`` list), read now, by name; a skill no root holds, or whose ``SKILL.md`` cannot be
+    read, is left out (the resolver warns about it)."""
+    if definition.dialect not in PRELOADS_SKILLS or not isinstance(definition.skills, tuple):
+        return {}
+    texts: dict[str, str] = {}
+    for name in definition.skills:
+        skill = skills.get(name)
+        if skill is None:
+            continue
+        try:
+            texts[name] = skill.body()
+        except (OSError, UnicodeDecodeError, DefinitionError):
+            continue
+    return texts

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 from membrane.agents.definition import UNSET
+from membrane.agents.skills import preload_texts
 from membrane.cli.app import app
 from membrane.cli.declare import Argument, Option, echo
 from membrane.config.budget import budget_view
@@ -115,7 +116,11 @@ def build_authority(
                 cwd=ws.project,
                 top_level=top_level,
             )
-        deployment = replace(ws.deployment(), memory=ws.memory_for(definition))
+        deployment = replace(
+            ws.deployment(),
+            memory=ws.memory_for(definition),
+            skill_texts=preload_texts(definition, ws.skills.skills),
+        )
         depth = 0 if top_level else None
         authority = resolve(definition, call, parent, deployment, depth=depth, role=admission)
         if authority.checkout.kind == "worktree":

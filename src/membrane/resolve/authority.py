@@ -31,6 +31,7 @@ from membrane.resolve.invocation import (
     resolve_invocation,
 )
 from membrane.resolve.permissions import Permissions, permission_mode, resolve_permissions
+from membrane.resolve.preload import preloaded_skills
 from membrane.resolve.product_rules import product_ceiling
 from membrane.resolve.prompt import (
     DelegationEntry,
@@ -127,6 +128,9 @@ class Deployment:
     subagents: Mapping[str, AgentDefinition] = field(default_factory=dict)
     skills: Mapping[str, str] = field(default_factory=dict)
     skill_files: Mapping[str, Skill] = field(default_factory=dict)
+    #: The instructions of the skills the definition being resolved preloads (a Claude Code or
+    #: pi ``skills`` list), read by the caller (``membrane.agents.skills.preload_texts``).
+    skill_texts: Mapping[str, str] = field(default_factory=dict)
     #: Every skill root, nearest first: what a launched child gets in MEMBRANE_AGENT_SKILLS_DIRS.
     skill_roots: tuple[str, ...] = ()
     project_subfolder: str = ""
@@ -168,6 +172,9 @@ class EffectiveAuthority:
     #: reason for every known skill the child does not get.
     skills: Mapping[str, str] | None = None
     skills_left_out: Mapping[str, str] = field(default_factory=dict)
+    #: The skills whose instructions the system prompt carries from the start (a Claude Code or
+    #: pi file's ``skills`` list), in the file's order.
+    skills_preloaded: tuple[str, ...] = ()
     #: The permission mode and the rules of each callable tool (what the child's gate holds).
     permissions: Permissions = field(default_factory=Permissions)
     #: The ceiling the child runs under (its parent's), and whether its sandboxed commands
@@ -237,6 +244,7 @@ class EffectiveAuthority:
                 "skills": {
                     "selected": None if self.skills is None else dict(sorted(self.skills.items())),
                     "left_out": dict(sorted(self.skills_left_out.items())),
+                    "preloaded": list(self.skills_preloaded),
                 },
                 # The MCP server of each ``mcp__SERVER__TOOL`` name above.
                 "servers": {
@@ -685,6 +693,13 @@ def resolve(
         )
     else:
         skills_left_out = {name: "Skill is not callable" for name in deployment.skills}
+    preloaded, more = preloaded_skills(
+        definition,
+        installed=deployment.skill_files,
+        texts=deployment.skill_texts,
+        isolated=isolated,
+    )
+    warnings += more
     environment = [
         f"- Delegation depth: {depth}" + (f" of at most {cap}" if cap is not None else ""),
         f"- Permission mode: {invocation['permission'].value}",
@@ -703,6 +718,7 @@ def resolve(
         persona=persona_section(settings.persona, persona),
         callable_tools={n: t.mutating for n, t in callable_tools.items()},
         skills=skills,
+        preloaded=preloaded,
         delegation=_catalog(allowed, deployment) if "Task" in delegation_tools else None,
         at_cap=at_cap,
         max_depth=cap,
@@ -742,6 +758,7 @@ def resolve(
         prompt_sections=sections,
         skills=skills,
         skills_left_out=skills_left_out,
+        skills_preloaded=tuple(preloaded),
         permissions=resolve_permissions(
             plan,
             (*definition.rules, *settings_rules(settings.rules)),

@@ -212,10 +212,13 @@ def compose_system_prompt(
     cli_guidance: str = "",
     write_boundary: str = "",
     writes: bool = True,
+    preloaded: Mapping[str, str] | None = None,
 ) -> tuple[str, tuple[PromptSection, ...]]:
     """Assemble the system prompt; returns it and the sections it is made of, in order.
 
     ``replace``: persona, active-agent tag, environment, guidance, extension sections, body.
+    ``preloaded`` (skill name -> its instructions) adds one ``skill:NAME`` section per skill a
+    Claude Code or pi file preloads, after the ``# Skills`` catalog.
     ``cli_guidance`` (for an agent with a shell) and ``write_boundary`` (for a worktree child)
     come right after the tool guidance when given.
     ``append``: the parent's system prompt verbatim, a bridge naming the child's working
@@ -264,6 +267,10 @@ def compose_system_prompt(
                 "# Skills\nLoad a skill with the Skill tool when the task matches it.\n"
                 + (listing or "No skills are installed."),
             )
+        )
+    for name, text in (preloaded or {}).items():
+        sections.append(
+            PromptSection(f"skill:{name}", f"# Preloaded Skill: {name}\n\n{text.strip()}")
         )
     if delegation is not None:
         sections.append(

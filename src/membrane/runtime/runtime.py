@@ -45,6 +45,7 @@ import anyio
 
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.dispatch import DEFAULT_FALLBACK, startable
+from membrane.agents.skills import preload_texts
 from membrane.config.values import Settings
 from membrane.durable.messages import Delivery, Messenger
 from membrane.durable.outbox import OutboxDrainer
@@ -575,11 +576,16 @@ class SubagentRuntime:
 
     def _deployment_now(self, definition: AgentDefinition | None = None) -> Deployment:
         """The deployment as of now: the live registry, the catalog's definitions and, for
-        ``definition``, its memory."""
+        ``definition``, its memory and the instructions of the skills it preloads."""
         memory = (
             self._memory(definition)
             if self._memory is not None and definition is not None
             else self._deployment.memory
+        )
+        texts = (
+            preload_texts(definition, self._deployment.skill_files)
+            if definition is not None
+            else {}
         )
         tools, subagents = self.registry.tools(), self._catalog.definitions()
         last = self._deployment_last
@@ -588,10 +594,15 @@ class SubagentRuntime:
             and last.registry_tools is tools
             and last.subagents is subagents
             and last.memory == memory
+            and last.skill_texts == texts
         ):
             return last  # nothing changed: the same (frozen) deployment, shared
         last = self._deployment_last = dataclasses.replace(
-            self._deployment, registry_tools=tools, subagents=subagents, memory=memory
+            self._deployment,
+            registry_tools=tools,
+            subagents=subagents,
+            memory=memory,
+            skill_texts=texts,
         )
         return last
 
