@@ -18,8 +18,8 @@ from typing import Any
 
 from membrane.builtin_tools._support import in_thread, int_arg, optional_str_arg, str_arg
 from membrane.builtin_tools.paths import (
+    approved_scope,
     display_path,
-    ensure_readable,
     read_scope_for,
     resolve_path,
 )
@@ -237,7 +237,7 @@ async def handle(
     pattern = GlobPattern.compile(rest or "*", tool=NAME)
     chosen = base
     scope = await in_thread(lambda: read_scope_for(context, read_paths))
-    await in_thread(lambda: ensure_readable(chosen, scope, tool=NAME))
+    scope = await approved_scope(chosen, scope, context, tool=NAME)
     found = await in_thread(_glob, base, pattern, sort)
     # A hidden place inside the folder searched (~/.ssh in a home folder named as a read root):
     # its names are not listed either.

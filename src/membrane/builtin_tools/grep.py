@@ -28,8 +28,8 @@ from membrane.builtin_tools._support import (
 from membrane.builtin_tools.glob_tool import GlobPattern, walk_files
 from membrane.builtin_tools.linear_regex import LinearPattern, compile_linear
 from membrane.builtin_tools.paths import (
+    approved_scope,
     display_path,
-    ensure_readable,
     read_scope_for,
     resolve_path,
 )
@@ -234,6 +234,6 @@ async def handle(
         optional_str_arg(arguments, "path", tool=NAME) or ".", context, tool=NAME, argument="path"
     )
     scope = await in_thread(lambda: read_scope_for(context, read_paths))
-    await in_thread(lambda: ensure_readable(base, scope, tool=NAME))
+    scope = await approved_scope(base, scope, context, tool=NAME)
     # A stalled file system must not make the call uncancellable.
     return await in_thread(_grep, base, glob, search, context, scope, abandon_on_cancel=True)

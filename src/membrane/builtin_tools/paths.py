@@ -29,6 +29,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from membrane.builtin_tools._support import in_thread
 from membrane.errors import PathOutsideCheckout, PathProtected, ToolArgumentsInvalid
 from membrane.sandbox.boundary import find_git
 from membrane.sandbox.paths import protected_message, protected_part, real_path
@@ -36,6 +37,7 @@ from membrane.sandbox.reads import ReadScope, read_scope
 from membrane.tools.spec import ToolContext
 
 __all__ = [
+    "approved_scope",
     "checkout_root",
     "display_path",
     "ensure_inside",
@@ -115,6 +117,27 @@ def ensure_readable(path: Path, scope: ReadScope, *, tool: str, shown: str | Non
         checkout=str(scope.checkout),
         operation="read",
     )
+
+
+async def approved_scope(
+    path: Path, scope: ReadScope, context: ToolContext, *, tool: str, shown: str | None = None
+) -> ReadScope:
+    """``scope`` when it lets a child read ``path``; else, when the context asks the host about
+    reads outside the roots (``ToolContext.ask_read``: the settings' ``read_outside = "ask"``)
+    and the host approves, ``scope`` with ``path`` as one more root (the hidden places inside
+    it stay hidden). Otherwise :class:`PathOutsideCheckout`: ``$MEMBRANE_HOME`` is never asked
+    about, nor a secret place unless a rule names that exact path."""
+    try:
+        await in_thread(lambda: ensure_readable(path, scope, tool=tool, shown=shown))
+        return scope
+    except PathOutsideCheckout:
+        ask = context.ask_read
+        real = real_path(path)
+        if ask is None or real.is_relative_to(scope.state) or context.checkout_reads_only:
+            raise
+        if not await ask(tool, real, scope.secret(real), context):
+            raise
+    return scope.widened(real)
 
 
 def is_inside(path: Path, root: Path) -> bool:

@@ -16,8 +16,8 @@ from membrane.builtin_tools._support import (
     str_arg,
 )
 from membrane.builtin_tools.paths import (
+    approved_scope,
     display_path,
-    ensure_readable,
     read_scope_for,
     resolve_path,
 )
@@ -140,8 +140,7 @@ async def handle(
     )
     path = resolve_path(raw, context, tool=NAME)
     shown = display_path(path, context)
-    await in_thread(
-        lambda: ensure_readable(path, read_scope_for(context, read_paths), tool=NAME, shown=raw)
-    )
+    scope = await in_thread(lambda: read_scope_for(context, read_paths))
+    await approved_scope(path, scope, context, tool=NAME, shown=raw)
     # A stalled file system must not make the call uncancellable.
     return await in_thread(_read, path, shown, offset, limit, abandon_on_cancel=True)

@@ -167,6 +167,7 @@ class SettingsFile(_Strict):
     sandbox_network: bool | None = None
     #: A read root: an absolute path, or one under the home folder (``~/...``).
     read_paths: list[Annotated[str, Field(pattern=r"^(/|~$|~/)")]] | None = None
+    read_outside: Literal["refuse", "ask"] | None = None
     log_requests: bool | None = None
     claude_code_agents: bool | None = None
     opencode_agents: bool | None = None

@@ -185,6 +185,10 @@ class Settings:
     #: Read roots every child may read besides its checkout and the system's folders
     #: (DESIGN rule 14): absolute paths or ``~/...``.
     read_paths: Sequence[str] = ()
+    #: A built-in read (``Read``, ``Glob``, ``Grep``) outside the checkout, the read roots and
+    #: the system's folders: ``refuse`` (``path-outside-checkout``) or ``ask`` the host, as an
+    #: ``ask`` rule does (a secret place only when a rule names that exact path).
+    read_outside: Literal["refuse", "ask"] = "refuse"
     #: Whether each model request and response is logged beside the run's state (as
     #: ``membrane run --log-requests`` does; ``membrane show RUN_ID --requests`` prints them).
     log_requests: bool = False

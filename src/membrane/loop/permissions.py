@@ -280,33 +280,55 @@ class PermissionGate:
         """The ``ask`` path: the permission mode, then the host's approver; raises
         ``tool-call-denied`` or ``approval-unavailable`` unless the call is approved. A child's
         ``PreToolUse`` hook that answers ``ask`` comes here too."""
-        name = builtin_of(tool) or tool.name
+        await self.approve_call(
+            builtin_of(tool) or tool.name,
+            tool.name,
+            arguments,
+            context,
+            rule=rule,
+            subject=subject,
+            why=why,
+        )
+
+    async def approve_call(
+        self,
+        name: str,
+        shown: str,
+        arguments: JSONObject,
+        context: ToolContext,
+        *,
+        rule: str | None,
+        subject: str | None,
+        why: str | None = None,
+    ) -> None:
+        """:meth:`approve` for a call of the tool ``shown`` (``name``: its built-in name, or
+        the same), for a caller that holds no ``Tool`` (a built-in read outside the roots)."""
         mode = self.mode
         if mode == "bypassPermissions" or (mode == "acceptEdits" and name in _EDIT_TOOLS):
             return
         why = (
             " - ".join(part for part in (rule, None if why is None else _clip(why, 400)) if part)
-            or f"{tool.name} is granted only through rules, and none allows this call"
+            or f"{shown} is granted only through rules, and none allows this call"
         )
         if mode == "dontAsk":
             raise _denied(
-                tool.name,
+                shown,
                 rule,
                 subject,
-                f"the call to {tool.name} needs approval ({why}) and the permission mode "
+                f"the call to {shown} needs approval ({why}) and the permission mode "
                 "dontAsk refuses every such call; use a command or path the rules allow",
             )
         approver = self.approver
         if approver is None:
             raise ApprovalUnavailable(
-                f"the call to {tool.name}{_on(subject)} needs approval ({why}), and no one can "
+                f"the call to {shown}{_on(subject)} needs approval ({why}), and no one can "
                 "approve it in this run; use a command or path the rules allow",
-                tool=tool.name,
+                tool=shown,
                 rule=rule,
                 subject=subject,
             )
         request = ApprovalRequest(
-            tool=tool.name,
+            tool=shown,
             arguments=arguments,
             subject=subject,
             reason=why,
@@ -318,10 +340,10 @@ class PermissionGate:
             answer = await answer
         if answer is not True:
             raise _denied(
-                tool.name,
+                shown,
                 rule,
                 subject,
-                f"the host refused the call to {tool.name}{_on(subject)} ({why}); "
+                f"the host refused the call to {shown}{_on(subject)} ({why}); "
                 "do not retry it as is",
             )
 

@@ -27,6 +27,7 @@ from membrane.errors import (
 )
 from membrane.loop.calls import Emit
 from membrane.loop.command_hooks import CommandHookGate, CommandHooks
+from membrane.loop.outside_reads import outside_reads
 from membrane.loop.permissions import PermissionGate
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.resolve.ceiling import CeilingRestriction, ceiling_of_run
@@ -51,7 +52,7 @@ from membrane.tools.permissions import Approver, PermissionRule, ToolGate
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
 from membrane.tools.scope import Scope
-from membrane.tools.spec import Tool
+from membrane.tools.spec import ReadApproval, Tool
 
 __all__ = ["ChildBuilder", "discard_child"]
 
@@ -213,6 +214,7 @@ class ChildBuilder:
             read_paths=authority.own_read_roots,
             writes=authority.writes,
             env=env,
+            ask_read=self._ask_read(authority, _own_rules(request)),
         )
         mode = capability_mode(on_view=self._provider.capabilities.tool_filter, env=spec.env)
         child = await self._create(spec, install)
@@ -256,6 +258,16 @@ class ChildBuilder:
             spending=spending,
             capability_mode=mode,
         )
+
+    def _ask_read(
+        self, authority: EffectiveAuthority, extra: tuple[PermissionRule, ...] = ()
+    ) -> ReadApproval | None:
+        """How the child's built-in reads outside its read roots go to the host: down the
+        ``ask`` path under its permission mode (``read_outside = "ask"``), or ``None``."""
+        if self._settings.read_outside != "ask":
+            return None
+        rules = (*authority.ceiling.held_rules, *authority.permissions.rules, *extra)
+        return outside_reads(mode=authority.permissions.mode, approver=self._approver, rules=rules)
 
     def _gate(
         self,

@@ -33,6 +33,7 @@ from membrane.models.base import Message
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
+from membrane.tools.spec import ReadApproval
 
 __all__ = [
     "ChildComposition",
@@ -132,6 +133,9 @@ class ChildSpec:
     #: Its definition's own read roots (real paths, held under its ceiling): its built-in
     #: reads and every sandboxed process it runs read them too.
     read_paths: tuple[Path, ...] = ()
+    #: Asks the host about its built-in reads outside the read roots (the settings'
+    #: ``read_outside = "ask"``: ``ToolContext.ask_read``); ``None``: they are refused.
+    ask_read: ReadApproval | None = None
     #: Its working folder is writable (``EffectiveAuthority.writes``: the decision its prompt
     #: follows too); ``None``: the provider decides from the child's view (a spec made by hand).
     writes: bool | None = None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from membrane.sandbox.paths import real_path
@@ -123,6 +123,19 @@ class ReadScope:
         if hidden is not None and len(hidden.parts) > len(root.parts):
             return False
         return not (_is_env_file(real) and not real.is_relative_to(self.checkout))
+
+    def secret(self, real: Path) -> bool:
+        """Whether ``real`` is, or lies in, a hidden place, or is a ``.env`` file outside the
+        checkout: a read outside the roots that only a rule naming the exact path may ask
+        about (``$MEMBRANE_HOME`` never)."""
+        if real.is_relative_to(self.state) or _deepest(real, self.hidden) is not None:
+            return True
+        return _is_env_file(real) and not real.is_relative_to(self.checkout)
+
+    def widened(self, real: Path) -> ReadScope:
+        """This scope with ``real`` as one more read root (a read outside the roots that the
+        host approved); the hidden places inside it stay hidden."""
+        return replace(self, roots=(*self.roots, real))
 
     def visible_roots(self) -> tuple[Path, ...]:
         """The roots a sandbox shows (read-only unless it makes them writable)."""

@@ -13,6 +13,7 @@ from membrane.json_types import JSONObject
 
 __all__ = [
     "Attachment",
+    "ReadApproval",
     "Tool",
     "ToolContext",
     "ToolGate",
@@ -59,6 +60,18 @@ class ToolContext:
     #: ceiling): read by ``Read``, ``Glob``, ``Grep`` and its sandboxed commands, besides the
     #: checkout, the settings' roots and the system's folders.
     read_paths: tuple[Path, ...] = ()
+    #: Asks the host about a built-in read (``Read``, ``Glob``, ``Grep``) of a path outside
+    #: the read roots (the settings' ``read_outside = "ask"``); ``None``: such a read is
+    #: refused (``path-outside-checkout``). See :data:`ReadApproval`.
+    ask_read: ReadApproval | None = field(default=None, compare=False)
+
+
+#: ``ask_read(tool, path, secret, context)``: ``path`` (real) lies outside the caller's read
+#: roots, ``secret`` when it is (or lies in) a secret place or is a ``.env`` file. Returns
+#: ``True`` once the host approved the read; ``False`` when the read may not be asked about
+#: (it is refused as before); raises ``approval-unavailable`` or ``tool-call-denied`` when no
+#: one can approve it or the host refused it.
+ReadApproval = Callable[[str, Path, bool, ToolContext], Awaitable[bool]]
 
 
 #: Takes the call's JSON arguments (already checked against ``input_schema``) and returns any

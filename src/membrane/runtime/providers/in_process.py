@@ -113,6 +113,7 @@ class InProcessProvider:
                 env=request.env,
                 network=request.network,
                 read_paths=request.read_paths,
+                ask_read=request.ask_read,
             ),
             max_turns=request.max_turns,
             grace_turns=request.grace_turns,
