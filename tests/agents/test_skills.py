@@ -56,6 +56,7 @@ def test_roots_run_nearest_first_through_ancestors_home_and_the_environment(
         project / ".membrane" / "skills",
         project / ".agents" / "skills",
         project / ".codex" / "skills",
+        outer / ".membrane" / "skills",  # a parent project's skills
         outer / ".claude" / "skills",
         places["home"] / "skills",
         person / ".agents" / "skills",

@@ -28,6 +28,9 @@ def test_a_child_with_bash_gets_the_cli_guidance_and_one_without_does_not() -> N
     assert "membrane doctor" in shell.system_prompt
     assert "membrane actions list" in shell.system_prompt
     assert "yours to track" in shell.system_prompt
+    # How an Agent Skill is laid out (seed 002).
+    for needle in ("`<name>/SKILL.md`", "`references/`", "`scripts/`", "`assets/`"):
+        assert needle in shell.system_prompt
     assert SCHEDULE_GUIDANCE not in shell.system_prompt
     reader = run(agent(tools=["Read", "Grep"]))
     assert section(reader, CLI_GUIDANCE_SECTION) is None

@@ -48,6 +48,8 @@ _FILE_FOLDERS: Final = ("references", "scripts", "assets")
 _SKILL_FILE: Final = "SKILL.md"
 #: The folders, under the checkout and each ancestor and under the home folder, that hold skills.
 _NEAR_FOLDERS: Final = (".agents/skills", ".claude/skills", ".codex/skills")
+#: In the checkout and each ancestor: a parent project's Membrane skills too (seed 002).
+_ANCESTOR_FOLDERS: Final = (".membrane/skills", *_NEAR_FOLDERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +124,9 @@ def skill_roots(
 ) -> tuple[Path, ...]:
     """The skill roots, nearest first, each once.
 
-    ``<project>/.membrane/skills``; then ``.agents/skills``, ``.claude/skills`` and
-    ``.codex/skills`` in the checkout (default: the project) and each of its ancestors; then
+    ``<project>/.membrane/skills``; then ``.membrane/skills``, ``.agents/skills``,
+    ``.claude/skills`` and ``.codex/skills`` in the checkout (default: the project) and each of
+    its ancestors; then
     ``<membrane home>/skills`` and the same three under the user's home folder; then the roots
     of ``MEMBRANE_AGENT_SKILLS_DIRS``; then the skills packaged with Membrane. Roots that do not
     exist are kept out.
@@ -132,7 +135,7 @@ def skill_roots(
     start = (checkout or project).resolve()
     candidates = [project / ".membrane" / "skills"]
     for folder in (start, *start.parents):
-        candidates.extend(folder / near for near in _NEAR_FOLDERS)
+        candidates.extend(folder / near for near in _ANCESTOR_FOLDERS)
     candidates.append(home / "skills")
     person = user_home if user_home is not None else Path.home()
     candidates.extend(person / near for near in _NEAR_FOLDERS)

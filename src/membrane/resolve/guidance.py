@@ -38,7 +38,9 @@ this order: `command -v membrane`; else `$MEMBRANE_CLI_PATH`; else \
 - Before you call a Membrane task blocked, run `membrane doctor` and `membrane actions list`: \
 they say what this runtime offers you and what is missing.
 - Prefer the relevant skill (the `membrane` skill, or another listed under # Skills) over long \
-instructions in your prompt.
+instructions in your prompt. An Agent Skill is a folder `<name>/SKILL.md` (frontmatter with \
+`name` and `description`, then its instructions) with optional `references/`, `scripts/` and \
+`assets/` folders beside it.
 - Any process you start is yours to track: stop old, stale or finished ones before you finish."""
 
 SCHEDULE_GUIDANCE: Final = """\
