@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import select
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +31,26 @@ from membrane.store import SQLiteStore
 from . import delegation
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "server"))
-from server_support import owner, serve, stop
+from server_support import START_BOUND, launch, owner, stop
+
+
+def serve(socket: Path, home: Path) -> subprocess.Popen[str]:
+    """``membrane serve`` once it listens; all it wrote to stderr if it exits first."""
+    proc = launch(socket, home)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + START_BOUND
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], deadline - time.monotonic())
+        line = proc.stderr.readline() if ready else ""
+        if not line:
+            break
+        if "listening on" in line:
+            return proc
+        lines.append(line)
+    proc.kill()
+    lines.append(proc.stderr.read())
+    raise AssertionError(f"membrane serve did not start (exit {proc.wait()}): {''.join(lines)}")
 
 
 @dataclass
