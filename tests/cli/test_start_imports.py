@@ -132,9 +132,8 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables,
 #: nor ``function_tool`` for extensions that build their ``Tool`` objects themselves, nor the
 #: matchers of permission rules and the approval requests (resolving a child's permissions needs
-#: only the rules and the modes), nor the catalog's watch, which only a second reload arms.
+#: only the rules and the modes), nor the directory watcher, which only a second reload arms.
 NOT_FOR_EXPLAIN = (
-    "membrane.agents.catalog_watch",
     "membrane.agents.watch",
     "membrane.extensions.function_tools",
     "membrane.cli.explain_parent",
