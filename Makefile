@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test check lint types bench clean test-local-model test-crash bytecode
+.PHONY: demo test check lint types bench clean test-local-model test-crash test-corpus bytecode
 
 $(STAMP): requirements/build.lock requirements/dev.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ test-local-model: $(STAMP)
 # request id, exact depths, every notice delivered once, exact ledgers, no run left unfinished.
 test-crash: bytecode
 	$(BIN)/python -m pytest -m crash tests/crash
+
+# Opt-in, not part of `make test` (which runs a sample): every agent of the shared corpus
+# (../shared/corpus/agents, beside the checkout) in its product's folder starts and finishes one
+# turn through `membrane run`, on loopback Anthropic and OpenAI endpoints; prints the start rate.
+test-corpus: bytecode
+	$(BIN)/python -m pytest -m corpus -s -W ignore::DeprecationWarning tests/models/test_corpus_turn.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
