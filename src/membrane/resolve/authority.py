@@ -18,7 +18,12 @@ from membrane.agents.skills import Skill
 from membrane.config.model_names import plan_model
 from membrane.config.values import Settings
 from membrane.errors import ToolChoiceInvalid
-from membrane.extensions.select import ExtensionPaths, extension_of, select_extensions
+from membrane.extensions.select import (
+    ExtensionPaths,
+    ExtensionSelection,
+    extension_of,
+    select_extensions,
+)
 from membrane.limits import check_depth
 from membrane.resolve.ceiling import Ceiling, ceiling_label, definition_read_roots, lower_mode
 from membrane.resolve.guidance import SCHEDULE_ACTION, cli_guidance, write_boundary
@@ -45,6 +50,7 @@ from membrane.resolve.prompt import (
 from membrane.resolve.tools import (
     DefinitionRestriction,
     Selector,
+    ToolPlan,
     delegation_placeholder,
     describe_tools,
     plan_tools,
@@ -532,80 +538,15 @@ def resolve(
     """
     settings = deployment.settings
     warnings = [str(w) for w in definition.warnings]
-    invocation, more = resolve_invocation(
-        definition,
-        call,
-        parent_model=parent.model,
-        parent_permission=parent.permission_mode,
-        settings=settings,
-    )
-    warnings += more
-    permission, more = permission_mode(invocation["permission"].value)
-    warnings += more
-    # The products' settings files' rules hold for every agent of the tree (rule 13).
-    products, held = product_ceiling(settings)
-    warnings += held
-    ceiling = parent.ceiling if products.empty else parent.ceiling.meet(products)
-    permission, lowered_by = lower_mode(permission, ceiling)
-    if lowered_by is not None:
-        # DESIGN rule 13: never more than an ancestor (or the host) allowed.
-        invocation = {**invocation, "permission": Sourced(permission, _ceiling_source(lowered_by))}
-    model = invocation["model"]
-    # (An alias was replaced already; a [models] entry of the name wins.)
-    chosen_model = None if model.value in settings.models else model.value
-    planned = plan_model(chosen_model, planning=permission == "plan")
-    if planned is not None:
-        # Claude Code's opusplan: Opus while the agent plans, Sonnet otherwise.
-        invocation = {**invocation, "model": Sourced(planned, model.source)}
+    invocation, permission, ceiling = _invocation(definition, call, parent, settings, warnings)
     isolated = invocation["isolated"].value is True
     live = parent.live or (lambda: parent.tools)
     parent_now = dict(live())
-
-    chosen, hidden, more = deployment.extension_paths.choose(
-        None if definition.extensions is UNSET else definition.extensions,
-        project=deployment.project,
-        foreign=definition.dialect != "membrane",
+    selection, discovered = _extensions(definition, deployment, isolated, warnings)
+    depth, cap, allowed, delegation = _delegation(
+        definition, parent, depth, settings, isolated=isolated, warnings=warnings
     )
-    warnings += more
-    discovered = {*deployment.extensions, *settings.mcp_servers} - hidden
-    discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))} - hidden
-    own_servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}
-    # A definition's inline servers exist for it; the ones it names join ``extensions: [...]``.
-    discovered |= {name for name, spec in own_servers.items() if spec is not None}
-    exclude = () if definition.exclude_extensions is UNSET else definition.exclude_extensions
-    if definition.dialect == "pi":  # pi matches the names case-insensitively
-        folded = {name.lower() for name in exclude}
-        exclude = (*exclude, *sorted(n for n in discovered if n.lower() in folded))
-    selection, more = select_extensions(
-        chosen,
-        exclude=exclude,
-        discovered=discovered,
-        isolated=isolated,
-    )
-    if selection.mode == "named" and own_servers:
-        selection = replace(selection, named=selection.named | set(own_servers))
-    warnings += more
-
-    depth = agent_depth(parent.depth, depth)
-    cap = settings.max_depth if isinstance(settings.max_depth, int) else None
     at_cap = cap is not None and depth >= cap
-    if cap is not None and depth > cap:
-        warnings.append(
-            f"this child would run at depth {depth}, beyond max_depth = {cap}: "
-            "the runtime rejects the start"
-        )
-    allowed = definition.allowed_subagents if definition.allowed_subagents is not UNSET else ()
-    if allowed and depth > 0 and _main_agent_only(definition):
-        allowed = ()
-        warnings.append(
-            "`tools` names Agent/Task, which in Claude Code lets only the main agent start "
-            "subagents and has no effect in a subagent: this child gets no delegation tools"
-        )
-    delegation, more = _delegation_state(
-        allowed, isolated=isolated, at_cap=at_cap, depth=depth, hide=settings.hide_delegation_at_cap
-    )
-    warnings += more
-
     memory_scope = definition.memory if definition.memory is not UNSET else None
     plan, more = plan_tools(
         definition,
@@ -619,38 +560,21 @@ def resolve(
     )
     warnings += more
     restriction = DefinitionRestriction(plan, parent_tools=live, parent_stamp=parent.live_stamp)
-
-    # Reserved tools (``run_code``) are scope-local protocol tools outside every filter; they are
-    # neither classified nor inherited here. No run_code tool is installed by default: a host
-    # that wants Code Mode uses the child's view (``ToolView.code_sdk()``) or adds one itself.
-    known: dict[str, Tool] = {
-        name: tool
-        for name, tool in {**parent_now, **deployment.registry_tools}.items()
-        if not tool.reserved
-    }
-    if allowed:
-        # The child's own delegation tools, never its parent's (rule 4: never inherited).
-        for name in DELEGATION_TOOLS:
-            known[name] = delegation_placeholder(name)
-    host_named = {n for n in plan.named if n in known and known[n].origin == "host"}
-    warnings += _token_warnings(plan.named - host_named, known, field=plan.field)
-    callable_tools, left_out = _classify(
-        known,
+    callable_tools, left_out = _callable(
+        plan,
         restriction,
-        global_names=deployment.registry_tools.keys(),
+        parent_now,
+        deployment,
+        allowed=allowed,
         tool_filter=tool_filter,
         role=role,
         ceiling=ceiling,
+        warnings=warnings,
     )
-
     via_parent = {e for t in parent_now.values() if (e := extension_of(t))} if plan.inherit else ()
     loaded = selection.loaded(via_parent)
     warnings += _unknown_servers(plan.selectors, discovered | set(via_parent), left_out, plan.field)
-    if (
-        definition.tools == ()
-        and not isolated
-        and any(extension_of(t) in loaded for t in callable_tools.values())
-    ):
+    if definition.tools == () and not isolated and _loads_tools(callable_tools, loaded):
         warnings.append(
             "tools: none still lets tools of loaded extensions through; set extensions: false "
             "to remove them"
@@ -681,17 +605,13 @@ def resolve(
             text=deployment.memory.get(memory_scope, ""),
             read_only=not writes,
         )
-    skills: dict[str, str] | None = None
-    skills_left_out: dict[str, str] = {}
     if "Skill" in callable_tools:
+        inherited = plan.inherit and "Skill" in parent_now
         skills, skills_left_out = _skills(
-            definition,
-            deployment,
-            parent,
-            inherited=plan.inherit and "Skill" in parent_now,
-            isolated=isolated,
+            definition, deployment, parent, inherited=inherited, isolated=isolated
         )
     else:
+        skills = None
         skills_left_out = {name: "Skill is not callable" for name in deployment.skills}
     preloaded, more = preloaded_skills(
         definition,
@@ -700,12 +620,6 @@ def resolve(
         isolated=isolated,
     )
     warnings += more
-    environment = [
-        f"- Delegation depth: {depth}" + (f" of at most {cap}" if cap is not None else ""),
-        f"- Permission mode: {invocation['permission'].value}",
-    ]
-    if deployment.environment.strip():
-        environment.append(deployment.environment.strip())
     mode = "append" if definition.prompt_mode == "append" else "replace"
     system, sections = compose_system_prompt(
         mode=mode,
@@ -714,7 +628,7 @@ def resolve(
         body=definition.body,
         parent_system_prompt=parent.system_prompt,
         working_folder=folder,
-        environment=environment,
+        environment=_environment(depth, cap, invocation["permission"].value, deployment),
         persona=persona_section(settings.persona, persona),
         callable_tools={n: t.mutating for n, t in callable_tools.items()},
         skills=skills,
@@ -724,11 +638,7 @@ def resolve(
         max_depth=cap,
         memory=memory_note,
         extension_prompts={n: t for n, t in deployment.extension_prompts.items() if n in loaded},
-        cli_guidance=(
-            cli_guidance(can_schedule=SCHEDULE_ACTION in callable_tools)
-            if "Bash" in callable_tools
-            else ""
-        ),
+        cli_guidance=_cli_guidance(callable_tools),
         write_boundary=write_boundary(folder) if checkout.kind == "worktree" else "",
         writes=writes,
     )
@@ -772,3 +682,170 @@ def resolve(
         writes=writes,
         _inputs=(definition, call, parent, deployment, persona, depth),
     )
+
+
+def _invocation(
+    definition: AgentDefinition,
+    call: CallParams,
+    parent: ParentContext,
+    settings: Settings,
+    warnings: list[str],
+) -> tuple[dict[str, Sourced[object]], str, Ceiling]:
+    """The spawn-time fields, the permission mode and the ceiling the child runs under
+    (its parent's, met with the products' settings files' rules: rule 13), the mode lowered to
+    it and the model a planning mode names."""
+    invocation, more = resolve_invocation(
+        definition,
+        call,
+        parent_model=parent.model,
+        parent_permission=parent.permission_mode,
+        settings=settings,
+    )
+    warnings += more
+    permission, more = permission_mode(invocation["permission"].value)
+    warnings += more
+    products, held = product_ceiling(settings)
+    warnings += held
+    ceiling = parent.ceiling if products.empty else parent.ceiling.meet(products)
+    permission, lowered_by = lower_mode(permission, ceiling)
+    if lowered_by is not None:
+        # DESIGN rule 13: never more than an ancestor (or the host) allowed.
+        invocation = {**invocation, "permission": Sourced(permission, _ceiling_source(lowered_by))}
+    model = invocation["model"]
+    # (An alias was replaced already; a [models] entry of the name wins.)
+    chosen_model = None if model.value in settings.models else model.value
+    planned = plan_model(chosen_model, planning=permission == "plan")
+    if planned is not None:
+        # Claude Code's opusplan: Opus while the agent plans, Sonnet otherwise.
+        invocation = {**invocation, "model": Sourced(planned, model.source)}
+    return invocation, permission, ceiling
+
+
+def _extensions(
+    definition: AgentDefinition, deployment: Deployment, isolated: bool, warnings: list[str]
+) -> tuple[ExtensionSelection, set[str]]:
+    """The extensions (and MCP servers) the definition selects, and every one it could
+    have named."""
+    settings = deployment.settings
+    chosen, hidden, more = deployment.extension_paths.choose(
+        None if definition.extensions is UNSET else definition.extensions,
+        project=deployment.project,
+        foreign=definition.dialect != "membrane",
+    )
+    warnings += more
+    discovered = {*deployment.extensions, *settings.mcp_servers} - hidden
+    discovered |= {e for t in deployment.registry_tools.values() if (e := extension_of(t))} - hidden
+    own_servers = definition.mcp_servers if isinstance(definition.mcp_servers, Mapping) else {}
+    # A definition's inline servers exist for it; the ones it names join ``extensions: [...]``.
+    discovered |= {name for name, spec in own_servers.items() if spec is not None}
+    exclude = () if definition.exclude_extensions is UNSET else definition.exclude_extensions
+    if definition.dialect == "pi":  # pi matches the names case-insensitively
+        folded = {name.lower() for name in exclude}
+        exclude = (*exclude, *sorted(n for n in discovered if n.lower() in folded))
+    selection, more = select_extensions(
+        chosen,
+        exclude=exclude,
+        discovered=discovered,
+        isolated=isolated,
+    )
+    if selection.mode == "named" and own_servers:
+        selection = replace(selection, named=selection.named | set(own_servers))
+    warnings += more
+    return selection, discovered
+
+
+def _delegation(
+    definition: AgentDefinition,
+    parent: ParentContext,
+    depth: int | None,
+    settings: Settings,
+    *,
+    isolated: bool,
+    warnings: list[str],
+) -> tuple[int, int | None, tuple[str, ...], str | None]:
+    """The child's depth, the cap, the agents it may start and whether the delegation
+    tools are visible (``None``) or why not."""
+    depth = agent_depth(parent.depth, depth)
+    cap = settings.max_depth if isinstance(settings.max_depth, int) else None
+    at_cap = cap is not None and depth >= cap
+    if cap is not None and depth > cap:
+        warnings.append(
+            f"this child would run at depth {depth}, beyond max_depth = {cap}: "
+            "the runtime rejects the start"
+        )
+    allowed = definition.allowed_subagents if definition.allowed_subagents is not UNSET else ()
+    if allowed and depth > 0 and _main_agent_only(definition):
+        allowed = ()
+        warnings.append(
+            "`tools` names Agent/Task, which in Claude Code lets only the main agent start "
+            "subagents and has no effect in a subagent: this child gets no delegation tools"
+        )
+    delegation, more = _delegation_state(
+        allowed, isolated=isolated, at_cap=at_cap, depth=depth, hide=settings.hide_delegation_at_cap
+    )
+    warnings += more
+    return depth, cap, allowed, delegation
+
+
+def _callable(
+    plan: ToolPlan,
+    restriction: DefinitionRestriction,
+    parent_now: Mapping[str, Tool],
+    deployment: Deployment,
+    *,
+    allowed: tuple[str, ...],
+    tool_filter: ToolAdmission | None,
+    role: ToolAdmission | None,
+    ceiling: Ceiling,
+    warnings: list[str],
+) -> tuple[dict[str, Tool], dict[str, str]]:
+    """Every tool the child could know, through the three filters and the ceiling:
+    what it may call, and why each other one is left out."""
+    # Reserved tools (``run_code``) are scope-local protocol tools outside every filter; they are
+    # neither classified nor inherited here. No run_code tool is installed by default: a host
+    # that wants Code Mode uses the child's view (``ToolView.code_sdk()``) or adds one itself.
+    known: dict[str, Tool] = {
+        name: tool
+        for name, tool in {**parent_now, **deployment.registry_tools}.items()
+        if not tool.reserved
+    }
+    if allowed:
+        # The child's own delegation tools, never its parent's (rule 4: never inherited).
+        for name in DELEGATION_TOOLS:
+            known[name] = delegation_placeholder(name)
+    host_named = {n for n in plan.named if n in known and known[n].origin == "host"}
+    warnings += _token_warnings(plan.named - host_named, known, field=plan.field)
+    return _classify(
+        known,
+        restriction,
+        global_names=deployment.registry_tools.keys(),
+        tool_filter=tool_filter,
+        role=role,
+        ceiling=ceiling,
+    )
+
+
+def _loads_tools(callable_tools: Mapping[str, Tool], loaded: Collection[str]) -> bool:
+    """Whether any callable tool comes from a loaded extension."""
+    return any(extension_of(tool) in loaded for tool in callable_tools.values())
+
+
+def _environment(
+    depth: int, cap: int | None, permission: object, deployment: Deployment
+) -> list[str]:
+    """The prompt's environment lines: the depth (and cap), the permission mode and what the
+    deployment adds."""
+    environment = [
+        f"- Delegation depth: {depth}" + (f" of at most {cap}" if cap is not None else ""),
+        f"- Permission mode: {permission}",
+    ]
+    if deployment.environment.strip():
+        environment.append(deployment.environment.strip())
+    return environment
+
+
+def _cli_guidance(callable_tools: Mapping[str, Tool]) -> str:
+    """How to reach Membrane from a shell, for an agent that can run one."""
+    if "Bash" not in callable_tools:
+        return ""
+    return cli_guidance(can_schedule=SCHEDULE_ACTION in callable_tools)
