@@ -68,6 +68,9 @@ PARALLEL = ModelResponse(
     ),
     stop_reason="tool_calls",
     usage=Usage(200, 40),
+    response_id="chatcmpl-2",
+    response_model="gpt-4o",
+    finish_reason="tool_calls",
 )
 
 
@@ -108,6 +111,9 @@ async def test_anthropic_streamed_parallel_fragments_equal_the_whole_twin() -> N
         ),
         "tool_calls",
         Usage(250, 40, cache_read_tokens=50),
+        response_id="msg_2",
+        response_model="claude-sonnet-4-6",
+        finish_reason="tool_use",
     )
     assert streamed == whole == expected
     assert sent["path"] == "/v1/messages"

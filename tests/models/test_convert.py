@@ -160,7 +160,11 @@ def test_an_openai_response_with_tool_calls_parses_back() -> None:
         "usage": {"prompt_tokens": 12, "completion_tokens": 3},
     }
     assert from_openai_response(body) == ModelResponse(
-        text="", tool_calls=CALLS[:1], stop_reason="tool_calls", usage=Usage(12, 3)
+        text="",
+        tool_calls=CALLS[:1],
+        stop_reason="tool_calls",
+        usage=Usage(12, 3),
+        finish_reason="tool_calls",
     )
 
 
@@ -184,7 +188,11 @@ def test_an_anthropic_response_parses_back_without_thinking_blocks() -> None:
         "usage": {"input_tokens": 20, "output_tokens": 5},
     }
     assert from_anthropic_response(body) == ModelResponse(
-        text="Searching.", tool_calls=CALLS[:1], stop_reason="tool_calls", usage=Usage(20, 5)
+        text="Searching.",
+        tool_calls=CALLS[:1],
+        stop_reason="tool_calls",
+        usage=Usage(20, 5),
+        finish_reason="tool_use",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from typing import Any
@@ -140,7 +141,9 @@ def test_openai_stream_equals_its_whole_twin(response: ModelResponse, data: st.D
     message: dict[str, Any] = {"role": "assistant", "content": response.text or None}
     if calls:
         message["tool_calls"] = calls
-    whole = {"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
+    said = {"id": "chatcmpl-7", "model": "gpt-4o-2024-08-06"}
+    choices = [{"index": 0, "message": message, "finish_reason": finish}]
+    whole = {**said, "choices": choices, "usage": usage}
     deltas: list[dict[str, Any]] = [{"content": piece} for piece in _pieces(draw, response.text)]
     for index, call in enumerate(calls):
         parts = _pieces(draw, call["function"]["arguments"])
@@ -151,10 +154,14 @@ def test_openai_stream_equals_its_whole_twin(response: ModelResponse, data: st.D
         )
     stream = OpenAIStream()
     for delta in deltas:
-        stream.feed({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-    stream.feed({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-    stream.feed({"choices": [], "usage": usage})
-    assert stream.response() == from_openai_response(whole) == response
+        stream.feed({**said, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    stream.feed({**said, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    stream.feed({**said, "choices": [], "usage": usage})
+    # What the provider said of its response comes through both ways too.
+    expected = dataclasses.replace(
+        response, response_id="chatcmpl-7", response_model=said["model"], finish_reason=finish
+    )
+    assert stream.response() == from_openai_response(whole) == expected
 
 
 @given(RESPONSES, st.data())
@@ -175,14 +182,11 @@ def test_anthropic_stream_equals_its_whole_twin(
         "input_tokens": response.usage.input_tokens,
         "output_tokens": response.usage.output_tokens,
     }
-    whole = {"content": content, "stop_reason": stop, "usage": usage}
+    said = {"id": "msg_7", "model": "claude-sonnet-4-6"}
+    whole = {**said, "content": content, "stop_reason": stop, "usage": usage}
     stream = AnthropicStream()
-    stream.feed(
-        {
-            "type": "message_start",
-            "message": {"usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}},
-        }
-    )
+    started = {"usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
+    stream.feed({"type": "message_start", "message": {**said, **started}})
     for index, block in enumerate(content):
         if block["type"] == "text":
             stream.feed(
@@ -215,4 +219,7 @@ def test_anthropic_stream_equals_its_whole_twin(
         }
     )
     stream.feed({"type": "message_stop"})
-    assert stream.response() == from_anthropic_response(whole) == response
+    expected = dataclasses.replace(
+        response, response_id="msg_7", response_model=said["model"], finish_reason=stop
+    )
+    assert stream.response() == from_anthropic_response(whole) == expected

@@ -467,7 +467,8 @@ class AgentLoop:
         response, problems = checked_response(response, model=name)
         self._malformed.update(problems)
         self._usage = self._usage + response.usage
-        self._emit("usage", {"turn": self._turns, **response.usage.to_dict()})
+        usage = response.usage.to_dict()
+        self._emit("usage", {"turn": self._turns, "model": name, **usage, **_said(response)})
         for note in response.notes:
             self._emit("model_note", {"turn": self._turns, "note": note})
         if self._spending is not None:
@@ -587,6 +588,16 @@ class AgentLoop:
             structured=structured,
             messages=tuple(self._messages),
         )
+
+
+def _said(response: ModelResponse) -> dict[str, str]:
+    """What the provider said of ``response`` (its id, model and finish reason), for events."""
+    said = {
+        "response_id": response.response_id,
+        "response_model": response.response_model,
+        "finish_reason": response.finish_reason,
+    }
+    return {key: value for key, value in said.items() if value is not None}
 
 
 def _stop_note(reason: str) -> str:

@@ -142,6 +142,12 @@ class ModelResponse:
     #: Call id -> why that call's arguments could not be read (the call carries empty
     #: arguments); the loop answers each such call with ``tool-arguments-invalid`` unrun.
     invalid_arguments: Mapping[str, str] = field(default_factory=dict)
+    #: What the provider said of this response, when it said it: its id (``chatcmpl-...``,
+    #: ``msg_...``), the model that answered, and its own finish reason (``stop``,
+    #: ``tool_calls``, ``end_turn`` ...). Traces and the ``usage`` event carry them.
+    response_id: str | None = None
+    response_model: str | None = None
+    finish_reason: str | None = None
 
     def message(self) -> Message:
         """The assistant message this response adds to the conversation."""

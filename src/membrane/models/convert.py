@@ -276,6 +276,9 @@ def from_openai_response(body: Mapping[str, Any]) -> ModelResponse:
             stop_reason=_OPENAI_STOP.get(choice.get("finish_reason") or "stop", "error"),
             usage=_usage(usage, "prompt_tokens", "completion_tokens"),
             invalid_arguments=calls.invalid,
+            response_id=_said(body.get("id")),
+            response_model=_said(body.get("model")),
+            finish_reason=_said(choice.get("finish_reason")),
         )
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(f"unexpected OpenAI response shape: {exc!r}", provider="openai") from exc
@@ -298,6 +301,9 @@ def from_anthropic_response(body: Mapping[str, Any]) -> ModelResponse:
             stop_reason=_ANTHROPIC_STOP.get(body.get("stop_reason") or "end_turn", "error"),
             usage=_usage(usage, "input_tokens", "output_tokens"),
             invalid_arguments=calls.invalid,
+            response_id=_said(body.get("id")),
+            response_model=_said(body.get("model")),
+            finish_reason=_said(body.get("stop_reason")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelError(
@@ -353,6 +359,12 @@ def _text(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"text content must be a string, got {value!r}")
     return value
+
+
+def _said(value: object) -> str | None:
+    """A string the provider reported about its response (an id, a model, a finish reason),
+    else ``None``: these only describe the response, so an odd value is dropped, not refused."""
+    return value if isinstance(value, str) and value else None
 
 
 def _usage(usage: object, input_key: str, output_key: str) -> Usage:

@@ -39,6 +39,7 @@ class OpenAIStream:
         self._calls: dict[int, _OpenAICall] = {}
         self._finish: str | None = None
         self._usage: Mapping[str, Any] | None = None
+        self._said: dict[str, Any] = {}  # the response's id and model, from its chunks
         self.chunks = 0
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
@@ -48,6 +49,9 @@ class OpenAIStream:
             usage = chunk.get("usage")
             if usage:
                 self._usage = usage
+            for key in ("id", "model"):
+                if chunk.get(key):
+                    self._said[key] = chunk[key]
             for choice in chunk.get("choices") or ():
                 if choice.get("index", 0) != 0:
                     continue
@@ -115,7 +119,8 @@ class OpenAIStream:
                 for _, call in sorted(self._calls.items())
             ]
         body: dict[str, Any] = {
-            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}]
+            **self._said,
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}],
         }
         if self._usage is not None:
             body["usage"] = self._usage
@@ -133,6 +138,7 @@ class AnthropicStream:
         self._json: dict[int, list[str]] = {}
         self._usage: dict[str, Any] = {}
         self._stop_reason: str | None = None
+        self._said: dict[str, Any] = {}  # the message's id and model, from message_start
         self._stopped = False
         self.events = 0
 
@@ -142,7 +148,9 @@ class AnthropicStream:
         try:
             kind = event["type"]
             if kind == "message_start":
-                self._usage.update(_counts(event["message"].get("usage")))
+                started = event["message"]
+                self._usage.update(_counts(started.get("usage")))
+                self._said = {key: started[key] for key in ("id", "model") if started.get(key)}
             elif kind == "content_block_start":
                 block = dict(event["content_block"])
                 if block.get("type") == "tool_use":
@@ -193,7 +201,12 @@ class AnthropicStream:
                 # one becomes a ``tool-arguments-invalid`` result, not a failed reply.
                 block = {**block, "input": "".join(self._json.get(index, ()))}
             content.append(block)
-        return {"content": content, "stop_reason": self._stop_reason, "usage": self._usage}
+        return {
+            **self._said,
+            "content": content,
+            "stop_reason": self._stop_reason,
+            "usage": self._usage,
+        }
 
     def response(self) -> ModelResponse:
         return from_anthropic_response(self.body())

@@ -180,6 +180,8 @@ class Publisher:
             "role": record.role,
             "model": record.model,
             "depth": record.depth,
+            # What the start was keyed by: a trace hangs the child below the call that made it.
+            "request_id": request.request_id,
             "background": record.background,
             "provider": record.provider,
             "capability_mode": record.capability_mode,

@@ -197,6 +197,16 @@ class LiveRuns:
                     return call.arguments
         return None
 
+    def tool_result(self, run_id: str, call_id: str) -> str | None:
+        """The text of tool call ``call_id``'s result in live run ``run_id``'s conversation."""
+        record = self._runs.get(run_id)
+        if record is None:
+            return None
+        for message in reversed(record.child.messages()):
+            if message.role == "tool" and message.tool_call_id == call_id:
+                return message.content
+        return None
+
     def register(self, record: RunRecord, *, seq: int, data: Mapping[str, Any]) -> None:
         """List a child whose publication committed (as ``seq``), and announce it."""
         self._runs[record.run_id] = record

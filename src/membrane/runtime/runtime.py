@@ -46,6 +46,7 @@ import anyio
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.dispatch import DEFAULT_FALLBACK, startable
 from membrane.agents.skills import preload_texts
+from membrane.config.model_names import resolve_spec
 from membrane.config.values import Settings
 from membrane.durable.messages import Delivery, Messenger
 from membrane.durable.outbox import OutboxDrainer
@@ -311,6 +312,10 @@ class SubagentRuntime:
         services = [self._hub.writer, self._outbox.run, self._sweeper.run]
         if self._tracer is not None:
             self._tracer.lookup = self._runs.tool_arguments
+            self._tracer.results = self._runs.tool_result
+            self._tracer.resolve = partial(
+                resolve_spec, models=self.settings.models, aliases=self.settings.model_aliases
+            )
             self._tracer.arguments |= self.settings.trace_tool_arguments
             services.append(partial(self._tracer.follow, self._hub.subscribe()))
         await self._scheduler.open(services)
