@@ -99,3 +99,18 @@ async def test_the_action_validates_alike_and_returns_the_same_text() -> None:
         )
     listed = await view.call("schedule_list", {}, CONTEXT)
     assert isinstance(listed, dict) and len(listed["schedules"]) == 1  # type: ignore[arg-type]
+
+
+def test_actions_run_schedule_agent_prints_the_text_membrane_schedule_prints(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--project", str(project), "--headless"]
+    args = json.dumps({"agent": "lead", "task": "nightly", "cron": "30 2 * * *"})
+    code, out, err = cli(capsys, "actions", "run", "schedule_agent", "--args", args, *where)
+    assert code == 0, err
+    assert out.startswith("schedule ") and ": lead - nightly" in out
+    assert "time zone: Europe/Berlin (authoritative for this schedule)" in out
+    code, listed, _ = cli(capsys, "schedule", "list", "--project", str(project))
+    assert code == 0 and listed == out  # the typed command's text, to the letter
+    code, out, _ = cli(capsys, "actions", "run", "schedule_agent", "--args", args, "--json", *where)
+    assert code == 0 and json.loads(out)["result"]["cron"] == "30 2 * * *"

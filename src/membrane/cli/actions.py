@@ -59,8 +59,13 @@ def format_actions(actions: list[JSONDict], *, as_json: bool) -> None:
     Screen().table(table)
 
 
-def format_result(result: Any, *, as_json: bool) -> None:
-    """The one formatter of an action's result (both modes)."""
+def format_result(result: Any, *, as_json: bool, name: str = "") -> None:
+    """The one formatter of an action's result (both modes). A scheduling action prints its
+    text form, as ``membrane schedule`` does."""
+    from membrane.durable.schedule_actions import SCHEDULE_TOOLS
+
+    if not as_json and name in SCHEDULE_TOOLS and isinstance(result, dict):
+        result = result.get("text", result)
     if as_json:
         sys.stdout.write(json.dumps({"result": result}, ensure_ascii=False) + "\n")
     elif isinstance(result, str):
@@ -110,4 +115,4 @@ def run_action(
         async with open_session(project, headless=headless, role=role, socket=socket) as session:
             return await session.call_action(name, arguments)
 
-    format_result(anyio.run(main), as_json=as_json)
+    format_result(anyio.run(main), as_json=as_json, name=name)

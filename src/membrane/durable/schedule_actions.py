@@ -16,7 +16,10 @@ from membrane.json_types import JSONDict
 from membrane.resolve.guidance import SCHEDULE_ACTION
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["schedule_tools"]
+__all__ = ["SCHEDULE_TOOLS", "schedule_tools"]
+
+#: The scheduling actions, whose results carry their text form in ``text``.
+SCHEDULE_TOOLS = (SCHEDULE_ACTION, "schedule_list", "schedule_remove")
 
 _ADD_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -72,7 +75,7 @@ def schedule_tools(
 
     async def remove(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
         book.remove(arguments["schedule_id"])
-        return {"removed": arguments["schedule_id"]}
+        return {"removed": arguments["schedule_id"], "text": f"removed {arguments['schedule_id']}"}
 
     return (
         Tool(
@@ -86,14 +89,14 @@ def schedule_tools(
             mutating=True,
         ),
         Tool(
-            "schedule_list",
+            SCHEDULE_TOOLS[1],
             "List the scheduled runs with their time zone and next run.",
             {"type": "object", "additionalProperties": False},
             listing,
             origin="host",
         ),
         Tool(
-            "schedule_remove",
+            SCHEDULE_TOOLS[2],
             "Remove a scheduled run by its id.",
             {
                 "type": "object",
