@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
 from membrane.json_types import JSONDict, JSONObject
@@ -214,13 +215,23 @@ _PROMPT = (
 )
 
 
-def planning_tools(engine: WorkflowEngine, run_id: str, host: PlanningHost) -> tuple[Tool, ...]:
-    """The lead's planning tools for ``run_id``; each writes only through ``engine``."""
+class _PlanningSteps:
+    """The handlers of one run's planning tools; each writes only through ``engine`` and
+    answers with the phase and what is unlocked now (``done``)."""
 
-    def done(state: WorkflowState, **extra: Any) -> JSONDict:
-        return {"phase": state.phase, "unlocked": sorted(engine.unlocked(state)), **extra}
+    def __init__(self, engine: WorkflowEngine, run_id: str, host: PlanningHost) -> None:
+        self.engine = engine
+        self.run_id = run_id
+        self.host = host
 
-    async def intake(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+    def done(self, state: WorkflowState, **extra: Any) -> JSONDict:
+        return {"phase": state.phase, "unlocked": sorted(self.engine.unlocked(state)), **extra}
+
+    def record(self, steps: Mapping[str, JSONObject], *, then: str | None = None) -> JSONDict:
+        return self.done(self.engine.record(self.run_id, steps, then=then))
+
+    async def intake(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        engine, run_id, host = self.engine, self.run_id, self.host
         data = dict(arguments)
         skip = () if data["touches_ui_surface"] else ("ui",)
         light = bool(data.get("low_risk")) and bool(data.get("single_worker"))
@@ -230,158 +241,181 @@ def planning_tools(engine: WorkflowEngine, run_id: str, host: PlanningHost) -> t
             accepted = bool(await host.accept_light_plan(run_id, data))
         if accepted:
             engine.record(run_id, {"intake": data}, auto_skip=skip)
-            return done(engine.host_advance(run_id, "take_light_plan"), path="light")
+            return self.done(engine.host_advance(run_id, "take_light_plan"), path="light")
         state = engine.record(run_id, {"intake": data}, auto_skip=skip, then="begin_planning")
-        return done(state, path="full", auto_skipped_rounds=list(state.auto_skipped_rounds))
+        return self.done(state, path="full", auto_skipped_rounds=list(state.auto_skipped_rounds))
 
-    async def ask_round(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+    async def ask_round(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
         name = str(arguments["round"])
         step = {"questions": list(arguments["questions"]), "answers": arguments["answers"]}
-        return done(engine.record(run_id, {round_step(name): step}))
+        return self.record({round_step(name): step})
 
-    async def light_plan(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
-        return done(engine.record(run_id, {"light_plan": {"steps": list(arguments["steps"])}}))
+    async def light_plan(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        return self.record({"light_plan": {"steps": list(arguments["steps"])}})
 
-    async def validation(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
-        return done(engine.record(run_id, {"validation": {"steps": list(arguments["steps"])}}))
+    async def validation(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        return self.record({"validation": {"steps": list(arguments["steps"])}})
 
-    async def routing(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+    async def routing(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
         routes = {str(route["role"]): str(route["model"]) for route in arguments["routes"]}
-        return done(engine.record(run_id, {"routing": {"routes": routes}}))
+        return self.record({"routing": {"routes": routes}})
 
-    async def finish_planning(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
-        phase = engine.state(run_id).phase
+    async def finish_planning(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        phase = self.engine.state(self.run_id).phase
         name = "finish_light_plan" if phase == "light_plan" else "finish_planning"
-        return done(engine.advance(run_id, name))
+        return self.done(self.engine.advance(self.run_id, name))
 
-    async def ask_finishing(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+    async def ask_finishing(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        engine, run_id, host = self.engine, self.run_id, self.host
         state = engine.state(run_id)
         if "finishing" in state.decisions or host.finishing_decision is None:
-            return done(state, finishing=state.decisions.get("finishing", "waiting for the host"))
+            decided = state.decisions.get("finishing", "waiting for the host")
+            return self.done(state, finishing=decided)
         choice = await host.finishing_decision(run_id, dict(arguments))
         if choice is None:
-            return done(state, finishing="waiting for the host")
-        return done(engine.decide(run_id, "finishing", choice), finishing=choice)
+            return self.done(state, finishing="waiting for the host")
+        return self.done(engine.decide(run_id, "finishing", choice), finishing=choice)
 
-    async def approval(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+    async def approval(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        engine, run_id, host = self.engine, self.run_id, self.host
         state = engine.state(run_id)
         missing = engine.missing(state, "approve_plan")
         if missing or state.phase != "ready" or host.approve_plan is None:
             why = f"waits for {', '.join(missing)}" if missing else "waiting for the host"
-            return done(state, approved=False, note=why)
+            return self.done(state, approved=False, note=why)
         plan = {"summary": arguments["summary"], "plan": state.to_dict()}
         if not await host.approve_plan(run_id, plan):
-            return done(engine.state(run_id), approved=False, note="the user did not approve")
-        return done(engine.host_advance(run_id, "approve_plan"), approved=True)
+            return self.done(engine.state(run_id), approved=False, note="the user did not approve")
+        return self.done(engine.host_advance(run_id, "approve_plan"), approved=True)
 
-    async def finish_development(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+    async def finish_development(
+        self, arguments: Mapping[str, Any], context: ToolContext
+    ) -> JSONDict:
         result: JSONDict = {
             "passed": bool(arguments["passed"]),
             "summary": str(arguments["summary"]),
         }
         if not result["passed"]:
-            return done(engine.state(run_id), note="validation failed: keep developing")
-        return done(engine.record(run_id, {"validated": result}, then="begin_finishing"))
+            state = self.engine.state(self.run_id)
+            return self.done(state, note="validation failed: keep developing")
+        return self.record({"validated": result}, then="begin_finishing")
 
-    async def complete(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
-        step = {"finished": {"summary": str(arguments["summary"])}}
-        return done(engine.record(run_id, step, then="complete"))
+    async def complete(self, arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        return self.record({"finished": {"summary": str(arguments["summary"])}}, then="complete")
 
-    text_list: JSONDict = {
-        "type": "array",
-        "items": {"type": "string", "minLength": 1},
-        "minItems": 1,
-    }
-    return (
-        _tool(
-            "recordCodebaseIntake",
-            "Record the codebase intake: what the goal touches and how risky it is.",
-            {
-                "summary": {"type": "string", "minLength": 1},
-                "touches_ui_surface": {"type": "boolean"},
-                "low_risk": {"type": "boolean"},
-                "single_worker": {"type": "boolean"},
-            },
-            ["summary", "touches_ui_surface"],
-            intake,
-        ),
-        _tool(
-            "askPlanningRound",
-            "Record one planning round (functional, ui or extras): its questions and answers.",
-            {
-                "round": {"enum": list(ROUNDS)},
-                "questions": text_list,
-                "answers": {"type": "string", "minLength": 1},
-            },
-            ["round", "questions", "answers"],
-            ask_round,
-        ),
-        _tool(
-            "recordLightPlan",
-            "Record the light plan: two plain-language steps.",
-            {"steps": {**text_list, "maxItems": 2, "minItems": 2}},
-            ["steps"],
-            light_plan,
-        ),
-        _tool(
-            "proposeValidationSteps",
-            "Record how the work will be validated.",
-            {"steps": text_list},
-            ["steps"],
-            validation,
-        ),
-        _tool(
-            "recordModelRouting",
-            "Record which model each worker role uses.",
-            {
-                # A list of closed objects, not a free map: a map of free keys is a schema
-                # neither OpenAI's strict mode nor llama.cpp's grammar conversion can take.
-                "routes": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "role": {"type": "string", "minLength": 1},
-                            "model": {"type": "string", "minLength": 1},
-                        },
-                        "required": ["role", "model"],
-                        "additionalProperties": False,
+
+_TEXT_LIST: Final[JSONDict] = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "minItems": 1,
+}
+_Handler = Callable[[_PlanningSteps, Mapping[str, Any], ToolContext], Awaitable[JSONDict]]
+#: Each planning tool: its name, description, input properties, required keys and handler.
+_DECLARED: Final[tuple[tuple[str, str, JSONObject, tuple[str, ...], _Handler], ...]] = (
+    (
+        "recordCodebaseIntake",
+        "Record the codebase intake: what the goal touches and how risky it is.",
+        {
+            "summary": {"type": "string", "minLength": 1},
+            "touches_ui_surface": {"type": "boolean"},
+            "low_risk": {"type": "boolean"},
+            "single_worker": {"type": "boolean"},
+        },
+        ("summary", "touches_ui_surface"),
+        _PlanningSteps.intake,
+    ),
+    (
+        "askPlanningRound",
+        "Record one planning round (functional, ui or extras): its questions and answers.",
+        {
+            "round": {"enum": list(ROUNDS)},
+            "questions": _TEXT_LIST,
+            "answers": {"type": "string", "minLength": 1},
+        },
+        ("round", "questions", "answers"),
+        _PlanningSteps.ask_round,
+    ),
+    (
+        "recordLightPlan",
+        "Record the light plan: two plain-language steps.",
+        {"steps": {**_TEXT_LIST, "maxItems": 2, "minItems": 2}},
+        ("steps",),
+        _PlanningSteps.light_plan,
+    ),
+    (
+        "proposeValidationSteps",
+        "Record how the work will be validated.",
+        {"steps": _TEXT_LIST},
+        ("steps",),
+        _PlanningSteps.validation,
+    ),
+    (
+        "recordModelRouting",
+        "Record which model each worker role uses.",
+        {
+            # A list of closed objects, not a free map: a map of free keys is a schema
+            # neither OpenAI's strict mode nor llama.cpp's grammar conversion can take.
+            "routes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "role": {"type": "string", "minLength": 1},
+                        "model": {"type": "string", "minLength": 1},
                     },
-                }
-            },
-            ["routes"],
-            routing,
-        ),
-        _tool("finishPlanning", "Finish planning: the plan is ready.", {}, [], finish_planning),
-        _tool(
-            _ASK_FINISHING,
-            "Ask the user how the run finishes: stop at validated code, or a finishing worker.",
-            {"question": {"type": "string"}},
-            [],
-            ask_finishing,
-        ),
-        _tool(
-            "requestPlanApproval",
-            "Ask the user to approve the plan.",
-            {"summary": {"type": "string", "minLength": 1}},
-            ["summary"],
-            approval,
-        ),
-        _tool(
-            "finishDevelopment",
-            "Report the validation result of the developed work.",
-            {"passed": {"type": "boolean"}, "summary": {"type": "string"}},
-            ["passed", "summary"],
-            finish_development,
-        ),
-        _tool(
-            "completeWorkflow",
-            "Close the run's workflow.",
-            {"summary": {"type": "string"}},
-            ["summary"],
-            complete,
-        ),
+                    "required": ["role", "model"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        ("routes",),
+        _PlanningSteps.routing,
+    ),
+    (
+        "finishPlanning",
+        "Finish planning: the plan is ready.",
+        {},
+        (),
+        _PlanningSteps.finish_planning,
+    ),
+    (
+        _ASK_FINISHING,
+        "Ask the user how the run finishes: stop at validated code, or a finishing worker.",
+        {"question": {"type": "string"}},
+        (),
+        _PlanningSteps.ask_finishing,
+    ),
+    (
+        "requestPlanApproval",
+        "Ask the user to approve the plan.",
+        {"summary": {"type": "string", "minLength": 1}},
+        ("summary",),
+        _PlanningSteps.approval,
+    ),
+    (
+        "finishDevelopment",
+        "Report the validation result of the developed work.",
+        {"passed": {"type": "boolean"}, "summary": {"type": "string"}},
+        ("passed", "summary"),
+        _PlanningSteps.finish_development,
+    ),
+    (
+        "completeWorkflow",
+        "Close the run's workflow.",
+        {"summary": {"type": "string"}},
+        ("summary",),
+        _PlanningSteps.complete,
+    ),
+)
+
+
+def planning_tools(engine: WorkflowEngine, run_id: str, host: PlanningHost) -> tuple[Tool, ...]:
+    """The lead's planning tools for ``run_id``; each writes only through ``engine``."""
+    steps = _PlanningSteps(engine, run_id, host)
+    return tuple(
+        _tool(name, description, properties, list(required), partial(handler, steps))
+        for name, description, properties, required, handler in _DECLARED
     )
 
 
