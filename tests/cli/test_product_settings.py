@@ -343,3 +343,75 @@ def test_an_allow_of_the_settings_approves_a_call_that_asks_only_for_want_of_a_r
         (True, "approval-unavailable"),
         (True, "approval-unavailable"),
     ]
+
+
+HOOKED = """\
+agents:
+  lead:
+    - tool_calls:
+        - {name: Bash, arguments: {command: "echo lead"}}
+        - {name: Task, arguments: {agent: worker, task: work}}
+    - text: lead done
+  worker:
+    - tool_calls:
+        - {name: Bash, arguments: {command: "echo worker"}}
+        - {name: Bash, arguments: {command: "rm -f out/worker.txt"}}
+    - text: worker done
+"""
+#: Refuses a Bash call whose command starts with rm (Claude Code's exit 2 blocks the call).
+NO_RM = "grep -q '\"command\": \"rm' && { echo 'no rm here' >&2; exit 2; }; exit 0"
+
+
+def _hook(command: str, matcher: str | None = None) -> dict[str, Any]:
+    group: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+    if matcher is not None:
+        group["matcher"] = matcher
+    return group
+
+
+def test_settings_hooks_fire_for_every_agent_and_subagent_events_for_subagents(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(
+        project / ".claude" / "settings.json",
+        {
+            "permissions": {"allow": ["Bash(echo:*)", "Bash(rm:*)"]},
+            "hooks": {
+                "PreToolUse": [_hook(NO_RM, "Bash")],
+                "PostToolUse": [_hook("cat > /dev/null", "Bash")],
+                "UserPromptSubmit": [_hook("cat > /dev/null")],
+                "Stop": [_hook("cat > /dev/null")],
+                "SubagentStart": [_hook("cat > /dev/null", "worker"), _hook("false", "other")],
+                "SubagentStop": [_hook("cat > /dev/null", "work.*")],
+                "SessionStart": [_hook("cat > /dev/null")],
+            },
+        },
+    )
+    shown = _explain(project, "worker", capsys)
+    assert shown["settings"]["product_hooks"]["source"] == ".claude/settings.json"
+    left_out = [w["message"] for w in shown["warnings"] if w["code"] == "setting-ignored"]
+    assert len(left_out) == 1 and "`hooks.SessionStart`" in left_out[0]
+
+    script = write(tmp_path / "script.yaml", HOOKED)
+    args = ["run", "lead", "go", "--project", str(project), "--model", f"scripted:{script}"]
+    assert main([*args, "--json"]) == 0
+    events = json_lines(capsys.readouterr().out)
+    fired = [
+        (e["agent"], e["data"]["event"], e["data"].get("tool"), e["data"]["decision"])
+        for e in events
+        if e["kind"] == "hook"
+    ]
+    assert fired == [
+        ("lead", "UserPromptSubmit", None, "ok"),
+        ("lead", "PreToolUse", "Bash", "ok"),
+        ("lead", "PostToolUse", "Bash", "ok"),
+        ("worker", "SubagentStart", None, "ok"),
+        ("worker", "PreToolUse", "Bash", "ok"),
+        ("worker", "PostToolUse", "Bash", "ok"),
+        ("worker", "PreToolUse", "Bash", "block"),
+        ("worker", "SubagentStop", None, "ok"),
+        ("lead", "Stop", None, "ok"),
+    ]
+    vetoed = [(e["agent"], e["data"]["code"]) for e in events if e["kind"] == "vetoed_call"]
+    assert vetoed == [("worker", "tool-call-denied")]
+    assert (project / "out" / "worker.txt").exists()

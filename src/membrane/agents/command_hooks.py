@@ -43,6 +43,7 @@ from typing import Any, Final
 __all__ = [
     "COMMAND_HOOK_EVENTS",
     "DEFAULT_HOOK_TIMEOUT",
+    "HOOK_POINTS",
     "MAX_HOOK_TIMEOUT",
     "CommandHook",
 ]
@@ -53,6 +54,14 @@ COMMAND_HOOK_EVENTS: Mapping[str, str] = {
     "PostToolUse": "after_tool_call",
     "UserPromptSubmit": "before_agent_start",
     "SubagentStop": "agent_stop",
+}
+#: Every event a hook may run at: a definition's, and the settings' hooks' ``SubagentStart``
+#: (run as a subagent starts) and ``Stop`` (a top-level run's own stop;
+#: ``membrane.agents.settings_hooks``).
+HOOK_POINTS: Mapping[str, str] = {
+    **COMMAND_HOOK_EVENTS,
+    "SubagentStart": "before_agent_start",
+    "Stop": "agent_stop",
 }
 _TOOL_EVENTS: Final = frozenset({"PreToolUse", "PostToolUse"})
 DEFAULT_HOOK_TIMEOUT: Final = 60.0
@@ -73,7 +82,7 @@ class CommandHook:
     def point(self) -> str:
         """Membrane's hook point: ``before_tool_call``, ``after_tool_call``,
         ``before_agent_start`` or ``agent_stop``."""
-        return COMMAND_HOOK_EVENTS[self.event]
+        return HOOK_POINTS[self.event]
 
     def matches(self, tool: str) -> bool:
         """Whether the hook runs for a call of ``tool`` (always, for a non-tool event)."""

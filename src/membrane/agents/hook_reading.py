@@ -4,7 +4,7 @@ described in ``membrane.agents.command_hooks``); only a parse imports this."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, NoReturn
 
 from membrane.agents.command_hooks import (
@@ -28,21 +28,31 @@ Fail = Callable[[str, str], NoReturn]
 Warn = Callable[[str, str], None]
 
 
-def read_hooks(value: Any, *, fail: Fail, warn: Warn) -> tuple[CommandHook, ...]:
+def read_hooks(
+    value: Any,
+    *,
+    fail: Fail,
+    warn: Warn,
+    events: Collection[str] = COMMAND_HOOK_EVENTS,
+    same_as: Mapping[str, str] = _SAME_AS,
+) -> tuple[CommandHook, ...]:
     """The command hooks of a ``hooks`` value, in file order.
 
     ``fail(problem, hint)`` refuses the file; ``warn(code, message)`` reports what is left out.
+    ``events``: the events read (a definition's by default); ``same_as``: events read as
+    another (in a subagent's file ``Stop`` is its own stop, ``SubagentStop``).
     """
     if not isinstance(value, Mapping):
         fail(f"must map hook events to matcher groups, got {type(value).__name__}", _HINT)
     hooks: list[CommandHook] = []
     for raw_event, groups in value.items():
-        event = _SAME_AS.get(str(raw_event), str(raw_event))
-        if event not in COMMAND_HOOK_EVENTS:
+        event = same_as.get(str(raw_event), str(raw_event))
+        if event not in events:
+            known = list(dict.fromkeys([*same_as, *events]))
             warn(
                 "dialect-unsupported",
                 f"`hooks.{raw_event}`: Membrane runs the hook events "
-                f"{', '.join(['Stop', *COMMAND_HOOK_EVENTS])}; these hooks are left out",
+                f"{', '.join(known)}; these hooks are left out",
             )
             continue
         if not isinstance(groups, list):

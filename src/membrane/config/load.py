@@ -315,6 +315,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         budget=Budget(**budget) if budget else None,
         rules=tuple(rules),
         product_rules=products.rules,
+        product_hooks=products.hooks,
         sources=MappingProxyType(sources),
         read_path_sources=MappingProxyType(dict(products.read_paths)),
         warnings=products.warnings,
@@ -359,6 +360,8 @@ def _products(
                 continue
         merged[key] = value
         sources[key] = source
+    if products.hooks:
+        sources["product_hooks"] = products.hooks[-1][0]
     if products.read_paths:
         merged["read_paths"] = [
             *merged.get("read_paths", ()),

@@ -10,7 +10,8 @@ moves the folder), ``<project>/.claude/settings.json`` (the project's, shared) a
   ``Agent(explorer)``), applied to every agent of the tree (``ProductRule``);
   ``permissions.additionalDirectories``: read roots (a relative one is under the project);
   ``permissions.defaultMode``: the deployment's ``permission_mode``; ``model``: its
-  ``default_model``.
+  ``default_model``; ``hooks``: command hooks of every agent of the tree
+  (``membrane.agents.settings_hooks``).
 * OpenCode ``permission``: per tool ``allow``, ``ask`` or ``deny``, or for ``bash`` (and
   ``edit``, ``read``, ``task``) a map of patterns, the last matching key winning, as in
   OpenCode; ``model`` (``provider/model``): the deployment's ``default_model``. Its ``agent``
@@ -96,6 +97,8 @@ class ProductSettings:
     values: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     read_paths: tuple[tuple[str, str], ...] = ()
     rules: tuple[ProductRule, ...] = ()
+    #: ``(source, JSON text of its hooks table)`` of each Claude Code file with ``hooks``.
+    hooks: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -125,6 +128,7 @@ def read_product_settings(
         values=dict(reader.values),
         read_paths=tuple(dict.fromkeys(reader.read_paths)),
         rules=(*reader.opencode_rules, *claude_rules),
+        hooks=tuple(reader.hooks),
         warnings=tuple(reader.warnings),
     )
 
@@ -137,6 +141,7 @@ class _Reader:
         self.read_paths: list[tuple[str, str]] = []
         self.claude_rules: list[ProductRule] = []
         self.opencode_rules: list[ProductRule] = []
+        self.hooks: list[tuple[str, str]] = []
         self.warnings: list[str] = []
 
     def label(self, path: Path) -> str:
@@ -178,6 +183,8 @@ class _Reader:
                 self.mode(mode, source, key="permissions.defaultMode")
         if parsed.model is not None:
             self.values["default_model"] = (parsed.model, source)
+        if parsed.hooks:
+            self.hooks.append((source, json.dumps(document["hooks"])))
 
     def unknown(self, source: str, keys: list[str]) -> None:
         self.warnings += (

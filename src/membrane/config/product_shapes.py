@@ -37,9 +37,21 @@ class ClaudePermissions(_Shape):
     defaultMode: str | None = None
 
 
+class ClaudeHook(_Shape):
+    type: str = "command"
+    command: str | None = None
+    timeout: float | None = None
+
+
+class ClaudeHookGroup(_Shape):
+    matcher: str | None = None
+    hooks: list[ClaudeHook]
+
+
 class ClaudeSettings(_Shape):
     permissions: ClaudePermissions | None = None
     model: str | None = None
+    hooks: dict[str, list[ClaudeHookGroup]] | None = None
 
 
 class OpenCodeSettings(_Shape):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -211,6 +212,9 @@ class Settings:
     #: Their permission rules, applied to every agent of the tree in this order (the last
     #: matching rule wins; ``membrane.resolve.product_rules``).
     product_rules: tuple[ProductRule, ...] = field(default=(), metadata=_DERIVED)
+    #: Their ``hooks``: ``(file, JSON text of the hooks table)``, lowest file first; every
+    #: file's hooks run (``membrane.agents.settings_hooks``).
+    product_hooks: tuple[tuple[str, str], ...] = field(default=(), metadata=_DERIVED)
     #: Where each field a file set comes from: the file's label (``.membrane/config.toml``,
     #: ``.claude/settings.json``); a field no file set is absent (its default).
     sources: Mapping[str, str] = field(default_factory=dict, metadata=_DERIVED)
@@ -260,7 +264,9 @@ class Settings:
         out: dict[str, dict[str, object]] = {}
         for name, source in sorted(self.sources.items()):
             value = getattr(self, name, None)
-            if isinstance(value, Mapping):
+            if name == "product_hooks":
+                value = [{"file": f, "hooks": json.loads(t)} for f, t in self.product_hooks]
+            elif isinstance(value, Mapping):
                 value = sorted(value)
             elif isinstance(value, tuple | list):
                 value = [v if isinstance(v, str | int | float | bool) else str(v) for v in value]

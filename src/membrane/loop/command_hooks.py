@@ -168,9 +168,16 @@ class CommandHooks:
         return _decision(hook.event, done.stdout)
 
     async def prompt_submitted(self, prompt: str, context: ToolContext) -> list[str]:
-        """Run the ``UserPromptSubmit`` hooks on the child's task; the context they add, in
-        order. Raises ``tool-blocked`` when one blocks the task (the run ends with it)."""
+        """Run the settings' ``SubagentStart`` hooks of a subagent, then the
+        ``UserPromptSubmit`` hooks on the child's task; the context they add, in order. Raises
+        ``tool-blocked`` when a ``UserPromptSubmit`` hook blocks the task (the run ends with
+        it); a ``SubagentStart`` hook cannot stop the start, as in Claude Code."""
         added: list[str] = []
+        for hook in self.of("SubagentStart"):
+            fields: JSONDict = {"agent_id": context.run_id or "", "agent_type": context.agent}
+            outcome = await self.run(hook, context, fields)
+            if outcome.context:
+                added.append(outcome.context)
         for hook in self.of("UserPromptSubmit"):
             outcome = await self.run(hook, context, {"prompt": prompt})
             if outcome.blocks:
@@ -187,10 +194,11 @@ class CommandHooks:
         return added
 
     async def stop_refused(self, context: ToolContext, *, active: bool) -> str | None:
-        """Run the ``SubagentStop`` hooks when the child gives its final answer: the reason of
+        """Run the ``SubagentStop`` hooks (and a top-level run's ``Stop`` hooks of the
+        settings) when the child gives its final answer: the reason of
         the first that blocks (the child goes on working with it), or ``None``. ``active``:
         the child already went on once because of one (Claude Code's ``stop_hook_active``)."""
-        for hook in self.of("SubagentStop"):
+        for hook in (*self.of("SubagentStop"), *self.of("Stop")):
             outcome = await self.run(hook, context, {"stop_hook_active": active})
             if outcome.blocks:
                 return outcome.reason or "a SubagentStop hook asked to go on"

@@ -53,6 +53,8 @@ _KINDS: Final[Sequence[tuple[str, str]]] = (
     ("is not a rule; every", "setting-rule-stricter"),
     ("is not a rule; it is ignored", "setting-ignored"),
     ("nothing of the file is applied", "setting-file-unusable"),
+    ("these hooks are left out", "setting-ignored"),
+    ("hook is not run (Membrane runs", "setting-ignored"),
     ("Membrane asks about each tool", "setting-rule-stricter"),
     ("sets it too and wins", "setting-overridden"),
     ("is not used: ", "setting-model-unusable"),

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.agents.settings_hooks import settings_hooks
 from membrane.builtin_tools.skill import bind_skill_tool
 from membrane.config.values import Settings
 from membrane.errors import (
@@ -278,7 +279,8 @@ class ChildBuilder:
     ) -> ToolGate | None:
         """The child's call gate: its own rules (and the start request's ``extra`` argument
         rules) and, when it inherits, its parent's (never the parent's command hooks: those run
-        for the parent alone); its command hooks around them when its definition has any."""
+        for the parent alone); its command hooks around them when its definition or the
+        settings files (``membrane.agents.settings_hooks``) have any."""
         permissions = authority.permissions
         parent = context.call_gate if permissions.inherits_parent else None
         if isinstance(parent, CommandHookGate):
@@ -289,7 +291,12 @@ class ChildBuilder:
             parent = PermissionGate(
                 ceiling_rules, mode=permissions.mode, approver=self._approver, parent=parent
             )
-        hooks = authority.definition.hooks
+        own_hooks = authority.definition.hooks
+        # The settings files' hooks fire for every agent of the tree, after its own.
+        hooks = (
+            *(own_hooks if isinstance(own_hooks, tuple) else ()),
+            *settings_hooks(self._settings, agent=authority.definition.name, depth=authority.depth),
+        )
         own = (*permissions.rules, *extra)
         if not own and not permissions.by_rules and parent is None and not hooks:
             return None
@@ -301,7 +308,7 @@ class ChildBuilder:
             parent=parent,
             approvals=tuple(r for r in ceiling_rules if r.verdict == "allow" and not r.conditions),
         )
-        if not isinstance(hooks, tuple) or not hooks:
+        if not hooks:
             return rules
         runner = CommandHooks(
             hooks,

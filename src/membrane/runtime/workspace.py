@@ -22,6 +22,7 @@ import membrane.store as store
 from membrane.agents.cache import CACHE_FILE
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
+from membrane.agents.settings_hooks import settings_hook_warnings
 from membrane.agents.skill_cache import SKILLS_CACHE_FILE
 from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
 from membrane.builtin_tools import builtin_tools, register_builtin_tools
@@ -126,7 +127,7 @@ class Workspace:
             registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))
         )
         loaded: dict[str, LoadedExtension] = {}
-        warnings: list[str] = list(settings.warnings)
+        warnings: list[str] = [*settings.warnings, *settings_hook_warnings(settings)]
         discovered = discover_extensions(project, cache=home / "cache" / ENTRY_POINTS_FILE)
         for name, source in discovered.items():
             refused = _refused(source, untrusted)
