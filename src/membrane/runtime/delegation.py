@@ -245,18 +245,36 @@ class _DelegationSet:
         self.role = role
 
     def tools(self, names: Sequence[str]) -> tuple[Tool, ...]:
-        catalog = _tools(self, self.host.startable(self.allowed) if "Task" in names else ())
+        catalog = self.catalog(self.host.startable(self.allowed) if "Task" in names else ())
         return tuple(catalog[name] for name in names if name in catalog)
 
     def task_tool(self, startable: tuple[str, ...]) -> Tool:
-        return _tools(self, startable)["Task"]
+        return self.catalog(startable)["Task"]
 
+    def catalog(self, startable: tuple[str, ...]) -> dict[str, Tool]:
+        """Every delegation tool of this parent, by name; ``Task`` names ``startable`` (or,
+        when it is empty, what ``allowed`` admits)."""
+        agents = ", ".join(startable) if startable else _allowed_text(self.allowed)
+        handlers = {
+            "Task": self.task,
+            "TaskWait": self.task_wait,
+            "TaskList": self.task_list,
+            "TaskStop": self.task_stop,
+            "TaskMessage": self.task_message,
+        }
+        return {
+            name: Tool(
+                name=name,
+                description=_DESCRIPTIONS[name].format(agents=agents),
+                input_schema=task_schema(startable) if name == "Task" else _SCHEMAS[name],
+                handler=handler,
+                mutating=name in MUTATING_DELEGATION_TOOLS,
+            )
+            for name, handler in handlers.items()
+        }
 
-def _tools(bound: _DelegationSet, startable: tuple[str, ...]) -> dict[str, Tool]:
-    host, parent_id, allowed = bound.host, bound.parent_id, bound.allowed
-    config, role = bound.config, bound.role
-
-    async def task(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+    async def task(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        host, parent_id, allowed, config = self.host, self.parent_id, self.allowed, self.config
         agent = str(arguments["agent"])
         if not agent_allowed(allowed, agent):
             raise not_allowed(agent, allowed)
@@ -273,7 +291,7 @@ def _tools(bound: _DelegationSet, startable: tuple[str, ...]) -> dict[str, Tool]
             parent_id=parent_id,
             request_id=task_request_id(parent_id, arguments),
             background=arguments.get("background"),
-            role=role,
+            role=self.role,
             budget=arguments.get("budget"),
         )
         try:
@@ -296,85 +314,56 @@ def _tools(bound: _DelegationSet, startable: tuple[str, ...]) -> dict[str, Tool]
             raise _child_failed(result)
         return result.to_dict()
 
-    async def task_wait(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+    async def task_wait(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
         ids = list(arguments["ids"])
         timeout = arguments.get("timeout")
-        infos = await host.wait_all(ids, timeout=timeout, caller=parent_id)
+        infos = await self.host.wait_all(ids, timeout=timeout, caller=self.parent_id)
         return {"runs": [info.to_dict() for info in infos]}
 
-    async def task_list(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        return {"runs": [info.to_dict() for info in host.runs(parent_id=parent_id)]}
+    async def task_list(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        return {"runs": [info.to_dict() for info in self.host.runs(parent_id=self.parent_id)]}
 
-    async def task_stop(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        info = await host.stop(str(arguments["id"]), caller=parent_id)
+    async def task_stop(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        info = await self.host.stop(str(arguments["id"]), caller=self.parent_id)
         return info.to_dict()
 
-    async def task_message(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        delivery = host.message(
+    async def task_message(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        delivery = self.host.message(
             str(arguments["id"]),
             str(arguments["message"]),
-            request_id=derived_request_id("message", parent_id, arguments),
-            caller=parent_id,
+            request_id=derived_request_id("message", self.parent_id, arguments),
+            caller=self.parent_id,
             kind=str(arguments.get("kind", "ping")),
         )
         return delivery.to_dict()
 
-    catalog = {
-        "Task": Tool(
-            name="Task",
-            description=(
-                "Start a subagent on a task. In the foreground (default) the subagent's result "
-                "comes back as this tool's result (an error result when the subagent fails); "
-                "with background: true you get its run id at once and a notice when it "
-                "finishes. Calls are deduplicated: repeating an identical call (same arguments) "
-                "returns the subagent the first call started instead of starting another; give "
-                "a new `request_id` to start a fresh subagent for the same arguments. "
-                "Subagents you may start: "
-                + (", ".join(startable) if startable else _allowed_text(allowed))
-                + "."
-            ),
-            input_schema=task_schema(startable),
-            handler=task,
-            mutating="Task" in MUTATING_DELEGATION_TOOLS,
-        ),
-        "TaskWait": Tool(
-            name="TaskWait",
-            description=(
-                "Wait for your background subagents to finish (at most `timeout` seconds). "
-                "Returns each one's state and, when finished, its result. Giving up the wait "
-                "does not stop them."
-            ),
-            input_schema=_WAIT_SCHEMA,
-            handler=task_wait,
-        ),
-        "TaskList": Tool(
-            name="TaskList",
-            description="List the subagents you started, with their state and queue place.",
-            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-            handler=task_list,
-        ),
-        "TaskStop": Tool(
-            name="TaskStop",
-            description="Stop one of your subagents (and everything it started).",
-            input_schema=_STOP_SCHEMA,
-            handler=task_stop,
-            mutating="TaskStop" in MUTATING_DELEGATION_TOOLS,
-        ),
-        "TaskMessage": Tool(
-            name="TaskMessage",
-            description=(
-                "Send a message to one of your subagents: kind `brief` gives it new work or "
-                "instructions, `ping` (default) a note. It arrives once, at the subagent's next "
-                "turn boundary (a subagent that is not running gets it when it is resumed). "
-                "Repeating an identical call does not send it twice; give a new `request_id` "
-                "to send the same text again."
-            ),
-            input_schema=_MESSAGE_SCHEMA,
-            handler=task_message,
-            mutating="TaskMessage" in MUTATING_DELEGATION_TOOLS,
-        ),
-    }
-    return catalog
+
+#: What each delegation tool tells the model (``{agents}``: the subagents ``Task`` may start).
+_DESCRIPTIONS: Final[Mapping[str, str]] = {
+    "Task": (
+        "Start a subagent on a task. In the foreground (default) the subagent's result "
+        "comes back as this tool's result (an error result when the subagent fails); "
+        "with background: true you get its run id at once and a notice when it "
+        "finishes. Calls are deduplicated: repeating an identical call (same arguments) "
+        "returns the subagent the first call started instead of starting another; give "
+        "a new `request_id` to start a fresh subagent for the same arguments. "
+        "Subagents you may start: {agents}."
+    ),
+    "TaskWait": (
+        "Wait for your background subagents to finish (at most `timeout` seconds). "
+        "Returns each one's state and, when finished, its result. Giving up the wait "
+        "does not stop them."
+    ),
+    "TaskList": "List the subagents you started, with their state and queue place.",
+    "TaskStop": "Stop one of your subagents (and everything it started).",
+    "TaskMessage": (
+        "Send a message to one of your subagents: kind `brief` gives it new work or "
+        "instructions, `ping` (default) a note. It arrives once, at the subagent's next "
+        "turn boundary (a subagent that is not running gets it when it is resumed). "
+        "Repeating an identical call does not send it twice; give a new `request_id` "
+        "to send the same text again."
+    ),
+}
 
 
 def task_schema(startable: Sequence[str]) -> Mapping[str, Any]:
@@ -525,4 +514,12 @@ _STOP_SCHEMA: Final[Mapping[str, Any]] = {
     "properties": {"id": {"type": "string", "minLength": 1}},
     "required": ["id"],
     "additionalProperties": False,
+}
+
+#: The input schema of each delegation tool but ``Task`` (``task_schema`` gives its own).
+_SCHEMAS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "TaskWait": _WAIT_SCHEMA,
+    "TaskList": {"type": "object", "properties": {}, "additionalProperties": False},
+    "TaskStop": _STOP_SCHEMA,
+    "TaskMessage": _MESSAGE_SCHEMA,
 }
