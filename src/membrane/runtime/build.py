@@ -333,7 +333,7 @@ class ChildBuilder:
                 "nothing was published",
                 run_id=spec.run_id,
                 step="provider",
-                cause=getattr(exc, "code", None),
+                cause=exc.code if isinstance(exc, MembraneError) else None,
             ) from exc
 
     def _local_tools(

@@ -216,7 +216,7 @@ def check_capabilities(
     ):
         return  # no control asked for: nothing a provider could lack
     caps = provider.capabilities
-    structured = getattr(caps, "structured_output", False) is True
+    structured = caps.structured_output is True
     wanted: list[tuple[str, bool]] = [
         ("persona", request.persona not in (UNSET, None) and not caps.persona),
         ("tool_filter", request.tool_filter is not None and not caps.tool_filter),

@@ -238,7 +238,7 @@ class StartPath:
                 status=live.status,
             )
         provider = self._provider
-        if getattr(provider.capabilities, "resume", False) is not True:
+        if provider.capabilities.resume is not True:
             raise UnsupportedCapability(
                 f"provider {provider.name!r} cannot resume a run: it does not advertise the "
                 "`resume` capability (continuing a stored conversation)",
