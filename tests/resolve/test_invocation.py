@@ -144,3 +144,10 @@ def test_bad_call_parameters_fail_with_a_precise_message(payload: object, messag
         CallParams.from_mapping(payload)
     assert caught.value.code == "invalid-request"
     assert str(caught.value).startswith(message)
+
+
+def test_a_call_takes_the_spawn_time_fields_and_a_description() -> None:
+    from membrane.resolve.call_params import CallTable
+    from membrane.vocabulary import SPAWN_FIELDS
+
+    assert tuple(CallTable.model_fields) == (*SPAWN_FIELDS, "description")

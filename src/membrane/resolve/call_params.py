@@ -1,15 +1,56 @@
 """Checking untrusted call parameters (a tool call's, an RPC payload's, ``--call``'s JSON) for
-``CallParams.from_mapping``, imported only when there are some to check."""
+``CallParams.from_mapping``, imported only when there are some to check.
+
+``CallTable`` (pydantic, strict, no unknown keys) decides what is valid; the refusal is worded
+from its first problem as it always was: the field (``where.field``), what it expects and what
+arrived (``call.max_turns: expected a whole number from 1 to 2**53-1, got the string '3'``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from membrane.errors import InvalidRequest
-from membrane.limits import count_problem
-from membrane.vocabulary import SPAWN_FIELDS
+from membrane.limits import MAX_SAFE_INT
 
-__all__ = ["call_values"]
+__all__ = ["CallTable", "call_values"]
+
+_Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class CallTable(BaseModel):
+    """One call's parameters, as a caller writes them (``None``: not given): the spawn-time
+    fields of ``vocabulary.SPAWN_FIELDS``, in its order, and ``description``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    model: _Text | None = None
+    thinking: _Text | None = None
+    max_turns: Annotated[int, Field(ge=1, le=MAX_SAFE_INT)] | None = None
+    inherit_context: bool | None = None
+    run_in_background: bool | None = None
+    isolated: bool | None = None
+    isolation: Literal["off", "worktree"] | None = None
+    description: _Text | None = None
+
+
+#: The spawn-time fields (``vocabulary.SPAWN_FIELDS``, in its order) and ``description``.
+_CALL_FIELDS: Final[tuple[str, ...]] = tuple(CallTable.model_fields)
+
+#: What each field expects, in the words of a refusal.
+_EXPECTED: Final[Mapping[str, str]] = {
+    "model": "a non-empty string",
+    "thinking": "a non-empty string",
+    "description": "a non-empty string",
+    "max_turns": "a whole number from 1 to 2**53-1",
+    "inherit_context": "true or false",
+    "run_in_background": "true or false",
+    "isolated": "true or false",
+    "isolation": '"off" or "worktree"',
+}
 
 
 def call_values(data: object, *, where: str) -> dict[str, object]:
@@ -20,8 +61,7 @@ def call_values(data: object, *, where: str) -> dict[str, object]:
             f"{where}: expected a JSON object of call parameters, got {_kind(data)}",
             field=None,
         )
-    values: dict[str, object] = {}
-    for key, value in data.items():
+    for key in data:
         if not isinstance(key, str) or key not in _CALL_FIELDS:
             import difflib  # an unknown parameter only
 
@@ -31,15 +71,15 @@ def call_values(data: object, *, where: str) -> dict[str, object]:
                 f"{where}: unknown call parameter {key!r}{hint} (known: {', '.join(_CALL_FIELDS)})",
                 field=str(key),
             )
-        if value is None:
-            continue
-        values[key] = _check(key, value, where=where)
-    return values
-
-
-_CALL_FIELDS: tuple[str, ...] = (*SPAWN_FIELDS, "description")
-_BOOL_FIELDS = frozenset({"inherit_context", "run_in_background", "isolated"})
-_STRING_FIELDS = frozenset({"model", "thinking", "description"})
+    given = {key: value for key, value in data.items() if value is not None}
+    try:
+        checked = CallTable.model_validate(given)
+    except ValidationError as exc:
+        key = str(exc.errors()[0]["loc"][0])
+        raise InvalidRequest(
+            f"{where}.{key}: expected {_EXPECTED[key]}, got {_kind(given[key])}", field=key
+        ) from None
+    return checked.model_dump(exclude_none=True)
 
 
 def _kind(value: object) -> str:
@@ -56,23 +96,3 @@ def _kind(value: object) -> str:
     if isinstance(value, list | tuple):
         return "a list"
     return type(value).__name__
-
-
-def _check(key: str, value: object, *, where: str) -> object:
-    if key in _BOOL_FIELDS:
-        if isinstance(value, bool):
-            return value
-        expected = "true or false"
-    elif key in _STRING_FIELDS:
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-        expected = "a non-empty string"
-    elif key == "max_turns":
-        if count_problem(value, minimum=1) is None:
-            return value
-        expected = "a whole number from 1 to 2**53-1"
-    else:  # isolation
-        if value in ("off", "worktree"):
-            return value
-        expected = '"off" or "worktree"'
-    raise InvalidRequest(f"{where}.{key}: expected {expected}, got {_kind(value)}", field=key)
