@@ -415,3 +415,58 @@ def test_settings_hooks_fire_for_every_agent_and_subagent_events_for_subagents(
     vetoed = [(e["agent"], e["data"]["code"]) for e in events if e["kind"] == "vetoed_call"]
     assert vetoed == [("worker", "tool-call-denied")]
     assert (project / "out" / "worker.txt").exists()
+
+
+def test_opencode_permissions_list_holds_and_asks_for_the_built_ins_it_never_names(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(
+        project / "opencode.json",
+        {
+            "permissions": [
+                {"action": "shell", "resource": "*", "effect": "deny"},
+                {"action": "shell", "resource": "echo *", "effect": "allow"},
+                {"action": "edit", "resource": "*", "effect": "deny"},
+            ]
+        },
+    )
+    shown = _explain(project, "worker", capsys)
+    assert shown["tools"]["left_out"]["Edit"] == "settings:opencode.json"
+    rules = [(r["rule"], r["verdict"]) for r in shown["permissions"]["ceiling"]["rules"]]
+    assert rules == [
+        ("Read", "ask"),
+        ("Glob", "ask"),
+        ("Grep", "ask"),
+        ("Bash", "deny"),
+        ("Bash(echo *)", "allow"),
+    ]
+    script = write(
+        tmp_path / "script.yaml",
+        "agents:\n  worker:\n    - tool_calls:\n"
+        '        - {name: Bash, arguments: {command: "echo ok"}}\n'
+        '        - {name: Bash, arguments: {command: "ls"}}\n'
+        '        - {name: Read, arguments: {file_path: "out/worker.txt"}}\n'
+        "    - text: done\n",
+    )
+    args = ["run", "worker", "go", "--project", str(project), "--model", f"scripted:{script}"]
+    assert main([*args, "--json"]) == 0
+    results = [e["data"] for e in json_lines(capsys.readouterr().out) if e["kind"] == "tool_result"]
+    assert [(r["is_error"], r.get("code")) for r in results] == [
+        (False, None),
+        (True, "tool-call-denied"),
+        (True, "approval-unavailable"),
+    ]
+
+
+def test_opencode_permission_and_permissions_together_leave_the_file_out(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(
+        project / "opencode.json",
+        {
+            "permission": {"bash": "deny"},
+            "permissions": [{"action": "shell", "resource": "*", "effect": "allow"}],
+        },
+    )
+    (message,) = _unusable(_explain(project, "worker", capsys))
+    assert "`permission` and `permissions` both hold rules" in message

@@ -198,7 +198,16 @@ class _Reader:
         self.unknown(source, parsed.unknown)
         if parsed.model is not None:
             self.values["default_model"] = (parsed.model, source)
+        permission: Verdict | Mapping[str, Verdict | Mapping[str, Verdict]] | None
         permission = parsed.permission
+        if parsed.permissions is not None:
+            if permission is not None:
+                raise _invalid(
+                    path,
+                    "`permission` and `permissions` both hold rules",
+                    "keep one: the `permissions` list (OpenCode's current format) or the map",
+                )
+            permission = _rule_list([(r.action, r.resource, r.effect) for r in parsed.permissions])
         if isinstance(permission, str):
             permission = {"*": permission}
         for key, value in (permission or {}).items():
@@ -246,6 +255,33 @@ class _Reader:
             return os.path.expanduser(text)
         base = self.project if self.project is not None else path.parent
         return os.path.normpath(base / text) if not os.path.isabs(text) else os.path.normpath(text)
+
+
+#: The actions of OpenCode's ``permissions`` list that name a permission key under another name.
+_ACTIONS: Mapping[str, str] = {"shell": "bash", "agent": "task"}
+#: The built-in permission keys a ``permissions`` list that never names them leaves at ``ask``.
+_ASKED_BY_DEFAULT: Final = ("read", "glob", "grep", "list", "bash", "edit")
+
+
+def _rule_list(
+    rules: list[tuple[str, str, Verdict]],
+) -> dict[str, Verdict | Mapping[str, Verdict]]:
+    """OpenCode's ``permissions`` list (``{action, resource, effect}``, the last matching rule
+    winning, no matching rule asking) as the ``permission`` map it means: one pattern map per
+    action in list order, and each built-in the list never names at ``ask``."""
+    table: dict[str, dict[str, Verdict]] = {}
+    for action, resource, effect in rules:
+        patterns = table.setdefault(_ACTIONS.get(action, action), {})
+        patterns.pop(resource, None)  # a later rule for the same resource wins
+        patterns[resource] = effect
+    merged: dict[str, Verdict | Mapping[str, Verdict]] = {
+        action: "ask" for action in _ASKED_BY_DEFAULT if action not in table
+    }
+    for action, patterns in table.items():
+        if "*" not in patterns and action in _ASKED_BY_DEFAULT:
+            patterns = {"*": "ask", **patterns}
+        merged[action] = patterns["*"] if list(patterns) == ["*"] else patterns
+    return merged
 
 
 def _document(path: Path) -> dict[str, Any] | None:

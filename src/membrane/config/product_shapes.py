@@ -54,8 +54,16 @@ class ClaudeSettings(_Shape):
     hooks: dict[str, list[ClaudeHookGroup]] | None = None
 
 
+class OpenCodeRule(_Shape):
+    action: str
+    resource: str
+    effect: _Verdict
+
+
 class OpenCodeSettings(_Shape):
     permission: _Verdict | dict[str, _Verdict | dict[str, _Verdict]] | None = None
+    #: OpenCode's current list format.
+    permissions: list[OpenCodeRule] | None = None
     model: str | None = None
     #: Definitions (``membrane.agents.opencode_config``), not settings.
     agent: object = None
