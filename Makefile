@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test check lint types bench clean test-local-model test-crash test-corpus bytecode
+.PHONY: demo test check lint types bench clean test-local-model test-crash test-corpus bytecode bench-agentdojo-local
 
 $(STAMP): requirements/build.lock requirements/dev.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,14 @@ bench: $(BENCH_STAMP)
 # ~/.cache/membrane/local-model); runs and their state are kept under its runs/ folder.
 test-local-model: $(STAMP)
 	$(BIN)/python examples/local_model.py
+
+# Opt-in, not part of `make bench`: AgentDojo with test-local-model's SmolLM2-135M playing both
+# agents instead of the deterministic attacker (its server, built there the first time). Slow:
+# about 1.5 minutes per (user task, injection task) pair on 2 cores, so by default one user task
+# and one injection task of slack; AGENTDOJO_ARGS replaces that choice.
+AGENTDOJO_ARGS ?= --suite slack --limit 1 --injections 1
+bench-agentdojo-local: $(BENCH_STAMP)
+	$(BIN)/python bench/bench_agentdojo.py --local-model $(AGENTDOJO_ARGS)
 
 # Opt-in, not part of `make test`: kill -9 at random points of a three-level delegation, 150
 # times in a Python host and 60 times in `membrane serve` (MEMBRANE_CRASH_HOST_KILLS,

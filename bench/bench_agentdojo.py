@@ -6,14 +6,23 @@ Goals (per suite): attack success with Membrane below 2.2% (Progent's published 
 utility at least 90% of the undefended run's.
 
 Run: ``.venv/bin/python bench/bench_agentdojo.py`` (``workspace`` and ``slack``), or name suites:
-``--suite banking --suite travel``. ``--limit N`` runs only the first N user tasks of each.
+``--suite banking --suite travel``. ``--limit N`` runs only the first N user tasks of each,
+``--injections N`` only the first N injection tasks.
+
+``--local-model`` (``make bench-agentdojo-local``): a real model plays both agents instead of the
+attacker, SmolLM2-135M behind llama.cpp's OpenAI-compatible server on 127.0.0.1, the one
+``make test-local-model`` builds (in ``$MEMBRANE_LOCAL_MODEL_HOME``, default
+``~/.cache/membrane/local-model``; built there the first time).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -22,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent / "agentdojo"))
 
 from harness import MODES, Outcome, has_policy, run_suite
 
+from membrane.models.base import Model
 from scaling_support import goal
 
 DEFAULT_SUITES = ("workspace", "slack")
@@ -37,11 +47,63 @@ def _show(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.1f}%)" if whole else "0/0"
 
 
+@asynccontextmanager
+async def local_model() -> AsyncIterator[Model]:
+    """The model of ``make test-local-model``: its llama.cpp server started on a free port of
+    127.0.0.1 for the run, stopped after it."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+    import local_model as local
+
+    from membrane.models.openai import OpenAIModel
+
+    home = local.env_home()
+    python = local.ensure_env(home)
+    weights = local.weights(python)
+    port = local.free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    folder = home / "runs" / time.strftime("agentdojo-%Y%m%d-%H%M%S")
+    folder.mkdir(parents=True)
+    command = [str(python), "-c", local.SERVE, "--model", str(weights)]
+    command += ["--chat_format", "chatml-function-calling", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--n_ctx", "16384"]
+    with (folder / "server.log").open("wb") as sink:
+        server = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    model = OpenAIModel(
+        "smollm2", base_url=url, api_key="local", stream=False, max_tokens=256, timeout=600
+    )
+    try:
+        await anyio.to_thread.run_sync(local.wait_ready, url, server)
+        print(f"local model: {weights.name} on {url}; server log: {folder / 'server.log'}")
+        yield model
+    finally:
+        await model.aclose()
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", action="append", help="a suite of AgentDojo v1 (repeatable)")
     parser.add_argument("--limit", type=int, default=None, help="the first N user tasks only")
+    parser.add_argument(
+        "--injections", type=int, default=None, help="the first N injection tasks only"
+    )
+    parser.add_argument(
+        "--local-model",
+        action="store_true",
+        help="a real model (make test-local-model's) plays both agents, not the attacker",
+    )
     args = parser.parse_args()
+    if not args.local_model:
+        return await report(args, None)
+    async with local_model() as model:
+        return await report(args, model)
+
+
+async def report(args: argparse.Namespace, model: Model | None) -> int:
     suites = args.suite or list(DEFAULT_SUITES)
     print(
         f"{'suite':<10} {'defense':<12} {'utility (no attack)':>22} {'utility under attack':>22}"
@@ -50,7 +112,7 @@ async def main() -> int:
     for suite in suites:
         begin = time.perf_counter()
         modes = [m for m in MODES if m != "membrane" or has_policy(suite)]
-        results = await run_suite(suite, modes, args.limit)
+        results = await run_suite(suite, modes, args.limit, injections=args.injections, model=model)
         for mode in modes:
             benign, attacked = results[mode]
             refused = sum(o.refused for o in benign + attacked)
