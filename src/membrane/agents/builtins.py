@@ -50,6 +50,10 @@ def decode_definition(
 ) -> AgentDefinition:
     """``membrane.agents.frontmatter.decode_definition``, with the YAML parser imported only
     when a file has to be parsed (a cold start whose files are all cached never needs it)."""
+    if dialect.name == "codex":  # a Codex custom agent is a TOML file
+        from membrane.agents.codex_file import decode_codex
+
+        return decode_codex(data, path=path, root=root, dialect=dialect)
     from membrane.agents.frontmatter import decode_definition as decode
 
     return decode(data, path=path, root=root, dialect=dialect)

@@ -57,6 +57,9 @@ _PARSER_MODULES: Final = (
     "dialects",
     "claude_code",
     "opencode",
+    "codex",
+    "codex_file",
+    "copilot",
 )
 _FIELDS: Final = fields(AgentDefinition)
 _NAMES: Final = frozenset(f.name for f in _FIELDS)

@@ -15,7 +15,7 @@ from membrane.config.values import DEFAULT_TOOLS, OmittedTools
 __all__ = ["DIALECT_NAMES", "MEMBRANE", "OMITTED_SETTING", "PRELOADS_SKILLS", "Dialect"]
 
 #: Every dialect, Membrane's own first.
-DIALECT_NAMES: Final = ("membrane", "claude-code", "opencode", "pi")
+DIALECT_NAMES: Final = ("membrane", "claude-code", "opencode", "pi", "codex", "copilot")
 #: Dialects whose ``skills`` list preloads each named skill's instructions into the agent's
 #: system prompt (Claude Code's and pi's meaning); in Membrane's own it only selects the skills
 #: the ``Skill`` tool loads.
@@ -25,6 +25,8 @@ OMITTED_SETTING: Mapping[str, str] = {
     "claude-code": "claude_code_omitted_tools",
     "opencode": "opencode_omitted_tools",
     "pi": "pi_omitted_tools",
+    "codex": "codex_omitted_tools",
+    "copilot": "copilot_omitted_tools",
 }
 
 

@@ -1,7 +1,8 @@
 """Dialects: how another product's agent file maps onto a Membrane definition.
 
 A file's dialect is chosen by the root it was found in (``.claude/agents`` is read as Claude Code,
-``.opencode/agent`` and ``opencode.json`` as OpenCode, ``.pi/agents`` as pi); Membrane's own roots
+``.opencode/agent`` and ``opencode.json`` as OpenCode, ``.pi/agents`` as pi, ``.codex/agents``
+(TOML files) as Codex, ``.github/agents`` as GitHub Copilot); Membrane's own roots
 use the ``membrane`` dialect, which reads every field as written. Membrane's own spelling of a
 field (``max_turns``, ``allowed_subagents``) is honoured in every dialect.
 
@@ -18,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from membrane.agents.claude_code import finish_claude_code, translate_claude_code
+from membrane.agents.codex import translate_codex
+from membrane.agents.copilot import finish_copilot, translate_copilot
 from membrane.agents.opencode import finish_opencode, translate_opencode
 from membrane.agents.translation import (
     DIALECT_NAMES,
@@ -37,6 +40,8 @@ _OMITTED_MEANS: Mapping[str, str] = {
     "claude-code": "every tool of the session that starts it",
     "opencode": "every tool",
     "pi": "every pi built-in tool",
+    "codex": "the sandbox of the session that starts it (`sandbox_mode` left out)",
+    "copilot": "every tool",
 }
 #: pi built-in tool names that are a Membrane built-in under another name.
 _PI_TOOLS: Mapping[str, str] = {"find": "Glob", "ls": "Glob"}
@@ -85,6 +90,8 @@ _TRANSLATORS: Mapping[str, tuple[_Handle, _Finish]] = {
     "claude-code": (translate_claude_code, finish_claude_code),
     "opencode": (translate_opencode, finish_opencode),
     "pi": (_pi, _nothing),
+    "codex": (translate_codex, _nothing),
+    "copilot": (translate_copilot, finish_copilot),
 }
 
 
@@ -123,7 +130,7 @@ def _omitted_tools(out: Translation, dialect: Dialect) -> None:
         out.add("tools", "tools", [word, *extras])
         return
     setting = OMITTED_SETTING[dialect.name]
-    choice = "inherit" if dialect.name == "claude-code" else "all"
+    choice = "inherit" if dialect.name in ("claude-code", "codex") else "all"
     out.warn_file(
         "dialect-default-differs",
         f"`tools` is left out: in {dialect.name} that means {_OMITTED_MEANS[dialect.name]}; "

@@ -253,7 +253,7 @@ def parse_definition(
         _plain_mapping(data),
         lines=lines,
         body=fm.body.strip("\n").rstrip(),
-        stem=Path(path).stem,
+        stem=_stem(path, dialect),
         path=path,
         root=root,
         warnings=fm.warnings,
@@ -263,3 +263,12 @@ def parse_definition(
 
 def _plain_mapping(data: Mapping[Any, Any]) -> dict[str, Any]:
     return {str(k): v for k, v in data.items()}
+
+
+def _stem(path: str, dialect: Dialect) -> str:
+    """The name a file gives when it has no ``name``: its stem (Copilot's ``x.agent.md`` and
+    ``x.chatmode.md`` are ``x``)."""
+    stem = Path(path).stem
+    if dialect.name == "copilot":
+        return stem.removesuffix(".agent").removesuffix(".chatmode")
+    return stem

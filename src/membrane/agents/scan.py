@@ -141,7 +141,7 @@ class RootScan:
                     self.racy |= racy
                     changed.update(files)
                 continue
-            if not name.endswith(".md"):
+            if not name.endswith(self.root.suffix):
                 continue
             entry = None if os.path.isdir(path) else self._entry(path)
             old = self.files.get(path)
@@ -167,7 +167,8 @@ class RootScan:
             current = stack.pop()
             try:
                 sig = _signature(os.stat(current))
-                entries = [item for item in os.scandir(current) if _relevant(item)]
+                suffix = self.root.suffix
+                entries = [item for item in os.scandir(current) if _relevant(item, suffix)]
             except OSError as exc:
                 # An absent root is the usual case; a folder that is there but cannot be
                 # listed (no permission, a symlink loop) is reported, and the walk goes on.
@@ -297,13 +298,14 @@ class ConfigScan:
         return None  # never called: a config root has no directories to watch
 
 
-def _relevant(item: os.DirEntry[str]) -> bool:
-    """``*.md`` entries that are not directories and the directories below (hidden ones, such
-    as ``.git``, are skipped). A ``*.md`` symlink loop, dangling link or FIFO is relevant: it is
-    reported as an unusable file, and never hides its neighbours."""
+def _relevant(item: os.DirEntry[str], suffix: str = ".md") -> bool:
+    """``*.md`` entries (``*.toml`` for Codex: ``suffix``) that are not directories and the
+    directories below (hidden ones, such as ``.git``, are skipped). A symlink loop, dangling
+    link or FIFO of that name is relevant: it is reported as an unusable file, and never hides
+    its neighbours."""
     if item.is_dir(follow_symlinks=False):
         return not item.name.startswith(".")
-    if not item.name.endswith(".md"):
+    if not item.name.endswith(suffix):
         return False
     try:
         return not item.is_dir()

@@ -172,11 +172,15 @@ class SettingsFile(_Strict):
     claude_code_agents: bool | None = None
     opencode_agents: bool | None = None
     pi_agents: bool | None = None
+    codex_agents: bool | None = None
+    copilot_agents: bool | None = None
     claude_code_settings: bool | None = None
     opencode_settings: bool | None = None
     claude_code_omitted_tools: OmittedTools | None = None
     opencode_omitted_tools: OmittedTools | None = None
     pi_omitted_tools: OmittedTools | None = None
+    codex_omitted_tools: OmittedTools | None = None
+    copilot_omitted_tools: OmittedTools | None = None
     model_aliases: dict[str, str] | None = None
     models: dict[str, ModelTable] | None = None
     default_model: _Name | None = None

@@ -197,11 +197,15 @@ class Settings:
     claude_code_agents: bool = True
     opencode_agents: bool = True
     pi_agents: bool = True
+    codex_agents: bool = True
+    copilot_agents: bool = True
     #: What a dialect file that leaves ``tools`` out gets: ``default`` (Membrane's read-only
     #: ``default_tools``, with a ``dialect-default-differs`` warning), ``inherit`` or ``all``.
     claude_code_omitted_tools: OmittedTools = "default"
     opencode_omitted_tools: OmittedTools = "default"
     pi_omitted_tools: OmittedTools = "default"
+    codex_omitted_tools: OmittedTools = "default"
+    copilot_omitted_tools: OmittedTools = "default"
     #: ``[model_aliases]``: a short model name (``sonnet``) -> the model it stands for.
     model_aliases: Mapping[str, str] = field(default_factory=dict)
     #: Whether the Claude Code settings files (``~/.claude/settings.json``,
