@@ -470,3 +470,15 @@ def test_opencode_permission_and_permissions_together_leave_the_file_out(
     )
     (message,) = _unusable(_explain(project, "worker", capsys))
     assert "`permission` and `permissions` both hold rules" in message
+
+
+def test_explain_tables_name_the_file_of_each_setting(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _settings(project / ".claude" / "settings.json", CLAUDE_SETTINGS)
+    assert main(["explain", "worker", "--project", str(project)]) == 0
+    out = capsys.readouterr().out
+    settings = out[out.index("Settings") :]
+    rows = [line.split() for line in settings.splitlines()[2:] if line.strip()]
+    assert ["permission_mode", "acceptEdits", ".claude/settings.json"] in rows
+    assert ["default_model", "sonnet", ".claude/settings.json"] in rows

@@ -347,4 +347,11 @@ def explain(
     else:
         from membrane.cli.explain_tables import print_tables  # --json draws none
 
-        print_tables(authority, model=model, budget=budget, sandbox=sandbox, workflow=gate)
+        print_tables(
+            authority,
+            model=model,
+            budget=budget,
+            sandbox=sandbox,
+            workflow=gate,
+            settings=settings.sourced(),
+        )

@@ -21,12 +21,15 @@ def print_tables(
     budget: JSONDict,
     sandbox: JSONDict,
     workflow: dict[str, object] | None,
+    settings: dict[str, dict[str, object]] | None = None,
 ) -> None:
-    """The authority, its model, budget, sandbox and workflow, as ``explain`` without
-    ``--json`` prints them."""
+    """The authority, its model, budget, sandbox and workflow, and each settings field a file
+    set (``Settings.sourced()``), as ``explain`` without ``--json`` prints them."""
     locked = workflow.get("locked") if workflow is not None else None
     _print_main(authority, model, budget, locked if isinstance(locked, dict) else {})
     _print_sandbox(sandbox)
+    if settings:
+        _print_settings(settings)
     if workflow is not None:
         _print_workflow(workflow)
 
@@ -57,6 +60,20 @@ def _print_sandbox(summary: JSONDict) -> None:
             entry = machine.get(name)
             if isinstance(entry, dict):
                 table.add_row(f"machine: {name}", str(entry.get("detail")))
+    Screen().table(table)
+
+
+def _print_settings(settings: dict[str, dict[str, object]]) -> None:
+    table = Table(("setting", "value", "source"), title="Settings")
+    for name, entry in settings.items():
+        value = entry["value"]
+        if name == "product_hooks" and isinstance(value, list):
+            shown = f"hooks of {len(value)} file(s)"
+        elif isinstance(value, list):
+            shown = ", ".join(map(str, value))
+        else:
+            shown = str(value)
+        table.add_row(name, shown, str(entry["source"]))
     Screen().table(table)
 
 
