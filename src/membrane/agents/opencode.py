@@ -90,7 +90,13 @@ _IGNORED: Mapping[str, str] = {
 
 def translate_opencode(out: Translation, key: str, value: Any) -> bool:
     """Handle ``key`` if it is an OpenCode key; ``False`` leaves it to the Membrane fields."""
-    if key == "permissions" and isinstance(value, list):
+    if key == "permissions":
+        if not isinstance(value, list):
+            out.reader.fail(
+                key,
+                "must be a list of `{action, resource, effect}` rules",
+                'write for example `permissions: [{action: read, resource: "*", effect: allow}]`',
+            )
         out.pending["permissions"] = value
         return True
     if key in ("tools", "permission") and (isinstance(value, Mapping) or key == "permission"):
