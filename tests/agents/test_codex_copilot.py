@@ -209,3 +209,17 @@ def test_settings_turn_codex_and_copilot_off(tmp_path: Path, isolated_home: Path
     config.write_text("copilot_agents = false\n", encoding="utf-8")
     names = {n for n, d in Catalog(project=tmp_path).definitions().items() if not d.builtin}
     assert names == {"c"}
+
+
+def test_a_codex_fifo_is_reported_at_once_and_never_read(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    import os
+
+    agents = tmp_path / ".codex" / "agents"
+    put(agents / "good.toml", 'description = "G"\n')
+    os.mkfifo(agents / "pipe.toml")
+    catalog = Catalog(project=tmp_path)
+    assert catalog.get("good") is not None
+    [error] = catalog.errors
+    assert error.path == str(agents / "pipe.toml")

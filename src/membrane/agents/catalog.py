@@ -1,9 +1,10 @@
 """The catalog: every definition from every root, which one wins, and dispatch.
 
 Roots, lowest to highest: the packaged builtins < other products' roots (``dialect_roots``:
-Claude Code, OpenCode, pi, each read with its own dialect) < ``<home>/agents`` <
-``<workspace>/.agents/agents`` < ``<project>/.membrane/agents``, each scanned recursively for
-``*.md`` (an ``opencode.json`` root is one file holding several definitions). The key is the
+Claude Code, OpenCode, pi, Codex, GitHub Copilot, each read with its own dialect) <
+``<home>/agents`` < ``<workspace>/.agents/agents`` < ``<project>/.membrane/agents``, each scanned
+recursively for ``*.md`` (``*.toml`` for Codex; an ``opencode.json`` root is one file holding
+several definitions). The key is the
 definition's name. A higher root replaces the whole definition (fields are never merged from
 the loser); within one root, two files with the same name are decided by path order (the first
 wins) and warned about. A broken file lands in ``errors`` and is skipped: whatever parsing one
