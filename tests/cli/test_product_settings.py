@@ -482,3 +482,23 @@ def test_explain_tables_name_the_file_of_each_setting(
     rows = [line.split() for line in settings.splitlines()[2:] if line.strip()]
     assert ["permission_mode", "acceptEdits", ".claude/settings.json"] in rows
     assert ["default_model", "sonnet", ".claude/settings.json"] in rows
+
+
+def test_disable_bypass_permissions_mode_holds_every_agent_below_bypass(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        project / ".claude" / "agents" / "bold.md",
+        "---\nname: bold\ndescription: Bold.\ntools: Bash\npermissionMode: bypassPermissions\n"
+        "---\nGo.\n",
+    )
+    _settings(
+        project / ".claude" / "settings.local.json",
+        {"permissions": {"disableBypassPermissionsMode": "disable"}},
+    )
+    shown = _explain(project, "bold", capsys)
+    assert shown["invocation"]["permission"] == {
+        "value": "acceptEdits",
+        "source": "settings:.claude/settings.local.json",
+    }
+    assert not [w for w in shown["warnings"] if w["code"] == "setting-ignored"]

@@ -316,6 +316,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         rules=tuple(rules),
         product_rules=products.rules,
         product_hooks=products.hooks,
+        no_bypass=products.no_bypass,
         sources=MappingProxyType(sources),
         read_path_sources=MappingProxyType(dict(products.read_paths)),
         warnings=products.warnings,

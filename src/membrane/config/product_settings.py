@@ -9,7 +9,9 @@ moves the folder), ``<project>/.claude/settings.json`` (the project's, shared) a
   ``Bash(npm run test:*)``, ``Read(./.env)``, ``Edit(src/**)``, ``mcp__github``,
   ``Agent(explorer)``), applied to every agent of the tree (``ProductRule``);
   ``permissions.additionalDirectories``: read roots (a relative one is under the project);
-  ``permissions.defaultMode``: the deployment's ``permission_mode``; ``model``: its
+  ``permissions.defaultMode``: the deployment's ``permission_mode``;
+  ``permissions.disableBypassPermissionsMode: "disable"``: no agent runs in
+  ``bypassPermissions`` (the ceiling's mode is ``acceptEdits``); ``model``: its
   ``default_model``; ``hooks``: command hooks of every agent of the tree
   (``membrane.agents.settings_hooks``).
 * OpenCode ``permission``: per tool ``allow``, ``ask`` or ``deny``, or for ``bash`` (and
@@ -99,6 +101,8 @@ class ProductSettings:
     rules: tuple[ProductRule, ...] = ()
     #: ``(source, JSON text of its hooks table)`` of each Claude Code file with ``hooks``.
     hooks: tuple[tuple[str, str], ...] = ()
+    #: The first file with ``permissions.disableBypassPermissionsMode: "disable"``, if any.
+    no_bypass: str | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -129,6 +133,7 @@ def read_product_settings(
         read_paths=tuple(dict.fromkeys(reader.read_paths)),
         rules=(*reader.opencode_rules, *claude_rules),
         hooks=tuple(reader.hooks),
+        no_bypass=reader.no_bypass,
         warnings=tuple(reader.warnings),
     )
 
@@ -142,6 +147,7 @@ class _Reader:
         self.claude_rules: list[ProductRule] = []
         self.opencode_rules: list[ProductRule] = []
         self.hooks: list[tuple[str, str]] = []
+        self.no_bypass: str | None = None
         self.warnings: list[str] = []
 
     def label(self, path: Path) -> str:
@@ -178,6 +184,8 @@ class _Reader:
                     self.claude_rules.append(ProductRule(verdict, rule.strip(), source))
             for folder in permissions.additionalDirectories or ():
                 self.read_paths.append((self.folder(folder, path), source))
+            if permissions.disableBypassPermissionsMode == "disable":
+                self.no_bypass = self.no_bypass or source
             mode = permissions.defaultMode
             if mode is not None:
                 self.mode(mode, source, key="permissions.defaultMode")

@@ -35,6 +35,7 @@ class ClaudePermissions(_Shape):
     deny: list[str] | None = None
     additionalDirectories: list[str] | None = None
     defaultMode: str | None = None
+    disableBypassPermissionsMode: Literal["disable"] | None = None
 
 
 class ClaudeHook(_Shape):

@@ -219,6 +219,9 @@ class Settings:
     #: Their ``hooks``: ``(file, JSON text of the hooks table)``, lowest file first; every
     #: file's hooks run (``membrane.agents.settings_hooks``).
     product_hooks: tuple[tuple[str, str], ...] = field(default=(), metadata=_DERIVED)
+    #: The file that says ``disableBypassPermissionsMode: "disable"`` (no agent bypasses
+    #: permissions), or ``None``.
+    no_bypass: str | None = field(default=None, metadata=_DERIVED)
     #: Where each field a file set comes from: the file's label (``.membrane/config.toml``,
     #: ``.claude/settings.json``); a field no file set is absent (its default).
     sources: Mapping[str, str] = field(default_factory=dict, metadata=_DERIVED)

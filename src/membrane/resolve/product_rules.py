@@ -52,7 +52,12 @@ _NAMES: Mapping[str, str] = {
 def product_ceiling(settings: Settings) -> tuple[Ceiling, tuple[str, ...]]:
     """The ceiling the products' rules make, and a warning for each rule Membrane reads more
     strictly than it is written (a rule that is not one among them)."""
-    return _ceiling(settings.product_rules)
+    ceiling, warnings = _ceiling(settings.product_rules)
+    if settings.no_bypass is not None:
+        # Claude Code's disableBypassPermissionsMode: no agent's mode is above acceptEdits.
+        source = SETTINGS_SOURCE + settings.no_bypass
+        ceiling = ceiling.meet(Ceiling(mode="acceptEdits", mode_source=source))
+    return ceiling, warnings
 
 
 @functools.lru_cache(maxsize=32)
