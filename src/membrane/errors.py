@@ -78,6 +78,7 @@ Two branches, as a user meets them:
             ├── SocketPathTooLong ...... socket-path-too-long
             ├── RuntimeUnavailable ..... runtime-unavailable
             ├── RuntimeRoleMismatch .... runtime-role-mismatch
+            ├── RuntimeBuildMismatch ... runtime-build-mismatch
             ├── UnknownProject ......... unknown-project         NotFound
             ├── TokenInvalid ........... token-invalid           PermissionRefused
             ├── CallerRefused .......... caller-refused          PermissionRefused
@@ -142,6 +143,7 @@ __all__ = [
     "RunError",
     "RunLeased",
     "RuntimeAlreadyRunning",
+    "RuntimeBuildMismatch",
     "RuntimeRoleMismatch",
     "RuntimeUnavailable",
     "SandboxUnavailable",
@@ -688,6 +690,14 @@ class RuntimeRoleMismatch(ServerError):
     so it cannot be restarted. Carries ``running`` and ``requested``."""
 
     code = "runtime-role-mismatch"
+
+
+class RuntimeBuildMismatch(ServerError):
+    """The runtime that answers runs another build of Membrane than the command, and runs are
+    in flight, so it is not restarted. Carries ``running`` and ``requested`` (build hashes)
+    and ``version``."""
+
+    code = "runtime-build-mismatch"
 
 
 class UnknownProject(ServerError, NotFound):

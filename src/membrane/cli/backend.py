@@ -49,6 +49,7 @@ from membrane.server import Caller, Client, ProjectHost, TokenBook, identity_fro
 from membrane.server.approval import APPROVAL_CAPABILITY, APPROVAL_METHOD, answering
 from membrane.server.client import own_identity
 from membrane.server.direct import LocalServer, Requests, direct_client
+from membrane.server.server import build_hash
 from membrane.server.transport import default_socket_path, probe_socket
 from membrane.tools.permissions import Approver
 from membrane.workspace import Workspace, require_folder
@@ -230,16 +231,47 @@ async def runtime_session(
                     client.answer(APPROVAL_METHOD, answering(approver))
                     hello["capabilities"] = {APPROVAL_CAPABILITY: True}
                 info = await client.request("initialize", hello)
+                stale = None if inside_run else await _stop_if_stale(client, info)
             except (RuntimeUnavailable, ProtocolError):
                 # An idle runtime may exit between the probe and the connect: start another.
                 if inside_run or attempt == 2:
                     raise
                 continue
-            yield await _session(client, root, info)
-            return
+            if stale is None:
+                yield await _session(client, root, info)
+                return
+        await _gone(stale)
     raise RuntimeUnavailable(
         f"no runtime stays up on {path}", socket=str(path), hint="run `membrane doctor`"
     )
+
+
+async def _stop_if_stale(client: Client, info: Any) -> int | None:
+    """The pid of the runtime that answered when it runs another build of Membrane than this
+    command (seed 002) and was asked to stop (it is idle); ``None`` when it is this build. A
+    busy one refuses (``runtime-build-mismatch``). A run's own command never asks: the runtime
+    that launched it is the one it must reach."""
+    runtime = info.get("runtimeInfo") if isinstance(info, dict) else None
+    runtime = runtime if isinstance(runtime, dict) else {}
+    mine = build_hash()
+    if runtime.get("buildHash") == mine:
+        return None
+    await client.request("runtime/shutdown", {"buildHash": mine})
+    pid = runtime.get("pid")
+    return pid if isinstance(pid, int) else 0
+
+
+async def _gone(pid: int) -> None:
+    """Wait (bounded) until process ``pid`` has exited, so its socket and lock are free."""
+    deadline = time.monotonic() + _START_BOUND
+    while pid > 0 and time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return  # not this user's process: nothing to wait for
+        await anyio.sleep(_POLL)
 
 
 def headless_by_default() -> bool:

@@ -115,6 +115,9 @@ class LocalServer:
     def stop_for_role(self, caller: Caller, requested: str) -> None:
         raise CallerRefused(f"{_SERVED_HERE}; there is no runtime to stop")
 
+    def stop_for_build(self, caller: Caller, build: str) -> None:
+        raise CallerRefused(f"{_SERVED_HERE}; there is no runtime to stop")
+
     def check_live(self, caller: Caller) -> None:
         self.host.check_live(caller)
 

@@ -65,6 +65,8 @@ class Server(Protocol):
         self, conn: Peer, host: ProjectHost, caller: Caller, names: tuple[str, ...]
     ) -> None: ...
 
+    def stop_for_build(self, caller: Caller, build: str) -> None: ...
+
     def stop_for_role(self, caller: Caller, requested: str) -> None: ...
 
     def check_live(self, caller: Caller) -> None: ...
@@ -115,7 +117,9 @@ class _Start(_Project):
 
 
 class _Shutdown(_Params):
-    requestedRole: str = Field(min_length=1)
+    requestedRole: str | None = Field(default=None, min_length=1)
+    #: The build of the command that asks: a runtime of another build stops when idle.
+    buildHash: str | None = Field(default=None, min_length=1)
 
 
 class _Runs(_Project):
@@ -488,9 +492,14 @@ async def _events_subscribe(server: Server, conn: Peer, params: JSONDict) -> JSO
 
 
 async def _runtime_shutdown(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
-    """Stop an idle runtime so that a launcher can start one under ``requestedRole``."""
+    """Stop an idle runtime so that a launcher can start one under ``requestedRole`` or of
+    its own build (``buildHash``)."""
     caller = _caller(server, conn)
-    server.stop_for_role(caller, _parse(_Shutdown, params).requestedRole)
+    p = _parse(_Shutdown, params)
+    if p.buildHash is not None:
+        server.stop_for_build(caller, p.buildHash)
+    else:
+        server.stop_for_role(caller, p.requestedRole or "")
     return {"stopping": True}
 
 

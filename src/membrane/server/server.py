@@ -16,6 +16,7 @@ that gets the server and runs until the server cancels it at shutdown.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import signal
@@ -37,6 +38,7 @@ from membrane.config.values import DEFAULT_ROLE
 from membrane.errors import (
     CallerRefused,
     ProjectRefused,
+    RuntimeBuildMismatch,
     RuntimeRoleMismatch,
     TokenInvalid,
     UnknownProject,
@@ -71,9 +73,10 @@ _REFUSAL_LINGER: Final = 2.0
 _IDLE_LOOK: Final = 5.0
 
 
+@functools.cache
 def build_hash() -> str:
     """SHA-256 over this installation's Membrane sources: two runtimes with the same hash run
-    the same code."""
+    the same code (computed once per process)."""
     root = Path(membrane.__file__).parent
     digest = hashlib.sha256()
     for file in sorted(root.rglob("*.py")):
@@ -342,6 +345,26 @@ class Server:
         if self._connections or self.busy():
             return None
         return self._last_seen
+
+    def stop_for_build(self, caller: Caller, build: str) -> None:
+        """Shut down so that a launcher can start a runtime of its own ``build`` (its
+        ``buildHash``): the owner's call only (``caller-refused``), a no-op for the same build,
+        and refused while runs are in flight (``runtime-build-mismatch``)."""
+        if not caller.owner:
+            raise CallerRefused("only the owner stops the runtime")
+        if build == self._hash:
+            return
+        if self.busy():
+            raise RuntimeBuildMismatch(
+                f"the runtime that answers (pid {os.getpid()}) runs another build of Membrane "
+                f"({membrane.__version__}, build {self._hash[:12]}) than this command (build "
+                f"{build[:12]}), and runs are in flight, so it is not restarted; wait for them, "
+                "or stop that runtime, and run the command again",
+                running=self._hash,
+                requested=build,
+                version=membrane.__version__,
+            )
+        self.shutdown()
 
     def stop_for_role(self, caller: Caller, requested: str) -> None:
         """Shut down so that a launcher can start a runtime under ``requested``: the owner's
