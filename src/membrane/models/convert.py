@@ -32,6 +32,7 @@ from membrane.models.attachments import (
 )
 from membrane.models.base import Message, ModelRequest, ModelResponse, StopReason, ToolCall, Usage
 from membrane.tools.spec import Attachment
+from membrane.tools.view import openai_tool
 
 __all__ = [
     "from_anthropic_messages",
@@ -84,17 +85,7 @@ def to_openai_messages(request: ModelRequest) -> dict[str, Any]:
     if request.tools:
         # Entries have the ``ToolView.schemas()`` shape, so ``input_schema`` is a mapping.
         tools: tuple[Mapping[str, Any], ...] = request.tools
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool["name"],
-                    "description": tool.get("description", ""),
-                    "parameters": dict(tool["input_schema"]),
-                },
-            }
-            for tool in tools
-        ]
+        body["tools"] = [openai_tool(tool) for tool in tools]
     if request.response_schema is not None:
         body["response_format"] = {
             "type": "json_schema",

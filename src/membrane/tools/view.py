@@ -26,7 +26,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Final, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 import anyio
 from jsonschema.exceptions import best_match
@@ -46,7 +46,7 @@ from membrane.tools.permissions import ToolGate, ToolObserver
 from membrane.tools.registry import check_tool, json_schema, retag, wire_schema, wires_of
 from membrane.tools.spec import Tool, ToolContext
 
-__all__ = ["ToolView", "anthropic_schema", "openai_schema", "wire_schema"]
+__all__ = ["ToolView", "anthropic_schema", "openai_schema", "openai_tool", "wire_schema"]
 
 _SHOWN = 200
 _NO_TOOLS: Final[Mapping[str, Tool]] = MappingProxyType({})
@@ -364,16 +364,22 @@ def openai_schema(tool: Tool) -> JSONDict:
     """The OpenAI tool format (memoised on the tool)."""
     entry = tool.memo.get("openai")
     if entry is None:
-        wire = wire_schema(tool)
-        entry = tool.memo["openai"] = {
-            "type": "function",
-            "function": {
-                "name": wire["name"],
-                "description": wire["description"],
-                "parameters": wire["input_schema"],
-            },
-        }
+        entry = tool.memo["openai"] = openai_tool(wire_schema(tool))
     return entry
+
+
+def openai_tool(wire: Mapping[str, Any]) -> JSONDict:
+    """A tool in the Anthropic (and ``ToolView.schemas()``) shape, ``{"name", "description",
+    "input_schema"}``, in OpenAI's: ``{"type": "function", "function": {"name", "description",
+    "parameters"}}``. The one place that format is written (the ``openai`` adapter sends it)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": wire["name"],
+            "description": wire.get("description", ""),
+            "parameters": dict(wire["input_schema"]),
+        },
+    }
 
 
 #: ``Tool.memo`` holds no validator yet (``None`` there means the schema admits any object).
