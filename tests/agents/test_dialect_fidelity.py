@@ -375,3 +375,21 @@ def test_a_run_carries_the_preloaded_skill_in_its_first_request(
     requests = anyio.run(run)
     assert "Preloaded Skill: probe-skill" in requests[0].system
     assert "SKILL_BODY_MARKER" in requests[0].system
+
+
+def test_opencode_nested_files_are_named_by_their_path(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agents = tmp_path / ".opencode" / "agents"
+    write(agents / "team" / "reviewer.md", "description: team reviewer")
+    write(agents / "other" / "reviewer.md", "description: other reviewer")
+    write(agents / "named" / "x.md", "name: chosen\ndescription: named")
+    from membrane import Catalog
+
+    catalog = Catalog(project=tmp_path)
+    names = {n for n, d in catalog.definitions().items() if not d.builtin}
+    assert names == {"team:reviewer", "other:reviewer", "chosen"}
+    assert catalog.errors == []
+    # OpenCode's spelling dispatches to it.
+    assert catalog.dispatch("team/reviewer").definition.description == "team reviewer"
+    assert explain(tmp_path, "other/reviewer", capsys)["definition"]["name"] == "other:reviewer"

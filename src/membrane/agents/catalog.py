@@ -349,6 +349,8 @@ class Catalog:
         Returns the definition (or ``None``) and, when ``None``, why: ``unknown`` or
         ``ambiguous (A, B)``.
         """
+        # No name holds a ``/``: OpenCode's nested ``team/reviewer`` is ``team:reviewer`` here.
+        name = name.replace("/", ":")
         exact = self._winners.get(name)
         if exact is not None:
             return exact, ""

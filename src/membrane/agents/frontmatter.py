@@ -267,8 +267,15 @@ def _plain_mapping(data: Mapping[Any, Any]) -> dict[str, Any]:
 
 def _stem(path: str, dialect: Dialect) -> str:
     """The name a file gives when it has no ``name``: its stem (Copilot's ``x.agent.md`` and
-    ``x.chatmode.md`` are ``x``)."""
+    ``x.chatmode.md`` are ``x``; OpenCode's ``.opencode/agents/team/x.md`` is ``team:x``)."""
     stem = Path(path).stem
     if dialect.name == "copilot":
         return stem.removesuffix(".agent").removesuffix(".chatmode")
+    if dialect.name == "opencode":
+        # OpenCode names a nested file by its path below the folder (``team/reviewer``); a
+        # Membrane name holds no ``/``, so it is ``team:reviewer`` (dispatch reads either).
+        for folder in ("/.opencode/agents/", "/.opencode/agent/"):
+            _, found, below = path.rpartition(folder)
+            if found and "/" in below:
+                return below.removesuffix(".md").replace("/", ":")
     return stem
