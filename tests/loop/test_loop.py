@@ -29,12 +29,17 @@ def make_tool(
     handler: Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]] | None = None,
     *,
     schema: Mapping[str, Any] = OBJECT,
+    sequential: bool = False,
 ) -> Tool:
     async def echo(arguments: Mapping[str, Any], context: ToolContext) -> str:
         return f"{name} ran"
 
     return Tool(
-        name=name, description=f"the {name} tool", input_schema=schema, handler=handler or echo
+        name=name,
+        description=f"the {name} tool",
+        input_schema=schema,
+        handler=handler or echo,
+        sequential=sequential,
     )
 
 
@@ -146,20 +151,14 @@ async def test_events_pair_every_tool_call_with_one_result(registry: ToolRegistr
     recorder = Recorder()
     model = replay(calls("Read", "Forged"), final())
     await make_loop(model, Scope(registry, name="child"), emit=recorder).run()
-    assert recorder.kinds() == [
-        "turn",
-        "usage",
-        "tool_call",
-        "tool_result",
-        "tool_call",
-        "vetoed_call",
-        "tool_result",
-        "turn",
-        "usage",
-    ]
+    # Every call of the turn is announced before any runs; the two then run at once.
+    kinds = recorder.kinds()
+    assert kinds[:4] == ["turn", "usage", "tool_call", "tool_call"]
+    assert sorted(kinds[4:7]) == ["tool_result", "tool_result", "vetoed_call"]
+    assert kinds[7:] == ["turn", "usage"]
     assert recorder.of("turn") == [{"turn": 1}, {"turn": 2}]
     assert recorder.of("tool_call")[0] == {"name": "Read", "id": "c0", "turn": 1}
-    assert recorder.of("tool_result") == [
+    assert sorted(recorder.of("tool_result"), key=lambda data: data["id"]) == [
         {"name": "Read", "id": "c0", "is_error": False},
         {"name": "Forged", "id": "c1", "is_error": True, "code": "tool-not-visible"},
     ]
@@ -440,6 +439,7 @@ async def test_a_steer_before_the_run_is_queued_after_the_task() -> None:
 
 
 async def test_a_steer_lands_after_the_current_tool_call_and_skips_the_rest() -> None:
+    # Sequential tools: the second waits for the first, so the steer lands before it starts.
     ran: list[str] = []
     registry = ToolRegistry()
 
@@ -452,8 +452,8 @@ async def test_a_steer_lands_after_the_current_tool_call_and_skips_the_rest() ->
         ran.append("second")
         return "second ran"
 
-    registry.register(make_tool("First", first))
-    registry.register(make_tool("Second", second))
+    registry.register(make_tool("First", first, sequential=True))
+    registry.register(make_tool("Second", second, sequential=True))
     model = replay(calls("First", "Second"), final("ok"))
     recorder = Recorder()
     loop = make_loop(model, Scope(registry, name="c"), emit=recorder)

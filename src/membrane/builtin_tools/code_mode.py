@@ -164,4 +164,6 @@ def code_mode_tool(
         handler=handle,
         mutating=True,
         reserved=True,
+        # Its program may write anywhere its sandbox allows: never beside another write.
+        sequential=True,
     )

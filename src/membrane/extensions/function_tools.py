@@ -33,6 +33,7 @@ def function_tool(
     description: str | None = None,
     schema: JSONObject | None = None,
     mutating: bool = False,
+    sequential: bool = False,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -42,6 +43,7 @@ def function_tool(
     description: str | None = None,
     schema: JSONObject | None = None,
     mutating: bool = False,
+    sequential: bool = False,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Decorator: a ``Tool`` (origin ``host``) from a function taking its arguments as keyword
     parameters: an ``async def``, or a plain ``def``, which runs in a worker thread.
@@ -49,7 +51,9 @@ def function_tool(
     Use it bare (``@function_tool``) or called (``@function_tool("name", mutating=True)``).
     The name defaults to the function's, the description to its docstring, and the schema is
     derived from the parameters' annotations unless given. A parameter named ``context``
-    receives the ``ToolContext`` and is not part of the schema.
+    receives the ``ToolContext`` and is not part of the schema. ``sequential=True``: a call of
+    it never runs beside another writing call of the same turn (the calls of a turn otherwise
+    run concurrently).
     """
     if callable(name):
         return function_tool()(name)
@@ -84,7 +88,15 @@ def function_tool(
 
         text = (inspect.getdoc(function) or "") if description is None else description
         # A host's own tool; an extension's live map retags it ``extension:NAME``.
-        tool = Tool(label, text, input_schema, handler, origin="host", mutating=mutating)
+        tool = Tool(
+            label,
+            text,
+            input_schema,
+            handler,
+            origin="host",
+            mutating=mutating,
+            sequential=sequential,
+        )
         return check_tool(tool)
 
     return build

@@ -92,6 +92,7 @@ from membrane.loop.command_hooks import CommandHookGate
 from membrane.loop.final_answer import parse_final, schema_validator
 from membrane.loop.mention import delegate_mention, parse_mention
 from membrane.loop.outcome import NO_USAGE, ChildOutcome
+from membrane.loop.overlap import claim, conflict
 from membrane.loop.replies import checked_response
 from membrane.loop.spending import Spending
 from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
@@ -482,41 +483,104 @@ class AgentLoop:
     async def _run_calls(
         self, turn: int, calls: Sequence[ToolCall], *, run: bool
     ) -> tuple[Message, ...]:
-        results: list[Message] = []
-        skip = _NOT_RUN if not run else None
-        refused: BudgetExceeded | None = None
+        """Answer the turn's ``calls``, in the order the model wrote them.
+
+        They run concurrently, a writing call waiting only for the earlier calls it could
+        collide with (``membrane.loop.overlap``). Each is checked in order first: unreadable
+        arguments and a budget it would cross answer it unrun (the budget ends the run once the
+        calls before it are answered). A steer skips the calls that have not started yet.
+        """
         if calls:
             self._tools_called = True
-        for call in calls:
+        answers: list[Message | None] = [None] * len(calls)
+        planned: list[int] = []
+        refused: BudgetExceeded | None = None
+        for index, call in enumerate(calls):
             self._emit("tool_call", {"name": call.name, "id": call.id, "turn": turn})
             problem = self._malformed.pop(call.id, None)
+            answer: Message | None = None
             if problem is not None:
-                result = error_result(
-                    call, "tool-arguments-invalid", f"The call was not run: {problem}."
-                )
-            elif skip is not None:
-                result = error_result(call, SKIPPED, skip)
+                message = f"The call was not run: {problem}."
+                answer = error_result(call, "tool-arguments-invalid", message)
+            elif not run:
+                answer = error_result(call, SKIPPED, _NOT_RUN)
             elif (refused := self._refused_call()) is not None:
-                result = error_result(call, refused.code, f"The call was not run: {refused}")
+                answer = error_result(call, refused.code, f"The call was not run: {refused}")
             else:
-                result = await run_tool_call(
-                    self._scope,
-                    call,
-                    self._context,
-                    hooks=self._hooks,
-                    agent=self.agent,
-                    run_id=self.run_id,
-                    turn=turn,
-                    emit=self._emit,
-                )
-                if self._steering:
-                    skip = _SKIPPED
-            self._messages.append(result)
-            results.append(result)
-            self._emit("tool_result", result_event(call, result))
+                planned.append(index)
+                continue
+            answers[index] = answer
+            self._emit("tool_result", result_event(call, answer))
             if refused is not None:
-                raise refused
-        return tuple(results)
+                calls = calls[: index + 1]
+                break
+        try:
+            if len(planned) == 1:
+                answers[planned[0]] = await self._run_one(turn, calls[planned[0]])
+            elif planned:
+                await self._run_together(turn, calls, planned, answers)
+        finally:
+            # In the model's order, whatever ended the turn: a stop answers what it interrupted.
+            for index, call in enumerate(calls):
+                answer = answers[index]
+                self._messages.append(
+                    answer if answer is not None else error_result(call, SKIPPED, _STOPPED)
+                )
+        if refused is not None:
+            raise refused
+        return tuple(cast(list[Message], answers[: len(calls)]))
+
+    async def _run_one(self, turn: int, call: ToolCall) -> Message:
+        answer = await run_tool_call(
+            self._scope,
+            call,
+            self._context,
+            hooks=self._hooks,
+            agent=self.agent,
+            run_id=self.run_id,
+            turn=turn,
+            emit=self._emit,
+        )
+        self._emit("tool_result", result_event(call, answer))
+        return answer
+
+    async def _run_together(
+        self,
+        turn: int,
+        calls: Sequence[ToolCall],
+        planned: Sequence[int],
+        answers: list[Message | None],
+    ) -> None:
+        """Run the ``planned`` calls at once, each writing call after the earlier ones it could
+        collide with; a call that waited and finds a steer arrived is skipped."""
+        view = self._scope.view()
+        cwd = self._context.cwd
+        claims = {
+            i: claim(
+                view.get(calls[i].name) if calls[i].name in view else None, calls[i].arguments, cwd
+            )
+            for i in planned
+        }
+        done = {i: anyio.Event() for i in planned}
+
+        async def one(index: int) -> None:
+            call = calls[index]
+            try:
+                earlier = [j for j in planned if j < index and conflict(claims[j], claims[index])]
+                for j in earlier:
+                    await done[j].wait()
+                if earlier and self._steering:
+                    skipped = error_result(call, SKIPPED, _SKIPPED)
+                    answers[index] = skipped
+                    self._emit("tool_result", result_event(call, skipped))
+                    return
+                answers[index] = await self._run_one(turn, call)
+            finally:
+                done[index].set()
+
+        async with anyio.create_task_group() as group:
+            for index in planned:
+                group.start_soon(one, index)
 
     def _refused_call(self) -> BudgetExceeded | None:
         """Why the next call may not run (a budget it would cross), or ``None``."""

@@ -93,7 +93,8 @@ class Tool:
     when ``loader`` is set, the first call through a view awaits it and runs the tool it returns.
     ``requires`` names what the tool needs to work (a backend such as ``computer-use``): views
     hide it until the deployment provides each (``membrane.tools.requirements``), and a role
-    shows it only to callers whose role has each as a permission.
+    shows it only to callers whose role has each as a permission. ``sequential`` tools never
+    run beside another writing call of the same turn (``membrane.loop.overlap``).
 
     ``memo`` holds values derived from this exact object (wire schemas, the compiled argument
     validator, the loaded tool). It is not part of equality, and ``dataclasses.replace`` starts
@@ -111,6 +112,9 @@ class Tool:
     deferred: bool = False
     loader: ToolLoader | None = field(default=None, repr=False, compare=False)
     requires: frozenset[str] = frozenset()
+    #: Never overlaps another call of its turn that writes (``membrane.loop.overlap``): the
+    #: calls of one turn otherwise run concurrently.
+    sequential: bool = False
     # Any: heterogeneous cached derivations, each read back at its own type by its one reader.
     memo: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
