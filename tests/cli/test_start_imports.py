@@ -162,7 +162,6 @@ NOT_FOR_EXPLAIN = (
     "membrane.mcp.client",
     "membrane.sandbox.process",
     "membrane.models.specs",
-    "membrane.agents.cache_write",
     "membrane.tools.schema_check",
     "membrane.builtin_tools.linear_regex",
     "membrane.resolve.call_params",

@@ -25,9 +25,10 @@ definition when it was written, and the fingerprint rules out a different parser
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Final
@@ -38,7 +39,14 @@ from membrane.config.budget import Budget
 from membrane.config.values import McpServerSpec
 from membrane.tools.rules import Condition, PermissionRule
 
-__all__ = ["CACHE_FILE", "DefinitionCache", "parser_fingerprint", "read_entries"]
+__all__ = [
+    "CACHE_FILE",
+    "DefinitionCache",
+    "encode",
+    "parser_fingerprint",
+    "read_entries",
+    "write_entries",
+]
 
 #: The cache's file name inside the state folder.
 CACHE_FILE: Final = "definitions.json"
@@ -51,7 +59,6 @@ _PARSER_MODULES: Final = (
     "repair",
     "values",
     "cache",
-    "cache_write",
     "hook_reading",
     "translation",
     "dialects",
@@ -273,8 +280,6 @@ class DefinitionCache:
         with the file's stat ``signature`` when the caller trusts it (as for ``get``)."""
         if self.path is None:
             return
-        from membrane.agents.cache_write import encode  # only a parse is kept
-
         try:
             encoded = json.loads(json.dumps(encode(definition), allow_nan=False))
             exact = _decode(encoded) == definition
@@ -305,7 +310,67 @@ class DefinitionCache:
         """Write the cache if it changed (atomically, private to its owner); never raises."""
         if self.path is None or not self._dirty or self._entries is None:
             return
-        from membrane.agents.cache_write import write_entries
-
         if write_entries(self.path, self._fingerprint, self._entries):
             self._dirty = False
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def write_entries(path: Path, fingerprint: str, entries: Mapping[str, object]) -> bool:
+    """Write the cache file atomically, private to its owner; False when it cannot be written
+    (never raises: a cache is only ever a shortcut)."""
+    folder = path.parent
+    data = {"fingerprint": fingerprint, "entries": entries}
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        import tempfile  # only a cache that changed is written
+
+        handle, temp = tempfile.mkstemp(prefix=f".{path.stem}-", dir=folder)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(data, out, separators=(",", ":"))
+            os.replace(temp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+        return True
+    return False
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as JSON data (the inverse of ``_DECODERS``)."""
+    if isinstance(value, PermissionRule):
+        head: list[Any] = [value.tool, value.pattern, value.verdict, value.text, value.source]
+        head.append(value.grants)
+        if value.conditions:
+            conditions = [
+                [c.argument, c.test, _plain(c.value), c.when_present] for c in value.conditions
+            ]
+            head += [conditions, value.reason]
+        return head
+    if isinstance(value, DefinitionWarning):
+        return [value.path, value.line, value.code, value.message]
+    if isinstance(value, Budget):
+        return value.to_dict()
+    if isinstance(value, McpServerSpec):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def encode(definition: AgentDefinition) -> dict[str, Any]:
+    """The fields that differ from their default, as JSON data."""
+    out: dict[str, Any] = {}
+    for name in (f.name for f in _FIELDS):
+        value = getattr(definition, name)
+        if name in _EMPTY_MAPPINGS and not value:
+            continue
+        if name in _DEFAULTS and value == _DEFAULTS[name] and type(value) is type(_DEFAULTS[name]):
+            continue
+        out[name] = _plain(value)
+    return out

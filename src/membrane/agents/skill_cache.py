@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from membrane.agents.cache import parser_fingerprint, read_entries
+from membrane.agents.cache import parser_fingerprint, read_entries, write_entries
 from membrane.agents.definition import DefinitionWarning
 
 __all__ = ["SKILLS_CACHE_FILE", "ParsedSkill", "SkillCache"]
@@ -135,8 +135,6 @@ class SkillCache:
         for path in gone:
             del self._entries[path]
         if not (self._dirty or gone):
-            return  # unchanged: the writing code is not even imported
-        from membrane.agents.cache_write import write_entries
-
+            return  # unchanged: nothing is written
         if write_entries(self.path, self._fingerprint, self._entries):
             self._dirty = False
