@@ -223,3 +223,16 @@ def test_a_codex_fifo_is_reported_at_once_and_never_read(
     assert catalog.get("good") is not None
     [error] = catalog.errors
     assert error.path == str(agents / "pipe.toml")
+
+
+def test_agents_validate_reads_a_codex_file_as_codex(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = put(tmp_path / ".codex" / "agents" / "reviewer.toml", REVIEWER)
+    bad = put(tmp_path / ".codex" / "agents" / "bad.toml", 'sandbox_mode = "yolo"\n')
+    assert main(["agents", "validate", str(good), "--project", str(tmp_path)]) == 0
+    done = capsys.readouterr()
+    assert "1 usable, 0 unusable" in done.out + done.err
+    assert main(["agents", "validate", str(bad), "--project", str(tmp_path)]) != 0
+    out = capsys.readouterr()
+    assert f"{bad}:1: definition-invalid: `sandbox_mode` is 'yolo'" in out.out + out.err

@@ -11,6 +11,7 @@ from pathlib import Path
 from membrane.agents.definition import AgentDefinition
 from membrane.agents.dialect import Dialect
 from membrane.agents.fields import build_definition
+from membrane.agents.files import MAX_BYTES
 from membrane.agents.nesting import MAX_NESTING, too_deep
 from membrane.errors import DefinitionError
 
@@ -23,6 +24,13 @@ def decode_codex(data: bytes, *, path: str, root: str, dialect: Dialect) -> Agen
     """One Codex custom agent file (TOML) as a definition; ``DefinitionError`` when unusable.
 
     Nesting is checked in one pass before the TOML parser recurses, as for JSON and YAML."""
+    if len(data) > MAX_BYTES:
+        raise DefinitionError(
+            f"the file is larger than {MAX_BYTES} bytes, the limit for a definition",
+            path=path,
+            line=1,
+            hint="move long reference material out of the definition",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -199,6 +199,10 @@ def read_definition(file: Path, *, root: str, dialect: Dialect = MEMBRANE) -> Ag
             path=path,
             hint="check that the file exists and is readable",
         ) from exc
+    if dialect.name == "codex":  # a Codex custom agent is a TOML file
+        from membrane.agents.codex_file import decode_codex
+
+        return decode_codex(data, path=path, root=root, dialect=dialect)
     return decode_definition(data, path=path, root=root, dialect=dialect)
 
 
