@@ -39,10 +39,12 @@ class OutsideLink:
 def outside_links(boundary: Boundary, *, limit: int = 5) -> tuple[OutsideLink, ...]:
     """Up to ``limit`` files in ``boundary``'s writable trees with a name outside them (none
     for a boundary that writes nothing)."""
-    skipped = {p for p in boundary.read_only if p not in boundary.reopened}
+    # Strings, not Paths, on the way down: this looks at every file a command may write.
+    skipped = {str(p) for p in boundary.read_only if p not in boundary.reopened}
     seen: dict[tuple[int, int], OutsideLink] = {}
     walked: set[tuple[int, int]] = set()
-    pending = [p for p in (*boundary.writable, *boundary.reopened) if p not in skipped]
+    roots = (*boundary.writable, *boundary.reopened)
+    pending = [str(p) for p in roots if str(p) not in skipped]
     while pending:
         folder = pending.pop()
         try:
@@ -53,29 +55,28 @@ def outside_links(boundary: Boundary, *, limit: int = 5) -> tuple[OutsideLink, .
             continue
         walked.add((status.st_dev, status.st_ino))
         try:
-            entries = list(os.scandir(folder))
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.path in skipped:
+                        continue
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                            continue
+                        if not entry.is_file(follow_symlinks=False):
+                            continue
+                        found = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if found.st_nlink < 2:
+                        continue
+                    key = (found.st_dev, found.st_ino)
+                    record = seen.get(key)
+                    if record is None:
+                        seen[key] = OutsideLink(Path(entry.path), found.st_nlink, 1)
+                    else:
+                        seen[key] = replace(record, inside=record.inside + 1)
         except OSError:
             continue
-        for entry in entries:
-            path = Path(entry.path)
-            if path in skipped:
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(path)
-                    continue
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                found = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if found.st_nlink < 2:
-                continue
-            key = (found.st_dev, found.st_ino)
-            record = seen.get(key)
-            if record is None:
-                seen[key] = OutsideLink(path=path, links=found.st_nlink, inside=1)
-            else:
-                seen[key] = replace(record, inside=record.inside + 1)
     out = [link for link in seen.values() if link.inside < link.links]
     return tuple(sorted(out, key=lambda link: link.path)[:limit])
