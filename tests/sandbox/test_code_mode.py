@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
@@ -9,6 +10,7 @@ import pytest
 
 from membrane.builtin_tools import register_builtin_tools
 from membrane.builtin_tools.code_mode import code_mode_tool
+from membrane.errors import HardLinkRefused
 from membrane.sandbox import SandboxPolicy
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import Restriction
@@ -88,3 +90,16 @@ async def test_a_program_holds_no_capability_and_reads_only_at_home(
     )
     result = await _run(_scope(os_sandbox), code, tmp_path)
     assert result["value"] == [[0, 0, 0], "1", "PermissionError"], result
+
+
+async def test_code_of_a_writing_child_is_refused_while_its_checkout_links_a_file_elsewhere(
+    any_sandbox: str, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (tmp_path / "keep.txt").write_text("keep\n")
+    os.link(tmp_path / "keep.txt", checkout / "linked.txt")
+    code = "open('linked.txt', 'w').write('changed')"
+    with pytest.raises(HardLinkRefused):
+        await _run(_scope(any_sandbox), code, checkout)
+    assert (tmp_path / "keep.txt").read_text() == "keep\n"
