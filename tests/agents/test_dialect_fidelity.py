@@ -393,3 +393,11 @@ def test_opencode_nested_files_are_named_by_their_path(
     # OpenCode's spelling dispatches to it.
     assert catalog.dispatch("team/reviewer").definition.description == "team reviewer"
     assert explain(tmp_path, "other/reviewer", capsys)["definition"]["name"] == "other:reviewer"
+    # permission.task names it as OpenCode does: the lead may start it.
+    write(
+        agents / "lead.md",
+        'description: lead\npermission:\n  task:\n    "*": deny\n    "team/reviewer": allow',
+    )
+    lead = explain(tmp_path, "lead", capsys, "--top-level")
+    assert lead["definition"]["fields"]["allowed_subagents"]["value"] == ["team:reviewer"]
+    assert "- team:reviewer: " in lead["prompt"]["system"]

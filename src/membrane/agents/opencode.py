@@ -275,6 +275,9 @@ def _delegation(out: Translation, perms: Mapping[str, Any], name: str, field: st
     verdict = _last(perms, (name,), out, "permission")
     if verdict is None:
         return
+    if name == "task" and isinstance(verdict, Mapping):
+        # A nested agent OpenCode calls ``team/reviewer`` is ``team:reviewer`` here.
+        verdict = {str(key).replace("/", ":"): value for key, value in verdict.items()}
     if name == "task" and (verdict == "ask" or isinstance(verdict, Mapping)):
         _task_rules(out, verdict)
         return
