@@ -193,11 +193,14 @@ async def test_context_overflow_is_model_context_exceeded(provider: str, name: s
 async def test_overloaded_529_is_retried_then_model_unavailable() -> None:
     sleeps = Sleeps()
     with ReplayServer(load("anthropic", "overloaded")) as server:
-        model = anthropic(server, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+        retry = RetryPolicy(max_retries=2, sleep=sleeps, jitter=lambda: 0.5)
+        model = anthropic(server, retry=retry)
         with pytest.raises(ModelUnavailable) as caught:
             await model.request(REQUEST)
     assert len(server.requests) == 3
-    assert sleeps.waits == [0.5, 1.0]  # exponential backoff when no retry-after is sent
+    # Exponential backoff with full jitter when no retry-after is sent: a random fraction
+    # (here fixed at one half) of 0.5 s, then of 1 s.
+    assert sleeps.waits == [0.25, 0.5]
     assert caught.value.data["status"] == 529
 
 

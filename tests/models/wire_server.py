@@ -36,12 +36,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from replay import ReplayServer
 
-__all__ = ["WireServer", "anthropic_problems", "openai_problems"]
+__all__ = ["RateLimitedServer", "WireServer", "anthropic_problems", "openai_problems"]
 
 Turn = Mapping[str, Any]
 Script = Mapping[str, list[Turn]] | Callable[[str, int, Mapping[str, Any]], Turn]
@@ -486,3 +487,35 @@ def _agent(body: Mapping[str, Any], wire: str) -> str:
         )
     found = _AGENT.findall(text)
     return found[-1] if found else ""
+
+
+class RateLimitedServer(WireServer):
+    """A ``WireServer`` that takes at most ``per_second`` requests in any one-second window and
+    answers the rest HTTP 429 with ``Retry-After: 1``, as a provider's rate limit does.
+    ``arrivals`` holds every request's arrival time (monotonic seconds), refused ones too."""
+
+    def __init__(self, script: Script, *, per_second: int, **options: Any) -> None:
+        super().__init__(script, **options)
+        self.per_second = per_second
+        self.arrivals: list[float] = []
+        self.limited = 0
+        self._taken: list[float] = []
+
+    def answer_for(self, request: dict[str, Any]) -> dict[str, Any]:
+        now = time.monotonic()
+        self.arrivals.append(now)
+        self._taken = [t for t in self._taken if now - t < 1.0]
+        if len(self._taken) >= self.per_second:
+            self.limited += 1
+            error = {"message": "Rate limit reached", "type": "requests", "code": "rate_limited"}
+            return {"status": 429, "headers": {"retry-after": "1"}, "json": {"error": error}}
+        self._taken.append(now)
+        return super().answer_for(request)
+
+    def busiest_second(self) -> int:
+        """The most requests that arrived in any one-second window."""
+        times = sorted(self.arrivals)
+        return max(
+            (sum(1 for t in times[i:] if t - start < 1.0) for i, start in enumerate(times)),
+            default=0,
+        )

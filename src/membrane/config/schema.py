@@ -123,8 +123,11 @@ class ModelTable(_Strict):
     max_tokens: _Count | None = None
     reasoning: bool | None = None
     strict_tools: bool = False
+    requests_per_minute: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    tokens_per_minute: _Count | None = None
+    max_concurrent_requests: _Count | None = None
 
-    _seconds = field_validator("timeout", mode="before")(_float)
+    _seconds = field_validator("timeout", "requests_per_minute", mode="before")(_float)
 
     @field_validator("base_url")
     @classmethod

@@ -112,6 +112,11 @@ class ModelEntry:
     reasoning: bool | None = None
     #: ``openai`` only: tools are sent in OpenAI's strict mode (``strict: true``).
     strict_tools: bool = False
+    #: The deployment's limits on this endpoint, shared by every run that uses it
+    #: (``membrane.models.limiter``): request pace, tokens per minute, requests in flight.
+    requests_per_minute: float | None = None
+    tokens_per_minute: int | None = None
+    max_concurrent_requests: int | None = None
 
 
 #: The metadata of a ``Settings`` field no config key sets: the loader derives it from the files.

@@ -4,9 +4,9 @@ Both adapters turn every SDK failure into a ``Failure``: the stable error class,
 attempt may help, and the provider's ``retry-after`` when it sent one. ``with_retries`` then
 retries what may help (rate limits, 5xx and overloaded answers, timeouts, dropped connections)
 at most ``RetryPolicy.max_retries`` times, waiting what the provider asked for (or an exponential
-backoff when it asked nothing), and raises the last failure's error after that. A wait longer
-than ``max_wait`` is not sat through: the error is raised at once with ``retry_after`` in its
-data, for the caller to decide.
+backoff with full jitter when it asked nothing), and raises the last failure's error after
+that. A wait longer than ``max_wait`` is not sat through: the error is raised at once with
+``retry_after`` in its data, for the caller to decide.
 
 ``redact`` removes secrets (the key itself, and anything shaped like a key) from provider text
 before it reaches an error message, an event or a log.
@@ -15,6 +15,7 @@ before it reaches an error message, an event or a log.
 from __future__ import annotations
 
 import email.utils
+import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -94,7 +95,12 @@ class Failure:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How often and how long to retry. ``sleep`` is the waiting function (tests record it)."""
+    """How often and how long to retry. ``sleep`` is the waiting function (tests record it).
+
+    A retry waits what the provider asked for (``retry-after``), else a backoff with full
+    jitter: a uniformly random wait up to ``base_delay * 2**attempt`` (at most ``max_delay``),
+    so children that failed together do not come back together. ``jitter`` draws the fraction
+    (tests fix it)."""
 
     max_retries: int = 3
     base_delay: float = 0.5
@@ -102,11 +108,12 @@ class RetryPolicy:
     #: A ``retry-after`` longer than this is not waited for: the error is raised at once.
     max_wait: float = 60.0
     sleep: Callable[[float], Awaitable[None]] = field(default=anyio.sleep, compare=False)
+    jitter: Callable[[], float] = field(default=random.random, compare=False)
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return retry_after
-        return float(min(self.max_delay, self.base_delay * (2**attempt)))
+        return float(min(self.max_delay, self.base_delay * (2**attempt))) * self.jitter()
 
 
 async def with_retries(

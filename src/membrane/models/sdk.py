@@ -38,6 +38,7 @@ import anyio
 from membrane._extras import require
 from membrane.errors import ModelAuthFailed, ModelError, ModelUnavailable
 from membrane.models.base import ModelRequest, ModelResponse
+from membrane.models.limiter import Lane
 from membrane.models.retry import (
     Failure,
     RetryPolicy,
@@ -97,6 +98,7 @@ class SdkModel(ABC, Generic[Client]):
         retry: RetryPolicy | None = None,
         name: str | None = None,
         entry: str | None = None,
+        lane: Lane | None = None,
     ) -> None:
         self._sdk: Any = require(
             self.provider,
@@ -124,6 +126,9 @@ class SdkModel(ABC, Generic[Client]):
             bool(self.reasoning_models.match(model)) if reasoning is None else reasoning
         )
         self.retry = retry or RetryPolicy()
+        #: The deployment's pace, tokens and concurrency for this endpoint
+        #: (``membrane.models.limiter``); ``None``: unlimited.
+        self.lane = lane
         #: Where each request and what came back are logged (``membrane.models.wire_log``).
         self.request_log: WireLog | None = None
         self._client: Client | None = None
@@ -159,12 +164,21 @@ class SdkModel(ABC, Generic[Client]):
         body, notes = self.body(request)
         attempt = self._streamed if self.stream else self._whole
         started = time.monotonic()
+
+        async def paced() -> ModelResponse:
+            if self.lane is None:
+                return await attempt(body)
+            async with self.lane.slot():
+                return await attempt(body)
+
         try:
-            response = await with_retries(lambda: attempt(body), self._classify, self.retry)
+            response = await with_retries(paced, self._limited, self.retry)
         except ModelError as error:
             located = self._located(error)
             self._log(request, body, started, error=located)
             raise located  # noqa: B904  (keeps the cause with_retries chained)
+        if self.lane is not None:
+            self.lane.spend(response.usage.input_tokens + response.usage.output_tokens)
         if notes:
             response = dataclasses.replace(response, notes=(*notes, *response.notes))
         self._log(request, body, started, response=response)
@@ -276,6 +290,17 @@ class SdkModel(ABC, Generic[Client]):
             with anyio.CancelScope(shield=True):
                 await stream.close()
         return self._assembled(assembler)
+
+    def _limited(self, exc: Exception) -> Failure | None:
+        """``_classify``, and a rate-limited answer pauses the whole lane for its wait."""
+        failure = self._classify(exc)
+        if (
+            failure is not None
+            and self.lane is not None
+            and failure.error.code == "model-rate-limited"
+        ):
+            self.lane.pause(self.retry.delay(0, failure.retry_after))
+        return failure
 
     def _classify(self, exc: Exception) -> Failure | None:
         sdk, provider = self._sdk, self.provider

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
+from membrane.models.limiter import LaneLimits, ModelLimiter
 from membrane.models.naming import PROVIDERS, ModelChoice, known_names, model_view, resolve_spec
 
 if TYPE_CHECKING:  # naming a model (``membrane explain``) needs no model layer
@@ -42,8 +43,9 @@ __all__ = [
 ]
 
 
-def build_model(choice: ModelChoice) -> Model:
-    """The ``Model`` for ``choice``; the SDK is imported here, and a missing key refused."""
+def build_model(choice: ModelChoice, limiter: ModelLimiter | None = None) -> Model:
+    """The ``Model`` for ``choice``; the SDK is imported here, and a missing key refused.
+    ``limiter``: the deployment's, whose lane for the entry's endpoint the model draws on."""
     entry = choice.entry
     if entry.provider == "scripted":
         from membrane.models.scripted import ScriptedModel
@@ -58,6 +60,11 @@ def build_model(choice: ModelChoice) -> Model:
     name = f"{entry.provider}:{entry.model}"
     if choice.via != "spec":
         options["entry"] = choice.via  # named in its errors: where to look in the settings
+    limits = LaneLimits(
+        entry.requests_per_minute, entry.tokens_per_minute, entry.max_concurrent_requests
+    )
+    if limiter is not None and limits:
+        options["lane"] = limiter.lane(f"{entry.provider}:{entry.model}@{entry.base_url}", limits)
     if entry.provider == "openai":
         from membrane.models.openai import OpenAIModel
 
@@ -87,6 +94,8 @@ class ModelRouter:
         request_log: WireLog | None = None,
     ) -> None:
         self.request_log = request_log
+        #: One per deployment: every model this router builds for one endpoint shares its lane.
+        self.limiter = ModelLimiter()
         self._models = dict(models or {})
         self._aliases = dict(aliases or {})
         self._built: dict[str, Model] = {}
@@ -134,7 +143,7 @@ class ModelRouter:
         key = spec.strip()
         model = self._built.get(key)
         if model is None:
-            model = self._built[key] = build_model(self.resolve(key))
+            model = self._built[key] = build_model(self.resolve(key), self.limiter)
             if self.request_log is not None and hasattr(model, "request_log"):
                 model.request_log = self.request_log
         return model
