@@ -117,6 +117,10 @@ agents:
     - tool_calls:
         - {name: Bash, arguments: {command: "touch out/made.txt"}}
     - text: done
+  free:
+    - tool_calls:
+        - {name: Bash, arguments: {command: "touch out/made.txt"}}
+    - text: done
 """
 
 
@@ -128,6 +132,8 @@ def test_claude_code_permission_mode_default_asks_and_headless_refuses(
         project / ".claude" / "agents" / "toucher.md",
         "name: toucher\ntools: Read, Edit, Bash\npermissionMode: default",
     )
+    # No permissionMode: the session's mode decides (Claude Code's --permission-mode sets it).
+    write(project / ".claude" / "agents" / "free.md", "name: free\ntools: Read, Write, Bash")
     (project / "out").mkdir()
     script = tmp_path / "script.yaml"
     script.write_text(SCRIPT, encoding="utf-8")
@@ -146,6 +152,29 @@ def test_claude_code_permission_mode_default_asks_and_headless_refuses(
     vetoed = [e["data"]["code"] for e in events if e.get("kind") == "vetoed_call"]
     assert vetoed == ["approval-unavailable"]
     assert not (project / "out" / "made.txt").exists()
+    # Claude Code's --permission-mode: bypassPermissions runs what default asks about.
+    free = [*argv[:4], "free", *argv[5:]]
+    bypass = subprocess.run(
+        [*free, "--permission-mode", "bypassPermissions"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert bypass.returncode == 0, bypass.stderr
+    assert not [line for line in bypass.stdout.splitlines() if '"vetoed_call"' in line]
+    assert (project / "out" / "made.txt").exists()
+    wrong = subprocess.run(
+        [*argv, "--permission-mode", "yolo"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert wrong.returncode == 2
+    assert json.loads(wrong.stderr)["error"]["code"] == "invalid-request"
 
 
 def test_claude_code_corpus_file_asks_before_bash_edit_and_write(

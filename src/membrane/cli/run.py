@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -450,6 +451,19 @@ async def run_on_runtime(
     )
 
 
+def _permission_mode(value: str) -> str:
+    """``--permission-mode`` as one of the modes (any case); ``invalid-request`` otherwise."""
+    from membrane.tools.rules import PERMISSION_MODES
+
+    for mode in PERMISSION_MODES:
+        if value.lower() == mode.lower():
+            return mode
+    raise InvalidRequest(
+        f"--permission-mode {value!r} is not a permission mode ({', '.join(PERMISSION_MODES)})",
+        field="permission_mode",
+    )
+
+
 def _worktree_line(worktree: dict[str, Any]) -> str:
     """Where an isolated child's work is: its branch, and whether it changed anything."""
     branch = worktree.get("branch")
@@ -484,6 +498,15 @@ def run(
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
     role: Annotated[str | None, ROLE_OPTION] = None,
+    permission_mode: Annotated[
+        str | None,
+        Option(
+            "--permission-mode",
+            metavar="MODE",
+            help="The session's permission mode (default, acceptEdits, plan, dontAsk, "
+            "bypassPermissions), as Claude Code's flag sets it; the run goes on in this process.",
+        ),
+    ] = None,
     announce_fd: Annotated[int | None, Option(hidden=True)] = None,
 ) -> None:
     """Run AGENT on TASK with its children; stream the delegation tree and print the results.
@@ -501,7 +524,10 @@ def run(
     it, and membrane show RUN_ID --requests prints them. Every project extension
     is imported and its setup() runs, so run only trusted projects.
     """
-    local_only = state is not None or workspace is not None or announce_fd is not None
+    mode = None if permission_mode is None else _permission_mode(permission_mode)
+    local_only = (
+        state is not None or workspace is not None or announce_fd is not None or mode is not None
+    )
     if runtime_backed(headless=headless, local_only=local_only):
         params: dict[str, Any] = {"agent": agent, "task": task, "exact": True}
         spec = absolute_spec(model)
@@ -528,6 +554,8 @@ def run(
             raise Exit(EXIT_RUN)
         return
     ws = Workspace.open(project, workspace=workspace)
+    if mode is not None:  # the session's mode: the top level's, and every child's ceiling
+        ws.settings = dataclasses.replace(ws.settings, permission_mode=mode)
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     definition = ws.catalog.require(agent)
     logged = log_requests or ws.settings.log_requests
@@ -553,6 +581,8 @@ def run(
             argv.append("--log-requests")
         if role is not None:
             argv += ["--role", role]
+        if mode is not None:
+            argv += ["--permission-mode", mode]
         _detach(ws, argv, as_json=as_json, state=state)
         return
 
