@@ -16,7 +16,14 @@ from membrane.agents.definition import DefinitionWarning, Unset
 from membrane.agents.dialect import Dialect
 from membrane.agents.skills import Skill, SkillCatalog
 from membrane.builtin_tools import ToolSink
-from membrane.config import McpServerSpec, ModelEntry, RateLimit, RoleSpec, membrane_home
+from membrane.config import (
+    McpServerSpec,
+    ModelEntry,
+    ProductRule,
+    RateLimit,
+    RoleSpec,
+    membrane_home,
+)
 from membrane.durable.messages import Delivery
 from membrane.extensions.select import ExtensionPaths
 from membrane.json_types import JSONDict
@@ -96,6 +103,7 @@ __all__ = [
     "PermissionGate",
     "PermissionRule",
     "Permissions",
+    "ProductRule",
     "PromptSection",
     "Provider",
     "ProviderChild",
