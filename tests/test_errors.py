@@ -68,7 +68,14 @@ def test_every_code_names_one_class_and_leads_back_to_it() -> None:
 
 def test_only_a_request_that_may_succeed_later_unchanged_is_retryable() -> None:
     retryable = sorted(cls.code for cls in _classes().values() if cls.retryable)
-    assert retryable == ["model-rate-limited", "rate-limited", "request-pending", "run-leased"]
+    assert retryable == [
+        "model-rate-limited",
+        "rate-limited",
+        "request-pending",
+        "run-leased",
+        "too-many-connections",
+        "too-many-waits",
+    ]
 
 
 def test_the_families_keep_each_class_in_its_branch() -> None:

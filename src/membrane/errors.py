@@ -79,6 +79,8 @@ Two branches, as a user meets them:
             ├── RuntimeUnavailable ..... runtime-unavailable
             ├── RuntimeRoleMismatch .... runtime-role-mismatch
             ├── RuntimeBuildMismatch ... runtime-build-mismatch
+            ├── TooManyConnections ..... too-many-connections    retryable
+            ├── TooManyWaits ........... too-many-waits          retryable
             ├── UnknownProject ......... unknown-project         NotFound
             ├── TokenInvalid ........... token-invalid           PermissionRefused
             ├── CallerRefused .......... caller-refused          PermissionRefused
@@ -158,6 +160,8 @@ __all__ = [
     "StoreNotMembrane",
     "StructuredOutputInvalid",
     "TokenInvalid",
+    "TooManyConnections",
+    "TooManyWaits",
     "ToolArgumentsInvalid",
     "ToolBlocked",
     "ToolCallDenied",
@@ -698,6 +702,23 @@ class RuntimeBuildMismatch(ServerError):
     and ``version``."""
 
     code = "runtime-build-mismatch"
+
+
+class TooManyConnections(ServerError):
+    """``membrane serve`` holds as many connections as its settings allow, in all or from this
+    peer process (``server_max_connections``, ``server_max_connections_per_peer``); the
+    connection is closed. Carries ``limit`` and ``scope`` (``total`` or ``peer``)."""
+
+    code = "too-many-connections"
+    retryable = True
+
+
+class TooManyWaits(ServerError):
+    """A connection has as many ``runs/wait`` calls in flight as the settings allow
+    (``server_max_waits_per_connection``). Carries ``limit``."""
+
+    code = "too-many-waits"
+    retryable = True
 
 
 class UnknownProject(ServerError, NotFound):

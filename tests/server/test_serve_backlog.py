@@ -31,6 +31,9 @@ async def test_clients_past_a_full_backlog_all_connect_once_the_server_accepts(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
+    # This process holds a full backlog and more at once: past the default connection caps.
+    caps = "server_max_connections = 4096\nserver_max_connections_per_peer = 4096\n"
+    (home / "config.toml").write_text(caps)
     sock = tmp_path / "sock" / "m.sock"
     proc = serve(sock, home, env=clean_env(home))
     # Linux queues the backlog's worth (and one more) before a connect blocks.

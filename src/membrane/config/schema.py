@@ -194,6 +194,9 @@ class SettingsFile(_Strict):
     outbox_max_attempts: _Count | None = None
     lease_seconds: _Seconds | None = None
     sweep_interval_seconds: _Seconds | None = None
+    server_max_connections: _Count | None = None
+    server_max_connections_per_peer: _Count | None = None
+    server_max_waits_per_connection: _Count | None = None
 
     _seconds = field_validator(
         "receipt_ttl_seconds", "lease_seconds", "sweep_interval_seconds", mode="before"

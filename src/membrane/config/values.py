@@ -243,6 +243,12 @@ class Settings:
     lease_seconds: float = 30.0
     #: How often the sweeper runs (besides once when a runtime opens).
     sweep_interval_seconds: float = 60.0
+    #: ``membrane serve``: connections open at once in all, and from one peer process; a
+    #: connection past either is refused with ``too-many-connections``.
+    server_max_connections: int = 512
+    server_max_connections_per_peer: int = 256
+    #: ``membrane serve``: ``runs/wait`` calls in flight on one connection (``too-many-waits``).
+    server_max_waits_per_connection: int = 64
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

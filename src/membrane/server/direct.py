@@ -71,6 +71,7 @@ class LocalServer:
         self.caller = caller
         self.replies = Replies()
         self.approval_timeout = APPROVAL_TIMEOUT
+        self.max_waits_per_connection = host.workspace.settings.server_max_waits_per_connection
 
     def identify(self, identity: JSONDict, client: JSONDict) -> Caller:
         return self.caller

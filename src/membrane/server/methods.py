@@ -18,7 +18,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from membrane.config.budget import Budget
-from membrane.errors import CallerRefused, InvalidRequest, UnknownRun
+from membrane.errors import CallerRefused, InvalidRequest, TooManyWaits, UnknownRun
 from membrane.json_types import JSONDict, JSONValue
 from membrane.resolve import CallParams
 from membrane.runtime import RunInfo, SubagentStartRequest
@@ -48,6 +48,9 @@ class Server(Protocol):
 
     @property
     def approval_timeout(self) -> float: ...
+
+    @property
+    def max_waits_per_connection(self) -> int: ...
 
     def identify(self, identity: JSONDict, client: JSONDict) -> Caller: ...
 
@@ -399,7 +402,20 @@ async def _runs_wait(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     p = _parse(_Wait, params)
     host = server.project(p.projectId, caller)
     _reach(host, conn, caller, p.runId)
-    (info,) = await host.runtime.wait_all([p.runId], timeout=p.timeout, caller=caller.run_id)
+    waits = int(str(conn.state.get("waits", 0)))
+    limit = server.max_waits_per_connection
+    if waits >= limit:
+        raise TooManyWaits(
+            f"this connection has {limit} runs/wait calls in flight, as many as the settings "
+            "allow (server_max_waits_per_connection); wait for one to end, or use another "
+            "connection",
+            limit=limit,
+        )
+    conn.state["waits"] = waits + 1
+    try:
+        (info,) = await host.runtime.wait_all([p.runId], timeout=p.timeout, caller=caller.run_id)
+    finally:
+        conn.state["waits"] = int(str(conn.state["waits"])) - 1
     return {"run": info.to_dict()}
 
 

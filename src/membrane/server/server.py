@@ -37,10 +37,12 @@ from membrane.config.load import load_settings
 from membrane.config.values import DEFAULT_ROLE
 from membrane.errors import (
     CallerRefused,
+    MembraneError,
     ProjectRefused,
     RuntimeBuildMismatch,
     RuntimeRoleMismatch,
     TokenInvalid,
+    TooManyConnections,
     UnknownProject,
 )
 from membrane.json_types import JSONDict
@@ -135,7 +137,14 @@ class Server:
         approval_timeout: float = APPROVAL_TIMEOUT,
     ) -> None:
         self.socket_path = socket_path
-        self.owner_role = owner_role or load_settings(project=None).default_role
+        settings = load_settings(project=None)
+        self.owner_role = owner_role or settings.default_role
+        #: What a peer may hold at once (the global settings): connections in all and per
+        #: peer process, and ``runs/wait`` calls in flight per connection.
+        self.max_connections = settings.server_max_connections
+        self.max_connections_per_peer = settings.server_max_connections_per_peer
+        self.max_waits_per_connection = settings.server_max_waits_per_connection
+        self._per_peer: dict[int, int] = {}
         #: The role of every caller that neither proves it is the owner nor brings a token.
         self.default_role = DEFAULT_ROLE
         self.tokens = TokenBook()
@@ -259,21 +268,52 @@ class Server:
     async def _connection(self, raw: socket.socket) -> None:
         peer = peer_credentials(raw)
         if peer.uid != os.getuid():
-            await _refuse(raw, peer.uid)
+            refused = CallerRefused(
+                "this runtime serves only its own user; the connection is closed", uid=peer.uid
+            )
+            await _refuse(raw, refused)
             return
+        crowded = self._crowded(peer.pid)
+        if crowded is not None:
+            await _refuse(raw, crowded)
+            return
+        self._per_peer[peer.pid] = self._per_peer.get(peer.pid, 0) + 1
         conn = Connection(dispatch=partial(dispatch, self), peer_pid=peer.pid)
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, raw)
-        except OSError:
-            raw.close()
-            return
-        self._connections.add(conn)
-        self._last_seen = time.monotonic()
-        try:
-            await conn.serve()
-        finally:
-            self._connections.discard(conn)
+            try:
+                await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, raw)
+            except OSError:
+                raw.close()
+                return
+            self._connections.add(conn)
             self._last_seen = time.monotonic()
+            try:
+                await conn.serve()
+            finally:
+                self._connections.discard(conn)
+                self._last_seen = time.monotonic()
+        finally:
+            left = self._per_peer.pop(peer.pid) - 1
+            if left:
+                self._per_peer[peer.pid] = left
+
+    def _crowded(self, pid: int) -> TooManyConnections | None:
+        """The refusal of one more connection from peer process ``pid``, if it is one too
+        many (``server_max_connections``, ``server_max_connections_per_peer``)."""
+        if sum(self._per_peer.values()) >= self.max_connections:
+            limit, scope = self.max_connections, "total"
+        elif self._per_peer.get(pid, 0) >= self.max_connections_per_peer:
+            limit, scope = self.max_connections_per_peer, "peer"
+        else:
+            return None
+        where = "in all" if scope == "total" else f"from process {pid}"
+        return TooManyConnections(
+            f"this runtime holds {limit} connections {where}, as many as its settings allow "
+            f"(server_max_connections{'_per_peer' if scope == 'peer' else ''}); the "
+            "connection is closed: close one and connect again",
+            limit=limit,
+            scope=scope,
+        )
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -492,16 +532,14 @@ def _without_secrets(claimed: JSONDict) -> JSONDict:
     return claimed
 
 
-async def _refuse(raw: socket.socket, uid: int) -> None:
-    """Answer a peer of another user with ``caller-refused`` and close its connection."""
+async def _refuse(raw: socket.socket, refused: MembraneError) -> None:
+    """Answer a peer with ``refused`` (another user's: ``caller-refused``; one connection too
+    many: ``too-many-connections``) and close its connection."""
     try:
         reader, writer = await asyncio.open_unix_connection(sock=raw, limit=MAX_FRAME_BYTES)
     except OSError:
         raw.close()
         return
-    refused = CallerRefused(
-        "this runtime serves only its own user; the connection is closed", uid=uid
-    )
     try:
         writer.write(membrane_error_frame(None, refused))
         writer.write_eof()
