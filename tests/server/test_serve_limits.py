@@ -1,6 +1,7 @@
 """What one peer may hold in a real ``membrane serve`` is bounded by settings, each limit with
 its error code: connections in all and per peer process (``too-many-connections``, then the
-connection is closed) and ``runs/wait`` calls in flight per connection (``too-many-waits``)."""
+connection is closed), ``runs/wait`` calls in flight per connection (``too-many-waits``), and
+the replies kept for ``actions/call`` request ids by their bytes (the oldest leave first)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ LIMITS = """\
 server_max_connections = 3
 server_max_connections_per_peer = 2
 server_max_waits_per_connection = 2
+server_reply_cache_bytes = 4000
 """
 
 # Another peer process: one connection, initialized; it says what it was answered, then holds.
@@ -160,3 +162,29 @@ async def test_runs_wait_calls_in_flight_are_bounded_per_connection(
                     await client.request("runs/stop", run)
                     assert (await other.request("runs/wait", run))["run"]["status"] == "stopped"
             assert ended == ["stopped", "stopped"]
+
+
+async def test_the_replies_kept_for_request_ids_are_bounded_by_bytes(limited: Running) -> None:
+    page = limited.project / "page.txt"
+    page.write_text("first " * 150)  # about 1 KB a reply, 4000 bytes kept
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(limited.socket) as client:
+            await client.request("initialize", {"identity": owner(limited.home)})
+            added = await client.request("projects/add", {"root": str(limited.project)})
+            read = {
+                "projectId": added["projectId"],
+                "name": "Read",
+                "arguments": {"file_path": "page.txt"},
+            }
+
+            async def call(request_id: str) -> str:
+                reply = await client.request("actions/call", {**read, "requestId": request_id})
+                return str(reply["result"])
+
+            for n in range(8):
+                assert "first" in await call(f"r-{n}")
+            page.write_text("second " * 150)
+            # The newest replies are kept: a retry gets the same answer, not a new read.
+            assert "first" in await call("r-7")
+            # The oldest left to keep the bytes bounded: its retry reads again.
+            assert "second" in await call("r-0")

@@ -197,6 +197,7 @@ class SettingsFile(_Strict):
     server_max_connections: _Count | None = None
     server_max_connections_per_peer: _Count | None = None
     server_max_waits_per_connection: _Count | None = None
+    server_reply_cache_bytes: _Count | None = None
 
     _seconds = field_validator(
         "receipt_ttl_seconds", "lease_seconds", "sweep_interval_seconds", mode="before"

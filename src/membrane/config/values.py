@@ -249,6 +249,8 @@ class Settings:
     server_max_connections_per_peer: int = 256
     #: ``membrane serve``: ``runs/wait`` calls in flight on one connection (``too-many-waits``).
     server_max_waits_per_connection: int = 64
+    #: ``membrane serve``: bytes of ``actions/call`` replies kept for their ``requestId``s.
+    server_reply_cache_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

@@ -67,8 +67,10 @@ __all__ = ["Server", "Service", "build_hash"]
 
 #: A background service: runs until the server cancels it.
 Service = Callable[["Server"], Coroutine[Any, Any, None]]
-#: Replies kept for ``actions/call`` request ids (most recent first out when full).
+#: Replies kept for ``actions/call`` request ids (oldest first out when full).
 _REPLIES: Final = 1024
+#: Bytes of encoded replies kept for them at most (the default of ``server_reply_cache_bytes``).
+_REPLY_BYTES: Final = 64 * 1024 * 1024
 #: How long a refused peer's input is drained before its connection is closed.
 _REFUSAL_LINGER: Final = 2.0
 #: The longest pause between two looks at whether an ``idle_exit`` server is idle.
@@ -89,12 +91,20 @@ def build_hash() -> str:
 
 class Replies:
     """Results of finished ``actions/call``s by request id, so a retry gets the same answer
-    (each kept as the reply encodes it)."""
+    (each kept as the reply encodes it): the ``size`` most recent, holding at most
+    ``max_bytes`` of encoded results between them (the oldest leave first; the newest is
+    always kept, whatever its size)."""
 
-    def __init__(self, size: int = _REPLIES) -> None:
+    def __init__(self, size: int = _REPLIES, *, max_bytes: int = _REPLY_BYTES) -> None:
         self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._done: OrderedDict[Hashable, Encoded] = OrderedDict()
         self._pending: dict[Hashable, anyio.Event] = {}
+
+    def held(self) -> tuple[int, int]:
+        """``(replies, bytes)`` kept now."""
+        return len(self._done), self._bytes
 
     async def once(self, key: Hashable, act: Callable[[], Awaitable[Encoded]]) -> Encoded:
         while key in self._pending:
@@ -105,8 +115,11 @@ class Replies:
         try:
             result = await act()
             self._done[key] = result
-            while len(self._done) > self._size:
-                self._done.popitem(last=False)
+            self._bytes += len(result)
+            while len(self._done) > 1 and (
+                len(self._done) > self._size or self._bytes > self._max_bytes
+            ):
+                self._bytes -= len(self._done.popitem(last=False)[1])
             return result
         finally:
             del self._pending[key]
@@ -148,7 +161,7 @@ class Server:
         #: The role of every caller that neither proves it is the owner nor brings a token.
         self.default_role = DEFAULT_ROLE
         self.tokens = TokenBook()
-        self.replies = Replies()
+        self.replies = Replies(max_bytes=settings.server_reply_cache_bytes)
         self._models = models
         self._extra_services = tuple(services)
         self._drain_seconds = drain_seconds
