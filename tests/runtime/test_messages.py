@@ -159,7 +159,7 @@ async def test_a_message_to_a_stored_run_waits_for_its_resume_and_dead_letters_m
     assert main(args) == 0
     (row,) = json.loads(capsys.readouterr().out)["items"]
     assert (row["id"], row["kind"], row["recipient"]) == (sent.id, "ping", result.run_id)
-    assert "not running in this process" in row["last_error"]
+    assert "has ended; resume it to deliver" in row["last_error"]
     # The one attempt the setting allows is listed, as its error says.
     assert row["attempts"] == 1 and "gave up after 1 attempt)" in row["last_error"]
     assert main(["outbox", "retry", str(sent.id), "--json", "--state", str(db)]) == 0

@@ -17,7 +17,11 @@ import anyio
 import pytest
 from server_support import READER_SCRIPT, START_BOUND, Running, clean_env, owner
 
+from membrane.errors import MembraneError
+from membrane.runtime.listing import RUNS_PAGE
 from membrane.server import Client
+from membrane.store import SessionHeader, SQLiteStore
+from membrane.store.location import locate_state
 
 pytestmark = pytest.mark.anyio
 
@@ -153,3 +157,46 @@ async def test_runs_lists_the_same_rows_through_the_runtime_as_from_the_store(
     table = _cli(runtime, tmp_path, "runs")
     assert table.returncode == 0 and run_id in table.stdout
     assert table.stdout == _cli(runtime, tmp_path, "runs", "--headless").stdout
+
+
+async def test_runs_list_pages_and_membrane_runs_follows_every_page(
+    runtime: Running, tmp_path: Path
+) -> None:
+    state = locate_state(runtime.project, home=runtime.home).path
+    store = SQLiteStore(state)
+    try:
+        for i in range(RUNS_PAGE + 50):
+            store.create_session(
+                SessionHeader(f"stored-{i:04d}", "reader", None, 0, "completed", created_at=i)
+            )
+    finally:
+        store.close()
+    with anyio.fail_after(START_BOUND):
+        async with Client.connect(runtime.socket) as client:
+            await client.request("initialize", {"identity": owner(runtime.home)})
+            ids = {
+                "projectId": (await client.request("projects/add", {"root": str(runtime.project)}))[
+                    "projectId"
+                ]
+            }
+            first = await client.request("runs/list", {**ids, "stored": True})
+            assert len(first["runs"]) == RUNS_PAGE and isinstance(first["next"], str)
+            rest = await client.request(
+                "runs/list", {**ids, "stored": True, "after": first["next"], "limit": 1000}
+            )
+            assert rest["next"] is None
+            listed = [row["run_id"] for row in first["runs"] + rest["runs"]]
+            assert len(listed) == len(set(listed)) and {
+                f"stored-{i:04d}" for i in range(150)
+            } <= set(listed)
+            small = await client.request("runs/list", {**ids, "stored": True, "limit": 2})
+            assert [row["run_id"] for row in small["runs"]] == listed[:2]
+            assert small["next"] == listed[1]
+            with pytest.raises(MembraneError) as caught:
+                await client.request("runs/list", {**ids, "stored": True, "after": "no-such-run"})
+            assert caught.value.code == "unknown-run"
+    backed = _cli(runtime, tmp_path, "runs", "--json")
+    local = _cli(runtime, tmp_path, "runs", "--json", "--headless")
+    assert backed.returncode == local.returncode == 0, (backed.stderr, local.stderr)
+    assert backed.stdout == local.stdout
+    assert [row["run_id"] for row in json.loads(backed.stdout)["runs"]] == listed

@@ -126,9 +126,17 @@ def runs(
 
 
 async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:
+    rows: list[RunRow] = []
     async with runtime_session(project, role=None, socket=socket) as session:
-        reply = await session.call("runs/list", {"stored": True})
-    return [row_from_dict(row) for row in reply["runs"]], Path(reply["state"])
+        params: dict[str, Any] = {"stored": True}
+        while True:  # one page per request, each bounded, until the last
+            reply = await session.call("runs/list", params)
+            rows.extend(row_from_dict(row) for row in reply["runs"])
+            following = reply.get("next")
+            if not isinstance(following, str):
+                break
+            params["after"] = following
+    return rows, Path(reply["state"])
 
 
 @app.command("resume")

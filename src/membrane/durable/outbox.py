@@ -58,6 +58,7 @@ from membrane.durable.runs import LiveRun, RunResult, RunsTable
 from membrane.durable.transcripts import append_transcript
 from membrane.errors import StoreError
 from membrane.store.base import OutboxItem, Store
+from membrane.vocabulary import END_STATES
 
 __all__ = [
     "BASE_DELAY",
@@ -316,7 +317,15 @@ class OutboxDrainer:
         if outcome == "waiting":
             self._postpone(item, now)
             return
-        self._later(item, now, _why(item, record))
+        self._later(item, now, _why(item, record, ended=record is None and self._ended(item)))
+
+    def _ended(self, item: OutboxItem) -> bool:
+        """Whether the store says ``item``'s recipient has ended (a run that left memory)."""
+        try:
+            header = self._store.get_header(item.recipient)
+        except StoreError:
+            return False
+        return header is not None and header.status in END_STATES
 
     def _postpone(self, item: OutboxItem, now: float) -> None:
         try:
@@ -422,12 +431,13 @@ def _notify(record: LiveRun, notice: str, on_delivered: Callable[[], None] | Non
         return False
 
 
-def _why(item: OutboxItem, record: LiveRun | None) -> str:
-    """Why ``item`` could not be delivered now, as its last error says."""
+def _why(item: OutboxItem, record: LiveRun | None, *, ended: bool = False) -> str:
+    """Why ``item`` could not be delivered now, as its last error says (``ended``: the store
+    says its recipient, not held here, has ended)."""
     who = repr(item.recipient)
-    if record is None:
+    if record is None and not ended:
         return f"recipient {who} is not running in this process"
-    if record.finished:
+    if record is None or record.finished:
         return f"recipient {who} has ended; resume it to deliver"
     if record.stop_requested:
         return f"recipient {who} is stopping"

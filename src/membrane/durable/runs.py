@@ -14,13 +14,14 @@ them. durable/ never imports the runtime; the runtime hands these in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, cast
 
 from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Message, Usage
+from membrane.store.base import SessionHeader
 from membrane.vocabulary import END_STATES, EndStatus
 
 __all__ = ["EventLog", "LiveChild", "LiveRun", "RunInfo", "RunResult", "RunsTable"]
@@ -31,7 +32,7 @@ T = TypeVar("T")
 class LiveChild(Protocol):
     """What durable/ uses of a live run's child (a ``ProviderChild`` is one)."""
 
-    def messages(self) -> tuple[Message, ...]: ...
+    def messages(self) -> Sequence[Message]: ...
 
     def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool: ...
 
@@ -235,6 +236,26 @@ class RunInfo:
             "background": self.background,
             "provider": self.provider,
         }
+
+    @classmethod
+    def from_header(cls, header: SessionHeader) -> RunInfo:
+        """The run a stored session header describes (a run no longer held in memory)."""
+        meta, stored = header.meta, header.result
+        result = None
+        if stored is not None and header.status in END_STATES:
+            result = RunResult.from_dict(stored)
+        agent_type = meta.get("agent_type")
+        return cls(
+            run_id=header.session_id,
+            agent=header.agent,
+            agent_type=agent_type if isinstance(agent_type, str) else header.agent,
+            parent_id=header.parent_id,
+            depth=header.delegation_depth,
+            status=header.status,
+            background=meta.get("background") is True,
+            provider=header.provider,
+            result=result,
+        )
 
     @classmethod
     def from_stored(

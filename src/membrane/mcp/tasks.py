@@ -71,7 +71,7 @@ class ServedRuns:
         return self.runtime.startable(allowed)
 
     def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
-        return [info for info in self.runtime.runs() if info.run_id in self._ids]
+        return [self.runtime.get(run_id) for run_id in self._ids]
 
     async def stop(self, run_id: str, *, caller: str | None = None) -> RunInfo:
         return await self.runtime.stop(self._mine(run_id))

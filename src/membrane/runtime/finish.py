@@ -17,7 +17,9 @@ Finishing, in order:
 4. the run's own children are asked to stop (a child ends when its parent ends);
 5. its concurrency slot, if it held one, goes to the next run in line;
 6. the completion notice is offered to the parent, when it is live here
-   (``task_notification``, acknowledged once it is in the parent's conversation).
+   (``task_notification``, acknowledged once it is in the parent's conversation);
+7. the run leaves memory unless its running parent may still ask for it (``LiveRuns.ended``);
+   the store answers for it from then on.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Finisher:
         live: Callable[[str], RunRecord | None],
         stop: Callable[[RunRecord], None],
         release: Callable[[str], None],
+        forget: Callable[[RunRecord], None],
         leases: Leases | None = None,
     ) -> None:
         self._store = store
@@ -77,6 +80,7 @@ class Finisher:
         self._live = live
         self._stop = stop
         self._release = release
+        self._forget = forget
         self._leases = leases
 
     async def drive(self, record: RunRecord) -> None:
@@ -193,6 +197,7 @@ class Finisher:
             kind = event_kind(result.status)
             data = result.to_dict()
             owed = self._outbox.completion(record, result)
+            record.end_unstored = True
         record.outbox_item = item_id
         self._hub.deliver(
             seq=seq,
@@ -211,6 +216,7 @@ class Finisher:
         if owed is not None:
             owed.item_id = item_id
             self._outbox.offer(owed)
+        self._forget(record)
 
 
 def _not_stored(result: RunResult, failure: StoreError) -> RunResult:

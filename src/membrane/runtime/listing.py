@@ -14,16 +14,28 @@ from pathlib import Path
 from typing import Any, Final
 
 from membrane.durable.runs import RunResult
-from membrane.errors import StoreDamaged
+from membrane.errors import StoreDamaged, UnknownRun
 from membrane.models.base import Usage
 from membrane.runtime.budget import stored_ledger
 from membrane.store.base import SessionHeader
 from membrane.store.sqlite import SQLiteStore
 
-__all__ = ["RunRow", "list_runs", "row_from_dict", "subtree"]
+__all__ = [
+    "RUNS_PAGE",
+    "RUNS_PAGE_MAX",
+    "RunRow",
+    "list_runs",
+    "page_rows",
+    "row_from_dict",
+    "subtree",
+]
 
 #: More undelivered items than any listing needs to count; ``pending_outbox`` is bounded.
 _ALL_PENDING: Final = 2**31 - 1
+
+#: Runs per page of ``runs/list`` when the caller names no ``limit``, and the most it may ask.
+RUNS_PAGE: Final = 100
+RUNS_PAGE_MAX: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +94,24 @@ def row_from_dict(data: Mapping[str, Any]) -> RunRow:
         usage_total=usage(data.get("usage_total")),
         budget=dict(budget) if isinstance(budget, Mapping) else None,
     )
+
+
+def page_rows(
+    rows: list[RunRow], *, limit: int, after: str | None
+) -> tuple[list[RunRow], str | None]:
+    """Up to ``limit`` of ``rows`` from just after run ``after`` (``UnknownRun`` when it is
+    not among them), and the ``after`` of the next page (``None``: this is the last)."""
+    start = 0
+    if after is not None:
+        for index, row in enumerate(rows):
+            if row.run_id == after:
+                start = index + 1
+                break
+        else:
+            raise UnknownRun(f"no run {after!r} to list after", run_id=after)
+    page = rows[start : start + limit]
+    following = page[-1].run_id if start + limit < len(rows) else None
+    return page, following
 
 
 def subtree(rows: list[RunRow], root: str) -> list[RunRow]:

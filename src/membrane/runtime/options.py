@@ -50,7 +50,10 @@ class RuntimeOptions:
       fails closed with ``unknown-workflow``.
     * ``approver``: answers the calls an ``ask`` permission rule holds (``ApprovalRequest`` ->
       ``True`` to run it); without one such a call fails with ``approval-unavailable``;
-    * ``tracer``: a ``RunTracer`` that turns every run's events into OpenTelemetry spans.
+    * ``tracer``: a ``RunTracer`` that turns every run's events into OpenTelemetry spans;
+    * ``on_end``: called with a run's id once it has ended and its end is delivered (each
+      time: a resumed run ends again), so that what a host keeps per run can go with it
+      (``membrane serve`` drops the run's checkout, role and model).
     """
 
     settings: Settings | None = None
@@ -64,6 +67,7 @@ class RuntimeOptions:
     workflows: Mapping[str, WorkflowBinding] | None = None
     approver: Approver | None = None
     tracer: RunTracer | None = None
+    on_end: Callable[[str], None] | None = None
 
 
 def checked_parts(

@@ -40,7 +40,7 @@ from membrane.resolve.warnings import warning_objects
 from membrane.runtime.budget import BUDGET_KEY
 from membrane.runtime.events import EventHub
 from membrane.runtime.request import SubagentStartRequest
-from membrane.runtime.runs import LiveRuns, RunRecord
+from membrane.runtime.runs import OWNER_KEY, LiveRuns, RunRecord
 from membrane.sandbox import Boundary, SandboxPolicy, boundary_summary
 from membrane.store.base import SessionHeader, Store
 from membrane.tools.argument_rules import rule_mapping
@@ -160,6 +160,7 @@ class Publisher:
             created_at=time.time(),
             request_id=request.request_id,
             meta={
+                OWNER_KEY: self._runs.owner,
                 "agent_type": record.agent_type,
                 "background": record.background,
                 "role": record.role,
@@ -292,6 +293,7 @@ class Publisher:
 
         def write() -> int:
             store.set_status(record.run_id, record.status)
+            store.update_meta(record.run_id, {OWNER_KEY: self._runs.owner})
             if reopen_interrupted_edge(store, parent_id=record.parent_id, child_id=record.run_id):
                 record.has_edge = True
             return store.append_event(record.run_id, "published", data)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+from uuid import uuid4
 
 import anyio
 
@@ -27,9 +28,14 @@ from membrane.runtime.budget import RunSpending
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ProviderChild
 from membrane.runtime.worktree import Worktree
+from membrane.store.base import SessionHeader
 from membrane.vocabulary import OK_STATES
 
-__all__ = ["LiveRuns", "RunRecord", "event_kind"]
+__all__ = ["OWNER_KEY", "LiveRuns", "RunRecord", "event_kind"]
+
+#: The header ``meta`` key naming the runtime that last published a run (``LiveRuns.owner``):
+#: how a runtime finds its own runs in the store once they have left memory.
+OWNER_KEY: Final = "runtime"
 
 
 def event_kind(status: str) -> str:
@@ -97,6 +103,8 @@ class RunRecord:
     spending: RunSpending | None = None
     ended_by: MembraneError | None = None
     result: RunResult | None = None
+    #: The store could not write the run's end: the record stays the one truth of it.
+    end_unstored: bool = False
     #: ``done``'s event, made by its first waiter (most runs have none), and whether the run
     #: has ended (``mark_done``).
     _done: anyio.Event | None = field(default=None, init=False, repr=False)
@@ -105,6 +113,11 @@ class RunRecord:
     @property
     def finished(self) -> bool:
         return self.result is not None
+
+    @property
+    def delivered(self) -> bool:
+        """The run has ended and its end reached its waiters (``mark_done``)."""
+        return self._ended
 
     @property
     def done(self) -> anyio.Event:
@@ -120,8 +133,7 @@ class RunRecord:
 
     def mark_done(self) -> None:
         """The run has ended: wake its waiters, and any that come later at once (each with an
-        event of its own, already set: the record keeps none, since an ended run stays listed
-        for the runtime's life)."""
+        event of its own, already set: the record keeps none)."""
         self._ended = True
         event = self._done
         if event is not None:
@@ -168,23 +180,53 @@ class RunRecord:
 
 
 class LiveRuns:
-    """The one owner of one runtime's published runs, in start order.
+    """The one owner of one runtime's runs held in memory, in start order.
 
-    Only publication adds a run (``register``); nothing removes one while the runtime lives,
-    so an ended run stays listed with its result. durable/ reads it as a ``RunsTable``.
+    Publication adds a run (``register``); a run leaves once it has ended and nothing here can
+    ask for it any more (``ended``): a top-level run, or a child whose parent has ended, at
+    its end; a child of a running parent when that parent ends (the parent's waits, its
+    ``TaskList`` and its subtree's usage read it until then). The store holds every run: a
+    lookup of one that left reads its header. durable/ reads it as a ``RunsTable``.
     """
 
-    __slots__ = ("_hub", "_runs")
+    __slots__ = ("_hub", "_runs", "owner")
 
     def __init__(self, hub: EventHub) -> None:
         self._hub = hub
         self._runs: dict[str, RunRecord] = {}
+        #: This runtime's id, written under ``OWNER_KEY`` in the header of each run it publishes.
+        self.owner: str = uuid4().hex
+
+    def owns(self, header: SessionHeader) -> bool:
+        """Whether this runtime published (or last resumed) the stored run ``header``."""
+        return header.meta.get(OWNER_KEY) == self.owner
 
     def live(self, run_id: str) -> RunRecord | None:
         return self._runs.get(run_id) if isinstance(run_id, str) else None
 
     def records(self) -> list[RunRecord]:
         return list(self._runs.values())
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def running(self) -> bool:
+        """Whether a run held here has not ended."""
+        return any(not record.finished for record in self._runs.values())
+
+    def ended(self, record: RunRecord) -> None:
+        """``record`` has ended and its end is delivered: its ended children leave memory (only
+        it could ask for them), and so does it unless a running parent may still ask for it.
+        A run whose end the store did not take stays (``end_unstored``): the store still says
+        it is running, and only this record knows better."""
+        runs = self._runs
+        for child_id in record.children:
+            child = runs.get(child_id)
+            if child is not None and child.delivered and not child.end_unstored:
+                del runs[child_id]
+        parent = runs.get(record.parent_id) if record.parent_id is not None else None
+        if not record.end_unstored and (parent is None or parent.finished):
+            runs.pop(record.run_id, None)
 
     def tool_arguments(self, run_id: str, call_id: str) -> JSONObject | None:
         """The arguments of tool call ``call_id`` in live run ``run_id``'s conversation."""

@@ -57,11 +57,13 @@ from membrane.durable.transcripts import emitter
 from membrane.errors import (
     InvalidRequest,
     MembraneError,
+    StoreError,
     UnknownRun,
     UnsupportedCapability,
 )
 from membrane.extensions.hooks import ExtensionHooks
-from membrane.limits import check_seconds
+from membrane.json_types import JSONObject
+from membrane.limits import check_count, check_seconds
 from membrane.loop.calls import Emit
 from membrane.models.base import Model
 from membrane.resolve.authority import Deployment
@@ -81,7 +83,7 @@ from membrane.runtime.provider import (
 from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import Publisher
 from membrane.runtime.request import SubagentStartRequest, allowed_agent_names, validate_request
-from membrane.runtime.runs import LiveRuns, RunRecord
+from membrane.runtime.runs import OWNER_KEY, LiveRuns, RunRecord
 from membrane.runtime.scheduler import Scheduler
 from membrane.runtime.start import CatalogLike, StartPath
 from membrane.runtime.workflows import WorkflowBinder
@@ -93,10 +95,14 @@ from membrane.store.memory import MemoryStore
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import ToolContext
 from membrane.tools.view import ToolView
+from membrane.vocabulary import END_STATES
 
 __all__ = ["CatalogLike", "SubagentRuntime"]
 
 T = TypeVar("T")
+
+#: ``runs()`` with no ``limit``: more than any store holds.
+_ALL = 2**62
 
 
 class SubagentRuntime:
@@ -185,6 +191,7 @@ class SubagentRuntime:
         on_setup_step, memory = options.on_setup_step, options.memory
         child_env = options.child_env
         self._tracer = options.tracer
+        self._on_end = options.on_end
         found = getattr(catalog, "settings", None)
         settings = settings or (found if isinstance(found, Settings) else Settings())
         if settings.persona is not None:
@@ -253,6 +260,7 @@ class SubagentRuntime:
             live=self._runs.live,
             stop=self._scheduler.request_stop,
             release=self._slots.release,
+            forget=self._ended,
             leases=self._sweeper.leases,
         )
         self._receipts = SpawnReceipts(
@@ -311,8 +319,8 @@ class SubagentRuntime:
             self.pruned_worktrees = tuple(pruned)
         services = [self._hub.writer, self._outbox.run, self._sweeper.run]
         if self._tracer is not None:
-            self._tracer.lookup = self._runs.tool_arguments
-            self._tracer.results = self._runs.tool_result
+            self._tracer.lookup = self._tool_arguments
+            self._tracer.results = self._tool_result
             self._tracer.resolve = partial(
                 resolve_spec, models=self.settings.models, aliases=self.settings.model_aliases
             )
@@ -418,8 +426,12 @@ class SubagentRuntime:
 
     async def wait(self, run_id: str, *, caller: str | None = None) -> RunResult:
         """The run's result, once it has ended. ``caller``: only its own children are known;
-        it is the run that waits, and it lends its concurrency slot while it does."""
-        record = self._lookup(run_id, caller)
+        it is the run that waits, and it lends its concurrency slot while it does. A run that
+        ended and left memory answers from the store (its result without its messages)."""
+        record = self._find(run_id, caller)
+        if isinstance(record, RunInfo):
+            assert record.result is not None
+            return record.result
         if caller is None:
             await record.done.wait()  # a host's wait: it holds no slot to lend
         else:
@@ -445,7 +457,8 @@ class SubagentRuntime:
         if isinstance(run_ids, str) or not isinstance(run_ids, Sequence) or not run_ids:
             raise InvalidRequest("run_ids must be a non-empty list of run ids", field="ids")
         timeout = check_seconds(timeout, what="timeout")
-        records = [self._lookup(run_id, caller) for run_id in dict.fromkeys(run_ids)]
+        found = [self._find(run_id, caller) for run_id in dict.fromkeys(run_ids)]
+        records = [record for record in found if isinstance(record, RunRecord)]
         parent_wait = int(caller is not None)
         for record in records:
             record.parent_waits += parent_wait
@@ -462,18 +475,53 @@ class SubagentRuntime:
                 if record.finished:
                     self._outbox.settled_by_wait(record)
         await self.store.barrier()
-        return [self._info(record) for record in records]
+        return [item if isinstance(item, RunInfo) else self._info(item) for item in found]
 
-    def runs(self, *, parent_id: str | None = None) -> builtins.list[RunInfo]:
-        """Every published run, or only ``parent_id``'s children, in start order."""
-        return [
-            self._info(record)
-            for record in self._runs.records()
-            if parent_id is None or record.parent_id == parent_id
-        ]
+    def runs(
+        self,
+        *,
+        parent_id: str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> builtins.list[RunInfo]:
+        """The runs this runtime published (started, or resumed here), or only ``parent_id``'s
+        children, in the order the store first recorded them: up to ``limit`` of them (all
+        when ``None``), from just after run ``after`` (a page's last ``run_id``). Live runs
+        are listed as they are now; ended ones as the store holds them.
+
+        Raises ``InvalidRequest`` for a ``limit`` below 1 or an ``after`` that is not a
+        string, ``UnknownRun`` for an ``after`` the store does not hold."""
+        check_count(limit, what="limit", minimum=1, optional=True)
+        if after is not None and not isinstance(after, str):
+            raise InvalidRequest("after must be a run id (a string)", field="after")
+        if parent_id is not None and not isinstance(parent_id, str):
+            raise InvalidRequest("parent_id must be a run id (a string)", field="parent_id")
+        try:
+            headers = self.store.page_sessions(
+                limit=_ALL if limit is None else limit,
+                after=after,
+                parent_id=parent_id,
+                meta=(OWNER_KEY, self._runs.owner),
+            )
+        except StoreError:
+            if after is not None and self.store.get_header(after) is None:
+                raise UnknownRun(f"no run {after!r} to list after", run_id=after) from None
+            raise
+        listed: builtins.list[RunInfo] = []
+        for header in headers:
+            record = self._runs.live(header.session_id)
+            listed.append(RunInfo.from_header(header) if record is None else self._info(record))
+        return listed
+
+    def busy(self) -> bool:
+        """Whether a run of this runtime has not ended yet."""
+        return self._runs.running()
 
     def get(self, run_id: str, *, caller: str | None = None) -> RunInfo:
-        return self._info(self._lookup(run_id, caller))
+        """The run as it is now (``UnknownRun``: none of this runtime's, or not ``caller``'s
+        child); one that ended and left memory as the store holds it."""
+        found = self._find(run_id, caller)
+        return found if isinstance(found, RunInfo) else self._info(found)
 
     def steer(
         self, run_id: str, message: str, *, caller: str | None = None,
@@ -484,8 +532,8 @@ class SubagentRuntime:
         With ``request_id`` it is durable instead: a ``brief``, see ``message``."""
         if request_id is not None:
             return self.message(run_id, message, request_id=request_id, caller=caller, kind="brief")
-        record = self._lookup(run_id, caller)
-        if record.finished:
+        record = self._find(run_id, caller)
+        if isinstance(record, RunInfo) or record.finished:
             raise InvalidRequest(f"run {run_id!r} has ended; only a live child can be steered")
         if not record.child.steer(message):
             raise UnsupportedCapability(
@@ -518,9 +566,11 @@ class SubagentRuntime:
     ) -> RunInfo:
         """Stop a run and its descendants; returns once it has ended. With ``request_id`` the
         stop is a ``cancel`` delivery with its receipt (acted on once per ``request_id``)."""
-        record = self._lookup(run_id, caller)
+        record = self._find(run_id, caller)
         if request_id is not None:
             self._messenger.cancel(run_id, request_id=request_id, sender=caller or "host")
+        if isinstance(record, RunInfo):
+            return record  # it ended and left memory
         self._scheduler.request_stop(record)
         async with self._slots.lending(caller):
             await record.done.wait()
@@ -626,6 +676,45 @@ class SubagentRuntime:
             self._scheduler.launch(record)
         return self._info(record)
 
+    def _tool_arguments(self, run_id: str, call_id: str) -> JSONObject | None:
+        """The arguments of tool call ``call_id`` of run ``run_id``: from its live
+        conversation, or from its stored transcript once it has ended and left memory."""
+        if self._runs.live(run_id) is not None:
+            return self._runs.tool_arguments(run_id, call_id)
+        try:
+            stored = self.store.transcript(run_id)
+        except StoreError:
+            return None
+        for message in reversed(stored):
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
+                if isinstance(call, dict) and call.get("id") == call_id:
+                    arguments = call.get("arguments")
+                    return arguments if isinstance(arguments, dict) else None
+        return None
+
+    def _tool_result(self, run_id: str, call_id: str) -> str | None:
+        """The text of tool call ``call_id``'s result in run ``run_id``: from its live
+        conversation, or from its stored transcript once it has ended and left memory."""
+        if self._runs.live(run_id) is not None:
+            return self._runs.tool_result(run_id, call_id)
+        try:
+            stored = self.store.transcript(run_id)
+        except StoreError:
+            return None
+        for message in reversed(stored):
+            if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
+                content = message.get("content")
+                return content if isinstance(content, str) else None
+        return None
+
+    def _ended(self, record: RunRecord) -> None:
+        """``record`` ended and its end is delivered: it leaves memory when nothing here can
+        ask for it any more (``LiveRuns.ended``), and the host hears of it (``on_end``)."""
+        self._runs.ended(record)
+        if self._on_end is not None:
+            self._on_end(record.run_id)
+
     def _end_over_budget(self, record: RunRecord, error: MembraneError) -> None:
         """End ``record`` with ``error``: another run spent what it needed (DESIGN rule 12)."""
         if record.finished or record.ended_by is not None:
@@ -639,6 +728,21 @@ class SubagentRuntime:
             whose = "among your subagents" if caller is not None else "in this runtime"
             raise UnknownRun(f"no run {run_id!r} {whose}", run_id=str(run_id))
         return record
+
+    def _find(self, run_id: str, caller: str | None) -> RunRecord | RunInfo:
+        """The live record of a run of this runtime, or, for one that ended and left memory,
+        what the store holds of it; ``UnknownRun`` as ``_lookup``."""
+        if self._runs.live(run_id) is None and isinstance(run_id, str):
+            header = self.store.get_header(run_id)
+            if (
+                header is not None
+                and self._runs.owns(header)
+                and header.status in END_STATES
+                and header.result is not None
+                and (caller is None or header.parent_id == caller)
+            ):
+                return RunInfo.from_header(header)
+        return self._lookup(run_id, caller)
 
     def _info(self, record: RunRecord) -> RunInfo:
         return record.info(queue_position=self._slots.position(record))

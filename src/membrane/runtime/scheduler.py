@@ -26,6 +26,7 @@ from membrane.runtime.events import EventHub
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.slots import Slots
 from membrane.store.base import Store
+from membrane.vocabulary import END_STATES
 
 __all__ = ["Scheduler"]
 
@@ -141,8 +142,15 @@ class Scheduler:
                 transient=True,
             )
         parent = self._runs.live(parent_id) if parent_id is not None else None
+        state: str | None = None
         if parent is not None and (parent.finished or parent.stop_requested):
             state = parent.status if parent.finished else "stopping"
+        elif parent is None and parent_id is not None:
+            # An ended run of this runtime has left memory; its stored header says it ended.
+            header = self._store.get_header(parent_id)
+            if header is not None and self._runs.owns(header) and header.status in END_STATES:
+                state = header.status
+        if state is not None:
             raise InvalidRequest(
                 f"run {parent_id!r} has ended or is stopping ({state}); a child of it would be "
                 "orphaned, so nothing was published",

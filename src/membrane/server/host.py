@@ -29,10 +29,11 @@ import anyio
 from anyio.abc import TaskStatus
 
 from membrane.config.budget import Budget
+from membrane.config.model_names import resolve_spec
 from membrane.config.values import DEFAULT_ROLE, Settings
 from membrane.durable.schedule_actions import schedule_tools
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner
-from membrane.errors import InvalidRequest, TokenInvalid, UnknownRun
+from membrane.errors import InvalidRequest, TokenInvalid, UnknownModel, UnknownRun
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.json_types import JSONObject
 from membrane.mcp.mount import McpServers
@@ -159,6 +160,8 @@ class ProjectHost:
         self._roles: dict[str, str | None] = {}
         #: The model each run was started on, for the children its token starts.
         self._run_models: dict[str, Model | None] = {}
+        #: The model of each (spec, logged) the starts named, with the settings it was built on.
+        self._built: dict[tuple[str | None, bool], tuple[object, Model]] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
         #: The scope and call context of each caller without a run (``_session``).
         self._sessions: dict[tuple[str | None, str | None], _Session] = {}
@@ -186,6 +189,7 @@ class ProjectHost:
                 child_env=self._child_env,
                 workflows=builtin_workflows(),
                 approver=socket_approver,
+                on_end=self._forget_run,
             ),
         )
 
@@ -259,7 +263,7 @@ class ProjectHost:
 
     def busy(self) -> bool:
         """Whether any run of this project is live."""
-        return any(info.status not in END_STATES for info in self.runtime.runs())
+        return self.runtime.busy()
 
     # -- identity -----------------------------------------------------------------------------
 
@@ -276,6 +280,13 @@ class ProjectHost:
             else:
                 live.append(checkout)
         return live
+
+    def _forget_run(self, run_id: str) -> None:
+        """Drop what this host kept for a run that has ended (a resume adds it again)."""
+        self._checkouts.pop(run_id, None)
+        self._roles.pop(run_id, None)
+        self._run_models.pop(run_id, None)
+        self._contexts.pop(run_id, None)
 
     def _child_env(self, run_id: str, cwd: Path | None) -> Mapping[str, str]:
         self._checkouts[run_id] = cwd if cwd is not None else self.workspace.project
@@ -455,9 +466,24 @@ class ProjectHost:
         asked for it or the settings say ``log_requests = true`` (only then is the factory
         given ``requests``, so a factory that takes two arguments still serves the rest)."""
         settings = self.workspace.settings
-        if log_requests or settings.log_requests:
-            return self._models(spec, settings, requests=self.state_path.parent / REQUESTS_FOLDER)
-        return self._models(spec, settings)
+        logged = log_requests or settings.log_requests
+        # One model per spec and settings, shared by the runs started on it, as one process
+        # shares its model: a model holds an SDK client and its connections, which a model per
+        # start would leave behind at every run's end. A script replays from its first turn
+        # for each model built, so a scripted start (a resume too) gets a model of its own.
+        key = (spec, logged)
+        found = self._built.get(key)
+        if found is not None and found[0] is settings:
+            return found[1]
+        if logged:
+            model = self._models(spec, settings, requests=self.state_path.parent / REQUESTS_FOLDER)
+        else:
+            model = self._models(spec, settings)
+        if not _scripted(spec or settings.default_model, settings):
+            if len(self._built) >= _SESSIONS and key not in self._built:
+                self._built.clear()
+            self._built[key] = (settings, model)
+        return model
 
     async def stored_runs(self, caller: Caller) -> list[RunRow]:
         """The project's stored runs as ``membrane runs`` lists them; a token caller gets only
@@ -475,3 +501,14 @@ class ProjectHost:
         finally:
             _MODEL.reset(token_model)
             _ROLE.reset(token_role)
+
+
+def _scripted(spec: str | None, settings: Settings) -> bool:
+    """Whether ``spec`` names a scripted model (or names nothing the settings resolve)."""
+    if spec is None:
+        return True
+    try:
+        choice = resolve_spec(spec, models=settings.models, aliases=settings.model_aliases)
+    except UnknownModel:
+        return True
+    return choice.provider == "scripted"

@@ -23,7 +23,7 @@ from membrane.json_types import JSONDict, JSONValue
 from membrane.resolve import CallParams
 from membrane.runtime import RunInfo, SubagentStartRequest
 from membrane.runtime.events import TERMINAL_KINDS
-from membrane.runtime.listing import subtree
+from membrane.runtime.listing import RUNS_PAGE, RUNS_PAGE_MAX, page_rows, subtree
 from membrane.server.approval import APPROVAL_CAPABILITY, answered_by, client_approver
 from membrane.server.connection import InvalidParams, Peer, UnknownMethod
 from membrane.server.framing import Encoded, Request, encode_value
@@ -128,6 +128,9 @@ class _Shutdown(_Params):
 class _Runs(_Project):
     parentId: str | None = None
     stored: bool = False
+    #: One page: at most ``limit`` runs, from just after run ``after`` (``next`` of the last).
+    limit: int = Field(default=RUNS_PAGE, ge=1, le=RUNS_PAGE_MAX)
+    after: str | None = Field(default=None, min_length=1)
 
 
 class _Run(_Project):
@@ -374,9 +377,15 @@ async def _runs_list(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
         if own is not None:
             keep = own | {row.run_id for root in own for row in subtree(rows, root)}
             rows = [row for row in rows if row.run_id in keep]
-        return {"runs": [row.to_dict() for row in rows], "state": str(host.state_path)}
+        rows, following = page_rows(rows, limit=p.limit, after=p.after)
+        return {
+            "runs": [row.to_dict() for row in rows],
+            "state": str(host.state_path),
+            "next": following,
+        }
     parent = caller.run_id if caller.run_id is not None else p.parentId
-    infos = host.runtime.runs(parent_id=parent)
+    infos = host.runtime.runs(parent_id=parent, limit=p.limit, after=p.after)
+    following = infos[-1].run_id if len(infos) == p.limit else None
     if own is not None:
         reached: list[RunInfo] = []
         for info in infos:
@@ -386,7 +395,7 @@ async def _runs_list(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
                 continue
             reached.append(info)
         infos = reached
-    return {"runs": [info.to_dict() for info in infos]}
+    return {"runs": [info.to_dict() for info in infos], "next": following}
 
 
 async def _runs_get(server: Server, conn: Peer, params: JSONDict) -> JSONValue:

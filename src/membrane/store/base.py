@@ -223,6 +223,20 @@ class Store(Protocol):
         """All sessions (``parent_id=None``) or one parent's children, oldest first."""
         ...
 
+    def page_sessions(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        parent_id: str | None = None,
+        meta: tuple[str, str] | None = None,
+    ) -> list[SessionHeader]:
+        """Up to ``limit`` sessions in the order the store created them, from just after
+        session ``after`` (from the first when ``None``; ``StoreError`` when no session
+        ``after`` is stored); ``parent_id``: only its children; ``meta``: only sessions whose
+        ``meta`` holds ``key: value``."""
+        ...
+
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         """Append one event and return its ``seq``."""
         ...

@@ -274,6 +274,34 @@ class MemoryStore(MemoryDurable, Store):
         found.sort(key=lambda row: row[_CREATED])
         return [_header(row) for row in found]
 
+    def page_sessions(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        parent_id: str | None = None,
+        meta: tuple[str, str] | None = None,
+    ) -> list[SessionHeader]:
+        found: list[SessionHeader] = []
+        with self._open("page_sessions") as state:
+            if after is not None and after not in state.sessions:
+                raise missing("session", after)
+            rows = iter(state.sessions.values())
+            if after is not None:
+                for row in rows:  # insertion order, as rowid in SQLite
+                    if row[0] == after:
+                        break
+            for row in rows:
+                if len(found) >= limit:
+                    break
+                if parent_id is not None and row[_PARENT] != parent_id:
+                    continue
+                header = _header(row)
+                if meta is not None and header.meta.get(meta[0]) != meta[1]:
+                    continue
+                found.append(header)
+        return found
+
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         encoded = _text(data, what=f"data of event {kind!r}")
         with self._open("append_event") as state:

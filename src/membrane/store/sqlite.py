@@ -333,6 +333,39 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             rows = conn.execute(query + " ORDER BY created_at, rowid", params).fetchall()
         return [_header(row) for row in rows]
 
+    def page_sessions(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        parent_id: str | None = None,
+        meta: tuple[str, str] | None = None,
+    ) -> list[SessionHeader]:
+        where, params = ["1"], []
+        if after is not None:
+            where.append("rowid > (SELECT rowid FROM sessions WHERE session_id = ?)")
+            params.append(after)
+        if parent_id is not None:
+            where.append("parent_id = ?")
+            params.append(parent_id)
+        if meta is not None:
+            where.append("json_extract(meta, ?) = ?")
+            params += [f'$."{meta[0]}"', meta[1]]
+        query = (
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {' AND '.join(where)} "
+            "ORDER BY rowid LIMIT ?"
+        )
+        with self._guard("page_sessions") as conn:
+            if (
+                after is not None
+                and not conn.execute(
+                    "SELECT 1 FROM sessions WHERE session_id = ?", (after,)
+                ).fetchone()
+            ):
+                raise missing("session", after)
+            rows = conn.execute(query, (*params, max(0, limit))).fetchall()
+        return [_header(row) for row in rows]
+
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         encoded = dump_json(data, what="data of event", of=kind)
         with self._write("append_event"):
