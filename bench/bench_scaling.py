@@ -5,8 +5,9 @@ ratio, and the growth between the smallest and the largest n of Membrane's per-i
 of its ratio to the limit (1.0 is flat; a path that is linear per item grows with n). The
 goal of each curve is on the ratio's growth, at most 2x:
 
-* transcript: one message appended per turn, at 100 / 1,000 / 16,000 turns, against a raw
-  SQLite loop inserting the same rows under the same synchronous mode;
+* turns: a whole turn of one run (model request, a ``Read`` call, events, the transcript
+  written) at turn 1,000 and at turn 16,000, in memory and in SQLite under
+  ``synchronous = normal``; goal at most 1.2x (a turn costs the same however long the run);
 * catalog reload with nothing changed, at 100 / 1,000 / 10,000 definitions, against the stat
   of its roots (the O(roots) limit), and after 10 changed files;
 * ``runtime.runs()`` with n queued children (concurrency cap 10), per listed run;
@@ -29,7 +30,6 @@ import contextlib
 import gc
 import hashlib
 import os
-import sqlite3
 import statistics
 import tempfile
 import threading
@@ -41,7 +41,7 @@ import anyio
 
 from membrane.agents.catalog import Catalog
 from membrane.config.values import Settings
-from membrane.models.base import ModelRequest, ModelResponse
+from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import (
     SubagentRuntime,
     SubagentStartRequest,
@@ -75,42 +75,63 @@ def curve(title: str, rows: list[tuple[int, float, float]], *, limit: str, what:
     )
 
 
-# -- transcript -----------------------------------------------------------------------------
+# -- turns ----------------------------------------------------------------------------------
 
 
-def transcript_curve(folder: Path) -> None:
-    rows = []
-    for turns in sizes(100, 1_000, 16_000):
-        store = SQLiteStore(folder / f"t{turns}.db", synchronous="normal")
-        store.create_session(SessionHeader("s", "worker", None, 0, "running"))
-        message = {"role": "assistant", "content": "x" * 200}
-        length, last = 0, []
-        for turn in range(turns):
-            begin = time.perf_counter()
-            length = store.append_messages("s", [message], start=length)
-            if turn >= turns - 100:
-                last.append(time.perf_counter() - begin)
+class _TurnTimer:
+    """A model that calls ``Read`` for ``turns`` turns and then answers, noting when each
+    request arrives: the time between two requests is one whole turn of the loop (the request
+    built, the call run through the view, the events, the transcript written, the next
+    request), what a long run pays at each turn. It keeps nothing else."""
+
+    name = "turns"
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+        self.at: list[float] = []
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        self.at.append(time.perf_counter())
+        if len(self.at) > self.turns:
+            return ModelResponse(text="done")
+        call = ToolCall(id=f"c{len(self.at)}", name="Read", arguments={"path": "a.txt"})
+        return ModelResponse(tool_calls=(call,), stop_reason="tool_calls")
+
+
+def turn_curve(folder: Path) -> None:
+    """A whole turn's cost at turn 1,000 and at turn 16,000 of one run (the median of the 300
+    turns up to each), in memory and in a SQLite store under ``synchronous = normal``."""
+    early, late = sizes(1_000, 16_000)
+    for kind in ("memory", "sqlite normal"):
+        model = _TurnTimer(late)
+        store: MemoryStore | SQLiteStore = (
+            MemoryStore()
+            if kind == "memory"
+            else SQLiteStore(folder / f"turns-{late}.db", synchronous="normal")
+        )
+
+        async def run(model: _TurnTimer = model, store: MemoryStore | SQLiteStore = store) -> None:
+            runtime = runtime_for(folder / "turns", model, store=store, concurrency=10)  # type: ignore[arg-type]
+            async with runtime:
+                result = await runtime.run(SubagentStartRequest("worker", "read on"))
+                assert result.outcome.status == "completed", result.outcome
+                assert result.outcome.turns == late + 1
+
+        anyio.run(run)
         store.close()
-        raw = sqlite3.connect(folder / f"r{turns}.db", isolation_level=None)
-        raw.execute("PRAGMA journal_mode = WAL")
-        raw.execute("PRAGMA synchronous = NORMAL")
-        raw.execute("CREATE TABLE m (s TEXT, i INTEGER, d TEXT, PRIMARY KEY (s, i)) WITHOUT ROWID")
-        peer = []
-        for turn in range(turns):
-            begin = time.perf_counter()
-            raw.execute("BEGIN IMMEDIATE")
-            raw.execute("INSERT INTO m VALUES (?, ?, ?)", ("s", turn, "x" * 200))
-            raw.execute("COMMIT")
-            if turn >= turns - 100:
-                peer.append(time.perf_counter() - begin)
-        raw.close()
-        rows.append((turns, statistics.median(last), statistics.median(peer)))
-    curve(
-        "Transcript: one message appended per turn (SQLite, NORMAL), the last 100 turns",
-        rows,
-        limit="raw INSERT+COMMIT",
-        what="transcript append",
-    )
+        gaps = [b - a for a, b in zip(model.at, model.at[1:], strict=False)]
+        first = statistics.median(gaps[early - 300 : early])
+        last = statistics.median(gaps[late - 300 : late])
+        print(
+            f"\nWhole turn ({kind}): turn {early:,} {show(first)}, turn {late:,} {show(last)}, "
+            f"{last / first:.2f}x"
+        )
+        goal(
+            f"whole-turn cost at turn {late:,} against turn {early:,} ({kind})",
+            "<= 1.2x",
+            f"{last / first:.2f}x ({show(first)} -> {show(last)})",
+            last / first <= 1.2,
+        )
 
 
 # -- catalog --------------------------------------------------------------------------------
@@ -302,16 +323,20 @@ def cold_catalog(folder: Path) -> None:
     )
 
 
-async def main() -> None:
+async def curves(folder: Path) -> None:
+    catalog_curve(folder)
+    await list_curve(folder)
+    memory_curve()
+    cold_catalog(folder)
+
+
+def main() -> None:
     gc.collect()
     with tempfile.TemporaryDirectory() as temp:
         folder = Path(temp)
-        transcript_curve(folder)
-        catalog_curve(folder)
-        await list_curve(folder)
-        memory_curve()
-        cold_catalog(folder)
+        turn_curve(folder)
+        anyio.run(curves, folder)
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    main()

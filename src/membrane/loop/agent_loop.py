@@ -95,7 +95,14 @@ from membrane.loop.outcome import NO_USAGE, ChildOutcome
 from membrane.loop.overlap import claim, conflict
 from membrane.loop.replies import checked_response
 from membrane.loop.spending import Spending
-from membrane.models.base import Message, Model, ModelRequest, ModelResponse, ToolCall
+from membrane.models.base import (
+    Conversation,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
 from membrane.vocabulary import OK_STATES, TOOL_CHOICE_MODES, EndStatus
@@ -232,9 +239,10 @@ class AgentLoop:
         self._text = ""
 
     @property
-    def messages(self) -> tuple[Message, ...]:
-        """The conversation so far."""
-        return tuple(self._messages)
+    def messages(self) -> Conversation:
+        """The conversation so far: a view made in constant time, whatever its length (the
+        loop only appends, so the view never changes)."""
+        return Conversation(self._messages)
 
     @property
     def turns(self) -> int:
@@ -334,11 +342,8 @@ class AgentLoop:
         return result
 
     def _release(self, result: ChildOutcome) -> None:
-        """Let go of what only a running loop needs once it has ended (an ended run stays
-        listed, with its loop, for the runtime's life): the conversation is the outcome's
-        tuple from now on, not a list of its own, and nothing is emitted any more."""
-        if len(result.messages) == len(self._messages):
-            self._messages = cast(list[Message], result.messages)
+        """Let go of what only a running loop needs once it has ended: nothing is emitted any
+        more."""
         self._emit = _ignore
 
     async def _drive(self) -> ChildOutcome:
@@ -443,7 +448,7 @@ class AgentLoop:
             agent=self.agent,
             run_id=self.run_id,
             system=self._system,
-            messages=tuple(self._messages),
+            messages=Conversation(self._messages),
             tools=tools,
             model=self._model_name,
             thinking=self._thinking,
@@ -650,7 +655,7 @@ class AgentLoop:
             usage=self._usage,
             error=None if error is None else error.to_dict(),
             structured=structured,
-            messages=tuple(self._messages),
+            messages=Conversation(self._messages),
         )
 
 

@@ -7,6 +7,7 @@ copies it field by field into a look-alike type.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,7 +37,7 @@ class ChildOutcome:
     usage: Usage = NO_USAGE
     error: JSONObject | None = None
     structured: JSONValue = None
-    messages: tuple[Message, ...] = ()
+    messages: Sequence[Message] = ()
 
     @property
     def ok(self) -> bool:

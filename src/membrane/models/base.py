@@ -14,14 +14,16 @@ adapter for either is a pure conversion (``membrane.models.convert`` proves it):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from itertools import islice
+from typing import Literal, Protocol, overload
 
 from membrane.json_types import JSONObject
 from membrane.tools.spec import Attachment
 
 __all__ = [
+    "Conversation",
     "Message",
     "MessageKind",
     "Model",
@@ -69,6 +71,76 @@ class Message:
     kind: MessageKind = "text"
     #: Binary parts of a ``tool`` result (an MCP server's images), beside ``content``.
     attachments: tuple[Attachment, ...] = ()
+
+
+class Conversation(Sequence[Message]):
+    """The first ``length`` messages of a conversation whose list only ever grows: what a
+    turn's ``ModelRequest``, a run's outcome and ``messages()`` carry.
+
+    Made in constant time and shared with the conversation as it goes on, instead of a copy of
+    it per turn (which made a turn cost more the longer the run). Immutable all the same: the
+    list's owner (the agent loop) only appends to it, so the messages a view holds never
+    change. Compares equal to any sequence of the same messages (a tuple, a list); ``+`` gives
+    a tuple; a slice is a tuple of the messages it names (``messages[n:]``: only those).
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: Sequence[Message] = (), length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else min(length, len(items))
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[slice(*index.indices(self._length))])
+        length = self._length
+        if index < 0:
+            index += length
+        if not 0 <= index < length:
+            raise IndexError("conversation index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Message]:
+        return islice(self._items, self._length)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        if len(other) != self._length:
+            return False
+        if isinstance(other, Conversation) and other.extends(self):
+            return True
+        return all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: Sequence[Message]) -> tuple[Message, ...]:
+        return (*self, *other)
+
+    def __radd__(self, other: Sequence[Message]) -> tuple[Message, ...]:
+        return (*other, *self)
+
+    def __repr__(self) -> str:
+        return f"Conversation({tuple(self)!r})"
+
+    def extends(self, other: Sequence[Message]) -> bool:
+        """Whether ``other`` is a view of the same conversation no longer than this one (so
+        this one holds its messages and then more), known without comparing a message."""
+        return (
+            isinstance(other, Conversation)
+            and other._items is self._items
+            and other._length <= self._length
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +191,8 @@ class ModelRequest:
     agent: str
     run_id: str
     system: str
-    messages: tuple[Message, ...]
+    #: The conversation so far (a ``Conversation`` from the agent loop; any sequence).
+    messages: Sequence[Message]
     tools: tuple[JSONObject, ...] = ()
     model: str | None = None
     thinking: str | None = None

@@ -14,7 +14,7 @@ import operator
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from membrane.models.base import Message, ModelRequest
+from membrane.models.base import Conversation, Message, ModelRequest
 
 __all__ = ["RequestLog"]
 
@@ -39,7 +39,7 @@ class RequestLog(Sequence[ModelRequest]):
     def __init__(self) -> None:
         self._entries: list[_Entry] = []
         #: run id -> (index of its latest entry, that entry's whole messages)
-        self._last: dict[str, tuple[int, tuple[Message, ...]]] = {}
+        self._last: dict[str, tuple[int, Sequence[Message]]] = {}
 
     def append(self, request: ModelRequest) -> None:
         """Record ``request`` (its messages shared with the run's previous request)."""
@@ -49,8 +49,12 @@ class RequestLog(Sequence[ModelRequest]):
         entry = _Entry(request, -1)
         if previous is not None:
             base, before = previous
-            # The loop passes the same message objects again: identity decides at C speed.
-            if len(messages) >= len(before) and (
+            # The loop's views of one conversation extend each other (known at once);
+            # otherwise the same message objects again: identity decides at C speed.
+            if isinstance(messages, Conversation) and messages.extends(before):
+                added: Sequence[Message] = messages[len(before) :]
+                entry = _Entry(dataclasses.replace(request, messages=added), base)
+            elif len(messages) >= len(before) and (
                 all(map(operator.is_, messages, before)) or all(map(operator.eq, messages, before))
             ):
                 added = messages[len(before) :]
@@ -62,7 +66,7 @@ class RequestLog(Sequence[ModelRequest]):
         parts: list[tuple[Message, ...]] = []
         while index >= 0:
             entry = self._entries[index]
-            parts.append(entry.request.messages)
+            parts.append(tuple(entry.request.messages))
             index = entry.base
         return tuple(message for part in reversed(parts) for message in part)
 
@@ -92,7 +96,7 @@ class RequestLog(Sequence[ModelRequest]):
 
     def __iter__(self) -> Iterator[ModelRequest]:
         # Each run's latest messages, so that a whole pass costs what the requests hold.
-        latest: dict[int, tuple[Message, ...]] = {}
+        latest: dict[int, Sequence[Message]] = {}
         for index, entry in enumerate(self._entries):
             if entry.base < 0:
                 request = entry.request
@@ -101,7 +105,7 @@ class RequestLog(Sequence[ModelRequest]):
                 if before is None:
                     before = self._messages(entry.base)
                 request = dataclasses.replace(
-                    entry.request, messages=before + entry.request.messages
+                    entry.request, messages=(*before, *entry.request.messages)
                 )
             latest[index] = request.messages
             yield request

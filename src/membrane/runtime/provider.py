@@ -18,7 +18,7 @@ before returning; nothing it returns is observable until the runtime publishes i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -185,8 +185,10 @@ class ProviderChild(Protocol):
         """End the run soon with status ``stopped``; before ``run()``, it never starts."""
         ...
 
-    def messages(self) -> tuple[Message, ...]:
-        """The conversation so far (empty when the transport keeps it elsewhere)."""
+    def messages(self) -> Sequence[Message]:
+        """The conversation so far (empty when the transport keeps it elsewhere), as an
+        immutable sequence; asked at every turn, so made in constant time where it can be
+        (``Conversation``), with ``messages()[n:]`` costing only the messages past ``n``."""
         ...
 
 

@@ -451,7 +451,7 @@ class StartPath:
             tools=live(),
             system_prompt=parent.system,
             model=parent.model,
-            transcript=parent.child.messages(),
+            transcript=tuple(parent.child.messages()),
             permission_mode=parent.permission_mode,
             depth=parent_depth,
             cwd=parent.cwd,

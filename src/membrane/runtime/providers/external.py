@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -70,7 +70,7 @@ class ExternalChild:
     def notify(self, message: str, *, on_delivered: Callable[[], None] | None = None) -> bool:
         return False
 
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> Sequence[Message]:
         return ()
 
     def stop(self) -> None:

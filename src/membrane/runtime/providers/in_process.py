@@ -161,7 +161,7 @@ class _InProcessChild:
     def discard(self) -> None:
         """Nothing to release: an unrun loop holds no task, process or connection."""
 
-    def messages(self) -> tuple[Message, ...]:
+    def messages(self) -> Sequence[Message]:
         return self._loop.messages
 
 
