@@ -40,10 +40,10 @@ def _explain(project: Path, name: str, capsys: pytest.CaptureFixture[str]) -> di
 @pytest.mark.parametrize(
     ("folder", "written", "provider", "model"),
     [
-        (".claude/agents", "sonnet", "anthropic", "claude-sonnet-4-5"),
-        (".claude/agents", "opus", "anthropic", "claude-opus-4-1"),
-        (".claude/agents", "haiku", "anthropic", "claude-haiku-4-5"),
-        (".claude/agents", "Sonnet", "anthropic", "claude-sonnet-4-5"),
+        (".claude/agents", "sonnet", "anthropic", "claude-sonnet-5-5"),
+        (".claude/agents", "opus", "anthropic", "claude-opus-5-5"),
+        (".claude/agents", "haiku", "anthropic", "claude-haiku-5-5"),
+        (".claude/agents", "Sonnet", "anthropic", "claude-sonnet-5-5"),
         (
             ".opencode/agents",
             "anthropic/claude-haiku-4-5-20251001",
@@ -53,7 +53,7 @@ def _explain(project: Path, name: str, capsys: pytest.CaptureFixture[str]) -> di
         (".opencode/agents", "openai/gpt-5", "openai", "gpt-5"),
         (".pi/agents", "anthropic/claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5"),
         (".pi/agents", "claude-opus-4-1", "anthropic", "claude-opus-4-1"),
-        (".claude/agents", "sonnet[1m]", "anthropic", "claude-sonnet-4-5"),
+        (".claude/agents", "sonnet[1m]", "anthropic", "claude-sonnet-5-5"),
         (".claude/agents", "claude-sonnet-4-5[1m]", "anthropic", "claude-sonnet-4-5"),
     ],
 )
@@ -153,7 +153,7 @@ def test_agents_list_and_validate_say_which_agents_can_start(
 
 
 @pytest.mark.parametrize(
-    ("mode", "model"), [("plan", "claude-opus-4-1"), ("default", "claude-sonnet-4-5")]
+    ("mode", "model"), [("plan", "claude-opus-5-5"), ("default", "claude-sonnet-5-5")]
 )
 def test_opusplan_is_opus_while_the_agent_plans_and_sonnet_otherwise(
     tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str], mode: str, model: str

@@ -43,7 +43,7 @@ CONFIG_TEMPLATE = """\
 
 # Short model names, as Claude Code files write them.
 # [model_aliases]
-# sonnet = "anthropic:claude-sonnet-4-5"
+# sonnet = "anthropic:claude-sonnet-5-5"
 """
 
 EXAMPLE_AGENT = """\

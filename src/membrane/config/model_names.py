@@ -1,5 +1,5 @@
 """What a model spec names, without building anything: the providers, the product names other
-products' files use (``sonnet``, ``anthropic/claude-sonnet-4-5``), and ``resolve_spec``, the
+products' files use (``sonnet``, ``anthropic/claude-sonnet-5-5``), and ``resolve_spec``, the
 provider and model a spec means (or ``unknown-model``). Pure: the resolver reads it to decide a
 file's model falls back, ``membrane.models.naming`` re-exports it for ``explain`` and the router.
 """
@@ -35,11 +35,11 @@ Provider = Literal["scripted", "openai", "anthropic"]
 #: ``[model_aliases]`` or ``[models]`` entry of the same name wins.
 PRODUCT_MODELS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "sonnet": "anthropic:claude-sonnet-4-5",
-        "opus": "anthropic:claude-opus-4-1",
-        "haiku": "anthropic:claude-haiku-4-5",
+        "sonnet": "anthropic:claude-sonnet-5-5",
+        "opus": "anthropic:claude-opus-5-5",
+        "haiku": "anthropic:claude-haiku-5-5",
         # Claude Code's ``opusplan``: Opus while planning, Sonnet otherwise (``plan_model``).
-        "opusplan": "anthropic:claude-sonnet-4-5",
+        "opusplan": "anthropic:claude-sonnet-5-5",
     }
 )
 #: Claude Code's names that choose a model by the permission mode: (while planning, otherwise).
@@ -79,7 +79,7 @@ def product_spec(name: str) -> str | None:
     """The ``provider:model`` spec another product's model name means here, or ``None``:
     ``sonnet``/``opus``/``haiku``/``opusplan`` (any case), ``anthropic/MODEL`` and
     ``openai/MODEL``, and a bare ``claude-...`` or ``gpt-...`` model id. Claude Code's ``[1m]``
-    suffix (``sonnet[1m]``, ``claude-sonnet-4-5[1m]``) names the same model: Membrane does not
+    suffix (``sonnet[1m]``, ``claude-sonnet-5-5[1m]``) names the same model: Membrane does not
     ask for the 1M-token context window."""
     text = name.strip()
     if text.casefold().endswith(ONE_MILLION) and len(text) > len(ONE_MILLION):
