@@ -58,6 +58,7 @@ Two branches, as a user meets them:
         │   ├── ModelRateLimited ....... model-rate-limited      retryable
         │   ├── ModelContextExceeded ... model-context-exceeded
         │   ├── ModelUnavailable ....... model-unavailable
+        │   ├── ModelResponseTooLarge .. model-response-too-large
         │   └── ModelTimeout ........... model-timeout
         ├── StructuredOutputInvalid .... structured-output-invalid
         ├── ExtensionHookFailed ........ extension-hook-failed
@@ -132,6 +133,7 @@ __all__ = [
     "ModelContextExceeded",
     "ModelError",
     "ModelRateLimited",
+    "ModelResponseTooLarge",
     "ModelTimeout",
     "ModelUnavailable",
     "NotFound",
@@ -506,6 +508,13 @@ class ModelUnavailable(ModelError):
     """The provider stayed unreachable, overloaded or failing (5xx, 529) after the retries."""
 
     code = "model-unavailable"
+
+
+class ModelResponseTooLarge(ModelError):
+    """A streamed reply carried more text and tool-call arguments than the model's
+    ``max_response_bytes``: the stream is closed and the run ends. Carries ``limit``."""
+
+    code = "model-response-too-large"
 
 
 class ModelTimeout(ModelError):

@@ -121,6 +121,7 @@ class ModelTable(_Strict):
     stream: bool = True
     timeout: _Seconds | None = None
     max_tokens: _Count | None = None
+    max_response_bytes: _Count | None = None
     reasoning: bool | None = None
     strict_tools: bool = False
     requests_per_minute: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None

@@ -109,6 +109,9 @@ class ModelEntry:
     stream: bool = True
     timeout: float | None = None
     max_tokens: int | None = None
+    #: What one streamed reply may carry (text and tool-call arguments, in bytes) before it
+    #: is cut off with ``model-response-too-large`` (default 16 MiB).
+    max_response_bytes: int | None = None
     reasoning: bool | None = None
     #: ``openai`` only: tools are sent in OpenAI's strict mode (``strict: true``).
     strict_tools: bool = False

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from membrane._extras import require
-from membrane.errors import ModelAuthFailed, ModelError, ModelUnavailable
+from membrane.errors import ModelAuthFailed, ModelError, ModelResponseTooLarge, ModelUnavailable
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.models.limiter import Lane
 from membrane.models.retry import (
@@ -51,7 +51,10 @@ from membrane.models.retry import (
 )
 from membrane.models.wire_log import WireLog
 
-__all__ = ["Assembler", "SdkModel"]
+__all__ = ["MAX_RESPONSE_BYTES", "Assembler", "SdkModel"]
+
+#: What one streamed reply may carry by default (``max_response_bytes``): 16 MiB.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 
 #: A stand-in key for servers that need none (the SDKs refuse to build a client without one).
 NO_KEY = "not-needed"
@@ -99,6 +102,7 @@ class SdkModel(ABC, Generic[Client]):
         name: str | None = None,
         entry: str | None = None,
         lane: Lane | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self._sdk: Any = require(
             self.provider,
@@ -121,6 +125,9 @@ class SdkModel(ABC, Generic[Client]):
         self._key = key or NO_KEY
         self.stream = stream
         self.timeout = timeout
+        #: What a streamed reply may carry (UTF-8 bytes of its text and tool-call arguments,
+        #: and every other string of its events) before it is ``model-response-too-large``.
+        self.max_response_bytes = max_response_bytes
         self.max_tokens = max_tokens or self.default_max_tokens
         self.reasoning = (
             bool(self.reasoning_models.match(model)) if reasoning is None else reasoning
@@ -283,9 +290,20 @@ class SdkModel(ABC, Generic[Client]):
     async def _streamed(self, body: dict[str, Any]) -> ModelResponse:
         stream = await self._create(body, stream=True)
         assembler = self._assembler()
+        carried = 0
         try:
             async for event in stream:
-                assembler.feed(event.model_dump(warnings=False))
+                data = event.model_dump(warnings=False)
+                carried += _string_bytes(data)
+                if carried > self.max_response_bytes:
+                    raise ModelResponseTooLarge(
+                        f"{self.provider} streamed more than {self.max_response_bytes} bytes of "
+                        "text and tool-call arguments in one reply (max_response_bytes); the "
+                        "reply was cut off and the run ends",
+                        provider=self.provider,
+                        limit=self.max_response_bytes,
+                    )
+                assembler.feed(data)
         finally:
             with anyio.CancelScope(shield=True):
                 await stream.close()
@@ -363,3 +381,14 @@ def _without_credentials(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"[redacted]@{host}"))
+
+
+def _string_bytes(value: object) -> int:
+    """UTF-8 bytes of the strings in a streamed event (what accumulates into the reply)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, dict):
+        return sum(_string_bytes(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_string_bytes(item) for item in value)
+    return 0
