@@ -6,7 +6,9 @@ less than 10% from the first reading to the second, so what the process holds fo
 runs, not every run it ran (finished runs leave memory; the store keeps them).
 
 * in process: a ``SubagentRuntime`` over a ``SQLiteStore`` file (``synchronous = normal``),
-  each run a foreground start of one agent with ``Read``: a tool call, then its answer;
+  each run a foreground start of one agent with ``Read``: a tool call, then its answer; the
+  store pruned every 100 runs with ``[retention] keep_runs = 1000`` (``SQLiteStore.prune``),
+  and its file's size read too: goal, after 20,000 runs at most 1.2x its size after 1,000;
 * through the server: ``membrane serve`` in a process of its own, four clients over its socket,
   each starting a run (``runs/start``) and waiting for it (``runs/wait``), the model the
   OpenAI adapter (the ``openai`` SDK) answered by a loopback HTTP server in this process.
@@ -18,9 +20,11 @@ runs 100 and 2,000.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ from typing import Any
 
 import anyio
 
+from membrane.config import Retention
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
 from membrane.server.client import Client
@@ -42,6 +47,8 @@ SCALE = float(os.environ.get("SOAK_SCALE", "1"))
 FIRST = max(10, int(1_000 * SCALE))
 LAST = max(2 * FIRST, int(20_000 * SCALE))
 CLIENTS = 4
+#: Runs between two retention passes in process.
+PRUNE_EVERY = max(1, FIRST // 10)
 
 
 def rss_and_fds(pid: int | str = "self") -> tuple[int, int]:
@@ -91,21 +98,40 @@ class _Worker:
         return ModelResponse(text="done")
 
 
+def state_size(path: Path) -> int:
+    """The store file's size once its write-ahead log is checkpointed into it."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return path.stat().st_size
+
+
 async def in_process(folder: Path) -> None:
     from scaling_support import runtime_for
 
-    store = SQLiteStore(folder / "state.db", synchronous="normal")
+    path = folder / "state.db"
+    store = SQLiteStore(path, synchronous="normal")
     runtime = runtime_for(folder, _Worker(), store=store, concurrency=10)  # type: ignore[arg-type]
-    readings = []
+    retention = Retention(keep_runs=FIRST)
+    readings, sizes = [], []
     async with runtime:
         for i in range(LAST):
             result = await runtime.run(SubagentStartRequest("worker", f"job {i}"))
             assert result.outcome.status == "completed", result.outcome
+            if (i + 1) % PRUNE_EVERY == 0:
+                await anyio.to_thread.run_sync(store.prune, retention)
             if i + 1 in (FIRST, LAST):
                 gc.collect()
                 readings.append(rss_and_fds())
+                sizes.append(state_size(path))
     store.close()
     report("in process", readings[0], readings[1])
+    first, last = sizes
+    goal(
+        f"state.db size after {LAST:,} runs against {FIRST:,}, retention of the last {FIRST:,}",
+        "<= 1.2x",
+        f"{last / first:.2f}x ({first / 2**20:.2f} -> {last / 2**20:.2f} MiB)",
+        last / first <= 1.2,
+    )
 
 
 # -- through the server -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ __all__ = [
     "BUILTIN_TOOL_NAMES",
     "DELEGATION_TOOLS",
     "END_STATES",
+    "FINISHED_STATES",
     "HOOK_EVENTS",
     "INHERIT_DENY_TOOLS",
     "MUTATING_DELEGATION_TOOLS",
@@ -124,6 +125,9 @@ RunStatus = Literal["queued", "running", "completed", "steered", "stopped", "abo
 END_STATES: Final[frozenset[str]] = frozenset(
     {"completed", "steered", "stopped", "aborted", "error"}
 )
+#: The statuses a run leaves behind for good: its end states, and ``interrupted`` (the sweeper's
+#: mark of a run whose process died; a resume continues it). Retention deletes only these.
+FINISHED_STATES: Final[frozenset[str]] = END_STATES | {"interrupted"}
 #: The end states that count as success.
 OK_STATES: Final[frozenset[str]] = frozenset({"completed", "steered"})
 RUN_STATUSES: Final[tuple[str, ...]] = (

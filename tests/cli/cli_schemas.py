@@ -29,6 +29,7 @@ __all__ = [
     "REQUEUED",
     "RESULT",
     "RUNS",
+    "RUNS_PRUNED",
     "SCHEDULE",
     "SCHEDULES",
     "SCHEDULE_REMOVED",
@@ -298,6 +299,27 @@ _RUN_ROW = closed(
 )
 #: ``runs --json``.
 RUNS = closed({"state": STRING, "runs": array(_RUN_ROW)})
+#: ``runs prune --json``: what went, by kind.
+RUNS_PRUNED = closed(
+    {
+        "state": STRING,
+        "pruned": closed(
+            {
+                key: INTEGER
+                for key in (
+                    "sessions",
+                    "events",
+                    "messages",
+                    "outbox",
+                    "dead_letters",
+                    "receipts",
+                    "lineage_edges",
+                    "freed_bytes",
+                )
+            }
+        ),
+    }
+)
 
 #: One line of ``run --json`` / ``resume --json`` before the last: a lifecycle event.
 EVENT = closed(
@@ -456,7 +478,8 @@ BY_COMMAND: dict[str, Schema] = {
     "outbox retry": REQUEUED,
     "resume": RESULT,
     "run": RESULT,
-    "runs": RUNS,
+    "runs list": RUNS,
+    "runs prune": RUNS_PRUNED,
     "schedule add": SCHEDULE,
     "schedule list": SCHEDULES,
     "schedule remove": SCHEDULE_REMOVED,

@@ -13,7 +13,7 @@ import pytest
 from cli_support import error_code, json_lines, state_of, wait_gone, write
 
 from membrane.cli.app import main
-from membrane.store import SQLiteStore
+from membrane.store import SessionHeader, SQLiteStore
 
 LEAD = """\
 ---
@@ -221,3 +221,33 @@ def test_resume_with_an_empty_message_is_invalid_request(
     assert main(args) == 2
     assert error_code(capsys.readouterr().err) == "invalid-request"
     assert _runs(project, capsys)[lead_id]["status"] == "completed"
+
+
+def test_runs_prune_deletes_finished_runs_and_keeps_those_a_notice_still_names(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lead_id = _run_lead(project, tmp_path, capsys)
+    state = state_of(project)
+    store = SQLiteStore(state)
+    try:
+        store.create_session(SessionHeader("done", "worker", None, 0, "running"))
+        store.append_messages("done", [{"role": "user", "content": "go"}], start=0)
+        store.set_status("done", "completed", result={"run_id": "done", "status": "completed"})
+    finally:
+        store.close()
+    where = ["--project", str(project)]
+    assert main(["runs", "prune", "--keep", "0", "--json", *where]) == 0
+    pruned = json.loads(capsys.readouterr().out)
+    assert pruned["state"] == str(state) and pruned["pruned"]["sessions"] == 1
+    assert pruned["pruned"]["messages"] == 1
+    # The lead is owed the stopped worker's notice, which names the worker: both stay.
+    rows = _runs(project, capsys)
+    assert lead_id in rows and len(rows) == 2 and "done" not in rows
+
+    assert main(["runs", "prune", "--older-than", "soon", *where]) == 2
+    assert error_code(capsys.readouterr().err) == "invalid-request"
+    assert main(["runs", "prune", *where]) == 2  # no options and no [retention]
+    assert "[retention]" in capsys.readouterr().err
+    write(project / ".membrane" / "config.toml", "[retention]\nruns_days = 30\n")
+    assert main(["runs", "prune", *where]) == 0
+    assert "pruned 0 runs" in capsys.readouterr().out

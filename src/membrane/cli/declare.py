@@ -136,6 +136,9 @@ class Group:
     help: str = ""
     no_args_is_help: bool = False
     commands: dict[str, Command | Group] = field(default_factory=dict)
+    #: The command a line that names none of ``commands`` runs (its options follow the group's
+    #: word: ``membrane runs --json`` is ``membrane runs list --json``).
+    default: str | None = None
 
     def command(self, name: str | None = None) -> Callable[[CommandFunction], CommandFunction]:
         """Declare the decorated function as the command ``name`` (default: the function's

@@ -175,6 +175,9 @@ def dispatch(root: Group, args: Sequence[str], *, prog: str = "membrane") -> obj
     words = [prog]
     rest = list(args)
     while isinstance(node, Group):
+        bare = not rest or (rest[0].startswith("-") and rest[0] not in ("--help", "-h"))
+        if node.default is not None and bare:
+            rest.insert(0, node.default)
         if not rest:
             if node.no_args_is_help:
                 _print_help(node, words)

@@ -22,7 +22,7 @@ import anyio
 
 from membrane.cli.app import EXIT_RUN, app
 from membrane.cli.backend import runtime_backed, runtime_session
-from membrane.cli.declare import Argument, Exit, Option
+from membrane.cli.declare import Argument, Exit, Group, Option
 from membrane.cli.model_choice import absolute_spec, parse_model
 from membrane.cli.run import (
     HEADLESS_OPTION,
@@ -33,11 +33,15 @@ from membrane.cli.run import (
     run_on_runtime,
 )
 from membrane.cli.screen import Screen, Table
-from membrane.config.load import membrane_home
-from membrane.errors import UnknownRun
+from membrane.config.load import load_settings, membrane_home
+from membrane.config.values import Retention
+from membrane.errors import InvalidRequest, UnknownRun
 from membrane.runtime import RunInfo, SubagentRuntime
 from membrane.runtime.listing import RunRow, list_runs, row_from_dict
+from membrane.store.base import PruneReport
 from membrane.store.location import locate_state, migrate_legacy_state
+from membrane.store.sqlite import SQLiteStore
+from membrane.vocabulary import FINISHED_STATES
 from membrane.workspace import Workspace, require_folder
 
 __all__ = ["RunRow", "existing_state", "list_runs", "resume", "runs"]
@@ -87,7 +91,14 @@ def existing_state(project: Path, state: Path | None, *, home: Path | None = Non
     return location.path
 
 
-@app.command("runs")
+runs_app = Group(
+    help="The runs a project's store holds: list them (the default), or prune finished ones.",
+    default="list",
+)
+app.add_group(runs_app, name="runs")
+
+
+@runs_app.command("list")
 def runs(
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
     as_json: Annotated[
@@ -190,3 +201,103 @@ def resume(
     result = anyio.run(lambda: drive_run(ws, start, model=chosen, as_json=as_json, state_file=path))
     if not result.ok:
         raise Exit(EXIT_RUN)
+
+
+_UNITS = {"d": 1.0, "h": 1 / 24, "m": 1 / 1440, "s": 1 / 86_400}
+
+
+def _days(text: str, *, option: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``3600s`` or a plain number of days, in days."""
+    value = text.strip().lower()
+    unit = _UNITS.get(value[-1:])
+    number = value[:-1] if unit is not None else value
+    try:
+        days = float(number) * (unit if unit is not None else 1.0)
+    except ValueError:
+        days = -1.0
+    if not days > 0 or days == float("inf"):
+        raise InvalidRequest(
+            f"{option} {text!r} is not a duration: write a positive number of days, or one with "
+            "a unit (30d, 12h, 90m, 3600s)",
+            field=option.lstrip("-"),
+        )
+    return days
+
+
+@runs_app.command("prune")
+def prune(
+    older_than: Annotated[
+        str | None,
+        Option(
+            "--older-than",
+            help="Delete finished runs that ended longer ago than this (30d, 12h, 90m, 3600s; "
+            "a plain number is days). Default: the settings' [retention].",
+        ),
+    ] = None,
+    status: Annotated[
+        list[str] | None,
+        Option("--status", help="Only runs that ended with this status (repeatable)."),
+    ] = None,
+    keep: Annotated[
+        int | None, Option("--keep", help="Keep only the newest N finished runs.")
+    ] = None,
+    summary: Annotated[
+        bool,
+        Option("--summary", help="Keep each pruned run's header and lineage edge as a summary."),
+    ] = False,
+    project: Annotated[Path, Option(help="The project folder.")] = Path("."),
+    as_json: Annotated[
+        bool, Option("--json", help="Print one JSON document: the state file and what went.")
+    ] = False,
+    state_file: Annotated[Path | None, STATE_OPTION] = None,
+) -> None:
+    """Delete finished runs from the project's store with their events, transcripts, delivered
+    notices, completed receipts, dead letters and lineage, then give the space back to the file
+    system. A run still referenced is kept: one whose parent or child has not finished, one an
+    undelivered notice is owed to or is about. With neither --older-than nor --keep the
+    settings' [retention] says what goes."""
+    state = existing_state(project, state_file)
+    if older_than is None and keep is None:
+        retention = load_settings(project=project.resolve()).retention
+        if not retention.enabled:
+            raise InvalidRequest(
+                "nothing to prune by: give --older-than or --keep, or set [retention] in the "
+                "settings (see docs/durability.md)",
+                field="older-than",
+            )
+    else:
+        statuses = status or sorted(FINISHED_STATES)
+        unknown = sorted(set(statuses) - FINISHED_STATES)
+        if unknown:
+            raise InvalidRequest(
+                f"--status {', '.join(unknown)}: not a finished status (statuses: "
+                f"{', '.join(sorted(FINISHED_STATES))})",
+                field="status",
+            )
+        if keep is not None and keep < 0:
+            raise InvalidRequest("--keep must be 0 or more", field="keep")
+        days = None if older_than is None else _days(older_than, option="--older-than")
+        retention = Retention(
+            runs_days={} if days is None else dict.fromkeys(statuses, days),
+            keep_runs=keep,
+            lineage="summary" if summary else "delete",
+        )
+    if not state.exists():
+        report = PruneReport()
+    else:
+        store = SQLiteStore(state)
+        try:
+            report = store.prune(retention)
+        finally:
+            store.close()
+    if as_json:
+        done = {"state": str(state), "pruned": report.to_dict()}
+        sys.stdout.write(json.dumps(done, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return
+    Screen().line(
+        f"pruned {report.sessions} runs from {state} ({report.events} events, "
+        f"{report.messages} messages, {report.outbox} delivered notices, {report.receipts} "
+        f"receipts, {report.dead_letters} dead letters, {report.lineage_edges} lineage edges); "
+        f"{report.freed_bytes} bytes given back"
+    )

@@ -21,6 +21,7 @@ if typing.TYPE_CHECKING:
         ModelEntry,
         ProductRule,
         RateLimit,
+        Retention,
         RoleSpec,
         Settings,
     )
@@ -32,6 +33,7 @@ __all__ = [
     "ModelEntry",
     "ProductRule",
     "RateLimit",
+    "Retention",
     "RoleSpec",
     "Settings",
     "global_config_path",
@@ -55,6 +57,7 @@ __getattr__, __dir__ = lazy_exports(
         "ModelEntry": "membrane.config.values",
         "ProductRule": "membrane.config.values",
         "RateLimit": "membrane.config.values",
+        "Retention": "membrane.config.values",
         "RoleSpec": "membrane.config.values",
         "Settings": "membrane.config.values",
     },

@@ -26,11 +26,12 @@ from membrane.config.values import (
     McpServerSpec,
     ModelEntry,
     RateLimit,
+    Retention,
     RoleSpec,
     Settings,
 )
 from membrane.errors import InvalidRequest, SettingsError
-from membrane.vocabulary import ASSIGNABLE_TOOLS, canonical_builtin_name
+from membrane.vocabulary import ASSIGNABLE_TOOLS, FINISHED_STATES, canonical_builtin_name
 
 __all__ = [
     "CONFIG_NAME",
@@ -212,6 +213,12 @@ def _values(checked: dict[str, Any], path: Path) -> dict[str, Any]:
         parsed["rate_limits"] = {name: RateLimit(**limit) for name, limit in limits.items()}
     if parsed["default_tools"] is not None:
         parsed["default_tools"] = _default_tools(parsed["default_tools"], path)
+    retention: dict[str, Any] | None = parsed["retention"]
+    if retention is not None:
+        days = retention["runs_days"]
+        if not isinstance(days, dict):
+            days = {} if days is None else dict.fromkeys(sorted(FINISHED_STATES), days)
+        parsed["retention"] = Retention(**{**retention, "runs_days": MappingProxyType(days)})
     return parsed
 
 

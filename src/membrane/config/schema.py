@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from membrane.config.values import OmittedTools, SandboxChoice
 from membrane.limits import MAX_SAFE_INT, PROVIDER_MANAGED, depth_problem
+from membrane.vocabulary import FINISHED_STATES
 
 __all__ = [
     "CONFIG_KEYS",
@@ -27,6 +28,7 @@ __all__ = [
     "ModelTable",
     "Problem",
     "RateLimitTable",
+    "RetentionTable",
     "RoleTable",
     "SettingsFile",
     "first_problem",
@@ -146,6 +148,38 @@ class ModelTable(_Strict):
         return value
 
 
+_Days = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class RetentionTable(_Strict):
+    """``[retention]``: ``runs_days`` is a number of days for every finished status, or a
+    table of days by status (``completed``, ``steered``, ``stopped``, ``aborted``, ``error``,
+    ``interrupted``)."""
+
+    runs_days: _Days | dict[str, _Days] | None = None
+    keep_runs: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] | None = None
+    dead_letters_days: _Days | None = None
+    lineage: Literal["delete", "summary"] = "delete"
+    interval_seconds: _Seconds = 3600.0
+
+    _numbers = field_validator("runs_days", "dead_letters_days", "interval_seconds", mode="before")(
+        _float
+    )
+
+    @field_validator("runs_days", mode="before")
+    @classmethod
+    def _statuses(cls, value: object) -> object:
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - FINISHED_STATES)
+            if unknown:
+                raise ValueError(
+                    f"names no finished status: {', '.join(unknown)} "
+                    f"(statuses: {', '.join(sorted(FINISHED_STATES))})"
+                )
+            return {key: _float(days) for key, days in value.items()}
+        return value
+
+
 class SettingsFile(_Strict):
     """One ``config.toml``. ``None`` means the file leaves the key to the lower file or the
     default. ``mcp_servers``, ``budget`` and ``rules`` hold tables checked by their own readers,
@@ -199,6 +233,7 @@ class SettingsFile(_Strict):
     server_max_connections_per_peer: _Count | None = None
     server_max_waits_per_connection: _Count | None = None
     server_reply_cache_bytes: _Count | None = None
+    retention: RetentionTable | None = None
 
     _seconds = field_validator(
         "receipt_ttl_seconds", "lease_seconds", "sweep_interval_seconds", mode="before"

@@ -22,6 +22,7 @@ __all__ = [
     "OmittedTools",
     "ProductRule",
     "RateLimit",
+    "Retention",
     "RoleSpec",
     "SandboxChoice",
     "Settings",
@@ -39,6 +40,34 @@ DEFAULT_TOOLS: tuple[str, ...] = READ_ONLY_TOOLS
 #: the shell guard alone (no OS boundary).
 SandboxChoice = Literal["auto", "bubblewrap", "landlock", "guard"]
 SANDBOX_CHOICES: tuple[SandboxChoice, ...] = ("auto", "bubblewrap", "landlock", "guard")
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What finished runs the store keeps (``[retention]`` in the settings).
+
+    A finished run (``FINISHED_STATES``) is deleted with its events, transcript, delivered
+    notices, completed receipts and lineage once it ended more than ``runs_days[status]`` days
+    ago (a status not named is kept), or once ``keep_runs`` finished runs ended after it.
+    ``lineage = "summary"`` keeps its header and lineage edge (who started it, how it ended)
+    instead of deleting them. Dead letters go after ``dead_letters_days``. ``membrane serve``
+    prunes every ``interval_seconds``; ``membrane runs prune`` prunes once.
+    """
+
+    runs_days: Mapping[str, float] = field(default_factory=dict)
+    keep_runs: int | None = None
+    dead_letters_days: float | None = None
+    lineage: str = "delete"
+    interval_seconds: float = 3600.0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether anything is ever deleted."""
+        return (
+            bool(self.runs_days)
+            or self.keep_runs is not None
+            or (self.dead_letters_days is not None)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +283,8 @@ class Settings:
     server_max_waits_per_connection: int = 64
     #: ``membrane serve``: bytes of ``actions/call`` replies kept for their ``requestId``s.
     server_reply_cache_bytes: int = 64 * 1024 * 1024
+    #: What finished runs the store keeps (``[retention]``); by default all of them.
+    retention: Retention = field(default_factory=Retention)
 
     def __post_init__(self) -> None:
         cap = check_depth_cap(self.max_depth, what="settings.max_depth")

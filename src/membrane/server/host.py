@@ -33,7 +33,7 @@ from membrane.config.model_names import resolve_spec
 from membrane.config.values import DEFAULT_ROLE, Settings
 from membrane.durable.schedule_actions import schedule_tools
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner
-from membrane.errors import InvalidRequest, TokenInvalid, UnknownModel, UnknownRun
+from membrane.errors import InvalidRequest, StoreError, TokenInvalid, UnknownModel, UnknownRun
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.json_types import JSONObject
 from membrane.mcp.mount import McpServers
@@ -53,6 +53,7 @@ from membrane.runtime.workspace import UntrustedPlace
 from membrane.sandbox import WRITING_TOOLS
 from membrane.server.approval import socket_approver
 from membrane.server.identity import Caller, TokenBook
+from membrane.store.base import PruneReport
 from membrane.store.location import project_id as project_id_of
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
@@ -167,6 +168,9 @@ class ProjectHost:
         self._sessions: dict[tuple[str | None, str | None], _Session] = {}
         #: The call context of each token caller's run (``context``).
         self._contexts: dict[str, ToolContext] = {}
+        #: What the last retention pass deleted, and the error of the last that failed.
+        self.pruned: PruneReport | None = None
+        self.prune_error: StoreError | None = None
         self._stop = anyio.Event()
         self._done = anyio.Event()
         self._changed = anyio.Event()
@@ -207,6 +211,8 @@ class ProjectHost:
                 # child that names it starts, or at the first call of one of its tools.
                 servers.hooks(self.workspace.catalog.definitions, into=self._hooks)
                 group.start_soon(self._fire_schedules)
+                if self.workspace.settings.retention.enabled:
+                    group.start_soon(self._prune)
                 task_status.started()
                 await self._stop.wait()
                 group.cancel_scope.cancel()
@@ -217,6 +223,18 @@ class ProjectHost:
     async def close(self) -> None:
         self._stop.set()
         await self._done.wait()
+
+    async def _prune(self) -> None:
+        """Retention (``[retention]``): delete the finished runs it lets go of, at start and
+        then every ``interval_seconds``, in a worker thread (the store's lock serialises it
+        with the runs' own writes). A failure is kept for the next pass to retry."""
+        retention = self.workspace.settings.retention
+        while True:
+            try:
+                self.pruned = await anyio.to_thread.run_sync(self.store.prune, retention)
+            except StoreError as exc:
+                self.prune_error = exc
+            await anyio.sleep(retention.interval_seconds)
 
     async def _fire_schedules(self) -> None:
         """Fire this project's due schedules (the definitions' own ``schedule:`` fields

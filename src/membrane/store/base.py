@@ -42,6 +42,7 @@ __all__ = [
     "LineageEdge",
     "NewEdge",
     "OutboxItem",
+    "PruneReport",
     "Receipt",
     "ReceiptStatus",
     "SessionHeader",
@@ -187,6 +188,24 @@ class NewEdge(TypedDict):
 def brief_digest(brief: str) -> str:
     """The lineage ledger's digest of a brief: hex SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(brief.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What one ``SQLiteStore.prune`` deleted: rows of each kind, and the bytes the file gave
+    back to the file system."""
+
+    sessions: int = 0
+    events: int = 0
+    messages: int = 0
+    outbox: int = 0
+    dead_letters: int = 0
+    receipts: int = 0
+    lineage_edges: int = 0
+    freed_bytes: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 class Store(Protocol):

@@ -33,12 +33,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Unpack
 
+from membrane.config.values import Retention
 from membrane.errors import StoreDamaged, StoreError, StoreNotMembrane
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
     NewEdge,
+    PruneReport,
     Receipt,
     SessionHeader,
     Store,
@@ -65,6 +67,7 @@ from membrane.store.migrations import (
 from membrane.store.sqlite_durable import SQLiteDurable, edge_row
 from membrane.store.sqlite_flush import Flusher
 from membrane.store.sqlite_outbox import SQLiteOutbox
+from membrane.store.sqlite_prune import prune as prune_rows
 from membrane.store.sqlite_schedules import SQLiteSchedules
 
 __all__ = ["SQLiteStore", "check_file", "check_wal"]
@@ -160,7 +163,12 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             # Before anything is written (switching to WAL rewrites the header): a file that is
             # not Membrane's is left exactly as it was. ``migrate`` checks again under its lock.
             check_identity(conn, where)
+            if not conn.execute("SELECT 1 FROM sqlite_schema LIMIT 1").fetchone():
+                # A new store gives pages freed by retention back (``prune``); chosen before
+                # the first table, as SQLite requires.
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA temp_store = MEMORY")  # prune's id table: no file of its own
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreError(
@@ -243,6 +251,47 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     async def barrier(self) -> None:
         if self._flusher is not None:
             await self._flusher.barrier()
+
+    def prune(self, retention: Retention, *, now: float | None = None) -> PruneReport:
+        """Delete the finished runs ``retention`` lets go of, with their events, transcripts,
+        delivered notices, completed receipts, dead letters and lineage (or all but a summary:
+        ``membrane.store.sqlite_prune``), in one transaction; then give the freed pages back to
+        the file system (``PRAGMA incremental_vacuum``; a store made before retention existed
+        is vacuumed whole once to turn that on). ``now``: the clock's time by default."""
+        if not isinstance(retention, Retention):
+            raise StoreError("prune takes the settings' Retention", got=type(retention).__name__)
+        now = self._clock() if now is None else now
+        day = 86_400.0
+        before = {status: now - days * day for status, days in retention.runs_days.items()}
+        dead = (
+            None if retention.dead_letters_days is None else now - retention.dead_letters_days * day
+        )
+        with self._write("prune", atomic=False) as conn:
+            counts = prune_rows(
+                conn,
+                before=before,
+                keep=retention.keep_runs,
+                dead_before=dead,
+                lineage=retention.lineage,
+            )
+        return PruneReport(**counts, freed_bytes=self._vacuum())
+
+    def _vacuum(self) -> int:
+        """Give the store's free pages back to the file system; the bytes given back."""
+        with self._guard("vacuum") as conn:
+            size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+            if not free:
+                return 0
+            if int(conn.execute("PRAGMA auto_vacuum").fetchone()[0]) != 2:
+                # Incremental vacuum is chosen before the first table; an older store is
+                # rewritten once with it (VACUUM needs no transaction open on the file).
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+            else:
+                # sqlite3_exec steps it to the end; one step of ``execute`` frees one page.
+                conn.executescript("PRAGMA incremental_vacuum;")
+            return (free - int(conn.execute("PRAGMA freelist_count").fetchone()[0])) * size
 
     def quick_check(self) -> list[str]:
         """What SQLite's ``PRAGMA quick_check`` finds wrong with the file (empty when nothing):
