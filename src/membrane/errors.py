@@ -32,6 +32,7 @@ Two branches, as a user meets them:
     │   ├── UnknownSchedule ............ unknown-schedule        NotFound
     │   ├── ExtraNotInstalled .......... extra-not-installed
     │   ├── UnknownModel ............... unknown-model           NotFound
+    │   ├── ModelNotAllowed ............ model-not-allowed
     │   ├── UnknownWorkflow ............ unknown-workflow        NotFound
     │   ├── WorkflowInvalid ............ workflow-invalid
     │   ├── StateInsideCheckout ........ state-inside-checkout
@@ -132,6 +133,7 @@ __all__ = [
     "ModelAuthFailed",
     "ModelContextExceeded",
     "ModelError",
+    "ModelNotAllowed",
     "ModelRateLimited",
     "ModelResponseTooLarge",
     "ModelTimeout",
@@ -528,6 +530,14 @@ class UnknownModel(ConfigError, NotFound):
     ``known`` (the aliases and entries the settings define)."""
 
     code = "unknown-model"
+
+
+class ModelNotAllowed(ConfigError):
+    """A model outside the settings' ``allowed_models`` was asked for (a definition's model or
+    one of its fallbacks, a call's, the deployment's default). Carries ``spec`` (as written),
+    ``model`` (``provider:model`` it names) and ``allowed``."""
+
+    code = "model-not-allowed"
 
 
 class StructuredOutputInvalid(RunError):

@@ -264,7 +264,7 @@ def test_a_malformed_authority_field_makes_the_file_unusable(frontmatter: str, f
         ("max_turns: 0", "max_turns"),
         ("prompt_mode: merge", "prompt_mode"),
         ("run_in_background: later", "run_in_background"),
-        ("model: [a, b]", "model"),
+        ("model: {a: b}", "model"),
         ("color: {r: 1}", "color"),
         ("description: ''", "description"),
     ],

@@ -330,7 +330,8 @@ EVENT = closed(
         "agent": STRING,
         "kind": {
             "enum": [
-                "published", "turn", "usage", "model_note", "tool_call", "tool_result",
+                "published", "turn", "usage", "model_note", "model_attempt_failed",
+                "tool_call", "tool_result",
                 "vetoed_call", "hook", "agent_update", "completed", "error", "stopped",
             ]
         },

@@ -99,6 +99,9 @@ class AgentDefinition:
     body: str = ""
     description: str | Unset = UNSET
     model: str | Unset = UNSET
+    #: ``model: [primary, fallback...]``: the models tried in order after ``model`` when it
+    #: fails in a way another model can fix (``membrane.models.fallback``).
+    fallback_models: tuple[str, ...] | Unset = UNSET
     thinking: str | Unset = UNSET
     #: ``auto``, ``required``, ``none`` or a tool's name: what the model is asked for on the
     #: agent's turns until its first tool call (``membrane.loop``), then the provider's default.
@@ -222,6 +225,8 @@ class AgentDefinition:
 #: Attributes that are not frontmatter fields.
 _META = frozenset(
     {"name", "root", "path", "body", "lines", "extra", "warnings", "dialect", "keys", "rules"}
+    # Written as the rest of a ``model:`` list, never as a key of its own.
+    | {"fallback_models"}
 )
 
 

@@ -228,6 +228,11 @@ def build_definition(
                 "grants or denies nothing: express it with `tools` and `disallowed_tools`",
             )
             continue
+        if field == "model" and isinstance(value, list) and value:
+            # ``model: [primary, fallback...]``: each entry a spec, tried in order.
+            rest = tuple(builder.text(key, field, item) for item in value[1:])
+            values["fallback_models"] = tuple(item for item in rest if isinstance(item, str))
+            value = value[0]
         values[field] = _field(builder, key, field, value)
         if key != field:
             keys[field] = key

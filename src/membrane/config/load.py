@@ -269,6 +269,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
     servers: dict[str, McpServerSpec] = {}
     models: dict[str, ModelEntry] = {}
     aliases: dict[str, str] = {}
+    alias_fallbacks: dict[str, tuple[str, ...]] = {}
     budget: dict[str, Any] = {}
     rules: list[str] = []
     sources: dict[str, str] = {}
@@ -288,7 +289,13 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
                     hint="remove strict_tools, or use it on an openai entry",
                 )
             models[name] = entry
-        aliases.update(parsed["model_aliases"] or {})
+        for alias, value in (parsed["model_aliases"] or {}).items():
+            chain = [value] if isinstance(value, str) else value
+            aliases[alias] = chain[0]
+            if len(chain) > 1:
+                alias_fallbacks[alias] = tuple(chain[1:])
+            else:
+                alias_fallbacks.pop(alias, None)
         budget.update(_budget(parsed["budget"], path))
         rules += (json.dumps(rule, sort_keys=True, default=str) for rule in parsed["rules"] or ())
         own = {"roles", "rate_limits", "mcp_servers", "models", "model_aliases", "budget", "rules"}
@@ -319,6 +326,7 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
         mcp_servers=MappingProxyType(servers),
         models=MappingProxyType(models),
         model_aliases=MappingProxyType(aliases),
+        alias_fallbacks=MappingProxyType(alias_fallbacks),
         budget=Budget(**budget) if budget else None,
         rules=tuple(rules),
         product_rules=products.rules,

@@ -6,13 +6,13 @@ file's model falls back, ``membrane.models.naming`` re-exports it for ``explain`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
 from membrane.config.values import ModelEntry
-from membrane.errors import UnknownModel
+from membrane.errors import ModelNotAllowed, UnknownModel
 
 __all__ = [
     "ONE_MILLION",
@@ -22,6 +22,7 @@ __all__ = [
     "SLASH_PROVIDERS",
     "ModelChoice",
     "Provider",
+    "check_allowed",
     "known_names",
     "plan_model",
     "product_spec",
@@ -162,3 +163,47 @@ def resolve_spec(
 
 def known_names(models: Mapping[str, ModelEntry], aliases: Mapping[str, str]) -> list[str]:
     return sorted({*models, *aliases})
+
+
+def check_allowed(
+    spec: str,
+    allowed: Sequence[str] | None,
+    *,
+    models: Mapping[str, ModelEntry] | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse ``spec`` (``model-not-allowed``) when ``allowed`` (the settings'
+    ``allowed_models``) is a list that does not hold it: listed as written, or naming the same
+    provider, model and base URL as a listed name. ``None`` allows every model; a spec that
+    names nothing known is left to ``resolve_spec``'s own ``unknown-model``."""
+    if allowed is None:
+        return
+    if spec.strip() in allowed:
+        return
+    try:
+        choice = resolve_spec(spec, models=models, aliases=aliases)
+    except UnknownModel:
+        return
+    for name in allowed:
+        try:
+            listed = resolve_spec(name, models=models, aliases=aliases)
+        except UnknownModel:
+            continue
+        if _same_model(listed, choice):
+            return
+    shown = ", ".join(allowed) if allowed else "(none)"
+    raise ModelNotAllowed(
+        f"model {spec.strip()!r} ({choice.provider}:{choice.model}) is not in the settings' "
+        f"allowed_models: {shown}",
+        spec=spec.strip(),
+        model=f"{choice.provider}:{choice.model}",
+        allowed=list(allowed),
+    )
+
+
+def _same_model(one: ModelChoice, other: ModelChoice) -> bool:
+    return (one.provider, one.model, one.entry.base_url) == (
+        other.provider,
+        other.model,
+        other.entry.base_url,
+    )

@@ -219,7 +219,9 @@ class SettingsFile(_Strict):
     pi_omitted_tools: OmittedTools | None = None
     codex_omitted_tools: OmittedTools | None = None
     copilot_omitted_tools: OmittedTools | None = None
-    model_aliases: dict[str, str] | None = None
+    #: An alias's value: one spec, or a list (the first, then its fallbacks in order).
+    model_aliases: dict[str, _Name | Annotated[list[_Name], Field(min_length=1)]] | None = None
+    allowed_models: list[_Name] | None = None
     models: dict[str, ModelTable] | None = None
     default_model: _Name | None = None
     unknown_model: Literal["fallback", "error"] | None = None

@@ -245,6 +245,13 @@ class Settings:
     copilot_omitted_tools: OmittedTools = "default"
     #: ``[model_aliases]``: a short model name (``sonnet``) -> the model it stands for.
     model_aliases: Mapping[str, str] = field(default_factory=dict)
+    #: An alias written as a list (``fast = ["local", "openai:gpt-4.1-mini"]``): the alias ->
+    #: its fallbacks, tried in order after the first (which ``model_aliases`` holds).
+    alias_fallbacks: Mapping[str, tuple[str, ...]] = field(default_factory=dict, metadata=_DERIVED)
+    #: ``allowed_models``: the only models any agent may run on (``None``: any). An entry is a
+    #: ``provider:model`` spec, a ``[models]`` entry or an alias; a spec is allowed when it is
+    #: listed as written or names the same ``provider:model`` as a listed one.
+    allowed_models: tuple[str, ...] | None = None
     #: Whether the Claude Code settings files (``~/.claude/settings.json``,
     #: ``.claude/settings.json``, ``.claude/settings.local.json``) and the OpenCode config
     #: (``opencode.json``) are read (``membrane.config.product_settings``).
@@ -291,6 +298,8 @@ class Settings:
         if cap is not None:
             object.__setattr__(self, "max_depth", cap)
         check_count(self.max_concurrency, what="settings.max_concurrency", minimum=1)
+        if self.allowed_models is not None:
+            object.__setattr__(self, "allowed_models", tuple(self.allowed_models))
         check_count(self.grace_turns, what="settings.grace_turns", minimum=0)
         check_count(
             self.default_max_turns, what="settings.default_max_turns", minimum=1, optional=True
@@ -299,13 +308,15 @@ class Settings:
     def model_alias(self, name: str) -> str | None:
         """What ``name`` stands for under ``[model_aliases]`` (exact name first, then any
         case), or ``None``: the one place a model alias is looked up."""
+        alias = self.alias_name(name)
+        return None if alias is None else self.model_aliases[alias]
+
+    def alias_name(self, name: str) -> str | None:
+        """The ``[model_aliases]`` alias ``name`` means (exact name first, then any case)."""
         if name in self.model_aliases:
-            return self.model_aliases[name]
+            return name
         folded = name.casefold()
-        for alias, model in self.model_aliases.items():
-            if alias.casefold() == folded:
-                return model
-        return None
+        return next((a for a in self.model_aliases if a.casefold() == folded), None)
 
     def source_of(self, name: str) -> str:
         """Where the field ``name`` comes from: the label of the file that set it, else

@@ -474,7 +474,11 @@ class AgentLoop:
         self._malformed.update(problems)
         self._usage = self._usage + response.usage
         usage = response.usage.to_dict()
-        self._emit("usage", {"turn": self._turns, "model": name, **usage, **_said(response)})
+        for attempt in response.failed_attempts:
+            # A model of a fallback chain that failed before another answered.
+            self._emit("model_attempt_failed", {"turn": self._turns, **attempt})
+        answered = response.answered_by or name
+        self._emit("usage", {"turn": self._turns, "model": answered, **usage, **_said(response)})
         for note in response.notes:
             self._emit("model_note", {"turn": self._turns, "note": note})
         if self._spending is not None:

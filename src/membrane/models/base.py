@@ -221,6 +221,12 @@ class ModelResponse:
     response_id: str | None = None
     response_model: str | None = None
     finish_reason: str | None = None
+    #: The Membrane model that answered, when a fallback chain chose one of several
+    #: (``membrane.models.fallback``); ``None``: the model the loop asked.
+    answered_by: str | None = None
+    #: The chain's models that failed before one answered, in order: each as
+    #: ``{"model", "code", "message"}``. The loop reports each as a ``model_attempt_failed`` event.
+    failed_attempts: tuple[Mapping[str, str], ...] = ()
 
     def message(self) -> Message:
         """The assistant message this response adds to the conversation."""

@@ -20,10 +20,11 @@ request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from membrane.config.model_names import check_allowed
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
 from membrane.models.limiter import LaneLimits, ModelLimiter
@@ -91,6 +92,8 @@ class ModelRouter:
         *,
         models: Mapping[str, ModelEntry] | None = None,
         aliases: Mapping[str, str] | None = None,
+        alias_fallbacks: Mapping[str, tuple[str, ...]] | None = None,
+        allowed: Sequence[str] | None = None,
         request_log: WireLog | None = None,
     ) -> None:
         self.request_log = request_log
@@ -98,6 +101,8 @@ class ModelRouter:
         self.limiter = ModelLimiter()
         self._models = dict(models or {})
         self._aliases = dict(aliases or {})
+        self._alias_fallbacks = dict(alias_fallbacks or {})
+        self._allowed = None if allowed is None else tuple(allowed)
         self._built: dict[str, Model] = {}
         self._default: Model | None = None
         self.default_choice: ModelChoice | None = None
@@ -123,14 +128,34 @@ class ModelRouter:
             chosen,
             models=settings.models,
             aliases=settings.model_aliases,
+            alias_fallbacks=settings.alias_fallbacks,
+            allowed=settings.allowed_models,
             request_log=request_log,
         )
 
     def resolve(self, spec: str) -> ModelChoice:
         return resolve_spec(spec, models=self._models, aliases=self._aliases)
 
-    def bind(self, spec: str | None) -> Model:
-        """The model that answers requests naming ``spec`` (``None``: the default)."""
+    def bind(self, spec: str | None, *, fallbacks: Sequence[str] = ()) -> Model:
+        """The model that answers requests naming ``spec`` (``None``: the default), followed by
+        ``fallbacks`` (and, for an alias written as a list, the alias's own) in a
+        ``FallbackModel``. Every model of the chain is built now, and each must be in the
+        settings' ``allowed_models`` (``model-not-allowed``)."""
+        if spec is not None:
+            folded = {alias.casefold(): alias for alias in self._alias_fallbacks}
+            alias = spec.strip() if spec.strip() in self._alias_fallbacks else None
+            alias = alias or folded.get(spec.strip().casefold())
+            if alias is not None:
+                fallbacks = (*fallbacks, *self._alias_fallbacks[alias])
+        if not fallbacks:
+            return self._bind_one(spec)
+        from membrane.models.fallback import FallbackModel
+
+        return FallbackModel([self._bind_one(spec), *(self._bind_one(f) for f in fallbacks)])
+
+    def _bind_one(self, spec: str | None) -> Model:
+        if spec is not None:
+            check_allowed(spec, self._allowed, models=self._models, aliases=self._aliases)
         if spec is None:
             if self._default is None:
                 raise UnknownModel(

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from membrane.agents.definition import FIELDS, UNSET, AgentDefinition, Unset
 from membrane.agents.skills import Skill
-from membrane.config.model_names import plan_model
+from membrane.config.model_names import check_allowed, plan_model
 from membrane.config.values import Settings
 from membrane.errors import ToolChoiceInvalid
 from membrane.extensions.select import (
@@ -718,7 +718,28 @@ def _invocation(
     if planned is not None:
         # Claude Code's opusplan: Opus while the agent plans, Sonnet otherwise.
         invocation = {**invocation, "model": Sourced(planned, model.source)}
+    _check_allowed(invocation, settings)
     return invocation, permission, ceiling
+
+
+def _check_allowed(invocation: Mapping[str, Sourced[object]], settings: Settings) -> None:
+    """Refuse (``model-not-allowed``) a child whose model, or one of its fallbacks, is outside
+    the settings' ``allowed_models``; no model named: the deployment's ``default_model``."""
+    if settings.allowed_models is None:
+        return
+    chosen = invocation["model"].value
+    fallbacks = invocation.get("fallback_models")
+    specs = [chosen if isinstance(chosen, str) else settings.default_model]
+    if fallbacks is not None and isinstance(fallbacks.value, tuple):
+        specs += fallbacks.value
+    for spec in specs:
+        if isinstance(spec, str):
+            check_allowed(
+                spec,
+                settings.allowed_models,
+                models=settings.models,
+                aliases=settings.model_aliases,
+            )
 
 
 def _extensions(

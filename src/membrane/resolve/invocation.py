@@ -114,12 +114,15 @@ def resolve_invocation(
     """
     warnings: list[str] = []
     model = _pick(definition.model, call.model, "inherit", "default")
+    fallbacks: tuple[str, ...] = ()
     if model.value == "inherit":
         resolved_model: Sourced[object] = Sourced(parent_model, "parent")
     else:
         name = _model_name(model, definition, settings, warnings)
         # A fallback is the deployment's choice: the run's default model.
         resolved_model = Sourced(name, model.source if name is not None else "deployment")
+        if name is not None:
+            fallbacks = _fallbacks(model, definition, settings)
 
     if definition.max_turns is UNSET and call.max_turns is UNSET:
         default_turns = settings.default_max_turns
@@ -159,11 +162,26 @@ def resolve_invocation(
         # Definition-only: no call parameter; ``None`` sends none (the provider's default).
         "tool_choice": _pick(definition.tool_choice, UNSET, None, "default"),
     }
+    if fallbacks:
+        # Only when there are some: the models tried in order when the first one fails in a
+        # way another model can fix (``membrane.models.fallback``).
+        fields["fallback_models"] = Sourced(fallbacks, resolved_model.source)
     # A field another product's file set is that dialect's reading of the file.
     for name, sourced in fields.items():
         if sourced.source == "frontmatter":
             fields[name] = Sourced(sourced.value, definition.source_of(name))
     return fields, warnings
+
+
+def _fallbacks(
+    model: Sourced[str], definition: AgentDefinition, settings: Settings
+) -> tuple[str, ...]:
+    """The fallbacks of the chosen model: the definition's list (``model: [a, b]``) when the
+    model is the file's, else those of a list alias it names (``fast = ["a", "b"]``)."""
+    if model.source == "frontmatter" and definition.fallback_models is not UNSET:
+        return definition.fallback_models
+    alias = settings.alias_name(model.value)
+    return () if alias is None else settings.alias_fallbacks.get(alias, ())
 
 
 def _model_name(

@@ -23,6 +23,7 @@ from membrane.errors import (
     InvalidRequest,
     MembraneError,
     ModelAuthFailed,
+    ModelNotAllowed,
     SetupFailed,
     UnknownModel,
 )
@@ -32,6 +33,7 @@ from membrane.loop.outside_reads import outside_reads
 from membrane.loop.permissions import PermissionGate
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.resolve.ceiling import CeilingRestriction, ceiling_of_run
+from membrane.resolve.invocation import Sourced
 from membrane.resolve.prompt import PromptSection
 from membrane.runtime.budget import RunSpending
 from membrane.runtime.delegation import (
@@ -201,6 +203,7 @@ class ChildBuilder:
             parent_id=request.parent_id,
             cwd=cwd,
             model=model,
+            fallback_models=_fallbacks(invocation),
             thinking=_text_or_none(invocation["thinking"].value),
             tool_choice=_text_or_none(invocation["tool_choice"].value),
             max_turns=max_turns if isinstance(max_turns, int) else None,
@@ -322,7 +325,7 @@ class ChildBuilder:
         provider = self._provider
         try:
             return await provider.create(spec, install)  # type: ignore[arg-type]
-        except (SetupFailed, UnknownModel, ModelAuthFailed, ExtraNotInstalled):
+        except (SetupFailed, UnknownModel, ModelNotAllowed, ModelAuthFailed, ExtraNotInstalled):
             raise  # the model the child names cannot be had: say so as it is
         except (MembraneError, Exception) as exc:
             detail = (
@@ -379,3 +382,9 @@ def _own_rules(request: SubagentStartRequest) -> tuple[PermissionRule, ...]:
     """The start request's argument rules (read into rules when the request was made)."""
     rules = request.rules
     return tuple(r for r in rules if isinstance(r, PermissionRule)) if rules else ()
+
+
+def _fallbacks(invocation: Mapping[str, Sourced[object]]) -> tuple[str, ...]:
+    chosen = invocation.get("fallback_models")
+    value = None if chosen is None else chosen.value
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, tuple) else ()

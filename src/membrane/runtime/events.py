@@ -1,6 +1,7 @@
 """Lifecycle events: to the store (durable) and to every host subscribed through ``events()``.
 
-Kinds: ``published``, ``turn``, ``usage``, ``model_note``, ``tool_call``, ``tool_result``,
+Kinds: ``published``, ``turn``, ``usage``, ``model_note``, ``model_attempt_failed`` (a
+model of a fallback chain failed and the next was tried), ``tool_call``, ``tool_result``,
 ``vetoed_call``, ``hook`` (a command hook ran), ``completed``, ``error``, ``stopped``. An event
 exists only for a published child; the unpublished setup of a child emits nothing, so no
 observer ever sees a half-built child.
@@ -52,6 +53,7 @@ EVENT_KINDS: Final = frozenset(
         "turn",
         "usage",
         "model_note",
+        "model_attempt_failed",
         "tool_call",
         "tool_result",
         "vetoed_call",

@@ -115,6 +115,8 @@ class ChildSpec:
     parent_id: str | None = None
     cwd: Path | None = None
     model: str | None = None
+    #: The models tried in order after ``model`` on a failure another model can fix.
+    fallback_models: tuple[str, ...] = ()
     thinking: str | None = None
     #: The definition's ``tool_choice`` (resolved: a mode or a callable tool's name).
     tool_choice: str | None = None
