@@ -17,23 +17,15 @@ from __future__ import annotations
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 
+from membrane.config.values import RateLimit
 from membrane.errors import RateLimited
 
-__all__ = ["RateLimiter", "Window"]
+__all__ = ["RateLimiter"]
 
 #: Expired keys looked at per call; eviction is amortised over calls.
 _EVICT_PER_CALL = 4
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """At most ``max_calls`` calls in any ``window_seconds``."""
-
-    max_calls: int
-    window_seconds: float
 
 
 class RateLimiter:
@@ -47,31 +39,30 @@ class RateLimiter:
 
     def __init__(
         self,
-        windows: Mapping[str, Window] | None = None,
+        windows: Mapping[str, RateLimit] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._clock = clock
-        self._windows: Mapping[str, Window] = MappingProxyType({})
+        self._windows: Mapping[str, RateLimit] = MappingProxyType({})
         self._keys: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
         self.configure(windows or {})
 
-    def configure(self, windows: Mapping[str, object]) -> None:
-        """Use ``windows`` (tool name to anything with ``max_calls`` and ``window_seconds``)."""
-        parsed: dict[str, Window] = {}
+    def configure(self, windows: Mapping[str, RateLimit]) -> None:
+        """Use ``windows`` (tool name to its ``[rate_limits.TOOL]`` window)."""
+        parsed: dict[str, RateLimit] = {}
         for tool, window in windows.items():
-            max_calls = getattr(window, "max_calls", None)
-            seconds = getattr(window, "window_seconds", None)
+            max_calls, seconds = window.max_calls, window.window_seconds
             if not isinstance(max_calls, int) or isinstance(max_calls, bool) or max_calls < 1:
                 raise ValueError(f"rate limit of {tool!r}: max_calls must be an integer >= 1")
             if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
                 raise ValueError(f"rate limit of {tool!r}: window_seconds must be > 0")
-            parsed[tool] = Window(max_calls, float(seconds))
+            parsed[tool] = RateLimit(max_calls, float(seconds))
         self._windows = MappingProxyType(parsed)
         self._keys.clear()
 
     @property
-    def windows(self) -> Mapping[str, Window]:
+    def windows(self) -> Mapping[str, RateLimit]:
         return self._windows
 
     def __bool__(self) -> bool:
