@@ -24,6 +24,7 @@ from typing import Final, Literal
 from membrane.errors import InvalidDepth, InvalidRequest
 
 __all__ = [
+    "APPROVAL_TIMEOUT",
     "MAX_SAFE_INT",
     "MAX_TOOL_OUTPUT_BYTES",
     "PROVIDER_MANAGED",
@@ -37,6 +38,9 @@ __all__ = [
     "depth_problem",
 ]
 
+#: Seconds a call an ``ask`` rule holds waits for the answering client over the socket
+#: (``membrane serve --approval-timeout`` gives another).
+APPROVAL_TIMEOUT: Final = 120.0
 #: The largest integer a JSON number carries exactly (2**53 - 1); seed 001 rejects unsafe ones.
 MAX_SAFE_INT: Final = 2**53 - 1
 #: Bytes of a tool's subprocess output kept per stream (``Bash``, the sandbox's default); the

@@ -12,7 +12,7 @@ from typing import Any
 from membrane.config.load import membrane_home
 from membrane.store.location import locate_state
 
-__all__ = ["error_code", "json_lines", "state_of", "wait_gone", "write"]
+__all__ = ["cli_commands", "error_code", "json_lines", "state_of", "wait_gone", "write"]
 
 
 def write(path: Path, text: str) -> Path:
@@ -49,3 +49,27 @@ def wait_gone(pid: int, *, bound: float = 120.0) -> None:
         assert ready, f"process {pid} did not end"
     finally:
         os.close(handle)
+
+
+def cli_commands() -> tuple[dict[str, Any], list[str]]:
+    """Every command of the CLI as typer builds it (``"agents list"`` -> its click command),
+    and the words of every group (``""`` for ``membrane`` itself)."""
+    import typer.main
+    from typer.core import TyperGroup
+
+    from membrane.cli.app import app, register
+
+    register(None)
+    commands: dict[str, Any] = {}
+    groups: list[str] = []
+
+    def walk(node: Any, words: tuple[str, ...]) -> None:
+        if isinstance(node, TyperGroup):
+            groups.append(" ".join(words))
+            for word, child in node.commands.items():
+                walk(child, (*words, word))
+        else:
+            commands[" ".join(words)] = node
+
+    walk(typer.main.get_command(app), ())
+    return commands, groups

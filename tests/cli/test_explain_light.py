@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from membrane.cli import explain as explain_module
 from membrane.cli.app import main
+from membrane.mcp import named as named_module
 from membrane.mcp.named import mounts_servers
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "workspace"
@@ -52,7 +52,7 @@ def test_the_light_path_prints_what_mounting_prints(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     light = explained(agent, workspace, capsys)
-    monkeypatch.setattr(explain_module, "mounts_servers", lambda definition, configured: True)
+    monkeypatch.setattr(named_module, "mounts_servers", lambda definition, configured: True)
     mounted = explained(agent, workspace, capsys)
     assert light == mounted
     assert isinstance(light, dict)

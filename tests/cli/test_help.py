@@ -7,26 +7,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from cli_support import cli_commands
 
-from membrane.cli.app import app, main
-from membrane.cli.commands import register
-from membrane.cli.declare import Command, Group
-from membrane.cli.parsing import params_of
+from membrane.cli.app import main
+from membrane.cli.helptext import params_of
 
-
-def _commands(group: Group, words: tuple[str, ...] = ()) -> list[tuple[str, Command]]:
-    found: list[tuple[str, Command]] = []
-    for word, node in group.commands.items():
-        if isinstance(node, Group):
-            found += _commands(node, (*words, word))
-        else:
-            found.append((" ".join((*words, word)), node))
-    return found
-
-
-register(None)
-COMMANDS = dict(_commands(app))
-GROUPS = ["", *(w for w, n in app.commands.items() if isinstance(n, Group))]
+COMMANDS, GROUPS = cli_commands()
 
 
 def _help(capsys: pytest.CaptureFixture[str], words: str) -> str:
@@ -92,7 +78,7 @@ def test_no_sentence_is_cut_by_a_hard_wrap(words: str, capsys: pytest.CaptureFix
     # Piped (as here), each paragraph of the command's text and each option's help is one line.
     lines = [_one_line(line) for line in _help(capsys, words).splitlines()]
     command = COMMANDS[words]
-    for paragraph in command.help.split("\n\n"):
+    for paragraph in (command.help or "").split("\n\n"):
         if paragraph.strip():
             assert _one_line(paragraph) in lines, paragraph
     for param in params_of(command):

@@ -70,3 +70,9 @@ def test_options_and_arguments_mix_in_any_order(
 ) -> None:
     assert main(["agents", "validate", "--json", str(tmp_path), "--project", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["files"] == 0
+
+
+def test_a_missing_required_argument_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _fails(capsys, "agents", "show")
+    assert err.startswith("Usage: membrane agents show [OPTIONS] NAME")
+    assert "NAME" in err.splitlines()[-1]

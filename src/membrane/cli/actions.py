@@ -11,23 +11,22 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
+from typer import Argument, Option
 
-from membrane.cli.app import app, safe_text
-from membrane.cli.backend import open_session
-from membrane.cli.declare import Argument, Group, Option
+from membrane.cli.app import app, group, safe_text
+from membrane.cli.helptext import HelpCommand
 from membrane.cli.screen import Screen, Table
 from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 
 __all__ = ["format_actions", "format_result"]
 
-actions_app = Group(
-    name="actions",
+actions_app = group(
+    "actions",
     help="List and run the actions (tools) your caller's view holds.",
     no_args_is_help=True,
 )
-app.add_group(actions_app)
+app.add_typer(actions_app)
 
 ProjectOption = Annotated[Path, Option(help="The project folder.")]
 HeadlessOption = Annotated[
@@ -75,7 +74,7 @@ def format_result(result: Any, *, as_json: bool, name: str = "") -> None:
     sys.stdout.flush()
 
 
-@actions_app.command("list")
+@actions_app.command("list", cls=HelpCommand)
 def list_actions(
     project: ProjectOption = Path("."),
     headless: HeadlessOption = False,
@@ -85,6 +84,10 @@ def list_actions(
 ) -> None:
     """List the actions this caller may run: name and description (--json: with schemas)."""
 
+    import anyio
+
+    from membrane.cli.backend import open_session
+
     async def main() -> list[JSONDict]:
         async with open_session(project, headless=headless, role=role, socket=socket) as session:
             return await session.list_actions()
@@ -92,7 +95,7 @@ def list_actions(
     format_actions(anyio.run(main), as_json=as_json)
 
 
-@actions_app.command("run")
+@actions_app.command("run", cls=HelpCommand)
 def run_action(
     name: Annotated[str, Argument(metavar="NAME", help="The action to run.")],
     args: Annotated[str, Option("--args", help="Its arguments as a JSON object.")] = "{}",
@@ -104,6 +107,10 @@ def run_action(
 ) -> None:
     """Run one action through this caller's view: the same checks as a tool call (visibility,
     arguments, rate limits), then the tool."""
+    import anyio
+
+    from membrane.cli.backend import open_session
+
     try:
         arguments = json.loads(args)
     except ValueError as exc:

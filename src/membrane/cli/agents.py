@@ -6,21 +6,22 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from membrane.agents.cache import CACHE_FILE
-from membrane.agents.catalog import Catalog
-from membrane.cli.app import app, definition_error_line, echo_text, warning_json
-from membrane.cli.declare import Argument, Group, Option
+from typer import Argument, Option
+
+from membrane.cli.app import app, definition_error_line, echo_text, group, warning_json
+from membrane.cli.helptext import HelpCommand
 from membrane.cli.screen import Screen, Table
-from membrane.config.load import load_settings, membrane_home
 from membrane.errors import InvalidRequest
-from membrane.store.location import locate_state
 
-agents_app = Group(
-    name="agents", help="List, show and validate agent definitions.", no_args_is_help=True
+if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.agents.catalog import Catalog
+
+agents_app = group(
+    "agents", help="List, show and validate agent definitions.", no_args_is_help=True
 )
-app.add_group(agents_app, name="agents")
+app.add_typer(agents_app, name="agents")
 
 _PROJECT = Option("--project", help="The project directory (default: the current directory).")
 _WORKSPACE = Option(
@@ -30,6 +31,11 @@ _JSON = Option("--json", help="Print JSON instead of a table.")
 
 
 def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
+    from membrane.agents.cache import CACHE_FILE
+    from membrane.agents.catalog import Catalog
+    from membrane.config.load import membrane_home
+    from membrane.store.location import locate_state
+
     folder = (project or Path.cwd()).resolve()
     if not folder.is_dir():  # a mistyped --project is a mistake, not a project of builtins only
         what = "is not a folder" if folder.exists() else "does not exist"
@@ -41,7 +47,7 @@ def _catalog(project: Path | None, workspace: Path | None) -> Catalog:
     return Catalog(project=folder, workspace=workspace, cache=cache)
 
 
-@agents_app.command("list")
+@agents_app.command("list", cls=HelpCommand)
 def list_agents(
     as_json: Annotated[bool, _JSON] = False,
     project: Annotated[Path | None, _PROJECT] = None,
@@ -50,6 +56,7 @@ def list_agents(
     """Every winning definition: its root and path, the model it resolves to here and whether
     it can start (with no --model), what it shadows, and its warnings."""
     from membrane.cli.agent_model import agent_model
+    from membrane.config.load import load_settings, membrane_home
 
     catalog = _catalog(project, workspace)
     winners = catalog.definitions()
@@ -111,7 +118,7 @@ def _fallback(model: Mapping[str, object]) -> list[Mapping[str, object]]:
     return [found] if isinstance(found, dict) else []
 
 
-@agents_app.command("show")
+@agents_app.command("show", cls=HelpCommand)
 def show_agent(
     name: Annotated[
         str, Argument(metavar="NAME", help="The agent name (case-insensitive when unambiguous).")
@@ -126,7 +133,7 @@ def show_agent(
     show(_catalog(project, workspace), name, as_json=as_json)
 
 
-@agents_app.command("validate")
+@agents_app.command("validate", cls=HelpCommand)
 def validate_agents(
     paths: Annotated[
         list[Path] | None,

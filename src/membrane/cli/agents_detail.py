@@ -9,12 +9,13 @@ from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 
+from typer import Exit
+
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition, DefinitionWarning
 from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.agents.roots import dialect_roots
 from membrane.cli.app import definition_error_line, echo_text, warning_json
-from membrane.cli.declare import Exit
 from membrane.cli.screen import Screen, Table
 from membrane.config.load import load_settings, membrane_home
 from membrane.config.values import Settings

@@ -1,9 +1,10 @@
-"""The command-line application and the one place that maps errors to exit codes.
+"""The typer application and the one place that maps errors to exit codes.
 
 Start-up costs only what the command line needs: ``membrane --version`` imports no library,
-the root command group (``app``) is built on first use, ``main`` imports only the command
-module that the first word of the command line names (``membrane.cli.commands``), and the
-line is parsed with the standard library's ``argparse`` (``membrane.cli.parsing``).
+the root typer group (``app``) is built on first use, and ``main`` imports only the command
+module that the first word of the command line names (``COMMANDS``; every one for
+``membrane --help`` or a word that names none), so a command's start pays for its own imports
+alone. typer reads the line; ``membrane.cli.helptext`` writes the help.
 """
 
 from __future__ import annotations
@@ -18,14 +19,34 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
 
+    import typer
     from rich.console import Console
 
     from membrane.agents.definition import DefinitionWarning
-    from membrane.cli.declare import Group
     from membrane.errors import DefinitionError, MembraneError
 
-    app: Group
+    app: typer.Typer
     err_console: Console
+
+#: Command word -> the module under ``membrane.cli`` that defines it.
+COMMANDS = {
+    "actions": "actions",
+    "agents": "agents",
+    "doctor": "doctor",
+    "explain": "explain",
+    "init": "init",
+    "lineage": "lineage",
+    "mcp": "mcp",
+    "outbox": "outbox",
+    "resume": "runs",
+    "run": "run",
+    "runs": "runs",
+    "schedule": "schedule",
+    "serve": "serve",
+    "show": "show",
+    "skills": "skills",
+    "workflow": "workflow",
+}
 
 #: Exit codes: 0 ok, 1 a check found problems (validate), 2 a developer's mistake (a usage
 #: error too), 3 a run failed, 130 interrupted, 141 stdout's reader went away.
@@ -41,13 +62,17 @@ def __getattr__(name: str) -> object:
     # ``app`` is built when a command module (or a test) first asks; ``err_console``, a Rich
     # console on stderr, only by the commands that print with Rich.
     if name == "app":
-        from membrane.cli.declare import Group
-
-        built = Group(
-            name="membrane",
+        built = group(
+            "membrane",
             help="Delegate work to child agents under an exact, explainable capability boundary.",
             no_args_is_help=True,
         )
+
+        # A callback makes ``app`` a group even when only one command module is imported.
+        @built.callback()
+        def _root() -> None:
+            pass
+
         globals()["app"] = built
         return built
     if name == "err_console":
@@ -57,6 +82,35 @@ def __getattr__(name: str) -> object:
         globals()["err_console"] = console
         return console
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def group(
+    name: str, *, help: str, no_args_is_help: bool = False, default: str | None = None
+) -> typer.Typer:
+    """A typer group of commands (``membrane`` itself, or ``membrane agents``) with the house's
+    help (``membrane.cli.helptext``); its commands are declared with ``cls=HelpCommand``.
+    ``default``: the command a line that names none runs (its options follow the group's word:
+    ``membrane runs --json`` is ``membrane runs list --json``)."""
+    import typer
+
+    from membrane.cli.helptext import HelpGroup, defaulting_to
+
+    return typer.Typer(
+        name=name,
+        help=help,
+        cls=HelpGroup if default is None else defaulting_to(default),
+        no_args_is_help=no_args_is_help,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+
+
+def echo(text: str = "", *, err: bool = False) -> None:
+    """Print ``text`` and a newline on stdout (stderr with ``err``), flushed."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(f"{text}\n")
+    stream.flush()
 
 
 def safe_text(text: str, *, stream: TextIO | None = None) -> str:
@@ -116,10 +170,17 @@ def _print_error(exc: MembraneError) -> None:
     sys.stderr.write(text + "\n")
 
 
-def _register_commands(args: list[str]) -> None:
-    # Each command module adds itself to ``app`` on import; only the one named is imported.
-    from membrane.cli.commands import register
+def register(word: str | None) -> None:
+    """Import the module of command ``word`` (each adds its commands to ``app``), or every
+    command module when ``word`` names none."""
+    import importlib
 
+    module = COMMANDS.get(word) if word is not None else None
+    for name in [module] if module is not None else sorted(set(COMMANDS.values())):
+        importlib.import_module(f"membrane.cli.{name}")
+
+
+def _register_commands(args: list[str]) -> None:
     register(next((arg for arg in args if not arg.startswith("-")), None))
 
 
@@ -152,27 +213,35 @@ def _main(args: list[str]) -> int:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        from membrane.cli.declare import Exit, Group, UsageError
-        from membrane.cli.parsing import dispatch
+        import typer
+        import typer.main
+
+        from membrane.cli.usage import USAGE_EXIT, UsageError, usage_error
         from membrane.errors import ConfigError, Interrupted, MembraneError
 
         _register_commands(args)
-        root = __getattr__("app") if "app" not in globals() else globals()["app"]
+        built = globals()["app"] if "app" in globals() else __getattr__("app")
+        assert isinstance(built, typer.Typer)
+        root = typer.main.get_command(built)
     finally:
         if _FREEZE:
             gc.freeze()
         if collecting:
             gc.enable()
-    assert isinstance(root, Group)
     try:
         try:
-            dispatch(root, args)
+            with root.make_context("membrane", args) as ctx:
+                root.invoke(ctx)
+        except typer.TyperException as exc:
+            if exc.exit_code != USAGE_EXIT:
+                raise
+            raise usage_error(exc, args) from None
         except KeyboardInterrupt:  # Ctrl-C where no run stops itself (run does): exit 130
             raise _interrupted(args) from None
         except BaseExceptionGroup as group:  # one error out of a command's task group
             raise _alone(group, args) from None
-    except Exit as exc:
-        return exc.code
+    except typer.Exit as exc:
+        return exc.exit_code
     except SystemExit as exc:
         if exc.code is None:
             return 0

@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
+from typer import Exit, Option
 
-from membrane.cli.app import app, safe_text, warning_json
-from membrane.cli.declare import Exit, Option, echo
+from membrane.cli.app import app, echo, safe_text, warning_json
+from membrane.cli.helptext import HelpCommand
 
 _JSON = Option("--json", help="Print one JSON document.")
 _PROJECT = Option("--project", help="The project directory (default: the current directory).")
@@ -40,6 +40,8 @@ PROBE_TOKENS = 16
 
 
 async def _runtime_info(path: Path) -> dict[str, Any] | None:
+    import anyio
+
     from membrane.server.client import Client
     from membrane.server.transport import probe_socket
 
@@ -58,6 +60,8 @@ async def _runtime_info(path: Path) -> dict[str, Any] | None:
 
 def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """The doctor's document and the problems (each ``{problem, fix}``)."""
+    import anyio
+
     from membrane.agents.skills import discover_skills, skill_roots
     from membrane.config.load import load_settings, membrane_home
     from membrane.errors import MembraneError
@@ -200,6 +204,8 @@ async def _probe(name: str, project: Path) -> dict[str, Any]:
 
 
 def _model_check(name: str, project: Path, *, as_json: bool) -> None:
+    import anyio
+
     checked = anyio.run(_probe, name, project)
     if as_json:
         echo(safe_text(json.dumps({"model": checked}, indent=2)))
@@ -221,7 +227,7 @@ def _model_check(name: str, project: Path, *, as_json: bool) -> None:
         raise Exit(1)
 
 
-@app.command("doctor")
+@app.command("doctor", cls=HelpCommand)
 def doctor(
     as_json: Annotated[bool, _JSON] = False,
     project: Annotated[Path | None, _PROJECT] = None,

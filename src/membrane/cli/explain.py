@@ -7,37 +7,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-from membrane.agents.definition import UNSET
-from membrane.agents.skills import preload_texts
-from membrane.cli.app import app
-from membrane.cli.declare import Argument, Option, echo
-from membrane.config.budget import budget_view
+from typer import Argument, Option
+
+from membrane.cli.app import app, echo
+from membrane.cli.helptext import HelpCommand
 from membrane.errors import InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
-from membrane.mcp.named import mounts_servers
-from membrane.models.naming import model_view
-from membrane.resolve import (
-    CallParams,
-    EffectiveAuthority,
-    ParentContext,
-    resolve,
-)
-from membrane.resolve.ceiling import Ceiling
-from membrane.resolve.warnings import warning_objects
-from membrane.runtime.depth import check_cap
-from membrane.runtime.persona import (
-    PERSONA_SECTION,
-    check_persona,
-    join_sections,
-    persona_values,
-    placeholders,
-    render_sections,
-)
-from membrane.sandbox import SandboxPolicy, boundary_summary, machine_support
-from membrane.workspace import Workspace
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations; the commands import what they run
     from membrane.config.values import Settings
+    from membrane.resolve import CallParams, EffectiveAuthority
 
 __all__ = ["explain"]
 
@@ -75,6 +54,14 @@ def build_authority(
     ``role``: the trusted role (``settings.roles``) its start would carry, installed as the
     runtime installs it (tools it leaves out have the reason ``role``).
     """
+    from membrane.agents.skills import preload_texts
+    from membrane.mcp.named import mounts_servers
+    from membrane.models.naming import model_view
+    from membrane.resolve import ParentContext, resolve
+    from membrane.resolve.ceiling import Ceiling
+    from membrane.runtime.depth import check_cap
+    from membrane.workspace import Workspace
+
     if not agent.strip():
         raise InvalidRequest(
             "AGENT is empty: name the agent type to explain (membrane agents list shows them)",
@@ -190,6 +177,15 @@ def _rendered(
     refused here with ``invalid-persona``. ``{{run_id}}`` (and ``{{parent_id}}`` below a
     ``--parent``) exist only once a start runs: they are shown as placeholders, with a
     warning."""
+    from membrane.runtime.persona import (
+        PERSONA_SECTION,
+        check_persona,
+        join_sections,
+        persona_values,
+        placeholders,
+        render_sections,
+    )
+
     if settings_persona is not None:
         check_persona(settings_persona, where="settings.persona")
     model = authority.invocation["model"].value
@@ -221,6 +217,8 @@ def _model_field(authority: EffectiveAuthority) -> tuple[object, str]:
 
 def sandbox_view(authority: EffectiveAuthority, *, project: Path, settings: Settings) -> JSONDict:
     """The OS boundary the child's commands would run under, and what this machine offers."""
+    from membrane.sandbox import SandboxPolicy, boundary_summary, machine_support
+
     writes = authority.writes
     policy = SandboxPolicy.from_settings(settings).for_agent(
         network=authority.network.value, read_paths=authority.own_read_roots
@@ -271,7 +269,7 @@ _ROLE = Option(
 )
 
 
-@app.command("explain")
+@app.command("explain", cls=HelpCommand)
 def explain(
     agent: Annotated[
         str, Argument(metavar="AGENT", help="The agent type to explain, as a caller would name it.")
@@ -293,6 +291,12 @@ def explain(
     <project>/.membrane/extensions and runs its setup(), as a run does: explain only projects
     whose extensions you trust.
     """
+    from membrane.agents.definition import UNSET
+    from membrane.config.budget import budget_view
+    from membrane.models.naming import model_view
+    from membrane.resolve import CallParams
+    from membrane.resolve.warnings import warning_objects
+
     call_params = CallParams()
     parent_json: object | None = None
     if call is not None or parent is not None:

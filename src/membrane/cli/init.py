@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from membrane.agents.frontmatter import parse_definition
-from membrane.cli.app import app, safe_text
-from membrane.cli.declare import Option, echo
-from membrane.config.load import load_settings
-from membrane.workspace import require_folder
+from typer import Option
+
+from membrane.cli.app import app, echo, safe_text
+from membrane.cli.helptext import HelpCommand
 
 __all__ = ["CONFIG_TEMPLATE", "EXAMPLE_AGENT", "init"]
 
@@ -57,7 +56,7 @@ answer rests on; say so when the files do not answer it.
 """
 
 
-@app.command("init")
+@app.command("init", cls=HelpCommand)
 def init(
     project: Annotated[
         Path, Option(help="The project folder (default: the current directory).")
@@ -69,6 +68,10 @@ def init(
     Existing files are kept as they are. Nothing Membrane writes into a project needs a
     .gitignore: state lives outside the checkout.
     """
+    from membrane.agents.frontmatter import parse_definition
+    from membrane.config.load import load_settings
+    from membrane.workspace import require_folder
+
     folder = require_folder("--project", project)
     files = {
         folder / ".membrane" / "config.toml": CONFIG_TEMPLATE,

@@ -12,22 +12,27 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from typer import Argument, Option
 
 from membrane.cli.app import app
-from membrane.cli.declare import Argument, Option
-from membrane.cli.run import STATE_OPTION
+from membrane.cli.helptext import HelpCommand
+from membrane.cli.options import STATE_OPTION
 from membrane.cli.runs import existing_state
 from membrane.cli.screen import Cell, Node, Screen, Styled
 from membrane.errors import UnknownRun
-from membrane.store.base import LineageEdge, SessionHeader
-from membrane.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.store.base import LineageEdge, SessionHeader
 
 __all__ = ["lineage", "lineage_tree"]
 
 
 def lineage_tree(state: Path, run_id: str | None = None) -> list[dict[str, Any]]:
     """The ledger of ``state`` as nested nodes (``run_id``'s subtree, or every root)."""
+    from membrane.store.sqlite import SQLiteStore
+
     store = SQLiteStore(state, read_only=True)
     try:
         headers = {h.session_id: h for h in store.list_sessions()}
@@ -99,7 +104,7 @@ def _grow(tree: Node, node: dict[str, Any]) -> None:
         _grow(tree.add(*_label(child)), child)
 
 
-@app.command("lineage")
+@app.command("lineage", cls=HelpCommand)
 def lineage(
     run_id: Annotated[
         str | None, Argument(metavar="RUN_ID", help="The run whose tree to show.")

@@ -6,40 +6,36 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
+from typer import Option
 
-from membrane.cli.app import app
-from membrane.cli.declare import Group, Option, echo
-from membrane.cli.run import MODEL_HELP, STATE_OPTION, parse_model
+from membrane.cli.app import app, echo, group
+from membrane.cli.helptext import HelpCommand
+from membrane.cli.options import MODEL_HELP, STATE_OPTION
 from membrane.cli.screen import Screen, Table
 from membrane.errors import InvalidRequest
-from membrane.extensions.hooks import ExtensionHooks
-from membrane.mcp.mount import McpServers
-from membrane.mcp.serve import ServedView, agent_authority, view_scope
-from membrane.mcp.tasks import ServedRuns, add_delegation
-from membrane.models.base import Model
-from membrane.resolve.authority import mcp_server_of
-from membrane.resolve.ceiling import Ceiling, ceiling_of_run
-from membrane.runtime import InProcessProvider, SubagentRuntime
-from membrane.tools.scope import Scope
-from membrane.tools.spec import ToolContext
-from membrane.vocabulary import DELEGATION_TOOLS
-from membrane.workspace import Workspace
+
+if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.extensions.hooks import ExtensionHooks
+    from membrane.models.base import Model
+    from membrane.resolve.ceiling import Ceiling
+    from membrane.tools.scope import Scope
+    from membrane.workspace import Workspace
 
 __all__ = ["mcp_app"]
 
-mcp_app = Group(
+mcp_app = group(
+    "mcp",
     help="MCP servers: the ones mounted as extensions, and a view served as one.",
     no_args_is_help=True,
 )
-app.add_group(mcp_app, name="mcp")
+app.add_typer(mcp_app, name="mcp")
 
 _PROJECT = Option(help="The project folder.")
 
 
-@mcp_app.command("list")
+@mcp_app.command("list", cls=HelpCommand)
 def list_servers(
     project: Annotated[Path, _PROJECT] = Path("."),
     start: Annotated[
@@ -52,6 +48,11 @@ def list_servers(
     Each server is started (as a child that needs it would start it) to list its tools, then
     stopped; --no-start starts none and shows the tools each one listed last time (cached).
     """
+    import anyio
+
+    from membrane.mcp.mount import McpServers
+    from membrane.workspace import Workspace
+
     ws = Workspace.open(project)
 
     async def gather() -> list[dict[str, object]]:
@@ -115,7 +116,7 @@ def _settings_file(ws: Workspace, server: str | None) -> Path:
     return global_config_path(ws.home)
 
 
-@mcp_app.command("serve")
+@mcp_app.command("serve", cls=HelpCommand)
 def serve(
     role: Annotated[
         str | None, Option(help="The trusted role whose view is served (settings.roles).")
@@ -148,6 +149,17 @@ def serve(
     (and TaskWait, TaskList, TaskStop, TaskMessage) start runs of the project under the role,
     with --model or the default_model setting; without a model they are not offered.
     """
+    import anyio
+
+    from membrane.cli.model_choice import parse_model
+    from membrane.extensions.hooks import ExtensionHooks
+    from membrane.mcp.mount import McpServers
+    from membrane.mcp.serve import agent_authority, view_scope
+    from membrane.resolve.authority import mcp_server_of
+    from membrane.resolve.ceiling import ceiling_of_run
+    from membrane.vocabulary import DELEGATION_TOOLS
+    from membrane.workspace import Workspace
+
     role = role or os.environ.get("MEMBRANE_ROLE") or None
     if role is None and agent is None:
         raise InvalidRequest(
@@ -228,6 +240,9 @@ def _allowed(value: object) -> tuple[str, ...]:
 async def _serve(
     scope: Scope, caller: str, ws: Workspace, http: int | None, *, as_json: bool = False
 ) -> None:
+    from membrane.mcp.serve import ServedView
+    from membrane.tools.spec import ToolContext
+
     served = ServedView(scope, ToolContext(agent=caller, cwd=ws.project))
     try:
         if http is not None:
@@ -262,6 +277,9 @@ async def _serve_with_runs(
 ) -> None:
     """Serve ``scope`` with the delegation tools, on a runtime held open meanwhile; every run
     they start is held to ``ceiling`` (the served agent's, passed down)."""
+    from membrane.mcp.tasks import ServedRuns, add_delegation
+    from membrane.runtime import InProcessProvider, SubagentRuntime
+
     store = ws.open_store(state)
     runtime = SubagentRuntime.on_workspace(ws, InProcessProvider(model, hooks=hooks), store=store)
     try:

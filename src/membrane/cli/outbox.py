@@ -11,27 +11,32 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from membrane.cli.app import app
-from membrane.cli.declare import Argument, Group, Option
-from membrane.cli.run import STATE_OPTION
+from typer import Argument, Option
+
+from membrane.cli.app import app, group
+from membrane.cli.helptext import HelpCommand
+from membrane.cli.options import STATE_OPTION
 from membrane.cli.runs import existing_state
 from membrane.cli.screen import Screen, Table
 from membrane.errors import StoreError
-from membrane.store.base import DeadLetter, OutboxItem
-from membrane.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.store.base import DeadLetter, OutboxItem
 
 __all__ = ["outbox_app"]
 
-outbox_app = Group(help="The run outbox: deliveries owed to runs, and dead letters.")
-app.add_group(outbox_app, name="outbox")
+outbox_app = group("outbox", help="The run outbox: deliveries owed to runs, and dead letters.")
+app.add_typer(outbox_app, name="outbox")
 
 #: More items than any listing shows at once.
 _LIMIT = 10_000
 
 
 def _row(item: OutboxItem | DeadLetter, error: str | None) -> dict[str, Any]:
+    from membrane.store.base import DeadLetter
+
     payload = item.payload
     row: dict[str, Any] = {
         "id": item.id,
@@ -49,6 +54,8 @@ def _row(item: OutboxItem | DeadLetter, error: str | None) -> dict[str, Any]:
 
 
 def _rows(state: Path, *, dead: bool) -> list[dict[str, Any]]:
+    from membrane.store.sqlite import SQLiteStore
+
     store = SQLiteStore(state, read_only=True)
     try:
         if dead:
@@ -58,7 +65,7 @@ def _rows(state: Path, *, dead: bool) -> list[dict[str, Any]]:
         store.close()
 
 
-@outbox_app.command("list")
+@outbox_app.command("list", cls=HelpCommand)
 def list_items(
     dead: Annotated[bool, Option("--dead", help="List the dead letters instead.")] = False,
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
@@ -92,7 +99,7 @@ def list_items(
     Screen().table(table)
 
 
-@outbox_app.command("retry")
+@outbox_app.command("retry", cls=HelpCommand)
 def retry(
     item_id: Annotated[
         int,
@@ -105,6 +112,8 @@ def retry(
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
     """Queue the dead letter ITEM_ID again, due now, with its attempts counted from zero."""
+    from membrane.store.sqlite import SQLiteStore
+
     state = existing_state(project, state_file)
     if not state.exists():
         raise StoreError(f"no dead letter {item_id}: {state} does not exist", path=str(state))

@@ -16,35 +16,21 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
+from typer import Argument, Exit, Option
 
-from membrane.cli.app import EXIT_RUN, app
-from membrane.cli.backend import runtime_backed, runtime_session
-from membrane.cli.declare import Argument, Exit, Group, Option
-from membrane.cli.model_choice import absolute_spec, parse_model
-from membrane.cli.run import (
-    HEADLESS_OPTION,
-    MODEL_HELP,
-    SOCKET_OPTION,
-    STATE_OPTION,
-    drive_run,
-    run_on_runtime,
-)
+from membrane.cli.app import EXIT_RUN, app, group
+from membrane.cli.helptext import HelpCommand
+from membrane.cli.options import HEADLESS_OPTION, MODEL_HELP, SOCKET_OPTION, STATE_OPTION
 from membrane.cli.screen import Screen, Table
-from membrane.config.load import load_settings, membrane_home
-from membrane.config.values import Retention
 from membrane.errors import InvalidRequest, UnknownRun
-from membrane.runtime import RunInfo, SubagentRuntime
-from membrane.runtime.listing import RunRow, list_runs, row_from_dict
-from membrane.store.base import PruneReport
-from membrane.store.location import locate_state, migrate_legacy_state
-from membrane.store.sqlite import SQLiteStore
-from membrane.vocabulary import FINISHED_STATES
-from membrane.workspace import Workspace, require_folder
 
-__all__ = ["RunRow", "existing_state", "list_runs", "resume", "runs"]
+if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.runtime import RunInfo, SubagentRuntime
+    from membrane.runtime.listing import RunRow
+
+__all__ = ["existing_state", "prune", "resume", "runs"]
 
 
 def _when(seconds: float) -> str:
@@ -83,6 +69,10 @@ def _table(rows: list[RunRow], state: Path) -> Table:
 def existing_state(project: Path, state: Path | None, *, home: Path | None = None) -> Path:
     """The state file of ``project`` (``state`` when given), moving a legacy one first; it
     may not exist. Nothing is created when there is no state."""
+    from membrane.config.load import membrane_home
+    from membrane.store.location import locate_state, migrate_legacy_state
+    from membrane.workspace import require_folder
+
     if state is not None:
         return state
     home = membrane_home() if home is None else home
@@ -91,14 +81,15 @@ def existing_state(project: Path, state: Path | None, *, home: Path | None = Non
     return location.path
 
 
-runs_app = Group(
+runs_app = group(
+    "runs",
     help="The runs a project's store holds: list them (the default), or prune finished ones.",
     default="list",
 )
-app.add_group(runs_app, name="runs")
+app.add_typer(runs_app, name="runs")
 
 
-@runs_app.command("list")
+@runs_app.command("list", cls=HelpCommand)
 def runs(
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
     as_json: Annotated[
@@ -115,6 +106,11 @@ def runs(
     own descendants); with --headless (or MEMBRANE_HEADLESS=1) or --state only the store is
     read here: no extension is imported and no file is created.
     """
+    import anyio
+
+    from membrane.cli.backend import runtime_backed
+    from membrane.runtime.listing import list_runs
+
     if runtime_backed(headless=headless, local_only=state_file is not None):
         rows, state = anyio.run(lambda: _served_runs(project, socket))
         why = f"no runs stored in {state}"
@@ -137,6 +133,9 @@ def runs(
 
 
 async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:
+    from membrane.cli.backend import runtime_session
+    from membrane.runtime.listing import row_from_dict
+
     rows: list[RunRow] = []
     async with runtime_session(project, role=None, socket=socket) as session:
         params: dict[str, Any] = {"stored": True}
@@ -150,7 +149,7 @@ async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow]
     return rows, Path(reply["state"])
 
 
-@app.command("resume")
+@app.command("resume", cls=HelpCommand)
 def resume(
     run_id: Annotated[
         str,
@@ -173,6 +172,13 @@ def resume(
     The run keeps its stored conversation and durable depth, and takes the completion notices
     still owed to it. Every project extension is imported, so resume only trusted projects.
     """
+    import anyio
+
+    from membrane.cli.backend import runtime_backed
+    from membrane.cli.follow import drive_run, run_on_runtime
+    from membrane.cli.model_choice import absolute_spec, parse_model
+    from membrane.workspace import Workspace
+
     local_only = state is not None or workspace is not None
     if runtime_backed(headless=headless, local_only=local_only):
         params: dict[str, Any] = {"runId": run_id, "message": message}
@@ -224,7 +230,7 @@ def _days(text: str, *, option: str) -> float:
     return days
 
 
-@runs_app.command("prune")
+@runs_app.command("prune", cls=HelpCommand)
 def prune(
     older_than: Annotated[
         str | None,
@@ -256,6 +262,12 @@ def prune(
     system. A run still referenced is kept: one whose parent or child has not finished, one an
     undelivered notice is owed to or is about. With neither --older-than nor --keep the
     settings' [retention] says what goes."""
+    from membrane.config.load import load_settings
+    from membrane.config.values import Retention
+    from membrane.store.base import PruneReport
+    from membrane.store.sqlite import SQLiteStore
+    from membrane.vocabulary import FINISHED_STATES
+
     state = existing_state(project, state_file)
     if older_than is None and keep is None:
         retention = load_settings(project=project.resolve()).retention

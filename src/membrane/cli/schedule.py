@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from membrane.cli.app import app, safe_text
-from membrane.cli.declare import Argument, Group, Option, echo
+from typer import Argument, Option
 
-schedule_app = Group(
-    name="schedule", help="Schedule agents to run later, once or on a cron expression."
-)
-app.add_group(schedule_app, name="schedule")
+from membrane.cli.app import app, echo, group, safe_text
+from membrane.cli.helptext import HelpCommand
+
+schedule_app = group("schedule", help="Schedule agents to run later, once or on a cron expression.")
+app.add_typer(schedule_app, name="schedule")
 
 _PROJECT = Option("--project", help="The project directory (default: the current directory).")
 _STATE = Option(
@@ -57,7 +57,7 @@ def _emit(described: object, as_json: bool) -> None:
         echo(safe_text(format_schedule(described)))  # type: ignore[arg-type]
 
 
-@schedule_app.command("add")
+@schedule_app.command("add", cls=HelpCommand)
 def add(
     agent: Annotated[str, Argument(metavar="AGENT", help="The agent to start.")],
     task: Annotated[str, Argument(metavar="TASK", help="The task it is given.")],
@@ -92,7 +92,7 @@ def add(
     _emit(schedule.describe(), as_json)
 
 
-@schedule_app.command("list")
+@schedule_app.command("list", cls=HelpCommand)
 def list_schedules(
     as_json: Annotated[bool, _JSON] = False,
     project: Annotated[Path | None, _PROJECT] = None,
@@ -105,7 +105,7 @@ def list_schedules(
     _emit(described, as_json)
 
 
-@schedule_app.command("remove")
+@schedule_app.command("remove", cls=HelpCommand)
 def remove(
     schedule_id: Annotated[
         str, Argument(metavar="SCHEDULE_ID", help="The schedule's id (from `schedule list`).")

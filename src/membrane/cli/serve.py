@@ -8,19 +8,17 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-import anyio
+from typer import Option
 
-from membrane.cli.app import app
-from membrane.cli.declare import Option, echo
-from membrane.cli.model_choice import parse_model
+from membrane.cli.app import app, echo
+from membrane.cli.helptext import HelpCommand
 from membrane.errors import InvalidRequest
-from membrane.server import Server, default_socket_path
-from membrane.server.approval import APPROVAL_TIMEOUT
+from membrane.limits import APPROVAL_TIMEOUT
 
 __all__ = ["serve"]
 
 
-@app.command("serve")
+@app.command("serve", cls=HelpCommand)
 def serve(
     socket: Annotated[
         Path | None,
@@ -67,6 +65,11 @@ def serve(
     the calls in flight, stop the runs and remove the socket. A second serve on a live socket
     fails with runtime-already-running.
     """
+    import anyio
+
+    from membrane.cli.model_choice import parse_model
+    from membrane.server import Server, default_socket_path
+
     if idle_exit is not None and not 0 < idle_exit < math.inf:
         raise InvalidRequest(
             "--idle-exit must be a positive, finite number of seconds", field="idle_exit"

@@ -15,14 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Final
 
+from typer import Argument, Option
+
 from membrane.cli.app import app
-from membrane.cli.declare import Argument, Option
+from membrane.cli.helptext import HelpCommand
 from membrane.cli.lineage import lineage_tree
-from membrane.cli.run import STATE_OPTION
-from membrane.cli.runs import existing_state, list_runs
+from membrane.cli.options import STATE_OPTION
+from membrane.cli.runs import existing_state
 from membrane.cli.screen import Node, Screen
 from membrane.errors import InvalidRequest, UnknownRun
-from membrane.store.sqlite import SQLiteStore
 
 __all__ = ["run_report", "show"]
 
@@ -38,6 +39,9 @@ def _cut(text: str, width: int | None) -> tuple[str, bool]:
 
 def run_report(state: Path, run_id: str, *, width: int | None = WIDTH) -> dict[str, Any]:
     """Everything ``membrane show`` prints about ``run_id``, as one JSON-ready document."""
+    from membrane.runtime.listing import list_runs
+    from membrane.store.sqlite import SQLiteStore
+
     rows = {row.run_id: row for row in list_runs(state)}
     row = rows.get(run_id)
     if row is None:
@@ -158,6 +162,7 @@ def _print(report: dict[str, Any]) -> None:
 def _print_requests(state: Path, run_id: str, *, as_json: bool) -> None:
     """The run's request log (``membrane.models.wire_log``): each request and what came back."""
     from membrane.models.wire_log import REQUESTS_FOLDER, read_requests
+    from membrane.runtime.listing import list_runs
 
     if run_id not in {row.run_id for row in list_runs(state)}:
         raise UnknownRun(
@@ -200,7 +205,7 @@ def _grow(tree: Node, nodes: list[dict[str, Any]]) -> None:
         _grow(tree.add(label), node["children"])
 
 
-@app.command("show")
+@app.command("show", cls=HelpCommand)
 def show(
     run_id: Annotated[
         str, Argument(metavar="RUN_ID", help="The stored run to show (see membrane runs).")

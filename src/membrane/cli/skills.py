@@ -6,19 +6,21 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from membrane.cli.app import app, safe_text, warning_json
-from membrane.cli.declare import Group, Option, echo
+from typer import Option
+
+from membrane.cli.app import app, echo, group, safe_text, warning_json
+from membrane.cli.helptext import HelpCommand
 from membrane.cli.screen import Screen, Table
 
-skills_app = Group(name="skills", help="List the Agent Skills found on the skill roots.")
-app.add_group(skills_app, name="skills")
+skills_app = group("skills", help="List the Agent Skills found on the skill roots.")
+app.add_typer(skills_app, name="skills")
 
 
 _JSON = Option("--json", help="Print one JSON document.")
 _PROJECT = Option("--project", help="The project directory (default: the current directory).")
 
 
-@skills_app.command("list")
+@skills_app.command("list", cls=HelpCommand)
 def list_skills(
     as_json: Annotated[bool, _JSON] = False, project: Annotated[Path | None, _PROJECT] = None
 ) -> None:

@@ -14,22 +14,26 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from membrane.cli.app import app
-from membrane.cli.declare import Argument, Group, Option
-from membrane.cli.run import STATE_OPTION
+from typer import Argument, Option
+
+from membrane.cli.app import app, group
+from membrane.cli.helptext import HelpCommand
+from membrane.cli.options import STATE_OPTION
 from membrane.cli.runs import existing_state
 from membrane.cli.screen import Screen
 from membrane.errors import StoreError, UnknownRun
-from membrane.store.sqlite import SQLiteStore
-from membrane.workflow.engine import WorkflowState
-from membrane.workflow.planning import PlanningControl
+
+if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.store.sqlite import SQLiteStore
+    from membrane.workflow.engine import WorkflowState
+    from membrane.workflow.planning import PlanningControl
 
 __all__ = ["workflow_app"]
 
-workflow_app = Group(help="A run's planning gate: its state, and the host's answers.")
-app.add_group(workflow_app, name="workflow")
+workflow_app = group("workflow", help="A run's planning gate: its state, and the host's answers.")
+app.add_typer(workflow_app, name="workflow")
 
 _PROJECT = Option(help="The project folder.")
 _JSON = Option("--json", help="Print the planning state as one JSON object.")
@@ -38,6 +42,9 @@ _JSON = Option("--json", help="Print the planning state as one JSON object.")
 def _control(
     project: Path, state_file: Path | None, run_id: str
 ) -> tuple[SQLiteStore, PlanningControl]:
+    from membrane.store.sqlite import SQLiteStore
+    from membrane.workflow.planning import PlanningControl
+
     state = existing_state(project, state_file)
     if not state.exists():
         raise StoreError(f"no run {run_id!r}: {state} does not exist", path=str(state))
@@ -82,7 +89,7 @@ def _answer(
     _print(state, as_json=as_json)
 
 
-@workflow_app.command("show")
+@workflow_app.command("show", cls=HelpCommand)
 def show(
     run_id: Annotated[str, Argument(help="The run.")],
     project: Annotated[Path, _PROJECT] = Path("."),
@@ -98,7 +105,7 @@ def show(
     _print(state, as_json=as_json)
 
 
-@workflow_app.command("approve")
+@workflow_app.command("approve", cls=HelpCommand)
 def approve(
     run_id: Annotated[str, Argument(help="The run whose plan is ready.")],
     project: Annotated[Path, _PROJECT] = Path("."),
@@ -109,7 +116,7 @@ def approve(
     _answer(project, state_file, run_id, "approve", as_json=as_json)
 
 
-@workflow_app.command("accept-light")
+@workflow_app.command("accept-light", cls=HelpCommand)
 def accept_light(
     run_id: Annotated[str, Argument(help="The run whose intake is recorded.")],
     project: Annotated[Path, _PROJECT] = Path("."),
@@ -120,7 +127,7 @@ def accept_light(
     _answer(project, state_file, run_id, "accept-light", as_json=as_json)
 
 
-@workflow_app.command("waive")
+@workflow_app.command("waive", cls=HelpCommand)
 def waive(
     run_id: Annotated[str, Argument(help="The run.")],
     round_name: Annotated[str, Argument(metavar="ROUND", help="functional, ui or extras")],
@@ -132,7 +139,7 @@ def waive(
     _answer(project, state_file, run_id, "waive", round_name, as_json=as_json)
 
 
-@workflow_app.command("decide")
+@workflow_app.command("decide", cls=HelpCommand)
 def decide(
     run_id: Annotated[str, Argument(help="The run.")],
     choice: Annotated[str, Argument(help="stop or finishing_worker")],

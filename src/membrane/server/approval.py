@@ -32,6 +32,7 @@ import anyio
 
 from membrane.errors import ApprovalUnavailable
 from membrane.json_types import JSONDict, JSONValue
+from membrane.limits import APPROVAL_TIMEOUT
 from membrane.server.connection import Peer
 from membrane.server.framing import Response, encode
 from membrane.tools.permissions import ApprovalRequest, Approver
@@ -50,8 +51,6 @@ __all__ = [
 APPROVAL_METHOD: Final = "approval/request"
 #: The ``initialize`` capability a client sets to answer ``approval/request``.
 APPROVAL_CAPABILITY: Final = "approval"
-#: Seconds a call waits for the client's answer, unless the server is given another timeout.
-APPROVAL_TIMEOUT: Final = 120.0
 _STATE_KEY: Final = "approver"
 
 _ANSWERING: ContextVar[ClientApprover | None] = ContextVar("membrane_server_approver", default=None)
