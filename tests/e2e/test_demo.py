@@ -155,7 +155,8 @@ def test_the_demo_run_delivers_both_childrens_results_to_the_lead(
     # The two Task calls run side by side; a foreground child's result reaches the lead only
     # after that child has ended, so the n-th result follows the n-th child's end.
     children = sorted(ends[agent]["seq"] for agent in ("scout", "auditor"))
-    assert [child < result["seq"] for child, result in zip(children, delegations)] == [True] * 2
+    pairs = zip(children, delegations, strict=True)
+    assert [child < result["seq"] for child, result in pairs] == [True, True]
     assert ends["lead"]["seq"] > delegations[1]["seq"]
     result = events[-1]
     assert result["kind"] == "result"
