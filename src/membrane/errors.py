@@ -33,6 +33,7 @@ Two branches, as a user meets them:
     │   ├── ExtraNotInstalled .......... extra-not-installed
     │   ├── UnknownModel ............... unknown-model           NotFound
     │   ├── ModelNotAllowed ............ model-not-allowed
+    │   ├── ModelPriceUnknown .......... model-price-unknown
     │   ├── UnknownWorkflow ............ unknown-workflow        NotFound
     │   ├── WorkflowInvalid ............ workflow-invalid
     │   ├── StateInsideCheckout ........ state-inside-checkout
@@ -134,6 +135,7 @@ __all__ = [
     "ModelContextExceeded",
     "ModelError",
     "ModelNotAllowed",
+    "ModelPriceUnknown",
     "ModelRateLimited",
     "ModelResponseTooLarge",
     "ModelTimeout",
@@ -443,7 +445,7 @@ class DepthLimitExceeded(RunError):
 
 class BudgetExceeded(RunError):
     """A run would spend past a budget it draws on (its own or an ancestor's, DESIGN rule 12).
-    Carries ``kind`` (``tokens``, ``turns``, ``tool_calls``, ``children`` or ``seconds``),
+    Carries ``kind`` (``tokens``, ``cost``, ``turns``, ``tool_calls``, ``children`` or ``seconds``),
     ``limit``, ``used``, ``owner`` (the run whose budget it is) and ``run_id`` (the run that
     crossed it). The run that crossed it ends with this error; a refused start publishes
     nothing."""
@@ -538,6 +540,14 @@ class ModelNotAllowed(ConfigError):
     ``model`` (``provider:model`` it names) and ``allowed``."""
 
     code = "model-not-allowed"
+
+
+class ModelPriceUnknown(ConfigError):
+    """A ``cost`` budget is in force and a child's model (or one of its fallbacks) has no known
+    price: neither the settings' ``[models.NAME] price`` nor the price table. Carries
+    ``model``. Refused at the start, never charged as zero."""
+
+    code = "model-price-unknown"
 
 
 class StructuredOutputInvalid(RunError):

@@ -19,6 +19,7 @@ from membrane.builtin_tools import ToolSink
 from membrane.config import (
     McpServerSpec,
     ModelEntry,
+    ModelPrice,
     ProductRule,
     RateLimit,
     Retention,
@@ -100,6 +101,7 @@ __all__ = [
     "McpServerSpec",
     "Migration",
     "ModelEntry",
+    "ModelPrice",
     "NewEdge",
     "OutboxItem",
     "PermissionGate",

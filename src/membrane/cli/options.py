@@ -35,7 +35,8 @@ ROLE_OPTION = Option(
 #: ``--state PATH``: the store file to use instead of the project's default one.
 BUDGET_HELP = (
     "What the run and its whole subtree may spend, e.g. tokens=200000,children=20,seconds=900 "
-    "(kinds: tokens, turns, tool_calls, children, seconds); within the settings' [budget]."
+    "(kinds: tokens, cost in dollars, turns, tool_calls, children, seconds); within the "
+    "settings' [budget]."
 )
 STATE_OPTION = Option(
     "--state",

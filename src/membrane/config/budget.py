@@ -1,7 +1,8 @@
 """``Budget``: the limits a run and its whole subtree spend within (DESIGN rule 12).
 
-A budget bounds five things, each optional: ``tokens`` (input plus output tokens of every model
-response), ``turns`` (model turns), ``tool_calls`` (tool calls run), ``children`` (subagent
+A budget bounds six things, each optional: ``tokens`` (input plus output tokens of every model
+response), ``cost`` (what those responses cost, in US dollars: ``membrane.models.prices``),
+``turns`` (model turns), ``tool_calls`` (tool calls run), ``children`` (subagent
 starts, at any depth below the run) and ``seconds`` (wall time). It is written the same way
 everywhere it enters:
 
@@ -12,8 +13,9 @@ everywhere it enters:
 * a definition's ``budget:`` field (a mapping, or the same ``kind=N,...`` text).
 
 Where several apply to one run, each holds: ``tighter`` takes the smaller limit of each kind.
-Counts are whole numbers from 0 to 2**53-1 (0 forbids the kind outright); ``seconds`` is a
-finite number above 0. Anything else is ``InvalidRequest`` naming the field.
+Counts are whole numbers from 0 to 2**53-1 (0 forbids the kind outright); ``cost`` is a finite
+number of dollars from 0; ``seconds`` is a finite number above 0. Anything else is
+``InvalidRequest`` naming the field.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from membrane.errors import InvalidRequest
 from membrane.json_types import JSONDict
 from membrane.limits import count_problem
 
-__all__ = ["BUDGET_KINDS", "Budget", "budget_view", "tighter"]
+__all__ = ["BUDGET_KINDS", "COUNT_KINDS", "Budget", "budget_view", "tighter"]
 
 #: The kinds a budget limits, in the order they are shown.
-BUDGET_KINDS: Final = ("tokens", "turns", "tool_calls", "children", "seconds")
-_EXAMPLE: Final = "tokens=200000,turns=50,tool_calls=200,children=20,seconds=900"
+BUDGET_KINDS: Final = ("tokens", "cost", "turns", "tool_calls", "children", "seconds")
+#: The kinds counted in whole numbers.
+COUNT_KINDS: Final = ("tokens", "turns", "tool_calls", "children")
+_EXAMPLE: Final = "tokens=200000,cost=5,turns=50,tool_calls=200,children=20,seconds=900"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +47,25 @@ class Budget:
     tool_calls: int | None = None
     children: int | None = None
     seconds: float | None = None
+    #: US dollars.
+    cost: float | None = None
 
     def __post_init__(self) -> None:
-        for kind in BUDGET_KINDS[:4]:
+        cost = self.cost
+        if cost is not None:
+            if (
+                isinstance(cost, bool)
+                or not isinstance(cost, int | float)
+                or not math.isfinite(cost)
+                or cost < 0
+            ):
+                raise InvalidRequest(
+                    f"budget cost must be a finite number of dollars from 0, got {cost!r}",
+                    field="budget.cost",
+                    hint=_EXAMPLE,
+                )
+            object.__setattr__(self, "cost", float(cost))
+        for kind in COUNT_KINDS:
             value = getattr(self, kind)
             problem = None if value is None else count_problem(value, minimum=0)
             if problem is not None:

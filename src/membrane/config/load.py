@@ -25,6 +25,7 @@ from membrane.config.values import (
     BUILTIN_ROLES,
     McpServerSpec,
     ModelEntry,
+    ModelPrice,
     RateLimit,
     Retention,
     RoleSpec,
@@ -201,13 +202,18 @@ def _check(path: Path, content: str) -> dict[str, Any]:
     raise SettingsError(message, path=str(path), key=key, hint=hint)
 
 
+def _model_entry(table: dict[str, Any]) -> ModelEntry:
+    price = table.get("price")
+    return ModelEntry(**{**table, "price": None if price is None else ModelPrice(**price)})
+
+
 def _values(checked: dict[str, Any], path: Path) -> dict[str, Any]:
     """A file's checked values with its entries as their dataclasses and ``default_tools``
     canonicalised."""
     parsed = dict(checked)
     models: dict[str, Any] | None = parsed["models"]
     if models is not None:
-        parsed["models"] = {name: ModelEntry(**entry) for name, entry in models.items()}
+        parsed["models"] = {name: _model_entry(entry) for name, entry in models.items()}
     limits: dict[str, Any] | None = parsed["rate_limits"]
     if limits is not None:
         parsed["rate_limits"] = {name: RateLimit(**limit) for name, limit in limits.items()}

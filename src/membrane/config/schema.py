@@ -113,6 +113,18 @@ class McpServerTable(_Strict):
     _seconds = field_validator("timeout", "startup_timeout", mode="before")(_float)
 
 
+_Dollars = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class PriceTable(_Strict):
+    """``[models.NAME] price = {input = ..., output = ...}``: US dollars per million tokens."""
+
+    input: _Dollars
+    output: _Dollars
+    cache_read: _Dollars | None = None
+    cache_write: _Dollars | None = None
+
+
 class ModelTable(_Strict):
     """``[models.NAME]``."""
 
@@ -129,6 +141,7 @@ class ModelTable(_Strict):
     requests_per_minute: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     tokens_per_minute: _Count | None = None
     max_concurrent_requests: _Count | None = None
+    price: PriceTable | None = None
 
     _seconds = field_validator("timeout", "requests_per_minute", mode="before")(_float)
 

@@ -123,6 +123,17 @@ class McpServerSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """A ``[models.NAME]`` entry's ``price``: US dollars per million tokens of each kind
+    (``cache_read`` and ``cache_write``: the ``input`` price when not given)."""
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelEntry:
     """A ``[models.NAME]`` entry: a named model a spec can point at.
 
@@ -144,6 +155,8 @@ class ModelEntry:
     reasoning: bool | None = None
     #: ``openai`` only: tools are sent in OpenAI's strict mode (``strict: true``).
     strict_tools: bool = False
+    #: What the model costs, replacing the price table's (``membrane.models.prices``).
+    price: ModelPrice | None = None
     #: The deployment's limits on this endpoint, shared by every run that uses it
     #: (``membrane.models.limiter``): request pace, tokens per minute, requests in flight.
     requests_per_minute: float | None = None

@@ -482,7 +482,7 @@ class AgentLoop:
         for note in response.notes:
             self._emit("model_note", {"turn": self._turns, "note": note})
         if self._spending is not None:
-            self._spending.after_response(response.usage)
+            self._spending.after_response(response.usage, model=answered)
         if response.stop_reason == "error":
             raise ModelError(
                 f"the model {name!r} stopped with an error", model=name, stop_reason="error"
@@ -625,7 +625,7 @@ class AgentLoop:
         self._emit("usage", {"turn": self._turns + 1, "mention": True, **usage})
         self._messages.extend(delegation.messages)
         if self._spending is not None:
-            self._spending.after_response(delegation.usage)
+            self._spending.after_response(delegation.usage, model=self._model_label)
 
     async def _shutdown(self, status: str) -> list[MembraneError]:
         if self._hooks is None:

@@ -24,9 +24,9 @@ class Spending(Protocol):
         no token is left."""
         ...
 
-    def after_response(self, usage: Usage) -> None:
-        """A response arrived: its tokens are counted (they were spent), then refused when they
-        crossed a budget."""
+    def after_response(self, usage: Usage, *, model: str | None = None) -> None:
+        """A response of ``model`` (the name it answered as) arrived: its tokens and cost are
+        counted (they were spent), then refused when they crossed a budget."""
         ...
 
     def before_tool_call(self) -> None:

@@ -13,6 +13,9 @@ the ledgers its ancestors left, and nothing resets them. The kinds:
 
 * ``turns``, ``tool_calls``: one per model turn, one per tool call; the one past the limit is
   refused before it happens;
+* ``cost``: what each response cost (``membrane.models.prices``), in whole micro-dollars in
+  the ledger, charged and enforced as ``tokens`` are; a child whose model has no known price
+  is refused at its start (``model-price-unknown``) while a ``cost`` budget is in force;
 * ``tokens``: each response's input plus output tokens, counted when it arrives (they were
   spent); the response that crosses the limit ends its run, a run whose next turn finds no
   token left ends then, and a request still in flight under a ledger that has run out is
@@ -35,10 +38,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from membrane.config.budget import BUDGET_KINDS, Budget
-from membrane.errors import BudgetExceeded, StoreError
+from membrane.config.budget import BUDGET_KINDS, COUNT_KINDS, Budget
+from membrane.errors import BudgetExceeded, ModelPriceUnknown, StoreError
 from membrane.json_types import JSONDict
 from membrane.models.base import Usage
+from membrane.models.prices import Prices
 from membrane.store.base import SessionHeader, Store
 
 __all__ = ["BUDGET_KEY", "Budgets", "Ledger", "RunSpending", "stored_ledger"]
@@ -47,7 +51,9 @@ T = TypeVar("T")
 
 #: The header ``meta`` key of a run's own budget.
 BUDGET_KEY: Final = "budget"
-_COUNTS: Final = BUDGET_KINDS[:4]
+#: What the ledger counts in whole numbers: ``cost`` in micro-dollars.
+_COUNTS: Final = (*COUNT_KINDS, "cost")
+_MICRO: Final = 1_000_000
 
 
 class Ledger:
@@ -70,10 +76,20 @@ class Ledger:
 
     def _load(self, used: Mapping[str, Any]) -> None:
         """The stored counts, which are the truth (another process may have added to them)."""
-        for kind in _COUNTS:
+        for kind in COUNT_KINDS:
             value = used.get(kind)
             if type(value) is int and value >= 0:
                 self.used[kind] = value
+        cost = used.get("cost")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+            self.used["cost"] = round(cost * _MICRO)
+
+    def units(self, kind: str) -> int | float | None:
+        """The limit of ``kind`` in the units the ledger counts (``cost``: micro-dollars)."""
+        limit = self.limit.limit(kind)
+        if limit is None or kind != "cost":
+            return limit
+        return round(limit * _MICRO)
 
     def seconds(self) -> float:
         return self._seconds_before + (time.monotonic() - self._clock0)
@@ -85,20 +101,24 @@ class Ledger:
         return self._clock0 + self.limit.seconds - self._seconds_before
 
     def remaining(self, kind: str) -> float | None:
-        limit = self.limit.limit(kind)
+        """What is left of ``kind`` (``cost``: in dollars), or ``None`` when unlimited."""
+        limit = self.units(kind)
         if limit is None:
             return None
         used = self.seconds() if kind == "seconds" else self.used[kind]
-        return max(0, limit - used)
+        left = max(0, limit - used)
+        return left / _MICRO if kind == "cost" else left
 
     def to_meta(self) -> JSONDict:
-        return {
-            "limit": self.limit.to_dict(),
-            "used": {**self.used, "seconds": round(self.seconds(), 3)},
-        }
+        used: JSONDict = {**self.used, "seconds": round(self.seconds(), 3)}
+        used["cost"] = self.used["cost"] / _MICRO
+        return {"limit": self.limit.to_dict(), "used": used}
 
     def exceeded(self, kind: str, run_id: str, used: float) -> BudgetExceeded:
+        """The error of ``run_id`` crossing ``kind`` with ``used`` (in ledger units)."""
         limit = self.limit.limit(kind)
+        if kind == "cost":
+            used = used / _MICRO
         return BudgetExceeded(
             f"run {run_id!r} would spend past the {kind} budget of run {self.owner!r} "
             f"({_show(used)} of {_show(limit)} used)",
@@ -128,8 +148,15 @@ class Budgets:
     transaction (the event hub's, so a charge is durable with the events before it)."""
 
     def __init__(
-        self, store: Store, *, commit: Callable[[Callable[[], Any]], Any], errors: list[StoreError]
+        self,
+        store: Store,
+        *,
+        commit: Callable[[Callable[[], Any]], Any],
+        errors: list[StoreError],
+        prices: Prices | None = None,
     ) -> None:
+        #: What each model's responses cost (a ``cost`` budget charges it).
+        self.prices = prices if prices is not None else Prices({})
         self._store = store
         self._commit = commit
         self._errors = errors
@@ -221,7 +248,7 @@ class Budgets:
                         ledger._load(used)
             crossed: BudgetExceeded | None = None
             for ledger in ledgers:
-                limit = ledger.limit.limit(kind)
+                limit = ledger.units(kind)
                 if check and limit is not None and kind in _COUNTS:
                     used_now = ledger.used[kind] + amount
                     if used_now > limit and crossed is None:
@@ -273,19 +300,38 @@ class RunSpending:
         """How the runtime ends this run when another run spent what it needed."""
         self._end = end
 
+    def priced(self, model: str) -> bool:
+        """Whether ``model`` (``provider:model`` or an entry's name) has a known price."""
+        return self._budgets.prices.known(model)
+
+    @property
+    def costed(self) -> bool:
+        """Whether a ``cost`` budget is in force on any of its ledgers."""
+        return any(ledger.limit.cost is not None for ledger in self.ledgers)
+
     def before_turn(self) -> None:
         for ledger in self.ledgers:
-            left = ledger.remaining("tokens")
-            if left is not None and left <= 0:
-                raise ledger.exceeded("tokens", self.run_id, ledger.used["tokens"])
+            for kind in ("tokens", "cost"):
+                left = ledger.remaining(kind)
+                if left is not None and left <= 0:
+                    raise ledger.exceeded(kind, self.run_id, ledger.used[kind])
         self._budgets.charge(self.ledgers, "turns", 1, run_id=self.run_id)
         self.requesting = True
 
-    def after_response(self, usage: Usage) -> None:
+    def after_response(self, usage: Usage, *, model: str | None = None) -> None:
         self.requesting = False
         tokens = usage.total_tokens
         try:
             self._budgets.charge(self.ledgers, "tokens", tokens, run_id=self.run_id, after=True)
+            if self.costed:
+                cost = self._budgets.prices.cost(model, usage)
+                if cost is None:
+                    raise ModelPriceUnknown(
+                        f"model {model!r} has no known price, and a cost budget is in force: "
+                        "give its [models.NAME] entry a price",
+                        model=model,
+                    )
+                self._budgets.charge(self.ledgers, "cost", cost, run_id=self.run_id, after=True)
         finally:
             self._cancel_in_flight()
 
@@ -312,20 +358,24 @@ class RunSpending:
             left = [r for r in (ledger.remaining(kind) for ledger in self.ledgers) if r is not None]
             if left:
                 value = min(left)
-                out[kind] = round(value, 3) if kind == "seconds" else int(value)
+                if kind == "cost":
+                    out[kind] = round(value, 6)
+                else:
+                    out[kind] = round(value, 3) if kind == "seconds" else int(value)
         return out
 
     def _cancel_in_flight(self) -> None:
         """A ledger ran out of tokens: the other runs whose request is in flight on it end
         now, their requests cancelled, rather than each overspending by a response."""
         for ledger in self.ledgers:
-            left = ledger.remaining("tokens")
-            if left is None or left > 0:
-                continue
-            for other in list(ledger.spenders):
-                if other is not self and other.requesting and other._end is not None:
-                    other.requesting = False
-                    other._end(ledger.exceeded("tokens", other.run_id, ledger.used["tokens"]))
+            for kind in ("tokens", "cost"):
+                left = ledger.remaining(kind)
+                if left is None or left > 0:
+                    continue
+                for other in list(ledger.spenders):
+                    if other is not self and other.requesting and other._end is not None:
+                        other.requesting = False
+                        other._end(ledger.exceeded(kind, other.run_id, ledger.used[kind]))
 
 
 def _show(value: float | None) -> str:

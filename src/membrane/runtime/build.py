@@ -17,6 +17,7 @@ from pathlib import Path
 from membrane.agents.definition import UNSET, AgentDefinition
 from membrane.agents.settings_hooks import settings_hooks
 from membrane.builtin_tools.skill import bind_skill_tool
+from membrane.config.model_names import resolve_spec
 from membrane.config.values import Settings
 from membrane.errors import (
     ExtraNotInstalled,
@@ -24,6 +25,7 @@ from membrane.errors import (
     MembraneError,
     ModelAuthFailed,
     ModelNotAllowed,
+    ModelPriceUnknown,
     SetupFailed,
     UnknownModel,
 )
@@ -127,6 +129,8 @@ class ChildBuilder:
         invocation = authority.invocation
         bound = None if self._workflows is None else self._workflows(run_id, definition)
         model = _text_or_none(invocation["model"].value)
+        if spending is not None and spending.costed:
+            self._check_prices(model, _fallbacks(invocation), spending)
         max_turns = invocation["max_turns"].value
         if max_turns is None:
             max_turns = self._settings.default_max_turns
@@ -320,6 +324,27 @@ class ChildBuilder:
             mode=permissions.mode,
         )
         return CommandHookGate(runner, rules)
+
+    def _check_prices(
+        self, model: str | None, fallbacks: tuple[str, ...], spending: RunSpending
+    ) -> None:
+        """Refuse (``model-price-unknown``) a child under a ``cost`` budget whose model or a
+        fallback has no known price. A child that names no model, in a deployment with no
+        ``default_model``, runs on the host's model: it is priced at its first response."""
+        settings = self._settings
+        for spec in (model or settings.default_model, *fallbacks):
+            if spec is None:
+                continue
+            choice = resolve_spec(spec, models=settings.models, aliases=settings.model_aliases)
+            label = f"{choice.provider}:{choice.model}"
+            if not spending.priced(label):
+                raise ModelPriceUnknown(
+                    f"model {spec!r} ({label}) has no known price, and a cost budget is in "
+                    f"force: give its [models.NAME] entry a price (price = {{input = ..., "
+                    "output = ...}, dollars per million tokens)",
+                    model=label,
+                    spec=spec,
+                )
 
     async def _create(self, spec: ChildSpec, install: object) -> ProviderChild:
         provider = self._provider

@@ -66,6 +66,7 @@ from membrane.json_types import JSONObject
 from membrane.limits import check_count, check_seconds
 from membrane.loop.calls import Emit
 from membrane.models.base import Model
+from membrane.models.prices import Prices
 from membrane.resolve.authority import Deployment
 from membrane.resolve.ceiling import Ceiling
 from membrane.resolve.roles import RoleRestriction
@@ -266,7 +267,12 @@ class SubagentRuntime:
         self._receipts = SpawnReceipts(
             self.store, hub=self._hub, live=self._live_info, owner=self._sweeper.owner
         )
-        self._budgets = Budgets(self.store, commit=self._hub.commit, errors=self._hub.errors)
+        self._budgets = Budgets(
+            self.store,
+            commit=self._hub.commit,
+            errors=self._hub.errors,
+            prices=Prices(self.settings.models),
+        )
         #: The store ``open()`` opened, closed with the runtime.
         self._owned_store: Store | None = None
         builder = ChildBuilder(
