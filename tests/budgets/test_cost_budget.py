@@ -103,6 +103,11 @@ async def test_100_concurrent_children_overspend_a_cost_budget_by_at_most_a_resp
     # The ledger is exact (every response charged once, to the micro-dollar) and past the
     # limit by less than one response: the one that crossed it.
     assert round(ledger["used"]["cost"] * 1_000_000) == spent
+    # Each usage event says what its response cost, in dollars.
+    assert all(
+        round(u["cost"] * 1_000_000) == 2 * u["input_tokens"] + 8 * u["output_tokens"]
+        for u in usages
+    )
     assert LIMIT * 1_000_000 <= spent < LIMIT * 1_000_000 + RESPONSE_COST
     assert len(workers) == MANY
     codes = {(info.result.error or {}).get("code") for info in workers if info.result}

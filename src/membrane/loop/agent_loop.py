@@ -102,6 +102,7 @@ from membrane.models.base import (
     ModelRequest,
     ModelResponse,
     ToolCall,
+    Usage,
 )
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
@@ -155,6 +156,7 @@ class AgentLoop:
         "_model_label",
         "_model_name",
         "_notices",
+        "_price",
         "_resumed",
         "_schema",
         "_scope",
@@ -198,6 +200,7 @@ class AgentLoop:
         max_output_retries: int = 3,
         spending: Spending | None = None,
         barrier: Callable[[], Awaitable[None]] | None = None,
+        price: Callable[[str | None, Usage], int | None] | None = None,
     ) -> None:
         check_count(max_turns, what="max_turns", minimum=1, optional=True)
         check_count(grace_turns, what="grace_turns", minimum=0)
@@ -227,6 +230,8 @@ class AgentLoop:
         self._max_output_retries = max_output_retries
         self._spending = spending
         self._barrier = barrier
+        #: What a response of a model (by name) costs in micro-dollars, ``None`` when unknown.
+        self._price = price
         self._steering: deque[str] | None = None
         self._notices: deque[tuple[str, Callable[[], None] | None]] | None = None
         #: Why each malformed call of the last reply cannot run, by its stand-in's id.
@@ -478,7 +483,11 @@ class AgentLoop:
             # A model of a fallback chain that failed before another answered.
             self._emit("model_attempt_failed", {"turn": self._turns, **attempt})
         answered = response.answered_by or name
-        self._emit("usage", {"turn": self._turns, "model": answered, **usage, **_said(response)})
+        data: dict[str, Any] = {"turn": self._turns, "model": answered, **usage}
+        cost = None if self._price is None else self._price(answered, response.usage)
+        if cost is not None:
+            data["cost"] = cost / 1_000_000  # dollars, at the model's price
+        self._emit("usage", {**data, **_said(response)})
         for note in response.notes:
             self._emit("model_note", {"turn": self._turns, "note": note})
         if self._spending is not None:

@@ -33,6 +33,7 @@ from membrane.loop.calls import Emit
 from membrane.loop.command_hooks import CommandHookGate, CommandHooks
 from membrane.loop.outside_reads import outside_reads
 from membrane.loop.permissions import PermissionGate
+from membrane.models.prices import Prices
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.resolve.ceiling import CeilingRestriction, ceiling_of_run
 from membrane.resolve.invocation import Sourced
@@ -94,6 +95,7 @@ class ChildBuilder:
         self._provider = provider
         self._registry = registry
         self._settings = settings
+        self._prices = Prices(settings.models)
         self._project = project
         self._delegation = delegation
         self._host = host
@@ -217,6 +219,7 @@ class ChildBuilder:
             extensions=tuple(authority.extensions_loaded),
             resumed=resumed,
             spending=spending,
+            price=self._prices.cost,
             barrier=self._barrier,
             network=authority.network.value,
             read_paths=authority.own_read_roots,

@@ -29,7 +29,7 @@ from membrane.json_types import JSONObject
 from membrane.loop.calls import Emit
 from membrane.loop.outcome import ChildOutcome
 from membrane.loop.spending import Spending
-from membrane.models.base import Message
+from membrane.models.base import Message, Usage
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
@@ -144,6 +144,8 @@ class ChildSpec:
     #: The budgets the child draws on (DESIGN rule 12); a provider that runs the agent loop
     #: hands it over, and the runtime enforces ``children`` and ``seconds`` for every provider.
     spending: Spending | None = None
+    #: What a response of a model (by name) costs in micro-dollars (``Prices.cost``).
+    price: Callable[[str | None, Usage], int | None] | None = None
     #: Awaited before each model request of a provider that runs the agent loop: the store's
     #: durability barrier (``Store.barrier``), so a turn's end is durable before the next one.
     barrier: Callable[[], Awaitable[None]] | None = None

@@ -127,6 +127,7 @@ class InProcessProvider:
             emit=request.emit,
             spending=request.spending,
             barrier=request.barrier,
+            price=request.price,
         )
         return _InProcessChild(scope, loop)
 
