@@ -172,3 +172,30 @@ def test_explain_shows_the_fallbacks_and_allowed_models_and_refuses_what_a_start
     assert refused.returncode != 0
     assert "model-not-allowed" in refused.stdout + refused.stderr
     assert "'openai:gpt-4o'" in refused.stdout + refused.stderr
+
+
+def test_the_router_refuses_a_default_model_outside_allowed_models(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    config = _entries(
+        "http://127.0.0.1:9", "http://127.0.0.1:9", 'allowed_models = ["primary"]\n\n'
+    )
+    project = _project(tmp_path, config=config, model="primary")
+    settings = load_settings(project=project, home=isolated_home)
+    with pytest.raises(ModelNotAllowed) as caught:
+        ModelRouter.from_settings(settings, default="openai:gpt-4o")
+    assert caught.value.data["model"] == "openai:gpt-4o"
+
+
+def test_a_name_is_allowed_by_a_listed_name_of_the_same_provider_model_and_base_url() -> None:
+    from membrane.config.model_names import check_allowed
+    from membrane.config.values import ModelEntry
+
+    local = ModelEntry(provider="openai", model="smollm2", base_url="http://127.0.0.1:8080/v1")
+    models = {"local": local}
+    check_allowed("sonnet", ["anthropic:claude-sonnet-5-5"], models=models)
+    check_allowed("local", ["local"], models=models)
+    with pytest.raises(ModelNotAllowed):
+        check_allowed("openai:smollm2", ["local"], models=models)  # another base URL
+    with pytest.raises(ModelNotAllowed):
+        check_allowed("opus", ["anthropic:claude-sonnet-5-5"], models=models)
