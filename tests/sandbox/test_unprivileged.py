@@ -1,8 +1,8 @@
 """The key sandbox attacks, run by an unprivileged user (``nobody``, through ``setpriv``) where
 the tests run as root, as CI does: the same boundary must hold whoever starts Membrane.
 
-The test's own environment may lie where that user cannot read (a checkout under ``/root``,
-an interpreter under ``/root/.pyenv``), so the ``membrane`` package and the few libraries the
+The test's own environment may lie where that user cannot read (a checkout or an interpreter
+in root's private home folder), so the ``membrane`` package and the few libraries the
 ``Bash`` tool imports are copied to a temporary folder that user can read, and the driver runs
 on this interpreter if that user can start it, else on a system interpreter of the same
 version. Skipped, with the reason, where none of this can be had.
