@@ -65,7 +65,7 @@ def _project(root: Path, files: list[tuple[str, Path]]) -> dict[Path, Path]:
         placed[target] = file
     (root / ".membrane").mkdir()
     (root / ".membrane" / "config.toml").write_text(
-        'default_model = "anthropic:claude-sonnet-4-5"\n'
+        'default_model = "anthropic:claude-sonnet-5-5"\n'
     )
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(root)]
     subprocess.run([*git, "init", "-q"], check=True)
