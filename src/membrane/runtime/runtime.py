@@ -62,7 +62,7 @@ from membrane.errors import (
     UnsupportedCapability,
 )
 from membrane.extensions.hooks import ExtensionHooks
-from membrane.json_types import JSONObject
+from membrane.json_types import JSONDict, JSONObject
 from membrane.limits import check_count, check_seconds
 from membrane.loop.calls import Emit
 from membrane.models.base import Model
@@ -687,11 +687,7 @@ class SubagentRuntime:
         conversation, or from its stored transcript once it has ended and left memory."""
         if self._runs.live(run_id) is not None:
             return self._runs.tool_arguments(run_id, call_id)
-        try:
-            stored = self.store.transcript(run_id)
-        except StoreError:
-            return None
-        for message in reversed(stored):
+        for message in self._stored_backwards(run_id):
             calls = message.get("tool_calls")
             for call in calls if isinstance(calls, list) else ():
                 if isinstance(call, dict) and call.get("id") == call_id:
@@ -704,15 +700,18 @@ class SubagentRuntime:
         conversation, or from its stored transcript once it has ended and left memory."""
         if self._runs.live(run_id) is not None:
             return self._runs.tool_result(run_id, call_id)
-        try:
-            stored = self.store.transcript(run_id)
-        except StoreError:
-            return None
-        for message in reversed(stored):
+        for message in self._stored_backwards(run_id):
             if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
                 content = message.get("content")
                 return content if isinstance(content, str) else None
         return None
+
+    def _stored_backwards(self, run_id: str) -> list[JSONDict]:
+        """Run ``run_id``'s stored messages, newest first (none when the store cannot say)."""
+        try:
+            return list(reversed(self.store.transcript(run_id)))
+        except StoreError:
+            return []
 
     def _ended(self, record: RunRecord) -> None:
         """``record`` ended and its end is delivered: it leaves memory when nothing here can
