@@ -17,6 +17,7 @@ from membrane.errors import (
     ModelContextExceeded,
     ModelError,
     ModelRateLimited,
+    ModelTimeout,
     ModelUnavailable,
 )
 from membrane.models.anthropic import AnthropicModel
@@ -254,6 +255,26 @@ async def test_cancelling_mid_reply_closes_the_connection(provider: str) -> None
                 await anyio.to_thread.run_sync(server.streamed.wait)
                 group.cancel_scope.cancel()
             await anyio.to_thread.run_sync(server.disconnected.wait, 5.0)
+    assert server.disconnected.is_set()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_stream_that_falls_silent_is_a_model_timeout_retried_then_raised(
+    provider: str,
+) -> None:
+    sleeps = Sleeps()
+    retry = RetryPolicy(max_retries=1, sleep=sleeps, jitter=lambda: 0.5)
+    with ReplayServer(load(provider, "long_stream_held")) as server:
+        server.repeat = True
+        build = openai if provider == "openai" else anthropic
+        model = build(server, retry=retry, stall_timeout=0.2)
+        # Without the stall bound the held stream would wait for the SDK's 600 s timeout.
+        with anyio.fail_after(10), pytest.raises(ModelTimeout) as caught:
+            await model.request(REQUEST)
+        await anyio.to_thread.run_sync(server.disconnected.wait, 5.0)
+    assert len(server.requests) == 2  # retried once, as a timeout is
+    assert caught.value.data["stall_timeout"] == 0.2 and caught.value.data["attempts"] == 2
+    assert "stall_timeout" in caught.value.message
     assert server.disconnected.is_set()
 
 

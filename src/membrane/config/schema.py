@@ -136,6 +136,7 @@ class ModelTable(_Strict):
     timeout: _Seconds | None = None
     max_tokens: _Count | None = None
     max_response_bytes: _Count | None = None
+    stall_timeout: _Seconds | None = None
     reasoning: bool | None = None
     strict_tools: bool = False
     requests_per_minute: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
@@ -143,7 +144,9 @@ class ModelTable(_Strict):
     max_concurrent_requests: _Count | None = None
     price: PriceTable | None = None
 
-    _seconds = field_validator("timeout", "requests_per_minute", mode="before")(_float)
+    _seconds = field_validator("timeout", "stall_timeout", "requests_per_minute", mode="before")(
+        _float
+    )
 
     @field_validator("base_url")
     @classmethod

@@ -152,6 +152,8 @@ class ModelEntry:
     #: What one streamed reply may carry (text and tool-call arguments, in bytes) before it
     #: is cut off with ``model-response-too-large`` (default 16 MiB).
     max_response_bytes: int | None = None
+    #: The longest silence between two events of a streamed reply (seconds; default 120).
+    stall_timeout: float | None = None
     reasoning: bool | None = None
     #: ``openai`` only: tools are sent in OpenAI's strict mode (``strict: true``).
     strict_tools: bool = False

@@ -36,7 +36,13 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from membrane._extras import require
-from membrane.errors import ModelAuthFailed, ModelError, ModelResponseTooLarge, ModelUnavailable
+from membrane.errors import (
+    ModelAuthFailed,
+    ModelError,
+    ModelResponseTooLarge,
+    ModelTimeout,
+    ModelUnavailable,
+)
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.models.limiter import Lane
 from membrane.models.retry import (
@@ -51,10 +57,12 @@ from membrane.models.retry import (
 )
 from membrane.models.wire_log import WireLog
 
-__all__ = ["MAX_RESPONSE_BYTES", "Assembler", "SdkModel"]
+__all__ = ["MAX_RESPONSE_BYTES", "STALL_TIMEOUT", "Assembler", "SdkModel"]
 
 #: What one streamed reply may carry by default (``max_response_bytes``): 16 MiB.
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+#: How long a stream may stay silent between two events by default (``stall_timeout``).
+STALL_TIMEOUT = 120.0
 
 #: A stand-in key for servers that need none (the SDKs refuse to build a client without one).
 NO_KEY = "not-needed"
@@ -103,6 +111,7 @@ class SdkModel(ABC, Generic[Client]):
         entry: str | None = None,
         lane: Lane | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        stall_timeout: float = STALL_TIMEOUT,
     ) -> None:
         self._sdk: Any = require(
             self.provider,
@@ -128,6 +137,9 @@ class SdkModel(ABC, Generic[Client]):
         #: What a streamed reply may carry (UTF-8 bytes of its text and tool-call arguments,
         #: and every other string of its events) before it is ``model-response-too-large``.
         self.max_response_bytes = max_response_bytes
+        #: The longest silence between two events of a stream before it is ``model-timeout``
+        #: (retried): a server that stops sending mid-reply never holds a run for ``timeout``.
+        self.stall_timeout = stall_timeout
         self.max_tokens = max_tokens or self.default_max_tokens
         self.reasoning = (
             bool(self.reasoning_models.match(model)) if reasoning is None else reasoning
@@ -291,8 +303,21 @@ class SdkModel(ABC, Generic[Client]):
         stream = await self._create(body, stream=True)
         assembler = self._assembler()
         carried = 0
+        events = stream.__aiter__()
         try:
-            async for event in stream:
+            while True:
+                with anyio.move_on_after(self.stall_timeout) as silent:
+                    try:
+                        event = await events.__anext__()
+                    except StopAsyncIteration:
+                        break
+                if silent.cancelled_caught:
+                    raise ModelTimeout(
+                        f"{self.provider} sent nothing for {self.stall_timeout:g} s in the "
+                        "middle of a streamed reply (stall_timeout)",
+                        provider=self.provider,
+                        stall_timeout=self.stall_timeout,
+                    )
                 data = event.model_dump(warnings=False)
                 carried += _string_bytes(data)
                 if carried > self.max_response_bytes:
@@ -339,7 +364,7 @@ class SdkModel(ABC, Generic[Client]):
             )
         if isinstance(exc, sdk.APIConnectionError):
             return transport_failure(provider, exc, timeout=isinstance(exc, sdk.APITimeoutError))
-        if isinstance(exc, ModelUnavailable):
+        if isinstance(exc, (ModelUnavailable, ModelTimeout)):
             return Failure(exc, True)
         if isinstance(exc, ModelError):
             return incomplete_failure(exc)

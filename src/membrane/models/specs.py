@@ -55,7 +55,7 @@ def build_model(choice: ModelChoice, limiter: ModelLimiter | None = None) -> Mod
     options: dict[str, object] = {"base_url": entry.base_url, "stream": entry.stream}
     if entry.api_key_env:
         options["api_key_env"] = entry.api_key_env
-    for key in ("timeout", "max_tokens", "reasoning", "max_response_bytes"):
+    for key in ("timeout", "max_tokens", "reasoning", "max_response_bytes", "stall_timeout"):
         if getattr(entry, key) is not None:
             options[key] = getattr(entry, key)
     name = f"{entry.provider}:{entry.model}"
