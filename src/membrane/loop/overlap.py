@@ -4,11 +4,10 @@ The calls a model makes in one turn run concurrently, except where two could tou
 thing. Each call *claims* what it writes:
 
 * nothing, for a tool that writes nothing or keeps its own order (``Read``, ``Grep``, ``Task``
-  and the other delegation tools, a host's or MCP server's tool that does not say
-  ``sequential``): it overlaps with everything;
-* one path, for a built-in tool that writes the file its arguments name (``Edit``, ``Write``,
-  ``NotebookEdit``): it waits for every earlier call of the turn that claims that path or
-  everything;
+  and the other delegation tools, a host's tool that does not say ``sequential``, an MCP
+  server's tool): it overlaps with everything;
+* one path, for a built-in tool that writes the file its arguments name (``Edit``, ``Write``):
+  it waits for every earlier call of the turn that claims that path or everything;
 * everything, for a built-in tool whose writes its arguments do not say (``Bash``,
   ``run_code``) and for any tool declared ``sequential``: it waits for every earlier call that
   claims anything, and every later writing call waits for it.
@@ -32,7 +31,7 @@ __all__ = ["EVERYTHING", "claim", "conflict"]
 #: The claim of a call whose writes its arguments do not bound.
 EVERYTHING: Final = "*"
 #: The arguments a built-in path tool names its file by.
-_PATH_ARGUMENTS: Final = ("file_path", "notebook_path", "path")
+_PATH_ARGUMENTS: Final = ("file_path", "path")
 
 
 def claim(tool: Tool | None, arguments: Mapping[str, object], cwd: Path | None) -> str | None:

@@ -60,9 +60,6 @@ class Lane:
         self._slots = anyio.Semaphore(cap) if cap else None
         self._tokens = float(limits.tokens_per_minute or 0)
         self._refilled = time.monotonic()
-        #: How many requests waited, and for how long in all (seconds), for the events.
-        self.waited = 0
-        self.wait_seconds = 0.0
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -71,16 +68,11 @@ class Lane:
             await self._slots.acquire()
         try:
             async with self._order:
-                began = time.monotonic()
                 await self._until_tokens()
                 delay = self._next - time.monotonic()
                 if delay > 0:
                     await anyio.sleep(delay)
-                now = time.monotonic()
-                if now - began > 0.001:
-                    self.waited += 1
-                    self.wait_seconds += now - began
-                self._next = max(self._next, now) + self._interval
+                self._next = max(self._next, time.monotonic()) + self._interval
             yield
         finally:
             if self._slots is not None:

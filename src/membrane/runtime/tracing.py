@@ -125,6 +125,8 @@ class RunTracer:
             else trace.get_tracer_provider()
         )
         self._trace = trace
+        self._internal: SpanKind = trace.SpanKind.INTERNAL
+        self._client: SpanKind = trace.SpanKind.CLIENT
         self._tracer = provider.get_tracer("membrane", __version__)
         self.arguments = arguments
         #: Set by the runtime: where a tool call's arguments and result are found, and what a
@@ -208,7 +210,7 @@ class RunTracer:
         if isinstance(data.get("role"), str):
             attributes["membrane.role"] = data["role"]
         parent = self._parent_span(event)
-        kind = self._kind("INTERNAL" if provider.startswith("in-process") else "CLIENT")
+        kind = self._internal if provider.startswith("in-process") else self._client
         self._runs[event.run_id] = self._start(
             f"invoke_agent {event.agent}", parent, at, attributes, kind
         )
@@ -232,9 +234,6 @@ class RunTracer:
             return calls[0][1]
         return self._runs.get(parent_id)
 
-    def _kind(self, name: str) -> SpanKind:
-        return cast("SpanKind", getattr(self._trace.SpanKind, name))
-
     def _start(
         self,
         name: str,
@@ -250,7 +249,7 @@ class RunTracer:
             context=context,
             start_time=at,
             attributes=clean,
-            kind=kind if kind is not None else self._kind("INTERNAL"),
+            kind=kind if kind is not None else self._internal,
         )
 
     # -- model requests -----------------------------------------------------------------------
@@ -265,7 +264,7 @@ class RunTracer:
         }
         model = facts.model if facts is not None else None
         local = facts is not None and facts.provider == _PROVIDERS["scripted"]
-        kind = self._kind("INTERNAL" if local else "CLIENT")
+        kind = self._internal if local else self._client
         name = f"chat {model}" if model else "chat"
         self._models[run_id] = self._start(name, self._runs[run_id], at, attributes, kind)
 
