@@ -402,7 +402,7 @@ REQUEUED = closed(
     {"id": INTEGER, "recipient": STRING, "attempts": INTEGER, "next_attempt_at": NUMBER}
 )
 
-#: ``workflow show|approve|accept-light|waive|decide --json``: the planning state.
+#: ``workflow show|approve|accept-light|decline-light|waive|decide --json``: the planning state.
 WORKFLOW = {
     "type": "object",
     "required": [
@@ -489,6 +489,6 @@ BY_COMMAND: dict[str, Schema] = {
     "skills list": SKILLS,
     **{
         f"workflow {act}": WORKFLOW
-        for act in ("show", "approve", "accept-light", "waive", "decide")
+        for act in ("show", "approve", "accept-light", "decline-light", "waive", "decide")
     },
 }

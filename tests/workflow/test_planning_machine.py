@@ -43,7 +43,7 @@ RUN = "lead"
 #: Every phase some example stood in (checked at the end: the machine went deep enough).
 REACHED: set[str] = set()
 LATE = {"developing", "finishing", "done"}
-HOST_ONLY = {"approve_plan", "take_light_plan"}
+HOST_ONLY = {"approve_plan", "take_light_plan", "decline_light_plan"}
 
 
 class Crash(Exception):

@@ -1,11 +1,11 @@
 """``membrane workflow``: a run's planning-gate state, and the host's privileged answers.
 
 ``show RUN_ID [--json]`` prints the run's phase, its steps, auto-skipped and waived rounds,
-decisions and approval time. ``approve``, ``accept-light``, ``waive ROUND`` and ``decide
-CHOICE`` are the user's answers (seed 002: they come from the host, never from the model's
-own tool call); each writes the state and a ``workflow`` event in one transaction, and a lead
-running in another process sees the change at its next turn. A step the phase does not allow
-is ``workflow-refused`` (exit 3) and changes nothing.
+decisions and approval time. ``approve``, ``accept-light``, ``decline-light``, ``waive ROUND``
+and ``decide CHOICE`` are the user's answers (seed 002: they come from the host, never from the
+model's own tool call); each writes the state and a ``workflow`` event in one transaction, and
+a lead running in another process sees the change at its next turn. A step the phase does not
+allow is ``workflow-refused`` (exit 3) and changes nothing.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def _answer(
         methods: dict[str, Callable[..., WorkflowState]] = {
             "approve": control.approve,
             "accept-light": control.accept_light_plan,
+            "decline-light": control.decline_light_plan,
             "waive": control.waive,
             "decide": control.decide_finishing,
         }
@@ -123,8 +124,20 @@ def accept_light(
     as_json: Annotated[bool, _JSON] = False,
     state_file: Annotated[Path | None, STATE_OPTION] = None,
 ) -> None:
-    """Accept the light plan for RUN_ID: intake -> light_plan (the approval gate stays)."""
+    """Accept the light plan offered for RUN_ID: light_offer -> light_plan (the approval gate
+    stays)."""
     _answer(project, state_file, run_id, "accept-light", as_json=as_json)
+
+
+@workflow_app.command("decline-light", cls=HelpCommand)
+def decline_light(
+    run_id: Annotated[str, Argument(help="The run whose light plan is offered.")],
+    project: Annotated[Path, _PROJECT] = Path("."),
+    as_json: Annotated[bool, _JSON] = False,
+    state_file: Annotated[Path | None, STATE_OPTION] = None,
+) -> None:
+    """Decline the light plan offered for RUN_ID: light_offer -> planning (every round)."""
+    _answer(project, state_file, run_id, "decline-light", as_json=as_json)
 
 
 @workflow_app.command("waive", cls=HelpCommand)

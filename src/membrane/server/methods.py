@@ -146,7 +146,9 @@ class _Message(_Run):
 
 
 class _Answer(_Run):
-    answer: Literal["approve", "accept_light_plan", "waive", "decide_finishing"]
+    answer: Literal[
+        "approve", "accept_light_plan", "decline_light_plan", "waive", "decide_finishing"
+    ]
     value: str | None = Field(default=None, min_length=1)
 
 
@@ -480,8 +482,12 @@ async def _workflow_answer(server: Server, conn: Peer, params: JSONDict) -> JSON
         answer = getattr(control, "waive" if p.answer == "waive" else "decide_finishing")
         state = answer(p.runId, p.value)
     else:
-        answer = getattr(control, "approve" if p.answer == "approve" else "accept_light_plan")
-        state = answer(p.runId)
+        plain_answers = {
+            "approve": control.approve,
+            "accept_light_plan": control.accept_light_plan,
+            "decline_light_plan": control.decline_light_plan,
+        }
+        state = plain_answers[p.answer](p.runId)
     return {"workflow": plain(state.to_dict())}
 
 

@@ -4,6 +4,8 @@ Phases (each unlocks only its own tools; the delegation tools are locked until a
 
     intake --recordCodebaseIntake--> planning --finishPlanning--> ready
        `--(low risk, single worker, the host accepts)--> light_plan --finishPlanning--> ready
+       `--(low risk, single worker, no callback)--> light_offer
+    light_offer --(the host accepts)--> light_plan;  --(the host declines)--> planning
     ready --(the host approves)--> developing --finishDevelopment--> finishing
     finishing --completeWorkflow--> done
 
@@ -11,6 +13,10 @@ Phases (each unlocks only its own tools; the delegation tools are locked until a
   auto-skips the UI round (``auto_skipped_rounds``, system-derived, distinct from a round the
   user waived). A goal the lead calls ``low_risk`` and ``single_worker`` is offered to the host
   as a light plan; only when the host accepts does the run take ``intake -> light_plan``.
+  With no ``accept_light_plan`` callback (a lead run by ``membrane run`` or ``membrane
+  serve``), the offer waits in ``light_offer``, which unlocks nothing gated, until the host
+  answers through ``PlanningControl`` (``membrane workflow accept-light|decline-light``, or
+  ``workflow/answer`` over the socket): accepted, ``light_plan``; declined, ``planning``.
 * ``planning``: the functional, UI and extras rounds (``askPlanningRound``), validation steps
   (``proposeValidationSteps``) and model routing (``recordModelRouting``) must all be settled
   before ``finishPlanning`` moves to ``ready``. A round the user waives is the host's call
@@ -93,6 +99,7 @@ PLANNING: Final = WorkflowDefinition(
                 "finishPlanning",
             ),
         ),
+        Phase("light_offer"),
         Phase(
             "light_plan",
             steps=("light_plan", "validation", "routing"),
@@ -116,8 +123,20 @@ PLANNING: Final = WorkflowDefinition(
     ),
     transitions=(
         Transition("begin_planning", ("intake",), "planning", requires=("intake",)),
+        Transition("offer_light_plan", ("intake",), "light_offer", requires=("intake",)),
         Transition(
-            "take_light_plan", ("intake",), "light_plan", requires=("intake",), privileged=True
+            "take_light_plan",
+            ("intake", "light_offer"),
+            "light_plan",
+            requires=("intake",),
+            privileged=True,
+        ),
+        Transition(
+            "decline_light_plan",
+            ("light_offer",),
+            "planning",
+            requires=("intake",),
+            privileged=True,
         ),
         Transition("finish_planning", ("planning",), "ready", requires=_PLAN_STEPS),
         Transition(
@@ -168,7 +187,12 @@ class PlanningControl:
         return self.engine.host_advance(run_id, "approve_plan")
 
     def accept_light_plan(self, run_id: str) -> WorkflowState:
+        """Accept the light plan offered at intake: ``light_offer -> light_plan``."""
         return self.engine.host_advance(run_id, "take_light_plan")
+
+    def decline_light_plan(self, run_id: str) -> WorkflowState:
+        """Decline the light plan offered at intake: ``light_offer -> planning`` (all rounds)."""
+        return self.engine.host_advance(run_id, "decline_light_plan")
 
     def waive(self, run_id: str, round_name: str) -> WorkflowState:
         return self.engine.waive(run_id, round_name)
@@ -211,7 +235,9 @@ _PROMPT = (
     "You lead this run through a gated plan. Your tools unlock phase by phase: record the "
     "codebase intake, run the functional, UI and extras planning rounds, propose validation "
     "steps and record the model routing, then finish planning and request approval. Spawning "
-    "workers unlocks only once the user approves the plan."
+    "workers unlocks only once the user approves the plan. A low-risk, single-worker goal may "
+    "be offered to the user as a light plan (two plain steps instead of the three rounds); "
+    "while the offer waits for their answer, nothing of the plan is unlocked."
 )
 
 
@@ -235,6 +261,15 @@ class _PlanningSteps:
         data = dict(arguments)
         skip = () if data["touches_ui_surface"] else ("ui",)
         light = bool(data.get("low_risk")) and bool(data.get("single_worker"))
+        if light and host.accept_light_plan is None:
+            # No one to ask in this process: the offer waits for the host's command.
+            state = engine.record(run_id, {"intake": data}, auto_skip=skip, then="offer_light_plan")
+            return self.done(
+                state,
+                path="offered",
+                auto_skipped_rounds=list(state.auto_skipped_rounds),
+                note="the light plan is offered to the user; wait for their answer",
+            )
         accepted = light and host.accept_light_plan is not None
         if accepted:
             assert host.accept_light_plan is not None
