@@ -17,7 +17,8 @@ first; an assistant message with text or tool calls; each tool call with an ``id
 ``function``, a name and arguments that are a JSON object's text; every call answered by exactly
 one ``tool`` message carrying its ``tool_call_id`` before the conversation goes on, and no
 result for a call that was not made; the ids and names exactly as this server issued them;
-``stream_options`` only with ``stream``; ``tool_choice`` ``auto``, ``none``, ``required`` or a
+``stream_options`` only with ``stream``; ``max_tokens`` or ``max_completion_tokens`` (not both) a
+positive integer; ``tool_choice`` ``auto``, ``none``, ``required`` or a
 function among ``tools`` (and tools present unless ``none``). An Anthropic request
 (``anthropic_problems``): a ``max_tokens``; strictly alternating roles starting with a user; no
 empty or whitespace-only text block; ``tool_use`` input an object; every ``tool_use`` answered
@@ -72,6 +73,7 @@ def openai_problems(body: Any, issued: Mapping[str, str]) -> list[str]:
         problems.append("model: Input should be a valid string")
     if "stream_options" in body and body.get("stream") is not True:
         problems.append("stream_options: only allowed when stream is true")
+    problems.extend(_openai_max_tokens(body))
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return [*problems, "messages: Input should be a non-empty list"]
@@ -124,6 +126,19 @@ def openai_problems(body: Any, issued: Mapping[str, str]) -> list[str]:
             problems.append(f"tools.{number}: a function tool needs a name of [A-Za-z0-9_-]")
         elif not isinstance(function.get("parameters", {}), dict):
             problems.append(f"tools.{number}.function.parameters: Input should be an object")
+    return problems
+
+
+def _openai_max_tokens(body: Mapping[str, Any]) -> list[str]:
+    """``max_tokens`` and ``max_completion_tokens``: each a positive integer when present, and
+    never both (OpenAI refuses the pair)."""
+    problems = []
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if key in body and (type(value) is not int or value < 1):
+            problems.append(f"{key}: Input should be a positive integer")
+    if "max_tokens" in body and "max_completion_tokens" in body:
+        problems.append("max_tokens and max_completion_tokens: send only one")
     return problems
 
 

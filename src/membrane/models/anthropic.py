@@ -25,6 +25,7 @@ The key is ``api_key``, else ``api_key_env`` (default ``ANTHROPIC_API_KEY``); a 
 from __future__ import annotations
 
 import re
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from membrane.models.base import ModelRequest, ModelResponse
@@ -96,10 +97,11 @@ class AnthropicModel(SdkModel["AsyncAnthropic"]):
             body["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return body, tuple(notes)
 
-    async def _create(self, body: dict[str, Any], *, stream: bool) -> Any:
-        if stream:
-            return await self.client().messages.create(**body, stream=True)
-        return await self.client().messages.create(**body)
+    async def _create(self, body: dict[str, Any]) -> Any:
+        return await self.client().messages.create(**body, stream=True)
+
+    def _create_raw(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        return self.client().messages.with_streaming_response.create(**body)
 
     def _parse(self, reply: dict[str, Any]) -> ModelResponse:
         return from_anthropic_response(reply)

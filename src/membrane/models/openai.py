@@ -10,6 +10,9 @@ imported when the first model is built.
 * ``thinking`` maps to ``reasoning_effort`` (``off`` is ``none``) on reasoning models (``o1``,
   ``o3``, ``o4``, ``gpt-5`` families, or ``reasoning=True``); elsewhere it is dropped and
   the response carries a note saying so.
+* ``max_tokens`` is always sent (as ``max_completion_tokens`` to reasoning models): the
+  model's or its settings entry's, else 8192 (32768 for reasoning models, whose hidden
+  reasoning counts against it).
 * ``response_schema`` is sent as ``response_format`` (``json_schema``).
 * ``tool_choice`` (when the request offers tools) is sent as ``tool_choice``: ``"auto"``,
   ``"required"``, ``"none"`` or ``{"type": "function", "function": {"name": NAME}}``.
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from membrane.models.base import ModelRequest, ModelResponse
@@ -43,7 +47,12 @@ from membrane.vocabulary import TOOL_CHOICE_MODES
 if TYPE_CHECKING:
     from openai import AsyncOpenAI  # noqa: F401  (named in the quoted base class)
 
-__all__ = ["OpenAIModel", "openai_tool_choice"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_REASONING_MAX_TOKENS",
+    "OpenAIModel",
+    "openai_tool_choice",
+]
 
 _EFFORT = {"off": "none", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
 
@@ -54,6 +63,14 @@ def openai_tool_choice(choice: str) -> str | dict[str, Any]:
     if choice in TOOL_CHOICE_MODES:
         return choice
     return {"type": "function", "function": {"name": choice}}
+
+
+#: The ``max_tokens`` sent when the model or its settings entry names none: a reply is bounded
+#: by the provider too, never only by ``max_response_bytes`` and ``timeout``.
+DEFAULT_MAX_TOKENS = 8192
+#: The default for reasoning models, sent as ``max_completion_tokens``: it counts the hidden
+#: reasoning as well, so it is larger.
+DEFAULT_REASONING_MAX_TOKENS = 32768
 
 
 class OpenAIModel(SdkModel["AsyncOpenAI"]):
@@ -70,6 +87,8 @@ class OpenAIModel(SdkModel["AsyncOpenAI"]):
 
     def __init__(self, model: str, *, strict_tools: bool = False, **options: Any) -> None:
         super().__init__(model, **options)
+        if self.max_tokens is None:
+            self.max_tokens = DEFAULT_REASONING_MAX_TOKENS if self.reasoning else DEFAULT_MAX_TOKENS
         #: Tools are sent in OpenAI's strict mode (``strict: true``).
         self.strict_tools = strict_tools
 
@@ -120,13 +139,13 @@ class OpenAIModel(SdkModel["AsyncOpenAI"]):
             body[key] = self.max_tokens
         return body, tuple(notes)
 
-    async def _create(self, body: dict[str, Any], *, stream: bool) -> Any:
-        completions = self.client().chat.completions
-        if stream:
-            return await completions.create(
-                **body, stream=True, stream_options={"include_usage": True}
-            )
-        return await completions.create(**body)
+    async def _create(self, body: dict[str, Any]) -> Any:
+        return await self.client().chat.completions.create(
+            **body, stream=True, stream_options={"include_usage": True}
+        )
+
+    def _create_raw(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        return self.client().chat.completions.with_streaming_response.create(**body)
 
     def _parse(self, reply: dict[str, Any]) -> ModelResponse:
         return from_openai_response(reply)

@@ -29,6 +29,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -59,7 +60,8 @@ from membrane.models.wire_log import WireLog
 
 __all__ = ["MAX_RESPONSE_BYTES", "STALL_TIMEOUT", "Assembler", "SdkModel"]
 
-#: What one streamed reply may carry by default (``max_response_bytes``): 16 MiB.
+#: What one reply may carry by default (``max_response_bytes``): 16 MiB of a stream's strings,
+#: or of a whole reply's body.
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 #: How long a stream may stay silent between two events by default (``stall_timeout``).
 STALL_TIMEOUT = 120.0
@@ -246,8 +248,13 @@ class SdkModel(ABC, Generic[Client]):
     # -- the wire format, per adapter -------------------------------------------------------
 
     @abstractmethod
-    async def _create(self, body: dict[str, Any], *, stream: bool) -> Any:
-        """The SDK call: the reply object, or with ``stream`` its event stream."""
+    async def _create(self, body: dict[str, Any]) -> Any:
+        """The SDK call for a streamed reply: its event stream."""
+
+    @abstractmethod
+    def _create_raw(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        """The SDK call for a whole reply, as its raw response (``with_streaming_response``):
+        entered, it has the status checked and the body still unread (``iter_bytes``)."""
 
     @abstractmethod
     def _parse(self, reply: dict[str, Any]) -> ModelResponse:
@@ -287,20 +294,37 @@ class SdkModel(ABC, Generic[Client]):
         return error
 
     async def _whole(self, body: dict[str, Any]) -> ModelResponse:
-        reply = await self._create(body, stream=False)
-        if not hasattr(reply, "model_dump"):
-            # The SDK hands back the text of a 200 answer that is not JSON (a proxy's page):
-            # a transient fault of the way there, not the model's answer.
-            text = redact(str(reply)[:200], (self._key,))
+        # The body is read in chunks through the SDK's raw response, so a reply larger than
+        # ``max_response_bytes`` is cut off there instead of being held whole in memory.
+        async with self._create_raw(body) as raw:
+            data = bytearray()
+            async for chunk in raw.iter_bytes():
+                data += chunk
+                if len(data) > self.max_response_bytes:
+                    raise ModelResponseTooLarge(
+                        f"{self.provider} answered with a body of more than "
+                        f"{self.max_response_bytes} bytes (max_response_bytes); the reply was "
+                        "cut off and the run ends",
+                        provider=self.provider,
+                        limit=self.max_response_bytes,
+                    )
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            # A 200 answer that is not a JSON object (a proxy's page): a transient fault of
+            # the way there, not the model's answer.
+            text = redact(bytes(data[:200]).decode("utf-8", "replace"), (self._key,))
             raise ModelUnavailable(
                 f"{self.provider} answered HTTP 200 with a body that is not JSON: {text!r}",
                 provider=self.provider,
                 status=200,
             )
-        return self._parse(reply.model_dump(warnings=False))
+        return self._parse(reply)
 
     async def _streamed(self, body: dict[str, Any]) -> ModelResponse:
-        stream = await self._create(body, stream=True)
+        stream = await self._create(body)
         assembler = self._assembler()
         carried = 0
         events = stream.__aiter__()
