@@ -407,7 +407,7 @@ WORKFLOW = {
     "type": "object",
     "required": [
         "workflow", "phase", "steps", "auto_skipped_rounds", "waived_rounds", "decisions",
-        "version",
+        "evidence", "version",
     ],
     "additionalProperties": False,
     "properties": {
@@ -417,6 +417,8 @@ WORKFLOW = {
         "auto_skipped_rounds": array(STRING),
         "waived_rounds": array(STRING),
         "decisions": {"type": "object", "additionalProperties": STRING},
+        # The assets the finishing worker registered: kind, url, title, run_id.
+        "evidence": array({"type": "object", "additionalProperties": STRING}),
         "version": INTEGER,
     },
     # The stamps of the answers given so far, e.g. ``approved_at``.

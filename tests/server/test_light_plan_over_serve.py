@@ -99,7 +99,7 @@ async def test_a_served_lead_waits_in_light_offer_until_the_host_accepts_or_decl
             full = (await client.request("workflow/get", {**ids, "runId": declined}))["workflow"]
 
     assert offered["phase"] == "light_offer" and offered["steps"]["intake"]["low_risk"] is True
-    assert offered["auto_skipped_rounds"] == ["ui"]
+    assert offered["auto_skipped_rounds"] == ["ui"] and offered["evidence"] == []
     assert answer["workflow"]["phase"] == "light_plan"
     assert ready["phase"] == "ready" and "approved_at" not in ready  # the gate stays
     assert sorted(ready["steps"]) == ["intake", "light_plan", "routing", "validation"]

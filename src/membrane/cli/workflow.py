@@ -1,11 +1,12 @@
 """``membrane workflow``: a run's planning-gate state, and the host's privileged answers.
 
 ``show RUN_ID [--json]`` prints the run's phase, its steps, auto-skipped and waived rounds,
-decisions and approval time. ``approve``, ``accept-light``, ``decline-light``, ``waive ROUND``
-and ``decide CHOICE`` are the user's answers (seed 002: they come from the host, never from the
-model's own tool call); each writes the state and a ``workflow`` event in one transaction, and
-a lead running in another process sees the change at its next turn. A step the phase does not
-allow is ``workflow-refused`` (exit 3) and changes nothing.
+decisions, approval time and the evidence assets its finishing worker registered.
+``approve``, ``accept-light``, ``decline-light``, ``waive ROUND`` and ``decide CHOICE`` are the
+user's answers (seed 002: they come from the host, never from the model's own tool call); each
+writes the state and a ``workflow`` event in one transaction, and a lead running in another
+process sees the change at its next turn. A step the phase does not allow is
+``workflow-refused`` (exit 3) and changes nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def _print(state: WorkflowState, *, as_json: bool) -> None:
         f"waived rounds: {', '.join(state.waived_rounds) or '-'}",
         f"decisions: {', '.join(f'{k}={v}' for k, v in state.decisions.items()) or '-'}",
         f"approved at: {state.stamps.get('approved_at', '-')}",
+        f"evidence: {'-' if not state.evidence else ''}",
+        *(f"  {a['kind']}: {a['url']} (run {a.get('run_id', '-')})" for a in state.evidence),
     ]
     Screen().line("\n".join(lines))
 

@@ -151,6 +151,8 @@ class ChildBuilder:
         local = self._local_tools(run_id, request, authority, context, definition, deployment)
         # The resolver's own tuple when nothing is added: setup composes it once for them all.
         sections: Sequence[PromptSection] = authority.prompt_sections
+        if self._workflows is not None:
+            local += self._workflows.worker_tools(request.parent_id, run_id)
         if bound is not None:
             local += list(bound.tools)
             workflow = PromptSection(f"workflow:{bound.name}", bound.prompt, "child")

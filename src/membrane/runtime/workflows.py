@@ -6,7 +6,8 @@ runtime and implements it): ``RuntimeOptions.workflows`` maps a name to a bindin
 and its event hub's commit. A definition naming a workflow the runtime was not given fails
 closed with ``unknown-workflow`` before anything is built. A bound workflow gives the run's
 tools (scope-local), the gate installed on its one view over global and local tools alike
-(``Scope.gate``), and a prompt section.
+(``Scope.gate``), and a prompt section. A child of a run under a workflow may get tools of
+its own from it (``worker_tools``: seed 002's finishing worker registers evidence assets).
 """
 
 from __future__ import annotations
@@ -42,6 +43,13 @@ class BoundWorkflow(Protocol):
 class WorkflowBinding(Protocol):
     def bind(self, run_id: str, store: Store, commit: Commit | None = None) -> BoundWorkflow: ...
 
+    def worker_tools(
+        self, parent_id: str, run_id: str, store: Store, commit: Commit | None = None
+    ) -> Sequence[Tool]:
+        """The scope-local tools of ``run_id``, a child of ``parent_id`` (a run under this
+        workflow), given the parent's state now (a finishing worker's ``registerEvidence``)."""
+        ...
+
 
 class WorkflowBinder:
     """Binds the workflow a definition names to one run (``None`` when it names none)."""
@@ -69,3 +77,14 @@ class WorkflowBinder:
                 known=known,
             )
         return binding.bind(run_id, self._store, self._commit)
+
+    def worker_tools(self, parent_id: str | None, run_id: str) -> list[Tool]:
+        """What a child of ``parent_id`` gets from the workflow its parent runs under (none
+        when the parent runs under no workflow this runtime was given)."""
+        if parent_id is None:
+            return []
+        record = self._store.get_workflow(parent_id)
+        binding = None if record is None else self.workflows.get(record.workflow)
+        if binding is None:
+            return []
+        return list(binding.worker_tools(parent_id, run_id, self._store, self._commit))

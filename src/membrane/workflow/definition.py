@@ -70,6 +70,8 @@ class WorkflowDefinition:
     #: Host decisions: name -> allowed choices.
     decisions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     description: str = ""
+    #: The kinds of evidence asset a run may register (``WorkflowEngine.add_evidence``).
+    evidence: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)

@@ -45,6 +45,9 @@ class WorkflowState:
     waived_rounds: tuple[str, ...] = ()
     decisions: Mapping[str, str] = field(default_factory=dict)
     stamps: Mapping[str, float] = field(default_factory=dict)
+    #: Assets registered for the run (seed 002's evidence: ``kind``, ``url``, ``title``,
+    #: ``run_id`` of the run that registered it), in the order they came.
+    evidence: tuple[Mapping[str, str], ...] = ()
     version: int = 0
 
     def satisfied(self, step: str) -> bool:
@@ -64,6 +67,7 @@ class WorkflowState:
             "waived_rounds": list(self.waived_rounds),
             "decisions": dict(self.decisions),
             **{k: v for k, v in self.stamps.items()},
+            "evidence": [dict(asset) for asset in self.evidence],
             "version": self.version,
         }
 
@@ -198,6 +202,24 @@ class WorkflowEngine:
 
         return self._write(run_id, "decide", change, detail={decision: choice})
 
+    def add_evidence(
+        self, run_id: str, asset: Mapping[str, str], *, when: Callable[[WorkflowState], str | None]
+    ) -> WorkflowState:
+        """Append ``asset`` (its ``kind`` one of the definition's ``evidence``) to the run's
+        evidence, once ``when(state)`` names no reason to refuse."""
+
+        def change(state: WorkflowState) -> WorkflowState:
+            kinds = self.definition.evidence
+            if asset.get("kind") not in kinds:
+                raise self._refused(state, f"evidence is one of {list(kinds)}")
+            problem = when(state)
+            if problem is not None:
+                raise self._refused(state, problem)
+            return replace(state, evidence=(*state.evidence, dict(asset)))
+
+        detail: JSONObject = {"evidence": asset.get("kind", "")}
+        return self._write(run_id, "evidence", change, detail=detail)
+
     # -- internals ------------------------------------------------------------------------------
 
     def _moved(self, state: WorkflowState, name: str, *, privileged: bool) -> WorkflowState:
@@ -326,7 +348,15 @@ class WorkflowEngine:
             if isinstance(v, str) and v in definition.decisions.get(str(k), ())
         }
         return WorkflowState(
-            definition.name, phase, steps, skipped, waived, decisions, stamps, record.version
+            definition.name,
+            phase,
+            steps,
+            skipped,
+            waived,
+            decisions,
+            stamps,
+            _assets(data.get("evidence"), definition.evidence),
+            record.version,
         )
 
     def _beyond(self, phase: str, target: str) -> bool:
@@ -338,3 +368,14 @@ def _names(value: object, allowed: tuple[str, ...]) -> tuple[str, ...]:
     if not isinstance(value, list | tuple):
         return ()
     return tuple(dict.fromkeys(v for v in value if isinstance(v, str) and v in allowed))
+
+
+def _assets(value: object, kinds: tuple[str, ...]) -> tuple[Mapping[str, str], ...]:
+    """The stored evidence that is well formed (text fields, a known kind); the rest dropped."""
+    if not isinstance(value, list | tuple):
+        return ()
+    return tuple(
+        {str(k): v for k, v in item.items() if isinstance(v, str)}
+        for item in value
+        if isinstance(item, Mapping) and item.get("kind") in kinds
+    )

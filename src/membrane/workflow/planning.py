@@ -29,7 +29,10 @@ Phases (each unlocks only its own tools; the delegation tools are locked until a
 * ``developing``: the delegation tools (``Task`` ...) and ``finishDevelopment`` (records the
   validation result; a failed validation stays in ``developing``).
 * ``finishing``: ``completeWorkflow``; ``Task`` is unlocked here only when the decision was
-  ``finishing_worker``.
+  ``finishing_worker``. A child the lead starts then is the **finishing worker** (push the
+  branch, open or update the PR, update the attached issue): it gets ``registerEvidence``, which
+  adds a ``pr_link``, ``linear_issue`` or ``deeplink`` asset (its URL, a title, the worker's run
+  id) to the lead's workflow state, shown by ``membrane workflow show`` and ``workflow/get``.
 
 The approval, the light-plan acceptance and the finishing decision come from the host, through
 ``PlanningHost`` callbacks or ``PlanningControl`` (what ``membrane workflow`` and an RPC method
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
+from membrane.errors import StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import Store
 from membrane.tools.spec import Tool, ToolContext
@@ -52,6 +56,7 @@ from membrane.workflow.engine import Commit, WorkflowEngine, WorkflowState
 from membrane.workflow.gate import WorkflowGate
 
 __all__ = [
+    "EVIDENCE_KINDS",
     "FINISHING_CHOICES",
     "PLANNING",
     "PLANNING_TOOLS",
@@ -64,6 +69,9 @@ __all__ = [
 
 ROUNDS: Final = ("functional", "ui", "extras")
 FINISHING_CHOICES: Final = ("stop", "finishing_worker")
+#: Seed 002's evidence assets, registered by the finishing worker.
+EVIDENCE_KINDS: Final = ("pr_link", "linear_issue", "deeplink")
+_REGISTER = "registerEvidence"
 _SPAWN = tuple(DELEGATION_TOOLS)
 _PLAN_STEPS = (*(round_step(r) for r in ROUNDS), "validation", "routing")
 _ASK_FINISHING = "askFinishingDecision"
@@ -86,6 +94,7 @@ PLANNING: Final = WorkflowDefinition(
     initial="intake",
     rounds=ROUNDS,
     decisions={"finishing": FINISHING_CHOICES},
+    evidence=EVIDENCE_KINDS,
     phases=(
         Phase("intake", steps=("intake",), unlocks=("recordCodebaseIntake",)),
         Phase(
@@ -228,6 +237,53 @@ class PlanningWorkflow:
             gate=WorkflowGate(engine, run_id),
             prompt=_PROMPT,
         )
+
+    def worker_tools(
+        self, parent_id: str, run_id: str, store: Store, commit: Commit | None = None
+    ) -> tuple[Tool, ...]:
+        """``registerEvidence`` for a child the lead ``parent_id`` starts while it is finishing
+        under ``finishing_worker`` (its finishing worker); nothing for any other child."""
+        engine = WorkflowEngine(store, PLANNING, commit=commit)
+        try:
+            state = engine.state(parent_id)
+        except StoreError:
+            return ()  # a state that cannot be read grants nothing
+        if _finishing_problem(state) is not None:
+            return ()
+        return (_evidence_tool(engine, parent_id, run_id),)
+
+
+def _finishing_problem(state: WorkflowState) -> str | None:
+    """Why evidence cannot be registered in ``state`` now (``None``: it can)."""
+    if state.phase != "finishing" or state.decisions.get("finishing") != "finishing_worker":
+        return "evidence is registered by the finishing worker while the run is finishing"
+    return None
+
+
+def _evidence_tool(engine: WorkflowEngine, lead: str, worker: str) -> Tool:
+    async def register(arguments: Mapping[str, Any], context: ToolContext) -> JSONDict:
+        asset = {
+            "kind": str(arguments["kind"]),
+            "url": str(arguments["url"]),
+            "title": str(arguments.get("title", "")),
+            "run_id": worker,
+        }
+        state = engine.add_evidence(lead, asset, when=_finishing_problem)
+        return {"registered": asset, "evidence": len(state.evidence)}
+
+    properties: JSONObject = {
+        "kind": {"enum": list(EVIDENCE_KINDS)},
+        "url": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9+.-]*://[^\\s]+$"},
+        "title": {"type": "string"},
+    }
+    return _tool(
+        _REGISTER,
+        "Register an evidence asset of the finished work on the lead's plan: the pull "
+        "request (pr_link), the issue it updates (linear_issue) or a deep link (deeplink).",
+        properties,
+        ["kind", "url"],
+        register,
+    )
 
 
 _PROMPT = (
