@@ -21,6 +21,7 @@ import pytest
 from membrane.agents.catalog import Catalog
 from membrane.agents.fields import KNOWN_KEYS, plain
 from membrane.agents.frontmatter import load_yaml, split_frontmatter
+from membrane.builtin_tools.declarations import find_browser
 from membrane.cli.app import main
 from membrane.resolve import CallParams, ParentContext, resolve
 from membrane.resolve.warnings import warning_objects
@@ -260,7 +261,8 @@ def test_pi_files_map_tool_names_and_native_fields_in_explain(
         tokens = [t.lower() for t in _tokens(raw["tools"])]
         denied = {pi_names.get(t.lower(), t) for t in _tokens(raw.get("disallowed_tools", ""))}
         if "*" in tokens:
-            wanted = set(pi_names.values())
+            # every built-in this machine offers, BrowserPreview where a browser is on PATH
+            wanted = set(pi_names.values()) | ({"BrowserPreview"} if find_browser() else set())
         else:
             wanted = {pi_names[t] for t in tokens if t in pi_names}
         if "memory" in raw and "Write" in wanted - denied:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from membrane.builtin_tools.declarations import find_browser
 from membrane.cli.app import main
 
 ALPHA = """\
@@ -148,10 +149,12 @@ def test_explain_json_follows_the_contract(project: Path) -> None:
         "<agent_instructions>\nReview only the authorization boundary.\n</agent_instructions>"
     )
     assert out["extensions"] == {"loaded": ["alpha"], "excluded": ["beta"]}
+    browser = {"BrowserPreview": "not selected"} if find_browser() is not None else {}
     assert out["tools"] == {
         "callable": ["Read", "search"],
         "left_out": {
             "Bash": "not selected",
+            **browser,
             "Edit": "not selected",
             "Glob": "not selected",
             "Grep": "disallowed_tools",
