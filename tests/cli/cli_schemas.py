@@ -345,7 +345,7 @@ RESULT = closed(
         "kind": {"const": "result"},
         "run_id": STRING,
         "agent": STRING,
-        "status": {"enum": ["completed", "steered", "stopped", "aborted", "error"]},
+        "status": {"enum": ["completed", "wrapped_up", "stopped", "aborted", "error"]},
         "text": STRING,
         "turns": INTEGER,
         "usage": USAGE,

@@ -398,12 +398,12 @@ async def test_turn_limit_wraps_up_then_aborts_after_the_grace_turns() -> None:
     assert error_of(last)["code"] == "tool-skipped"
 
 
-async def test_a_final_answer_during_the_grace_turns_is_status_steered() -> None:
+async def test_a_final_answer_during_the_grace_turns_is_status_wrapped_up() -> None:
     model = replay(calls("Read"), final("wrapped up"))
     registry = ToolRegistry()
     registry.register(make_tool("Read"))
     result = await make_loop(model, Scope(registry, name="c"), max_turns=1, grace_turns=3).run()
-    assert (result.status, result.text, result.turns) == ("steered", "wrapped up", 2)
+    assert (result.status, result.text, result.turns) == ("wrapped_up", "wrapped up", 2)
 
 
 async def test_no_grace_turns_aborts_at_the_limit_without_a_wrap_up_message() -> None:

@@ -15,7 +15,7 @@ from membrane.store import SessionHeader, SQLiteStore
 DAY = 86_400.0
 NOW = 100 * DAY
 OLD = NOW - 40 * DAY
-EVERY = ("aborted", "completed", "error", "interrupted", "steered", "stopped")
+EVERY = ("aborted", "completed", "error", "interrupted", "stopped", "wrapped_up")
 
 
 class _Clock:

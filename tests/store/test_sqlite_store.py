@@ -176,6 +176,20 @@ def test_an_old_file_is_upgraded_in_order_and_keeps_its_data(tmp_path: Path) -> 
         assert new.begin_receipt("req-1", kind="spawn") is None
 
 
+def test_a_run_stored_as_steered_reads_back_as_wrapped_up(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with SQLiteStore(path, migrations=MIGRATIONS[:6]) as old:
+        old.create_session(header("late"))
+        old.set_status("late", "steered", result={"status": "steered", "text": "done"})
+    with SQLiteStore(path) as new:
+        kept = new.get_header("late")
+        assert kept is not None and kept.status == "wrapped_up"
+    conn = raw(path)
+    (result,) = conn.execute("SELECT result FROM sessions WHERE session_id = 'late'").fetchone()
+    conn.close()
+    assert '"wrapped_up"' in result and "steered" not in result
+
+
 def test_a_file_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     future = (*MIGRATIONS, Migration(len(MIGRATIONS) + 1, "future", ("CREATE TABLE f (x)",)))

@@ -52,7 +52,7 @@ _STATUS_STYLE = {
     "running": "yellow",
     "queued": "dim",
     "completed": "green",
-    "steered": "green",
+    "wrapped_up": "green",
     "stopped": "magenta",
     "aborted": "red",
     "error": "bold red",

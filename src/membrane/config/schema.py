@@ -169,7 +169,7 @@ _Days = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 class RetentionTable(_Strict):
     """``[retention]``: ``runs_days`` is a number of days for every finished status, or a
-    table of days by status (``completed``, ``steered``, ``stopped``, ``aborted``, ``error``,
+    table of days by status (``completed``, ``wrapped_up``, ``stopped``, ``aborted``, ``error``,
     ``interrupted``)."""
 
     runs_days: _Days | dict[str, _Days] | None = None

@@ -42,7 +42,7 @@ Statuses (``ChildOutcome.status``):
 
 ``completed``
     the model gave a final answer (a reply without tool calls) within ``max_turns``.
-``steered``
+``wrapped_up``
     the model gave its final answer after the turn limit told it to wrap up, i.e. during the
     grace turns. A host's ``steer()`` messages do not change the status.
 ``aborted``
@@ -422,7 +422,7 @@ class AgentLoop:
                         stop_refused = True
                         self._messages.append(Message(role="user", content=_stop_note(why)))
                     elif problem is None:
-                        status: EndStatus = "steered" if wrapping_up else "completed"
+                        status: EndStatus = "wrapped_up" if wrapping_up else "completed"
                         return self._result(status, structured=value)
                     else:
                         retries += 1

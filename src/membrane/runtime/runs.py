@@ -5,7 +5,7 @@ in ``membrane.durable.runs``. ``LiveRuns`` holds every published run of one runt
 durable parts read it through ``membrane.durable.runs.RunsTable``.
 
 Statuses of a run: ``queued`` (published, waiting for a background slot), ``running``, then one
-of the loop's end states: ``completed``, ``steered``, ``stopped``, ``aborted``, ``error``.
+of the loop's end states: ``completed``, ``wrapped_up``, ``stopped``, ``aborted``, ``error``.
 """
 
 from __future__ import annotations

@@ -205,6 +205,18 @@ MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE receipts ADD COLUMN owner TEXT",
         ),
     ),
+    Migration(
+        7,
+        "wrapped_up replaces steered",
+        (
+            # A run that answered during its grace turns was stored as ``steered``, a word that
+            # promised a host's steer; it is ``wrapped_up`` now, in the row and in its result.
+            """UPDATE sessions SET status = 'wrapped_up',
+                result = CASE WHEN json_valid(result) AND json_extract(result, '$.status') = 'steered'
+                              THEN json_set(result, '$.status', 'wrapped_up') ELSE result END
+               WHERE status = 'steered'""",
+        ),
+    ),
 )
 
 
