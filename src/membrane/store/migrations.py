@@ -212,8 +212,9 @@ MIGRATIONS: tuple[Migration, ...] = (
             # A run that answered during its grace turns was stored as ``steered``, a word that
             # promised a host's steer; it is ``wrapped_up`` now, in the row and in its result.
             """UPDATE sessions SET status = 'wrapped_up',
-                result = CASE WHEN json_valid(result) AND json_extract(result, '$.status') = 'steered'
-                              THEN json_set(result, '$.status', 'wrapped_up') ELSE result END
+                result = CASE
+                    WHEN json_valid(result) AND json_extract(result, '$.status') = 'steered'
+                    THEN json_set(result, '$.status', 'wrapped_up') ELSE result END
                WHERE status = 'steered'""",
         ),
     ),
