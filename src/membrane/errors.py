@@ -37,6 +37,7 @@ Two branches, as a user meets them:
     │   ├── UnknownWorkflow ............ unknown-workflow        NotFound
     │   ├── WorkflowInvalid ............ workflow-invalid
     │   ├── StateInsideCheckout ........ state-inside-checkout
+    │   ├── DefinitionChanged .......... definition-changed
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolCallError .............. tool-call-error
@@ -87,7 +88,8 @@ Two branches, as a user meets them:
             ├── UnknownProject ......... unknown-project         NotFound
             ├── TokenInvalid ........... token-invalid           PermissionRefused
             ├── CallerRefused .......... caller-refused          PermissionRefused
-            │   └── ProjectRefused ..... project-refused         PermissionRefused
+            │   ├── ProjectRefused ..... project-refused         PermissionRefused
+            │   └── ConsoleRefused ..... console-refused         PermissionRefused
             └── ProtocolError .......... protocol-error
 
 Families that cross the two branches, for what a caller wants to catch (each class above that
@@ -116,6 +118,8 @@ __all__ = [
     "CallerRefused",
     "ChildFailed",
     "ConfigError",
+    "ConsoleRefused",
+    "DefinitionChanged",
     "DefinitionError",
     "DepthLimitExceeded",
     "EmptyToolFilter",
@@ -367,6 +371,13 @@ class UnsupportedCapability(ConfigError):
     """A request names a control that its provider does not advertise."""
 
     code = "unsupported-capability"
+
+
+class DefinitionChanged(ConfigError):
+    """A save from the console's editor over a definition file that changed on disk since the
+    editor read it: nothing is written. Carries ``path``."""
+
+    code = "definition-changed"
 
 
 class ScriptError(ConfigError):
@@ -775,6 +786,15 @@ class ProjectRefused(CallerRefused):
     ``reason`` (``token``, ``not-registered``, ``writable-by-run``) and ``root``."""
 
     code = "project-refused"
+
+
+class ConsoleRefused(CallerRefused):
+    """A request ``membrane console`` refuses before it acts: no console token (neither in the
+    URL nor in the cookie it set), a ``Host`` or ``Origin`` that is not the console's own, or a
+    form post without the page's CSRF token. Carries ``reason`` (``token``, ``host``,
+    ``origin``, ``csrf``)."""
+
+    code = "console-refused"
 
 
 class ProtocolError(ServerError):

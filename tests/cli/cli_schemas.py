@@ -15,6 +15,7 @@ __all__ = [
     "AGENT",
     "AGENTS",
     "BY_COMMAND",
+    "CONSOLE",
     "DOCTOR",
     "ERROR",
     "EVENT",
@@ -463,6 +464,10 @@ SERVE = closed(
 )
 
 
+#: ``console --json``: the one line on stdout once the page answers.
+CONSOLE = closed({"url": STRING, "port": INTEGER, "role": nullable(STRING)})
+
+
 #: The schema of each command's ``--json`` output (for a stream, of its last line; for a server,
 #: of its notice on stderr).
 BY_COMMAND: dict[str, Schema] = {
@@ -471,6 +476,7 @@ BY_COMMAND: dict[str, Schema] = {
     "agents list": AGENTS,
     "agents show": AGENT,
     "agents validate": VALIDATE,
+    "console": CONSOLE,
     "doctor": DOCTOR,
     "explain": EXPLAIN,
     "init": INIT,

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 COMMANDS = {
     "actions": "actions",
     "agents": "agents",
+    "console": "console",
     "doctor": "doctor",
     "explain": "explain",
     "init": "init",

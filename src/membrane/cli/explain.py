@@ -15,6 +15,7 @@ from membrane.errors import InvalidRequest, WorktreeUnavailable
 from membrane.json_types import JSONDict
 
 if TYPE_CHECKING:  # for annotations; the commands import what they run
+    from membrane.agents.definition import AgentDefinition
     from membrane.config.values import Settings
     from membrane.resolve import CallParams, EffectiveAuthority
 
@@ -46,6 +47,7 @@ def build_authority(
     workspace: Path | None = None,
     top_level: bool = False,
     role: str | None = None,
+    definition: AgentDefinition | None = None,
 ) -> tuple[EffectiveAuthority, Settings]:
     """Everything ``explain`` reads from disk, handed to the pure resolver; and the settings
     it read.
@@ -53,6 +55,8 @@ def build_authority(
     ``top_level``: AGENT is the root agent a host starts directly (depth 0), not a child.
     ``role``: the trusted role (``settings.roles``) its start would carry, installed as the
     runtime installs it (tools it leaves out have the reason ``role``).
+    ``definition``: resolve this definition (an editor's unsaved text, parsed) in place of the
+    one the catalog dispatches AGENT to.
     """
     from membrane.agents.skills import preload_texts
     from membrane.mcp.named import mounts_servers
@@ -79,9 +83,11 @@ def build_authority(
                 f"unknown role {role!r}; roles in settings: {known}", field="role", role=role
             )
         admission = RoleRestriction(role, spec)
-    dispatch = ws.catalog.dispatch(agent, child=not top_level)
-    warnings: list[str] = [dispatch.note] if dispatch.note else []
-    definition = dispatch.definition
+    warnings: list[str] = []
+    if definition is None:
+        dispatch = ws.catalog.dispatch(agent, child=not top_level)
+        warnings += [dispatch.note] if dispatch.note else []
+        definition = dispatch.definition
 
     def compute() -> EffectiveAuthority:
         if parent_json is None:

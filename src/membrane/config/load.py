@@ -317,14 +317,15 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
     cache.save()
     products = _products(merged, sources, project=project, models=models, aliases=aliases)
-    default_role = merged.get("default_role")
-    if default_role is not None and default_role not in roles:
-        raise SettingsError(
-            f"`default_role` names {default_role!r}, which is not a role",
-            path=None,
-            key="default_role",
-            hint=f"name one of: {', '.join(sorted(roles))}, or add it under [roles]",
-        )
+    for key in ("default_role", "console_role"):
+        named = merged.get(key)
+        if named is not None and named not in roles:
+            raise SettingsError(
+                f"`{key}` names {named!r}, which is not a role",
+                path=None,
+                key=key,
+                hint=f"name one of: {', '.join(sorted(roles))}, or add it under [roles]",
+            )
     return Settings(
         **merged,
         roles=MappingProxyType(roles),

@@ -213,6 +213,7 @@ class SettingsFile(_Strict):
     grace_turns: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] | None = None
     default_max_turns: _Count | None = None
     default_role: _Name | None = None
+    console_role: _Name | None = None
     roles: dict[str, RoleTable] | None = None
     rate_limits: dict[str, RateLimitTable] | None = None
     state_synchronous: Literal["full", "normal"] | None = None

@@ -212,6 +212,10 @@ class Settings:
     #: own authority, as a headless command). Callers that cannot prove they are the owner
     #: and bring no run token get ``external`` whatever this says (DESIGN rule 11).
     default_role: str | None = None
+    #: The role ``membrane console`` acts under (``None``: ``default_role``, else the owner's own
+    #: authority). Its view decides what the console may do: saving a definition and answering
+    #: an approval need ``Write`` in it.
+    console_role: str | None = None
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
     #: ``[models.NAME]`` entries: named models a spec (``--model local``) can point at.
     models: Mapping[str, ModelEntry] = field(default_factory=dict)
