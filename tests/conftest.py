@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from membrane import Tool, ToolContext
+from pg_support import Cluster, start_cluster
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Real agent files from public repositories; present beside the repo in development only.
@@ -26,6 +27,24 @@ os.environ["MEMBRANE_HEADLESS"] = "1"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One private PostgreSQL cluster for the whole session (``pg_support``); the tests that
+    use it skip, saying why, where PostgreSQL is not installed."""
+    try:
+        cluster = start_cluster()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Cluster) -> str:
+    """A ``postgresql://`` URL of a new, empty schema of the session's cluster."""
+    return postgres_cluster.fresh_url()
 
 
 @pytest.fixture

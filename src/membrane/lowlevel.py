@@ -2,10 +2,11 @@
 
 A host that delegates work needs only ``membrane``. Code that *implements* a part of Membrane
 reads this tier: a provider (``Provider``, ``ProviderChild``, ``ChildSpec``, the setup callback
-and what it returns, ``ChildOutcome``), a store (``Store`` and its rows, ``Migration``), a
-catalog (``CatalogLike``, ``DispatchLike``), the resolver's pieces that ``EffectiveAuthority``
-exposes, worktrees, and the definition writer. Extension authors have ``membrane.extensions``;
-tests have ``membrane.testing``.
+and what it returns, ``ChildOutcome``), a store (``Store``, the protocol of each concern it
+joins, its rows, ``Migration``; ``PostgresStore`` for several nodes), a catalog
+(``CatalogLike``, ``DispatchLike``), the resolver's pieces that ``EffectiveAuthority`` exposes,
+worktrees, and the definition writer. Extension authors have ``membrane.extensions``; tests
+have ``membrane.testing``.
 """
 
 from __future__ import annotations
@@ -61,12 +62,25 @@ from membrane.store import (
     LineageEdge,
     NewEdge,
     OutboxItem,
+    PostgresStore,
     PruneReport,
     Receipt,
     SessionHeader,
     Store,
     StoredEvent,
     WorkflowRecord,
+)
+from membrane.store.base import (
+    BudgetStore,
+    LeaseStore,
+    LineageStore,
+    OutboxStore,
+    ReceiptStore,
+    RunStore,
+    ScheduleStore,
+    Transactional,
+    TranscriptStore,
+    WorkflowStore,
 )
 from membrane.store.migrations import Migration
 from membrane.tools.permissions import ApprovalRequest, PermissionRule, ToolGate
@@ -79,6 +93,7 @@ __all__ = [
     "ApprovalRequest",
     "Attachment",
     "BoundWorkflow",
+    "BudgetStore",
     "CatalogLike",
     "Ceiling",
     "Checkout",
@@ -97,16 +112,20 @@ __all__ = [
     "ExtensionPaths",
     "JSONDict",
     "Lease",
+    "LeaseStore",
     "LineageEdge",
+    "LineageStore",
     "McpServerSpec",
     "Migration",
     "ModelEntry",
     "ModelPrice",
     "NewEdge",
     "OutboxItem",
+    "OutboxStore",
     "PermissionGate",
     "PermissionRule",
     "Permissions",
+    "PostgresStore",
     "ProductRule",
     "PromptSection",
     "Provider",
@@ -114,12 +133,15 @@ __all__ = [
     "PruneReport",
     "RateLimit",
     "Receipt",
+    "ReceiptStore",
     "RegistryChange",
     "Retention",
     "RoleRestriction",
     "RoleSpec",
+    "RunStore",
     "RunTracer",
     "SandboxPolicy",
+    "ScheduleStore",
     "SessionHeader",
     "SetupCallback",
     "Skill",
@@ -133,10 +155,13 @@ __all__ = [
     "ToolOutput",
     "ToolPredicate",
     "ToolSink",
+    "Transactional",
     "TranscriptEntry",
+    "TranscriptStore",
     "Unset",
     "WorkflowBinding",
     "WorkflowRecord",
+    "WorkflowStore",
     "Worktree",
     "WorktreeManager",
     "WorktreeOutcome",

@@ -23,7 +23,7 @@ from membrane.durable.sweeper import Sweeper
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
+from membrane.testing import FunctionModel, stored_receipt
 
 from .conftest import Project
 
@@ -128,7 +128,7 @@ async def test_a_start_killed_at_each_write_point_yields_one_child_and_one_notic
     assert store.pending_outbox() == [] and store.dead_outbox() == []
     (edge,) = store.edges(parent_id=lead)
     assert edge.status == "completed"
-    receipt = store.get_receipt("spawn-1")
+    receipt = stored_receipt(store, "spawn-1")
     assert receipt is not None and receipt.status == "completed"
     _no_pending_receipts(store)
     store.close()
@@ -141,7 +141,7 @@ async def test_a_message_killed_at_each_write_point_is_applied_once(
     store, lead = await _crashed("message", crash, project, tmp_path)
     messages = _notices(store, lead, "agent_message")
     assert len(messages) == 1 and "check the tests" in messages[0]  # applied once
-    receipt = store.get_receipt("message-1")
+    receipt = stored_receipt(store, "message-1")
     assert receipt is not None and receipt.status == "completed"
     stored: Any = receipt.result or {}
     assert f'delivery="{stored["delivery"]["id"]}"' in messages[0]

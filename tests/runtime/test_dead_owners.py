@@ -23,7 +23,7 @@ from membrane.errors import RequestPending
 from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
+from membrane.testing import FunctionModel, stored_receipt
 
 from .conftest import Project
 
@@ -86,9 +86,8 @@ async def test_a_dead_owners_receipt_is_cleared_at_once_and_a_live_owners_never(
             with pytest.raises(RequestPending):
                 rt.message(lead, "check the tests", request_id="message-1")
             assert Sweeper(store, clock=_much_later).sweep().reaped == ()
-            assert {r.status for r in map(store.get_receipt, ("spawn-1", "message-1")) if r} == {
-                "pending"
-            }
+            receipts = [stored_receipt(store, rid) for rid in ("spawn-1", "message-1")]
+            assert {r.status for r in receipts if r} == {"pending"}
 
             # Killed, it is dead: the retry acts now, in the same runtime, with no sweep and
             # no TTL.
@@ -102,7 +101,7 @@ async def test_a_dead_owners_receipt_is_cleared_at_once_and_a_live_owners_never(
         children = store.list_sessions(parent_id=lead)
         assert [child.request_id for child in children] == ["spawn-1"]
         for request_id in ("spawn-1", "message-1"):
-            receipt = store.get_receipt(request_id)
+            receipt = stored_receipt(store, request_id)
             assert receipt is not None and receipt.status == "completed"
         store.close()
     finally:

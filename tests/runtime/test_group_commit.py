@@ -22,7 +22,7 @@ from tests.store.test_sqlite_flush import Disk
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
+from membrane.testing import FunctionModel, stored_receipt
 from membrane.tools.spec import Tool, ToolContext
 
 from .conftest import Project
@@ -181,7 +181,7 @@ def test_a_kill_during_a_stalled_flush_keeps_one_child_per_request_id(
     outcome = json.loads(again.stdout.splitlines()[-1])
     with SQLiteStore(db) as store:
         children = [h for h in store.list_sessions() if h.request_id == "spawn-1"]
-        receipt = store.get_receipt("spawn-1")
+        receipt = stored_receipt(store, "spawn-1")
     assert len(children) == 1
     assert outcome["run_id"] == children[0].session_id
     assert receipt is not None and receipt.status == "completed"

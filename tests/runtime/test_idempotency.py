@@ -23,7 +23,7 @@ from membrane.models.base import ModelRequest, ModelResponse
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.runtime.provider import ChildSpec, SetupCallback
 from membrane.store import MemoryStore, SessionHeader, SQLiteStore, Store
-from membrane.testing import FunctionModel, ScriptedModel
+from membrane.testing import FunctionModel, ScriptedModel, stored_receipt
 
 from .conftest import Project, call_turn
 
@@ -45,7 +45,7 @@ async def test_a_repeated_request_id_returns_the_same_run_and_stores_one_session
     assert third.status == "completed" and third.result == result
     assert [h.session_id for h in store.list_sessions()] == [first.run_id]
     assert len(model.requests) == 1
-    receipt = store.get_receipt("req-1")
+    receipt = stored_receipt(store, "req-1")
     assert receipt is not None and receipt.status == "completed"
     assert receipt.result is not None and receipt.result["run"]["run_id"] == first.run_id
 
@@ -91,7 +91,7 @@ async def test_a_failed_start_replays_its_failure_and_a_new_request_id_acts(
         assert runtime.runs() == []
         info = await runtime.start(SubagentStartRequest("late", "t", request_id="r2"))
         await runtime.wait(info.run_id)
-    receipt = runtime.store.get_receipt("r1")
+    receipt = stored_receipt(runtime.store, "r1")
     assert receipt is not None and receipt.result is not None
     assert receipt.result["error"]["code"] == "unknown-subagent"
     assert [h.session_id for h in runtime.store.list_sessions()] == [info.run_id]
@@ -204,11 +204,11 @@ async def test_a_start_that_failed_in_the_provider_is_retried_with_the_same_requ
         with pytest.raises(SetupFailed, match="socket") as failed:
             await runtime.start(request)
         assert "replayed" not in failed.value.data
-        assert runtime.store.get_receipt("req-1") is None
+        assert stored_receipt(runtime.store, "req-1") is None
         info = await runtime.start(request)
         assert (await runtime.wait(info.run_id)).text == "ok"
     assert provider.builds == 2
-    receipt = runtime.store.get_receipt("req-1")
+    receipt = stored_receipt(runtime.store, "req-1")
     assert receipt is not None and receipt.result is not None
     assert receipt.result["run"]["run_id"] == info.run_id
 
@@ -248,7 +248,7 @@ async def test_a_start_whose_publication_hit_a_store_error_is_retried(project: P
     async with project.runtime(ScriptedModel({"default": [{"text": "ok"}]}), store=store) as rt:
         with pytest.raises(StoreError, match="disk is full"):
             await rt.start(request)
-        assert store.get_receipt("req-1") is None and store.list_sessions() == []
+        assert stored_receipt(store, "req-1") is None and store.list_sessions() == []
         info = await rt.start(request)
         await rt.wait(info.run_id)
     assert [h.session_id for h in store.list_sessions()] == [info.run_id]
@@ -264,9 +264,9 @@ async def test_a_cancelled_start_releases_its_receipt_so_a_retry_acts(project: P
             async with anyio.create_task_group() as group:
                 group.start_soon(runtime.start, request)
                 await anyio.wait_all_tasks_blocked()
-                assert runtime.store.get_receipt("req-1") is not None
+                assert stored_receipt(runtime.store, "req-1") is not None
                 group.cancel_scope.cancel()
-        assert runtime.store.get_receipt("req-1") is None
+        assert stored_receipt(runtime.store, "req-1") is None
         assert runtime.runs() == []
         provider.gate.set()
         info = await runtime.start(request)
@@ -312,7 +312,7 @@ async def test_a_start_refused_because_its_parent_is_stopping_releases_its_recei
                 gate.set()
     assert refused[0].data["transient"] is True
     assert "is stopping" in refused[0].message or "has ended" in refused[0].message
-    assert runtime.store.get_receipt("req-1") is None
+    assert stored_receipt(runtime.store, "req-1") is None
     assert [h.agent for h in runtime.store.list_sessions()] == ["lead"]
 
 

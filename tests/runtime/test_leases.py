@@ -22,7 +22,7 @@ from membrane.errors import RequestPending
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.store import SessionHeader, SQLiteStore
-from membrane.testing import FunctionModel
+from membrane.testing import FunctionModel, stored_lease
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
@@ -106,7 +106,7 @@ async def test_two_processes_racing_to_resume_one_run_exactly_one_drives_it(
         (refused,) = [o for o in outcomes if o["outcome"] == "run-leased"]
         assert refused["owner"] == driver["owner"]  # run-leased names the owner
         store = SQLiteStore(db)
-        lease = store.get_lease(run_id)
+        lease = stored_lease(store, run_id)
         assert lease is not None and lease.owner == driver["owner"]
         header = store.get_header(run_id)
         assert header is not None and header.status == "running"
@@ -131,7 +131,7 @@ async def test_two_processes_racing_to_resume_one_run_exactly_one_drives_it(
             await runtime.resume(run_id, "once more")
             ended = await runtime.wait(run_id)
             assert ended.status == "completed", ended.error
-    assert store.get_lease(run_id) is None  # the end released it
+    assert stored_lease(store, run_id) is None  # the end released it
     store.close()
 
 
@@ -209,7 +209,7 @@ async def test_a_run_whose_lease_another_owner_took_is_stopped_here(
     async with project.runtime(InProcessProvider(FunctionModel(answer)), store=store) as runtime:
         with anyio.fail_after(20):
             info = await runtime.start(SubagentStartRequest("worker", "w", background=True))
-            lease = store.get_lease(info.run_id)
+            lease = stored_lease(store, info.run_id)
             assert lease is not None and lease.owner == runtime.sweeper.owner
             await entered.wait()
             # This process stalled past its lease and another one took the run over.

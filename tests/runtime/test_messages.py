@@ -17,7 +17,7 @@ from membrane.errors import InvalidRequest, RequestPending, UnknownRun
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import InProcessProvider, SubagentStartRequest
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
+from membrane.testing import FunctionModel, stored_receipt
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool, ToolContext
 
@@ -80,7 +80,7 @@ async def test_a_message_reaches_a_running_child_once_and_a_repeat_replays_it(
     assert "also check the tests" in delivered
     stored = [str(m["content"]) for m in store.transcript(info.run_id)]
     assert len(messages_in(stored)) == 1
-    receipt = store.get_receipt("m-1")
+    receipt = stored_receipt(store, "m-1")
     assert receipt is not None and receipt.status == "completed" and receipt.kind == "message"
     assert store.pending_outbox() == []
     store.close()
@@ -224,7 +224,7 @@ async def test_a_durable_stop_is_a_cancel_delivery_applied_once(
             stopped = await runtime.stop(info.run_id, request_id="stop-1")
             again = await runtime.stop(info.run_id, request_id="stop-1")
     assert stopped.status == again.status == "stopped"
-    receipt = store.get_receipt("stop-1")
+    receipt = stored_receipt(store, "stop-1")
     assert receipt is not None and receipt.kind == "stop" and receipt.status == "completed"
     assert store.pending_outbox() == []
     store.close()

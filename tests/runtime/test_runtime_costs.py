@@ -15,7 +15,7 @@ from membrane.config.values import Settings
 from membrane.models.base import ModelRequest, ModelResponse, ToolCall
 from membrane.runtime import SubagentStartRequest
 from membrane.store import SQLiteStore
-from membrane.testing import FunctionModel
+from membrane.testing import FunctionModel, stored_receipt
 
 pytestmark = pytest.mark.anyio
 
@@ -83,7 +83,7 @@ async def test_a_start_with_a_request_id_adds_its_receipt_and_no_read(
         statements.clear()
         replayed = await runtime.start(request)
         assert replayed.run_id == info.run_id
-    receipt = store.get_receipt("r1")
+    receipt = stored_receipt(store, "r1")
     assert receipt is not None and receipt.status == "completed"
     assert receipt.result is not None and receipt.result["run"]["run_id"] == info.run_id
 

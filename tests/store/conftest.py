@@ -1,5 +1,6 @@
-"""Fixtures of the store tests: the contract runs against ``SQLiteStore`` and ``MemoryStore``
-alike, on a clock the test moves by hand."""
+"""Fixtures of the store tests: the contract runs against ``SQLiteStore``, ``PostgresStore`` (a
+schema of the session's private cluster) and ``MemoryStore`` alike, on a clock the test moves
+by hand."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from store_support import Clock
 
-from membrane.store import MemoryStore, SQLiteStore, Store
+from membrane.store import MemoryStore, PostgresStore, SQLiteStore, Store
 
 
 @pytest.fixture
@@ -17,12 +18,14 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Iterator[Store]:
     """A fresh store of each kind on ``clock``."""
     opened: Store
     if request.param == "sqlite":
         opened = SQLiteStore(tmp_path / "state.db", clock=clock)
+    elif request.param == "postgres":
+        opened = PostgresStore(request.getfixturevalue("postgres_url"), clock=clock)
     else:
         opened = MemoryStore(clock=clock)
     yield opened

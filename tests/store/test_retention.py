@@ -11,6 +11,7 @@ import pytest
 from membrane.config import Retention, load_settings
 from membrane.errors import SettingsError
 from membrane.store import SessionHeader, SQLiteStore
+from membrane.testing import stored_receipt
 
 DAY = 86_400.0
 NOW = 100 * DAY
@@ -88,7 +89,7 @@ def test_prune_deletes_an_old_finished_run_with_everything_kept_for_it(
     assert (report.events, report.messages, report.receipts, report.outbox) == (4, 6, 2, 1)
     assert {event.session_id for event in store.events()} == {"recent"}
     assert _rows(store, "messages") == len(store.transcript("recent")) == 3
-    assert store.get_receipt("start-lead") is None and store.get_receipt("start-recent")
+    assert stored_receipt(store, "start-lead") is None and stored_receipt(store, "start-recent")
     assert store.edges() == [] and store.dead_outbox() == []
     assert _rows(store, "outbox") == 0
     # Nothing left to go: a second pass deletes nothing.
@@ -113,7 +114,7 @@ def test_prune_keeps_every_run_still_referenced(clocked: tuple[SQLiteStore, _Clo
     kept = {h.session_id for h in store.list_sessions()}
     assert kept == {"live-lead", "done-kid", "lead", "busy-kid", "owed", "parent", "unsent"}
     assert report.sessions == 1 and store.get_header("gone") is None
-    assert len(store.transcript("done-kid")) == 3 and store.get_receipt("start-owed")
+    assert len(store.transcript("done-kid")) == 3 and stored_receipt(store, "start-owed")
 
 
 def test_prune_by_status_and_by_count(clocked: tuple[SQLiteStore, _Clock]) -> None:

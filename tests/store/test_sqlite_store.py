@@ -14,6 +14,7 @@ import pytest
 from membrane.errors import InvalidDepth, StoreError
 from membrane.store import SessionHeader, SQLiteStore, brief_digest
 from membrane.store.migrations import MIGRATIONS, Migration
+from membrane.testing import stored_receipt
 
 
 def header(session_id: str, *, parent: str | None = None, depth: int = 0) -> SessionHeader:
@@ -61,7 +62,7 @@ def test_everything_written_survives_close_and_reopen(tmp_path: Path, synchronou
             {"text": "ok"},
         )
         assert [e.kind for e in store.events(session_id="child")] == ["completed"]
-        receipt = store.get_receipt("req-1")
+        receipt = stored_receipt(store, "req-1")
         assert receipt is not None and receipt.result == {"session_id": "child"}
         assert [i.payload for i in store.due_outbox()] == [{"kind": "completion"}]
         assert [e.child_id for e in store.edges(parent_id="root")] == ["child"]

@@ -11,6 +11,7 @@ import pytest
 
 from membrane.errors import StoreError
 from membrane.store import MemoryStore, SessionHeader, SQLiteStore
+from membrane.testing import stored_lease, stored_receipt
 
 
 def header(session_id: str) -> SessionHeader:
@@ -120,12 +121,12 @@ def test_a_failed_memory_transaction_undoes_exactly_its_own_changes() -> None:
         store.complete_receipt("r1", {"ok": True})
         store.enqueue_outbox("kept", {"n": 1})
         with store.transaction():
-            store.delete_session("kept")
+            store.update_meta("kept", {"changed": True})
         raise RuntimeError("boom")
     assert store.get_header("gone") is None
     assert store.transcript("kept") == [message(0)]
     assert store.events() == []
-    receipt = store.get_receipt("r1")
+    receipt = stored_receipt(store, "r1")
     assert receipt is not None and receipt.status == "pending"
     assert store.pending_outbox() == []
     # Sequence numbers rolled back with the writes, as SQLite's do.
@@ -159,5 +160,5 @@ def test_a_live_runs_memory_rows_leave_nothing_for_the_collector_to_follow() -> 
     assert again is not None and again.meta["tags"] == ["a"]
     [event] = store.events(session_id="run-0")
     assert event.data == {"tools": ["Read"], "sandbox": {"writable": []}}
-    lease = store.get_lease("run-0")
+    lease = stored_lease(store, "run-0")
     assert lease is not None and lease.owner == "me"

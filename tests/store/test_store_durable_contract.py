@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from store_support import Clock
 
-from membrane.errors import StoreError
+from membrane.errors import RunLeased, StoreError
 from membrane.store import SessionHeader, SQLiteStore, Store
 from membrane.store.migrations import MIGRATIONS
+from membrane.testing import stored_lease
 
 
 def _session(store: Store, run_id: str, parent: str | None = None) -> None:
@@ -84,21 +85,44 @@ def test_a_lease_is_held_by_one_owner_until_it_expires_and_is_taken_over(
     assert (first.owner, first.expires_at) == ("a", clock.now + 10)
 
     assert store.claim_lease("run", owner="b", ttl=10).owner == "a"
-    assert store.renew_lease("run", owner="b", ttl=10) is None
+    assert store.renew_owner_leases("b", ttl=10) == []
     clock.now += 5
-    renewed = store.renew_lease("run", owner="a", ttl=10)
+    assert store.renew_owner_leases("a", ttl=10) == ["run"]
+    renewed = stored_lease(store, "run")
     assert renewed is not None and renewed.expires_at == clock.now + 10
     store.release_lease("run", owner="b")  # not b's: nothing happens
-    assert store.get_lease("run") == renewed
+    assert stored_lease(store, "run") == renewed
     assert store.expired_leases() == []
 
     clock.now += 10
     assert [lease.run_id for lease in store.expired_leases()] == ["run"]
     taken = store.claim_lease("run", owner="b", ttl=10)
     assert (taken.owner, taken.acquired_at) == ("b", clock.now)
-    assert store.renew_lease("run", owner="a", ttl=10) is None
+    assert store.renew_owner_leases("a", ttl=10) == []
     store.release_lease("run", owner="b")
-    assert store.get_lease("run") is None
+    assert stored_lease(store, "run") is None
+
+
+def test_a_stale_holders_fenced_write_is_refused_once_another_owner_took_the_lease(
+    store: Store, clock: Clock
+) -> None:
+    store.create_session(SessionHeader("run", "worker", None, 0, "running"))
+    first = store.claim_lease("run", owner="a", ttl=10)
+    assert store.claim_lease("run", owner="a", ttl=10).generation == first.generation
+    with store.transaction():
+        store.fence("run", owner="a", generation=first.generation)
+        store.append_messages("run", [{"role": "user", "content": "one"}], start=0)
+
+    clock.now += 11  # a stalled past its lease; b takes the run over
+    taken = store.claim_lease("run", owner="b", ttl=10)
+    assert (taken.owner, taken.generation) == ("b", first.generation + 1)
+    with pytest.raises(RunLeased) as refused, store.transaction():
+        store.fence("run", owner="a", generation=first.generation)
+        store.append_messages("run", [{"role": "assistant", "content": "late"}], start=1)
+    assert refused.value.code == "run-leased"
+    assert refused.value.data["owner"] == "b"
+    assert store.transcript("run") == [{"role": "user", "content": "one"}]
+    store.fence("run", owner="b", generation=taken.generation)  # the holder's own write passes
 
 
 def test_workflow_state_is_written_only_at_the_version_read(store: Store) -> None:
@@ -123,7 +147,7 @@ def test_a_failed_transaction_rolls_back_the_new_tables_too(store: Store) -> Non
         store.claim_lease("lead", owner="a", ttl=10)
         store.put_workflow("lead", workflow="planning", state={}, expected_version=0)
         raise RuntimeError
-    assert store.get_lease("lead") is None and store.get_workflow("lead") is None
+    assert stored_lease(store, "lead") is None and store.get_workflow("lead") is None
 
 
 def test_an_interrupted_edge_reopens_once_its_run_is_resumed(store: Store) -> None:

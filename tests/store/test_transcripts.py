@@ -96,13 +96,6 @@ def test_an_append_inside_a_failed_transaction_is_rolled_back(store: Store) -> N
     assert store.transcript("s1") == []
 
 
-def test_deleting_a_session_removes_its_transcript(store: Store) -> None:
-    store.append_messages("s1", [message("one")], start=0)
-    store.delete_session("s1")
-    store.create_session(SessionHeader("s1", "reviewer", None, 0, "running"))
-    assert store.transcript("s1") == []
-
-
 def test_update_meta_replaces_the_named_keys_and_keeps_the_others(store: Store) -> None:
     store.update_meta("s1", {"b": [1, 2], "a": {"x": None}})
     header = store.get_header("s1")

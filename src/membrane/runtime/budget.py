@@ -43,14 +43,12 @@ from membrane.errors import BudgetExceeded, ModelPriceUnknown, StoreError
 from membrane.json_types import JSONDict
 from membrane.models.base import Usage
 from membrane.models.prices import Prices
-from membrane.store.base import SessionHeader, Store
+from membrane.store.base import BUDGET_KEY, SessionHeader, Store
 
 __all__ = ["BUDGET_KEY", "Budgets", "Ledger", "RunSpending", "stored_ledger"]
 
 T = TypeVar("T")
 
-#: The header ``meta`` key of a run's own budget.
-BUDGET_KEY: Final = "budget"
 #: What the ledger counts in whole numbers: ``cost`` in micro-dollars.
 _COUNTS: Final = (*COUNT_KINDS, "cost")
 _MICRO: Final = 1_000_000
@@ -240,10 +238,11 @@ class Budgets:
 
         def apply(durable: bool) -> BudgetExceeded | None:
             if durable:
+                # Each ledger's row stays locked until the charge commits (``lock_ledger``),
+                # so concurrent charges of one ledger, in any process, add up exactly.
                 for ledger in ledgers:
-                    header = store.get_header(ledger.owner)
-                    stored = None if header is None else header.meta.get(BUDGET_KEY)
-                    used = stored.get("used") if isinstance(stored, Mapping) else None
+                    stored = store.lock_ledger(ledger.owner)
+                    used = None if stored is None else stored.get("used")
                     if isinstance(used, Mapping):
                         ledger._load(used)
             crossed: BudgetExceeded | None = None
@@ -262,8 +261,8 @@ class Budgets:
             for ledger in ledgers:
                 if kind in _COUNTS:
                     ledger.used[kind] = max(0, ledger.used[kind] + amount)
-                if durable and store.get_header(ledger.owner) is not None:
-                    store.update_meta(ledger.owner, {BUDGET_KEY: ledger.to_meta()})
+                if durable:
+                    store.write_ledger(ledger.owner, ledger.to_meta())
             # Counted and committed first; the caller raises it afterwards.
             return crossed
 

@@ -1,5 +1,5 @@
-"""Durable state behind the ``Store`` protocol: ``SQLiteStore`` (embedded default) and
-``MemoryStore`` (in memory, for tests)."""
+"""Durable state behind the ``Store`` protocol: ``SQLiteStore`` (embedded default),
+``PostgresStore`` (several nodes on one database) and ``MemoryStore`` (in memory, for tests)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ if typing.TYPE_CHECKING:
         brief_digest,
     )
     from membrane.store.memory import MemoryStore
+    from membrane.store.postgres import PostgresStore
     from membrane.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryStore",
     "NewEdge",
     "OutboxItem",
+    "PostgresStore",
     "PruneReport",
     "Receipt",
     "ReceiptStatus",
@@ -66,6 +68,7 @@ __getattr__, __dir__ = lazy_exports(
         "WorkflowRecord": "membrane.store.base",
         "brief_digest": "membrane.store.base",
         "MemoryStore": "membrane.store.memory",
+        "PostgresStore": "membrane.store.postgres",
         "SQLiteStore": "membrane.store.sqlite",
     },
     globals(),

@@ -1,20 +1,31 @@
-"""The ``Store`` protocol and the values it holds.
+"""The ``Store`` protocol, split by concern, and the values it holds.
 
 A store keeps what must survive a crash or a restart: session headers (with the durable
-``delegation_depth`` that seed 001 requires), lifecycle events, each run's transcript (so a
-resume continues the conversation), idempotency receipts, the delivery outbox and the
-delegation lineage ledger. ``SQLiteStore`` is the embedded default
-and ``MemoryStore`` the test double; both implement exactly this protocol.
+``delegation_depth`` that seed 001 requires) and lifecycle events, run leases, each run's
+transcript (so a resume continues the conversation), idempotency receipts, the delivery
+outbox, the delegation lineage ledger, budget ledgers, schedules and workflow state. Each
+concern is a protocol of its own (``RunStore``, ``LeaseStore``, ``TranscriptStore``,
+``ReceiptStore``, ``OutboxStore``, ``LineageStore``, ``BudgetStore``, ``ScheduleStore``,
+``WorkflowStore``); ``Store`` is all of them on one ``transaction()``. ``SQLiteStore`` is the
+embedded default, ``PostgresStore`` the store of several nodes and ``MemoryStore`` the test
+double; all three implement exactly this protocol, and one contract suite runs against each.
 
-The protocol is deliberately narrow so that a PostgreSQL store fits without change:
+The protocol is synchronous, and each method is one short statement or a few inside one
+transaction, by the database's own means:
 
-* every method is one short statement or a few, inside one transaction;
 * ``begin_receipt`` is an insert-if-absent on a unique key (``ON CONFLICT DO NOTHING``), and
   ``release_receipt`` a delete guarded by ``status = 'pending'``;
-* ``due_outbox`` and ``pending_outbox`` are bounded, ordered selects (``FOR UPDATE SKIP
-  LOCKED`` on PostgreSQL), and ``next_outbox_attempt`` one ``MIN`` over the same index;
+* ``due_outbox`` is a bounded, ordered select (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), and
+  ``next_outbox_attempt`` one ``MIN`` over the same index;
+* ``lock_ledger`` reads a budget ledger with its row locked (``FOR UPDATE``) until the charge
+  that reads it commits;
+* ``claim_lease`` is one upsert that takes a free or expired lease and raises its generation,
+  and ``fence`` refuses a write of a holder whose generation moved on;
 * ``transaction()`` groups calls atomically, e.g. completing a receipt and enqueuing its
   deliveries together.
+
+Why synchronous, and how a network round trip stays off the event loop: docs/architecture.md
+("The store protocol").
 
 Values cross the boundary as JSON: mappings given to the store must be JSON-serialisable,
 and what comes back is a fresh decoded copy (tuples come back as lists).
@@ -31,29 +42,43 @@ from dataclasses import dataclass, field
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Final, Literal, Protocol, TypedDict, TypeVar, Unpack
 
-from membrane.errors import InvalidDepth, StoreError
+from membrane.errors import InvalidDepth, RunLeased, StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.limits import check_depth
 
 __all__ = [
+    "BudgetStore",
     "DeadLetter",
     "EdgeStatus",
+    "Inspectable",
     "Lease",
+    "LeaseStore",
     "LineageEdge",
+    "LineageStore",
     "NewEdge",
     "OutboxItem",
+    "OutboxStore",
     "PruneReport",
     "Receipt",
     "ReceiptStatus",
+    "ReceiptStore",
+    "RunStore",
+    "ScheduleStore",
     "SessionHeader",
     "Store",
     "StoredEvent",
+    "Transactional",
+    "TranscriptStore",
     "WorkflowRecord",
+    "WorkflowStore",
     "brief_digest",
 ]
 
 _log = logging.getLogger("membrane.lineage")
 _Row = TypeVar("_Row")
+
+#: The header ``meta`` key of a run's own budget ledger (``BudgetStore``).
+BUDGET_KEY: Final = "budget"
 
 ReceiptStatus = Literal["pending", "completed"]
 EdgeStatus = Literal["running", "completed", "failed", "interrupted"]
@@ -161,6 +186,8 @@ class Lease:
     owner: str
     expires_at: float
     acquired_at: float
+    #: Rises each time another owner takes the lease (``LeaseStore.fence``).
+    generation: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,14 +235,9 @@ class PruneReport:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-class Store(Protocol):
-    """Durable state behind one narrow interface.
-
-    Errors: every failure is a ``StoreError`` (``store-error``), except a malformed depth,
-    which is ``InvalidDepth`` (``invalid-depth``) whether it is being written or was read back.
-    Methods that name a session which does not exist raise ``StoreError``, except
-    ``get_header`` (returns ``None``) and ``delete_session`` (a no-op, so rollback is idempotent).
-    """
+class Transactional(Protocol):
+    """What every concern shares: one transaction spanning calls of any concern, the
+    durability barrier, and closing."""
 
     def transaction(self) -> AbstractContextManager[None]:
         """Group calls atomically. Nested blocks are savepoints: an inner failure that the
@@ -229,6 +251,12 @@ class Store(Protocol):
         a run's result) await it; a store whose commits are durable when they return (or
         that promises no more than surviving the process) returns at once."""
         ...
+
+    def close(self) -> None: ...
+
+
+class RunStore(Protocol):
+    """Runs: session headers (with the durable ``delegation_depth``) and lifecycle events."""
 
     def create_session(self, header: SessionHeader) -> None: ...
 
@@ -256,6 +284,11 @@ class Store(Protocol):
         ``meta`` holds ``key: value``."""
         ...
 
+    def update_meta(self, session_id: str, values: JSONObject) -> None:
+        """Merge ``values`` into the header's ``meta``: each top-level key replaces its old
+        value; keys not named keep theirs."""
+        ...
+
     def append_event(self, session_id: str, kind: str, data: JSONObject) -> int:
         """Append one event and return its ``seq``."""
         ...
@@ -264,14 +297,52 @@ class Store(Protocol):
         """Events with ``seq > after``, in ``seq`` order, optionally for one session."""
         ...
 
-    def delete_session(self, session_id: str) -> None:
-        """Remove an unpublished child: its header, events, transcript and lineage edge."""
+
+class LeaseStore(Protocol):
+    """Run leases: which process drives a run, until when, and under which generation.
+
+    A lease's ``generation`` rises every time another owner takes it, so a write that names
+    the generation it was made under (``fence``) is refused once the run moved on."""
+
+    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
+        """Take the lease of ``run_id`` for ``ttl`` seconds when it is free, expired or already
+        ``owner``'s; return the lease in force afterwards (another owner's when it is live)."""
         ...
 
-    def update_meta(self, session_id: str, values: JSONObject) -> None:
-        """Merge ``values`` into the header's ``meta``: each top-level key replaces its old
-        value; keys not named keep theirs."""
+    def release_lease(self, run_id: str, *, owner: str) -> None:
+        """Drop ``owner``'s lease of ``run_id`` (a no-op when another owner holds it)."""
         ...
+
+    def fence(self, run_id: str, *, owner: str, generation: int) -> None:
+        """Refuse (``RunLeased``, naming the holder) unless ``owner`` still holds the lease
+        of ``run_id`` at ``generation``. Inside a transaction the lease row stays locked until
+        it ends, so no takeover can slip between the check and the writes it guards."""
+        ...
+
+    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
+        """Extend every lease ``owner`` holds (one statement); return their run ids, sorted."""
+        ...
+
+    def lease_owners(self) -> list[str]:
+        """The owners holding leases, sorted."""
+        ...
+
+    def expire_owner_leases(self, owner: str) -> list[str]:
+        """Mark every lease ``owner`` holds expired (``expires_at`` 0: its process is dead), so
+        a sweep reconciles those runs and a claim takes them; return their run ids, sorted."""
+        ...
+
+    def release_owner_leases(self, owner: str) -> None:
+        """Drop every lease ``owner`` holds (a runtime that closes)."""
+        ...
+
+    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
+        """Leases whose ``expires_at`` is before ``now``, oldest expiry first."""
+        ...
+
+
+class TranscriptStore(Protocol):
+    """Each run's conversation, so that a resume continues it."""
 
     def append_messages(
         self, session_id: str, messages: Sequence[JSONObject], *, start: int
@@ -292,6 +363,10 @@ class Store(Protocol):
         """How many messages the session's transcript holds."""
         ...
 
+
+class ReceiptStore(Protocol):
+    """Idempotency receipts, one per ``request_id`` (a unique key)."""
+
     def begin_receipt(
         self, request_id: str, *, kind: str, owner: str | None = None
     ) -> Receipt | None:
@@ -306,8 +381,6 @@ class Store(Protocol):
     def complete_receipt(self, request_id: str, result: JSONObject) -> Receipt:
         """Complete a pending receipt. Completing it again with any result is an error."""
         ...
-
-    def get_receipt(self, request_id: str) -> Receipt | None: ...
 
     def release_receipt(self, request_id: str, *, owner: str | None = None) -> None:
         """Delete a pending receipt, so that the next ``begin_receipt`` of ``request_id`` owns
@@ -329,6 +402,10 @@ class Store(Protocol):
         """The owners of pending receipts, sorted (a receipt with no owner is left out)."""
         ...
 
+
+class OutboxStore(Protocol):
+    """Deliveries owed to runs, their attempts, and the dead letters."""
+
     def enqueue_outbox(
         self, recipient: str, payload: JSONObject, *, not_before: float | None = None
     ) -> int:
@@ -336,7 +413,10 @@ class Store(Protocol):
         ...
 
     def due_outbox(self, *, now: float | None = None, limit: int = 100) -> list[OutboxItem]:
-        """Undelivered items due at ``now`` (default: the clock), oldest first."""
+        """Undelivered items due at ``now`` (default: the clock), oldest first. A store
+        shared by several processes skips the items another drainer holds locked (``FOR
+        UPDATE SKIP LOCKED``) and keeps the ones it returns locked until its transaction
+        ends."""
         ...
 
     def pending_outbox(self, *, recipient: str | None = None, limit: int = 100) -> list[OutboxItem]:
@@ -378,54 +458,9 @@ class Store(Protocol):
         """Queue a dead letter again under its id, due now, with no attempts counted."""
         ...
 
-    def claim_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease:
-        """Take the lease of ``run_id`` for ``ttl`` seconds when it is free, expired or already
-        ``owner``'s; return the lease in force afterwards (another owner's when it is live)."""
-        ...
 
-    def renew_lease(self, run_id: str, *, owner: str, ttl: float) -> Lease | None:
-        """Extend ``owner``'s lease; ``None`` when ``owner`` does not hold it any more."""
-        ...
-
-    def release_lease(self, run_id: str, *, owner: str) -> None:
-        """Drop ``owner``'s lease of ``run_id`` (a no-op when another owner holds it)."""
-        ...
-
-    def get_lease(self, run_id: str) -> Lease | None: ...
-
-    def renew_owner_leases(self, owner: str, *, ttl: float) -> list[str]:
-        """Extend every lease ``owner`` holds (one statement); return their run ids, sorted."""
-        ...
-
-    def lease_owners(self) -> list[str]:
-        """The owners holding leases, sorted."""
-        ...
-
-    def expire_owner_leases(self, owner: str) -> list[str]:
-        """Mark every lease ``owner`` holds expired (``expires_at`` 0: its process is dead), so
-        a sweep reconciles those runs and a claim takes them; return their run ids, sorted."""
-        ...
-
-    def release_owner_leases(self, owner: str) -> None:
-        """Drop every lease ``owner`` holds (a runtime that closes)."""
-        ...
-
-    def expired_leases(self, *, now: float | None = None, limit: int = 100) -> list[Lease]:
-        """Leases whose ``expires_at`` is before ``now``, oldest expiry first."""
-        ...
-
-    def get_workflow(self, run_id: str) -> WorkflowRecord | None: ...
-
-    def put_workflow(
-        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
-    ) -> WorkflowRecord:
-        """Write a run's workflow state when its stored version is ``expected_version`` (0: no
-        state yet); another version is a ``StoreError`` and nothing is written."""
-        ...
-
-    def reopen_edge(self, child_id: str) -> LineageEdge:
-        """Move an ``interrupted`` edge back to ``running`` (its run was resumed)."""
-        ...
+class LineageStore(Protocol):
+    """The lineage ledger: one edge per delegation."""
 
     def record_edge(self, **edge: Unpack[NewEdge]) -> LineageEdge:
         """Record a ``running`` edge; ``child_id`` must be a stored session."""
@@ -437,11 +472,33 @@ class Store(Protocol):
         """Move a running edge to ``completed`` or ``failed``."""
         ...
 
+    def reopen_edge(self, child_id: str) -> LineageEdge:
+        """Move an ``interrupted`` edge back to ``running`` (its run was resumed)."""
+        ...
+
     def edges(self, *, parent_id: str | None = None) -> list[LineageEdge]:
         """All edges or one parent's, oldest first."""
         ...
 
-    # -- schedules: one JSON record per schedule (``membrane.durable.schedules`` owns the shape)
+
+class BudgetStore(Protocol):
+    """Budget ledgers: a run's ledger is ``meta["budget"]`` of its header, charged in one
+    transaction that holds the ledger's row locked from its read to its write."""
+
+    def lock_ledger(self, owner: str) -> JSONDict | None:
+        """``owner``'s stored ledger (``None`` when it has none, or no header), its row locked
+        until the enclosing transaction ends (``SELECT ... FOR UPDATE``; SQLite's write
+        transaction excludes every other writer already), so that two charges of one ledger
+        never both read the same ``used``."""
+        ...
+
+    def write_ledger(self, owner: str, ledger: JSONObject) -> None:
+        """Replace ``owner``'s ledger (``meta["budget"]``); no-op when no header is stored."""
+        ...
+
+
+class ScheduleStore(Protocol):
+    """Schedules: one JSON record per schedule (``membrane.durable.schedules`` owns the shape)."""
 
     def put_schedule(self, schedule_id: str, record: JSONObject) -> None:
         """Create or replace schedule ``schedule_id``."""
@@ -457,7 +514,50 @@ class Store(Protocol):
         """Remove it; ``False`` when there was none."""
         ...
 
-    def close(self) -> None: ...
+
+class WorkflowStore(Protocol):
+    """Each run's gated workflow state, written at the version read (optimistic)."""
+
+    def get_workflow(self, run_id: str) -> WorkflowRecord | None: ...
+
+    def put_workflow(
+        self, run_id: str, *, workflow: str, state: JSONObject, expected_version: int
+    ) -> WorkflowRecord:
+        """Write a run's workflow state when its stored version is ``expected_version`` (0: no
+        state yet); another version is a ``StoreError`` and nothing is written."""
+        ...
+
+
+class Store(
+    Transactional,
+    RunStore,
+    LeaseStore,
+    TranscriptStore,
+    ReceiptStore,
+    OutboxStore,
+    LineageStore,
+    BudgetStore,
+    ScheduleStore,
+    WorkflowStore,
+    Protocol,
+):
+    """Durable state, every concern on one transaction (``SQLiteStore``, ``PostgresStore``,
+    ``MemoryStore``). A component that needs one concern takes that protocol.
+
+    Errors: every failure is a ``StoreError`` (``store-error``), except a malformed depth,
+    which is ``InvalidDepth`` (``invalid-depth``) whether it is being written or was read back,
+    and a fenced write, which is ``RunLeased``. Methods that name a session which does not
+    exist raise ``StoreError``, except ``get_header`` (returns ``None``).
+    """
+
+
+class Inspectable(Protocol):
+    """Reads that only tests and diagnostics make (``membrane.testing.stored_receipt`` and
+    ``stored_lease``): every store has them, the runtime never calls them."""
+
+    def get_receipt(self, request_id: str) -> Receipt | None: ...
+
+    def get_lease(self, run_id: str) -> Lease | None: ...
 
 
 # Helpers shared by the implementations. They define the semantics both stores must have.
@@ -666,6 +766,30 @@ def decoded(row: Sequence[Any], index: int, *, what: str) -> list[Any]:
     values = list(row)
     values[index] = load_json(row[index], what=what)
     return values
+
+
+def ledger_of(meta: Mapping[str, Any]) -> JSONDict | None:
+    """The budget ledger a header's ``meta`` keeps (``meta["budget"]``), or ``None``."""
+    ledger = meta.get(BUDGET_KEY)
+    return dict(ledger) if isinstance(ledger, Mapping) else None
+
+
+def lease_moved(run_id: str, held: Lease | None, *, owner: str) -> RunLeased:
+    """The error of a write by ``owner`` fenced off because the lease of ``run_id`` moved on
+    (``held``: the lease in force now, if any)."""
+    if held is None:
+        return RunLeased(
+            f"run {run_id!r} is no longer leased to {owner!r}; its write was refused",
+            run_id=run_id,
+            owner=None,
+        )
+    return RunLeased(
+        f"run {run_id!r} is leased to {held.owner!r} (generation {held.generation}), not to "
+        f"{owner!r} at the generation it wrote under; its write was refused",
+        run_id=run_id,
+        owner=held.owner,
+        generation=held.generation,
+    )
 
 
 def missing(kind: str, key: object) -> StoreError:

@@ -31,6 +31,7 @@ from typing import Any, Final, TypeVar, Unpack
 from membrane.errors import StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
+    BUDGET_KEY,
     EdgeStatus,
     LineageEdge,
     NewEdge,
@@ -45,6 +46,7 @@ from membrane.store.base import (
     dump_messages,
     edge_ended,
     edge_exists,
+    ledger_of,
     loadable_edges,
     missing,
     session_depth,
@@ -323,17 +325,6 @@ class MemoryStore(MemoryDurable, Store):
             ]
         return [_event(row) for row in found]
 
-    def delete_session(self, session_id: str) -> None:
-        with self._open("delete_session") as state:
-            if self._drop(state.sessions, session_id) is None:
-                return
-            old = state.events
-            state.events = [row for row in old if row[1] != session_id]
-            if self._undo is not None:
-                self._undo.append(lambda: setattr(state, "events", old))
-            self._drop(state.edges, session_id)
-            self._drop(state.transcripts, session_id)
-
     def update_meta(self, session_id: str, values: JSONObject) -> None:
         update = _normalise(values, what=f"meta update of session {session_id!r}")
         with self._open("update_meta") as state:
@@ -342,6 +333,20 @@ class MemoryStore(MemoryDurable, Store):
                 raise missing("session", session_id)
             meta = _text({**json.loads(row[_META]), **update}, what="meta")
             self._put(state.sessions, session_id, (*row[:_META], meta, row[_RESULT]))
+
+    # -- budget ledgers ----------------------------------------------------------------------
+
+    def lock_ledger(self, owner: str) -> JSONDict | None:
+        with self._open("lock_ledger") as state:
+            row = state.sessions.get(owner)
+        if row is None:
+            return None
+        return ledger_of(json.loads(row[_META]))
+
+    def write_ledger(self, owner: str, ledger: JSONObject) -> None:
+        with self._open("write_ledger") as state:
+            if owner in state.sessions:
+                self.update_meta(owner, {BUDGET_KEY: ledger})
 
     # -- transcripts --------------------------------------------------------------------------
 

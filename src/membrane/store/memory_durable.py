@@ -26,6 +26,7 @@ from membrane.store.base import (
     OutboxItem,
     WorkflowRecord,
     dump_json,
+    lease_moved,
     missing,
     stale_workflow,
 )
@@ -39,7 +40,7 @@ class DurableState:
     errors: dict[int, str] = field(default_factory=dict)
     #: ``Lease``'s fields in order: a tuple of atomic values, which the garbage collector stops
     #: tracking at its first pass (a live run's lease adds nothing to its full passes).
-    leases: dict[str, tuple[str, str, float, float]] = field(default_factory=dict)
+    leases: dict[str, tuple[str, str, float, float, int]] = field(default_factory=dict)
     workflows: dict[str, WorkflowRecord] = field(default_factory=dict)
 
 
@@ -47,6 +48,7 @@ class DurableState:
 _OWNER: Final = 1
 _EXPIRES: Final = 2
 _ACQUIRED: Final = 3
+_GENERATION: Final = 4
 
 
 class _Core(Protocol):
@@ -139,21 +141,20 @@ class MemoryDurable:
         with self._open("claim_lease") as state:
             now = self._clock()
             held = state.durable.leases.get(run_id)
-            if held is None or held[_EXPIRES] <= now:
-                held = (run_id, owner, now + ttl, now)
+            if held is None:
+                held = (run_id, owner, now + ttl, now, 1)
             elif held[_OWNER] == owner:
-                held = (run_id, owner, now + ttl, held[_ACQUIRED])
+                held = (run_id, owner, now + ttl, held[_ACQUIRED], held[_GENERATION])
+            elif held[_EXPIRES] <= now:
+                held = (run_id, owner, now + ttl, now, held[_GENERATION] + 1)
             self._put(state.durable.leases, run_id, held)
             return Lease(*held)
 
-    def renew_lease(self: Opened, run_id: str, *, owner: str, ttl: float) -> Lease | None:
-        with self._open("renew_lease") as state:
+    def fence(self: Opened, run_id: str, *, owner: str, generation: int) -> None:
+        with self._open("fence") as state:
             held = state.durable.leases.get(run_id)
-            if held is None or held[_OWNER] != owner:
-                return None
-            held = (run_id, owner, self._clock() + ttl, held[_ACQUIRED])
-            self._put(state.durable.leases, run_id, held)
-            return Lease(*held)
+        if held is None or held[_OWNER] != owner or held[_GENERATION] != generation:
+            raise lease_moved(run_id, None if held is None else Lease(*held), owner=owner)
 
     def release_lease(self: Opened, run_id: str, *, owner: str) -> None:
         with self._open("release_lease") as state:
@@ -171,8 +172,8 @@ class MemoryDurable:
             until = self._clock() + ttl
             leases = state.durable.leases
             held = [lease for lease in leases.values() if lease[_OWNER] == owner]
-            for run_id, _, _, acquired in held:
-                self._put(leases, run_id, (run_id, owner, until, acquired))
+            for run_id, _, _, acquired, generation in held:
+                self._put(leases, run_id, (run_id, owner, until, acquired, generation))
             return sorted(lease[0] for lease in held)
 
     def release_owner_leases(self: Opened, owner: str) -> None:
@@ -188,8 +189,8 @@ class MemoryDurable:
     def expire_owner_leases(self: Opened, owner: str) -> list[str]:
         with self._open("expire_owner_leases") as state:
             held = [lease for lease in state.durable.leases.values() if lease[_OWNER] == owner]
-            for run_id, _, _, acquired in held:
-                self._put(state.durable.leases, run_id, (run_id, owner, 0.0, acquired))
+            for run_id, _, _, acquired, generation in held:
+                self._put(state.durable.leases, run_id, (run_id, owner, 0.0, acquired, generation))
             return sorted(lease[0] for lease in held)
 
     def expired_leases(self: Opened, *, now: float | None = None, limit: int = 100) -> list[Lease]:

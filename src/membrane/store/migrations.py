@@ -218,6 +218,15 @@ MIGRATIONS: tuple[Migration, ...] = (
                WHERE status = 'steered'""",
         ),
     ),
+    Migration(
+        8,
+        "lease generations",
+        (
+            # Rises each time another owner takes a lease, so a stale holder's write that
+            # names its generation is refused (``fence``).
+            "ALTER TABLE run_leases ADD COLUMN generation INTEGER NOT NULL DEFAULT 1",
+        ),
+    ),
 )
 
 

@@ -37,6 +37,7 @@ from membrane.config.values import Retention
 from membrane.errors import StoreDamaged, StoreError, StoreNotMembrane
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
+    BUDGET_KEY,
     EdgeStatus,
     LineageEdge,
     NewEdge,
@@ -51,6 +52,7 @@ from membrane.store.base import (
     dump_messages,
     edge_ended,
     edge_exists,
+    ledger_of,
     load_json,
     loadable_edges,
     missing,
@@ -439,10 +441,6 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
             for seq, sid, kind, data, at in rows
         ]
 
-    def delete_session(self, session_id: str) -> None:
-        with self._write("delete_session") as conn:
-            conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-
     def update_meta(self, session_id: str, values: JSONObject) -> None:
         dump_json(values, what=f"meta update of session {session_id!r}")
         with self._write("update_meta") as conn:
@@ -461,6 +459,24 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
                     session_id,
                 ),
             )
+
+    # -- budget ledgers ----------------------------------------------------------------------
+
+    def lock_ledger(self, owner: str) -> JSONDict | None:
+        # A charge runs in a write transaction (BEGIN IMMEDIATE): no other writer can read
+        # and write this ledger between this read and the charge's write.
+        with self._guard("lock_ledger") as conn:
+            row = conn.execute(
+                "SELECT meta FROM sessions WHERE session_id = ?", (owner,)
+            ).fetchone()
+        if row is None:
+            return None
+        return ledger_of(load_json(row[0], what=f"meta of session {owner!r}"))
+
+    def write_ledger(self, owner: str, ledger: JSONObject) -> None:
+        with self._write("write_ledger", atomic=False) as conn:
+            if conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (owner,)).fetchone():
+                self.update_meta(owner, {BUDGET_KEY: ledger})
 
     # -- transcripts --------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from membrane.store.base import (
     WorkflowRecord,
     decoded,
     dump_json,
+    lease_moved,
     load_json,
     missing,
     stale_workflow,
@@ -29,7 +30,7 @@ from membrane.store.sqlite_schedules import Connected
 
 __all__ = ["SQLiteDurable", "edge_row"]
 
-_LEASE_COLUMNS = "run_id, owner, expires_at, acquired_at"
+_LEASE_COLUMNS = "run_id, owner, expires_at, acquired_at, generation"
 
 
 class SQLiteDurable:
@@ -43,11 +44,13 @@ class SQLiteDurable:
             # One statement when the lease is taken (a fresh run's always is); a look at the
             # holder only when another owner's live lease refused it.
             rows = conn.execute(
-                f"INSERT INTO run_leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?) "
+                f"INSERT INTO run_leases ({_LEASE_COLUMNS}) VALUES (?, ?, ?, ?, 1) "
                 "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, "
                 "expires_at = excluded.expires_at, acquired_at = CASE WHEN "
                 "run_leases.owner = excluded.owner THEN run_leases.acquired_at "
-                "ELSE excluded.acquired_at END "
+                "ELSE excluded.acquired_at END, generation = CASE WHEN "
+                "run_leases.owner = excluded.owner THEN run_leases.generation "
+                "ELSE run_leases.generation + 1 END "
                 "WHERE run_leases.owner = excluded.owner OR run_leases.expires_at <= ? "
                 f"RETURNING {_LEASE_COLUMNS}",
                 (run_id, owner, now + ttl, now, now),
@@ -58,23 +61,20 @@ class SQLiteDurable:
                 ).fetchall()
         return Lease(*rows[0])
 
-    def renew_lease(self: Connected, run_id: str, *, owner: str, ttl: float) -> Lease | None:
-        now = self._clock()
-        with self._write("renew_lease") as conn:
-            cursor = conn.execute(
-                "UPDATE run_leases SET expires_at = ? WHERE run_id = ? AND owner = ?",
-                (now + ttl, run_id, owner),
-            )
-            if cursor.rowcount == 0:
-                return None
-            row = conn.execute(
-                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return Lease(*row)
-
     def release_lease(self: Connected, run_id: str, *, owner: str) -> None:
         with self._write("release_lease") as conn:
             conn.execute("DELETE FROM run_leases WHERE run_id = ? AND owner = ?", (run_id, owner))
+
+    def fence(self: Connected, run_id: str, *, owner: str, generation: int) -> None:
+        # Inside a transaction (BEGIN IMMEDIATE) no other writer runs until it commits, so the
+        # lease read here is still the one in force when the guarded writes commit.
+        with self._guard("fence") as conn:
+            row = conn.execute(
+                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        held = None if row is None else Lease(*row)
+        if held is None or held.owner != owner or held.generation != generation:
+            raise lease_moved(run_id, held, owner=owner)
 
     def get_lease(self: Connected, run_id: str) -> Lease | None:
         with self._guard("get_lease") as conn:
