@@ -139,7 +139,7 @@ def test_piped_output_imports_no_rich(args: tuple[str, ...], tmp_path: Path) -> 
 #: messages, and (once the installed entry points and the skills are cached) the distribution
 #: metadata reader, the YAML parser and the temporary files a cache write uses; nor the
 #: process and file utilities (the ``bwrap`` probe is spawned with ``os.posix_spawn``), nor the
-#: reader of ``--parent`` and ``--call`` when neither is given, nor (with ``--json``) the tables,
+#: reader of ``--parent`` and ``--call`` when neither is given,
 #: nor ``function_tool`` for extensions that build their ``Tool`` objects themselves, nor the
 #: matchers of permission rules and the approval requests (resolving a child's permissions needs
 #: only the rules and the modes), nor the directory watcher, which only a second reload arms.
@@ -147,8 +147,6 @@ NOT_FOR_EXPLAIN = (
     "membrane.agents.watch",
     "membrane.extensions.function_tools",
     "membrane.cli.explain_parent",
-    "membrane.cli.explain_tables",
-    "membrane.cli.screen",
     "difflib",
     "tempfile",
     "membrane.builtin_tools.read",
