@@ -137,6 +137,11 @@ def console(
     approvals. Prints its URL (with a token); only 127.0.0.1 is served."""
     import anyio
 
+    from membrane._extras import require
+
+    for module, package in (("starlette", "starlette"), ("uvicorn", "uvicorn"),
+                            ("sse_starlette", "sse-starlette")):  # fmt: skip
+        require(module, extra="console", package=package, feature="membrane console")
     from membrane.console import Guard
     from membrane.workspace import require_folder
 

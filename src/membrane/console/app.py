@@ -142,7 +142,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
             f"{e.data.get('path')}:{e.data.get('line') or 1}: {e.code}: {e.message}"
             for e in cat.errors
         ]
-        body = html.catalog(cat.definitions(), cat.shadowed, problems)
+        body = html.catalog(cat.definitions(), cat.shadowed, problems, project=parts.project)
         return render(request, "Agents", body, active="agents")
 
     async def agent(request: Request) -> Response:
@@ -155,6 +155,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
             digest=digest(text),
             explain_html=await explained(name, None),
             saved=request.query_params.get("saved") == "1",
+            project=parts.project,
         )
         return render(request, f"Agent {name}", body, active="agents")
 

@@ -8,8 +8,10 @@ inbox in from the page's server-sent events. Every value is escaped here.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from membrane.agents.definition import AgentDefinition, Unset
@@ -70,31 +72,42 @@ def error_box(code: str, message: str) -> str:
 # -- agents -----------------------------------------------------------------------------
 
 
+def shown(text: str, project: Path) -> str:
+    """``text`` with the project's folder left out of the paths it names (they are shown
+    relative to the project, as the page's header names it)."""
+    return text.replace(f"{project}{os.sep}", "")
+
+
 def catalog(
     winners: Mapping[str, AgentDefinition],
     shadowed: Mapping[str, Sequence[AgentDefinition]],
     problems: Sequence[str],
+    *,
+    project: Path,
 ) -> str:
     rows = []
     for name, d in winners.items():
         editable = d.dialect == "membrane" and not d.builtin
         link = f'<a href="/agents/{e(name)}">{e(name)}</a>' if editable else e(name)
-        shadows = "<br>".join(f"{e(s.root)}: {e(s.path)}" for s in shadowed.get(name, []))
-        warnings = "<br>".join(e(str(w)) for w in d.warnings)
+        shadows = "<br>".join(
+            f"{e(s.root)}: {e(shown(s.path, project))}" for s in shadowed.get(name, [])
+        )
+        warnings = "<br>".join(e(shown(str(w), project)) for w in d.warnings)
         rows.append(
             (
                 link,
                 e(d.root),
                 e(d.dialect),
-                f"<code>{e(d.path)}</code>",
+                f"<code>{e(shown(d.path, project))}</code>",
                 shadows or "-",
                 warnings or "-",
             )
         )
     listing = table(("name", "root", "dialect", "path", "shadows", "warnings"), rows)
-    issues = "".join(f"<li><code>{e(p)}</code></li>" for p in problems)
+    issues = "".join(f"<li><code>{e(shown(p, project))}</code></li>" for p in problems)
     tail = f"<h2>Skipped files and warnings</h2><ul>{issues}</ul>" if problems else ""
     note = (
+        f"<p>Project: <code>{e(project)}</code>. Paths below are relative to it.</p>"
         "<p>Membrane-dialect files of a project, workspace or global root open in the editor; "
         "builtins and other products' files are listed as they are read.</p>"
     )
@@ -123,7 +136,9 @@ def _shown(value: object) -> str:
     return "" if isinstance(value, Unset) else str(value)
 
 
-def editor(d: AgentDefinition, *, csrf: str, digest: str, explain_html: str, saved: bool) -> str:
+def editor(
+    d: AgentDefinition, *, csrf: str, digest: str, explain_html: str, saved: bool, project: Path
+) -> str:
     """The form over one definition, with the explain panel beside it."""
     tools = tokens(d.tools)
     deny = tokens(d.disallowed_tools)
@@ -140,7 +155,7 @@ def editor(d: AgentDefinition, *, csrf: str, digest: str, explain_html: str, sav
         f'<form id=editor method=post action="/agents/{e(d.name)}/preview" '
         f'hx-post="/agents/{e(d.name)}/explain" hx-trigger="{trigger}" hx-target="#explain" '
         f'hx-swap=innerHTML>{csrf_field(csrf)}<input type=hidden name=digest value="{e(digest)}">'
-        f"<p>File: <code>{e(d.path)}</code> ({e(d.root)} root)</p>"
+        f"<p>File: <code>{e(shown(d.path, project))}</code> ({e(d.root)} root)</p>"
         + _text("description", "description", _shown(d.description))
         + _text(
             "model", "model", _shown(d.model), hint="a model spec or alias; inherit: the parent's"
