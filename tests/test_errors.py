@@ -73,6 +73,7 @@ def test_only_a_request_that_may_succeed_later_unchanged_is_retryable() -> None:
         "rate-limited",
         "request-pending",
         "run-leased",
+        "too-many-buffered-bytes",
         "too-many-connections",
         "too-many-waits",
     ]

@@ -85,6 +85,7 @@ Two branches, as a user meets them:
             ├── RuntimeBuildMismatch ... runtime-build-mismatch
             ├── TooManyConnections ..... too-many-connections    retryable
             ├── TooManyWaits ........... too-many-waits          retryable
+            ├── TooManyBufferedBytes ... too-many-buffered-bytes retryable
             ├── UnknownProject ......... unknown-project         NotFound
             ├── TokenInvalid ........... token-invalid           PermissionRefused
             ├── CallerRefused .......... caller-refused          PermissionRefused
@@ -170,6 +171,7 @@ __all__ = [
     "StoreNotMembrane",
     "StructuredOutputInvalid",
     "TokenInvalid",
+    "TooManyBufferedBytes",
     "TooManyConnections",
     "TooManyWaits",
     "ToolArgumentsInvalid",
@@ -758,6 +760,15 @@ class TooManyWaits(ServerError):
     (``server_max_waits_per_connection``). Carries ``limit``."""
 
     code = "too-many-waits"
+    retryable = True
+
+
+class TooManyBufferedBytes(ServerError):
+    """``membrane serve`` holds as many bytes of partial request lines, over all connections
+    together, as its settings allow (``server_max_buffered_bytes``): the connection whose line
+    would pass the limit is closed, and its partial line dropped. Carries ``limit``."""
+
+    code = "too-many-buffered-bytes"
     retryable = True
 
 

@@ -309,6 +309,9 @@ class Settings:
     server_max_waits_per_connection: int = 64
     #: ``membrane serve``: bytes of ``actions/call`` replies kept for their ``requestId``s.
     server_reply_cache_bytes: int = 64 * 1024 * 1024
+    #: ``membrane serve``: bytes of partial request lines held for all connections together;
+    #: the connection whose line would pass it is answered ``too-many-buffered-bytes`` and closed.
+    server_max_buffered_bytes: int = 64 * 1024 * 1024
     #: What finished runs the store keeps (``[retention]``); by default all of them.
     retention: Retention = field(default_factory=Retention)
 

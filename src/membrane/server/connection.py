@@ -5,7 +5,10 @@ complete line is taken there, with no reader task in between. A malformed line i
 with a parse (or invalid-request) error and the connection lives on; a line over 1 MiB (or a
 partial line past 1 MiB) is answered with an error and the connection is closed (the rest of
 that line cannot be framed). A partial line waits in the connection's own buffer, so a client
-that stalls mid-line holds up nobody.
+that stalls mid-line holds up nobody. The partial lines of all a server's connections share one
+budget (``BufferBudget``, ``server_max_buffered_bytes``): the connection whose partial line would
+pass it is answered ``too-many-buffered-bytes`` and closed, so many peers each holding a large
+partial line cannot grow the server past that bound.
 
 Each request runs in a task of its own, kept by the connection until it ends (closing the
 connection cancels it), so one that waits (a slow ``runs/wait``) goes on in its task while the
@@ -26,7 +29,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from membrane.errors import MembraneError, RuntimeUnavailable
+from membrane.errors import MembraneError, RuntimeUnavailable, TooManyBufferedBytes
 from membrane.json_types import JSONDict, JSONValue
 from membrane.server.framing import (
     INTERNAL_ERROR,
@@ -43,7 +46,7 @@ from membrane.server.framing import (
     result_frame,
 )
 
-__all__ = ["Connection", "Dispatch", "InvalidParams", "Peer", "UnknownMethod"]
+__all__ = ["BufferBudget", "Connection", "Dispatch", "InvalidParams", "Peer", "UnknownMethod"]
 
 #: Bytes a peer may leave unread before a writer waits for it.
 _WRITE_HIGH_WATER = 1 << 20
@@ -99,14 +102,54 @@ def _oversized() -> bytes:
     )
 
 
+class BufferBudget:
+    """The bytes of partial lines that all connections of one server hold together: at most
+    ``limit`` (``server_max_buffered_bytes``)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        """Hold ``size`` more bytes, or say (``False``) that they would pass the limit."""
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        """Release ``size`` bytes held before."""
+        self.held -= size
+
+
+def _overfull(limit: int) -> bytes:
+    return membrane_error_frame(
+        None,
+        TooManyBufferedBytes(
+            f"this runtime holds {limit} bytes of partial request lines over all connections, "
+            "as many as its settings allow (server_max_buffered_bytes); this connection's line "
+            "is dropped and the connection is closed: send whole lines, and connect again",
+            limit=limit,
+        ),
+    )
+
+
 class Connection(asyncio.Protocol):
     """A connected, uid-checked peer. ``state`` is the method layer's (the caller, watches).
 
     Made before its transport: ``serve`` runs it once the server has connected the accepted
     socket to it (``loop.connect_accepted_socket``)."""
 
-    def __init__(self, *, dispatch: Dispatch, peer_pid: int) -> None:
+    def __init__(
+        self, *, dispatch: Dispatch, peer_pid: int, buffers: BufferBudget | None = None
+    ) -> None:
         self.peer_pid = peer_pid
+        #: The server's budget for partial lines (``None``: only this line's own cap).
+        self._buffers = buffers
+        #: The bytes of ``_pending`` held in ``_buffers``.
+        self._held = 0
         self.state: dict[str, object] = {}
         self._dispatch = dispatch
         self._transport: asyncio.Transport | None = None
@@ -193,9 +236,27 @@ class Connection(asyncio.Protocol):
             del pending[:start]
         else:
             pending += data[start:]
+        if self._buffers is not None and not self._hold(len(pending)):
+            self.write(_overfull(self._buffers.limit))
+            self._end_input()
+
+    def _hold(self, size: int) -> bool:
+        """Hold ``size`` bytes of partial line in the server's budget (releasing what is no
+        longer held); ``False`` when that would pass its limit."""
+        buffers = self._buffers
+        if buffers is None:
+            return True
+        if size > self._held and not buffers.take(size - self._held):
+            return False
+        if size < self._held:
+            buffers.give(self._held - size)
+        self._held = size
+        return True
 
     def _end_input(self) -> None:
         self._reading = False
+        self._pending.clear()
+        self._hold(0)
         self._ended.set()
 
     def eof_received(self) -> bool | None:

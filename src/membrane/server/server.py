@@ -48,7 +48,7 @@ from membrane.errors import (
 from membrane.json_types import JSONDict
 from membrane.sandbox.paths import protected_part, real_path
 from membrane.server.approval import APPROVAL_TIMEOUT
-from membrane.server.connection import Connection, Peer
+from membrane.server.connection import BufferBudget, Connection, Peer
 from membrane.server.framing import MAX_FRAME_BYTES, Encoded, membrane_error_frame
 from membrane.server.host import ModelFactory, ProjectHost, project_id_of
 from membrane.server.identity import Caller, TokenBook
@@ -162,6 +162,8 @@ class Server:
         self.default_role = DEFAULT_ROLE
         self.tokens = TokenBook()
         self.replies = Replies(max_bytes=settings.server_reply_cache_bytes)
+        #: Bytes of partial request lines all connections hold together.
+        self.buffers = BufferBudget(settings.server_max_buffered_bytes)
         self._models = models
         self._extra_services = tuple(services)
         self._drain_seconds = drain_seconds
@@ -291,7 +293,7 @@ class Server:
             await _refuse(raw, crowded)
             return
         self._per_peer[peer.pid] = self._per_peer.get(peer.pid, 0) + 1
-        conn = Connection(dispatch=partial(dispatch, self), peer_pid=peer.pid)
+        conn = Connection(dispatch=partial(dispatch, self), peer_pid=peer.pid, buffers=self.buffers)
         try:
             try:
                 await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, raw)
