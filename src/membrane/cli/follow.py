@@ -259,14 +259,14 @@ async def drive_run(
     model: Model,
     as_json: bool,
     announce: Callable[[RunInfo], str | None] = _no_announcement,
-    state_file: Path | None = None,
+    state_file: Path | str | None = None,
 ) -> RunResult:
     """Open ``ws``'s store and a runtime in this process, ``start`` the top-level run, stream
     its tree until it ends, and print its results (``--json``: every event, then the result
     line).
 
     ``announce`` gives a line to print, in text mode, once the run is published.
-    ``state_file`` overrides where the store lives (``--state``).
+    ``state_file`` overrides where the store lives (``--state``: a file or a database URL).
     """
     store = ws.open_store(state_file)
     hooks = ExtensionHooks.from_extensions(ws.extensions.values())

@@ -19,21 +19,22 @@ from typer import Argument, Option
 from membrane.cli.app import app
 from membrane.cli.helptext import HelpCommand
 from membrane.cli.options import STATE_OPTION
-from membrane.cli.runs import existing_state
+from membrane.cli.runs import existing_state, state_exists
 from membrane.cli.screen import Cell, Node, Screen, Styled
 from membrane.errors import UnknownRun
 
 if TYPE_CHECKING:  # for annotations; the commands import what they run
     from membrane.store.base import LineageEdge, SessionHeader
+    from membrane.store.select import StateTarget
 
 __all__ = ["lineage", "lineage_tree"]
 
 
-def lineage_tree(state: Path, run_id: str | None = None) -> list[dict[str, Any]]:
+def lineage_tree(state: StateTarget, run_id: str | None = None) -> list[dict[str, Any]]:
     """The ledger of ``state`` as nested nodes (``run_id``'s subtree, or every root)."""
-    from membrane.store.sqlite import SQLiteStore
+    from membrane.store.select import open_reader, shown
 
-    store = SQLiteStore(state, read_only=True)
+    store = open_reader(state)
     try:
         headers = {h.session_id: h for h in store.list_sessions()}
         edges = store.edges()
@@ -45,7 +46,7 @@ def lineage_tree(state: Path, run_id: str | None = None) -> list[dict[str, Any]]
     child_ids = {edge.child_id for edge in edges}
     if run_id is not None:
         if run_id not in headers and run_id not in children:
-            raise UnknownRun(f"no run {run_id!r} in {state}", run_id=run_id)
+            raise UnknownRun(f"no run {run_id!r} in {shown(state)}", run_id=run_id)
         roots = [run_id]
     else:
         roots = [rid for rid in headers if rid not in child_ids]
@@ -113,19 +114,21 @@ def lineage(
     as_json: Annotated[
         bool, Option("--json", help="Print one JSON document: the state file and the tree.")
     ] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Print the delegation tree of RUN_ID (default: every root) from the lineage ledger: each
     edge's status, agent, model, brief digest and result summary."""
+    from membrane.store.select import shown
+
     state = existing_state(project, state_file)
-    if not state.exists():
+    if not state_exists(state):
         if run_id is not None:
             raise UnknownRun(f"no run {run_id!r}: {state} does not exist", run_id=run_id)
         nodes: list[dict[str, Any]] = []
     else:
         nodes = lineage_tree(state, run_id)
     if as_json:
-        listed = {"state": str(state), "roots": nodes}
+        listed = {"state": shown(state), "roots": nodes}
         sys.stdout.write(json.dumps(listed, ensure_ascii=False) + "\n")
         return
     if not nodes:

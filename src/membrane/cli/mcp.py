@@ -136,7 +136,7 @@ def serve(
     model: Annotated[
         str | None, Option(help="The model of the runs Task starts: " + MODEL_HELP)
     ] = None,
-    state: Annotated[Path | None, STATE_OPTION] = None,
+    state: Annotated[str | None, STATE_OPTION] = None,
     as_json: Annotated[
         bool, Option("--json", help="Print warnings and notes on stderr as JSON Lines.")
     ] = False,
@@ -267,7 +267,7 @@ async def _serve_with_runs(
     hooks: ExtensionHooks,
     *,
     http: int | None,
-    state: Path | None,
+    state: str | None,
     role: str | None,
     names: tuple[str, ...],
     allowed: tuple[str, ...],

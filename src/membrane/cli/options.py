@@ -32,13 +32,14 @@ ROLE_OPTION = Option(
     "owner role, else your own authority).",
 )
 
-#: ``--state PATH``: the store file to use instead of the project's default one.
 BUDGET_HELP = (
     "What the run and its whole subtree may spend, e.g. tokens=200000,children=20,seconds=900 "
     "(kinds: tokens, cost in dollars, turns, tool_calls, children, seconds); within the "
     "settings' [budget]."
 )
+#: ``--state PATH|URL``: the store file (or PostgreSQL database) instead of the project's own.
 STATE_OPTION = Option(
     "--state",
-    help="The state file (default: $MEMBRANE_HOME/projects/<project-id>/state.db).",
+    help="The state file, or a postgresql:// URL (default: $MEMBRANE_STATE_URL, else the "
+    "settings' state_url, else $MEMBRANE_HOME/projects/<project-id>/state.db).",
 )

@@ -18,12 +18,13 @@ from typer import Argument, Option
 from membrane.cli.app import app, group
 from membrane.cli.helptext import HelpCommand
 from membrane.cli.options import STATE_OPTION
-from membrane.cli.runs import existing_state
+from membrane.cli.runs import existing_state, state_exists
 from membrane.cli.screen import Screen, Table
 from membrane.errors import StoreError
 
 if TYPE_CHECKING:  # for annotations; the commands import what they run
     from membrane.store.base import DeadLetter, OutboxItem
+    from membrane.store.select import StateTarget
 
 __all__ = ["outbox_app"]
 
@@ -53,10 +54,10 @@ def _row(item: OutboxItem | DeadLetter, error: str | None) -> dict[str, Any]:
     return row
 
 
-def _rows(state: Path, *, dead: bool) -> list[dict[str, Any]]:
-    from membrane.store.sqlite import SQLiteStore
+def _rows(state: StateTarget, *, dead: bool) -> list[dict[str, Any]]:
+    from membrane.store.select import open_reader
 
-    store = SQLiteStore(state, read_only=True)
+    store = open_reader(state)
     try:
         if dead:
             return [_row(d, d.last_error) for d in store.dead_outbox(limit=_LIMIT)]
@@ -72,15 +73,18 @@ def list_items(
     as_json: Annotated[
         bool, Option("--json", help="Print one JSON document: the state file and its items.")
     ] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """List the undelivered outbox items (--dead: the dead letters), oldest first, each with
     its kind, recipient, attempts and last error. Nothing is created or changed."""
-    state = existing_state(project, state_file)
-    rows = _rows(state, dead=dead) if state.exists() else []
+    from membrane.store.select import shown
+
+    target = existing_state(project, state_file)
+    rows = _rows(target, dead=dead) if state_exists(target) else []
     what = "dead letters" if dead else "undelivered items"
+    state = shown(target)
     if as_json:
-        listed = {"state": str(state), "dead": dead, "items": rows}
+        listed = {"state": state, "dead": dead, "items": rows}
         sys.stdout.write(json.dumps(listed, ensure_ascii=False) + "\n")
         return
     if not rows:
@@ -109,15 +113,15 @@ def retry(
     as_json: Annotated[
         bool, Option("--json", help="Print the requeued item as one JSON object.")
     ] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Queue the dead letter ITEM_ID again, due now, with its attempts counted from zero."""
-    from membrane.store.sqlite import SQLiteStore
+    from membrane.store.select import open_writer
 
     state = existing_state(project, state_file)
-    if not state.exists():
+    if not state_exists(state):
         raise StoreError(f"no dead letter {item_id}: {state} does not exist", path=str(state))
-    store = SQLiteStore(state)
+    store = open_writer(state)
     try:
         item = store.revive_outbox(item_id)
     finally:

@@ -39,7 +39,7 @@ def run(
     workspace: Annotated[Path | None, Option(help="The workspace folder.")] = None,
     background: Annotated[bool, Option("--background", help="Start as a background run.")] = False,
     as_json: Annotated[bool, Option("--json", help="One JSON event per line.")] = False,
-    state: Annotated[Path | None, STATE_OPTION] = None,
+    state: Annotated[str | None, STATE_OPTION] = None,
     budget: Annotated[str | None, Option(help=BUDGET_HELP)] = None,
     log_requests: Annotated[
         bool,
@@ -92,6 +92,7 @@ def run(
     from membrane.errors import InvalidRequest
     from membrane.models.wire_log import REQUESTS_FOLDER
     from membrane.runtime import RunInfo, SubagentRuntime, SubagentStartRequest
+    from membrane.store.select import target_of
     from membrane.workspace import Workspace
 
     mode = None if permission_mode is None else _permission_mode(permission_mode)
@@ -129,7 +130,12 @@ def run(
     # A top-level run names its agent exactly: no fallback, and a broken file is not "unknown".
     definition = ws.catalog.require(agent)
     logged = log_requests or ws.settings.log_requests
-    state_file = state.resolve() if state is not None else ws.state_path
+    # A file given by --state keeps its logs beside it; a database keeps them in the
+    # project's own state folder.
+    target = None if state is None else target_of(state)
+    if isinstance(target, Path):
+        target = target.resolve()
+    state_file = target if isinstance(target, Path) else ws.state_path
     requests = state_file.parent / REQUESTS_FOLDER if logged else None
     chosen = parse_model(model, ws.settings, agent=definition, requests=requests)
     limits = None if budget is None else Budget.parse(budget, where="--budget")
@@ -143,8 +149,8 @@ def run(
             argv += ["--model", str(model)]
         if workspace is not None:
             argv += ["--workspace", str(workspace.resolve())]
-        if state is not None:
-            argv += ["--state", str(state.resolve())]
+        if target is not None:
+            argv += ["--state", str(target)]
         if budget is not None:
             argv += ["--budget", budget]
         if log_requests:
@@ -153,7 +159,7 @@ def run(
             argv += ["--role", role]
         if mode is not None:
             argv += ["--permission-mode", mode]
-        _detach(ws, argv, as_json=as_json, state=state)
+        _detach(ws, argv, as_json=as_json, state=state_file)
         return
 
     async def start(runtime: SubagentRuntime) -> RunInfo:
@@ -176,7 +182,7 @@ def run(
 
     result = anyio.run(
         lambda: drive_run(
-            ws, start, model=chosen, as_json=as_json, announce=announce, state_file=state
+            ws, start, model=chosen, as_json=as_json, announce=announce, state_file=target
         )
     )
     if not result.ok:
@@ -197,7 +203,7 @@ def _permission_mode(value: str) -> str:
     )
 
 
-def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path | None) -> None:
+def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path) -> None:
     """Start this same command again as a process of its own (a new session, so Ctrl-C and
     the terminal closing do not reach it), wait until its run is published, print the run id
     and return; the run's own output goes to a log file beside the state file."""
@@ -211,8 +217,7 @@ def _detach(ws: Workspace, argv: list[str], *, as_json: bool, state: Path | None
     from membrane.cli.follow import print_json
     from membrane.errors import RunError
 
-    state_file = state if state is not None else ws.state_path
-    logs = state_file.parent / "logs"
+    logs = state.parent / "logs"
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     log = logs / f"run-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     read_end, write_end = os.pipe()

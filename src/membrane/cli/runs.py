@@ -29,6 +29,7 @@ from membrane.errors import InvalidRequest, UnknownRun
 if TYPE_CHECKING:  # for annotations; the commands import what they run
     from membrane.runtime import RunInfo, SubagentRuntime
     from membrane.runtime.listing import RunRow
+    from membrane.store.select import StateTarget
 
 __all__ = ["existing_state", "prune", "resume", "runs"]
 
@@ -41,7 +42,7 @@ def _when(seconds: float) -> str:
         return str(seconds)
 
 
-def _table(rows: list[RunRow], state: Path) -> Table:
+def _table(rows: list[RunRow], state: str) -> Table:
     table = Table(
         ("run", "agent", "parent", "depth", "status", "created", "pending", "tokens in/out",
          "subtree in/out"),
@@ -66,19 +67,33 @@ def _table(rows: list[RunRow], state: Path) -> Table:
     return table
 
 
-def existing_state(project: Path, state: Path | None, *, home: Path | None = None) -> Path:
-    """The state file of ``project`` (``state`` when given), moving a legacy one first; it
-    may not exist. Nothing is created when there is no state."""
-    from membrane.config.load import membrane_home
+def existing_state(
+    project: Path, state: str | Path | None, *, home: Path | None = None
+) -> StateTarget:
+    """The state of ``project``: ``state`` when given (``--state``: a file or a
+    ``postgresql://`` URL), else the database ``MEMBRANE_STATE_URL`` or the settings'
+    ``state_url`` names, else the project's file (moving a legacy one first), which may not
+    exist. Nothing is created when there is no state."""
+    from membrane.config.load import load_settings, membrane_home
     from membrane.store.location import locate_state, migrate_legacy_state
+    from membrane.store.select import chosen_state, target_of
     from membrane.workspace import require_folder
 
     if state is not None:
-        return state
+        return target_of(state)
     home = membrane_home() if home is None else home
-    location = locate_state(require_folder("--project", project), home=home)
+    folder = require_folder("--project", project)
+    chosen = chosen_state(None, settings_url=load_settings(project=folder, home=home).state_url)
+    if chosen is not None:
+        return chosen
+    location = locate_state(folder, home=home)
     migrate_legacy_state(location)
     return location.path
+
+
+def state_exists(state: StateTarget) -> bool:
+    """Whether there is a store to read at ``state`` (a database always is one)."""
+    return isinstance(state, str) or state.exists()
 
 
 runs_app = group(
@@ -95,7 +110,7 @@ def runs(
     as_json: Annotated[
         bool, Option("--json", help="Print one JSON document: the state file and its runs.")
     ] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
 ) -> None:
@@ -110,26 +125,28 @@ def runs(
 
     from membrane.cli.backend import runtime_backed
     from membrane.runtime.listing import list_runs
+    from membrane.store.select import shown
 
+    state: StateTarget
     if runtime_backed(headless=headless, local_only=state_file is not None):
         rows, state = anyio.run(lambda: _served_runs(project, socket))
         why = f"no runs stored in {state}"
     else:
         state = existing_state(project, state_file)
         # Opening a store creates it; a project that never ran anything must stay untouched.
-        if not state.exists():
+        if not state_exists(state):
             rows, why = [], f"no runs: {state} does not exist"
         else:
-            rows, why = list_runs(state), f"no runs stored in {state}"
+            rows, why = list_runs(state), f"no runs stored in {shown(state)}"
     if as_json:
-        listed = {"state": str(state), "runs": [row.to_dict() for row in rows]}
+        listed = {"state": shown(state), "runs": [row.to_dict() for row in rows]}
         sys.stdout.write(json.dumps(listed, ensure_ascii=False) + "\n")
         sys.stdout.flush()
         return
     if not rows:
         Screen().line(why)
         return
-    Screen().table(_table(rows, state))
+    Screen().table(_table(rows, shown(state)))
 
 
 async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:
@@ -162,7 +179,7 @@ def resume(
     project: Annotated[Path, Option(help="The project folder.")] = Path("."),
     workspace: Annotated[Path | None, Option(help="The workspace folder.")] = None,
     as_json: Annotated[bool, Option("--json", help="One JSON event per line.")] = False,
-    state: Annotated[Path | None, STATE_OPTION] = None,
+    state: Annotated[str | None, STATE_OPTION] = None,
     headless: Annotated[bool, HEADLESS_OPTION] = False,
     socket: Annotated[Path | None, SOCKET_OPTION] = None,
 ) -> None:
@@ -194,7 +211,7 @@ def resume(
     ws = Workspace.open(project, workspace=workspace)
     chosen = parse_model(model, ws.settings)
     path = existing_state(ws.project, state, home=ws.home)
-    if not path.exists():
+    if not state_exists(path):
         raise UnknownRun(
             f"no run {run_id!r} to resume: {path} does not exist; membrane run stores runs there",
             run_id=run_id,
@@ -255,7 +272,7 @@ def prune(
     as_json: Annotated[
         bool, Option("--json", help="Print one JSON document: the state file and what went.")
     ] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Delete finished runs from the project's store with their events, transcripts, delivered
     notices, completed receipts, dead letters and lineage, then give the space back to the file
@@ -294,7 +311,12 @@ def prune(
             keep_runs=keep,
             lineage="summary" if summary else "delete",
         )
-    if not state.exists():
+    if isinstance(state, str):
+        from membrane.store.postgres import PostgresStore
+
+        with PostgresStore(state, min_size=0, max_size=1) as database:
+            report = database.prune(retention)
+    elif not state.exists():
         report = PruneReport()
     else:
         store = SQLiteStore(state)

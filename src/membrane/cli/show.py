@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from typer import Argument, Option
 
@@ -21,9 +21,12 @@ from membrane.cli.app import app
 from membrane.cli.helptext import HelpCommand
 from membrane.cli.lineage import lineage_tree
 from membrane.cli.options import STATE_OPTION
-from membrane.cli.runs import existing_state
+from membrane.cli.runs import existing_state, state_exists
 from membrane.cli.screen import Node, Screen
 from membrane.errors import InvalidRequest, UnknownRun
+
+if TYPE_CHECKING:
+    from membrane.store.select import StateTarget
 
 __all__ = ["run_report", "show"]
 
@@ -37,18 +40,19 @@ def _cut(text: str, width: int | None) -> tuple[str, bool]:
     return text[:width], True
 
 
-def run_report(state: Path, run_id: str, *, width: int | None = WIDTH) -> dict[str, Any]:
+def run_report(state: StateTarget, run_id: str, *, width: int | None = WIDTH) -> dict[str, Any]:
     """Everything ``membrane show`` prints about ``run_id``, as one JSON-ready document."""
     from membrane.runtime.listing import list_runs
-    from membrane.store.sqlite import SQLiteStore
+    from membrane.store.select import open_reader, shown
 
     rows = {row.run_id: row for row in list_runs(state)}
     row = rows.get(run_id)
     if row is None:
         raise UnknownRun(
-            f"no run {run_id!r} in {state}; membrane runs lists the stored runs", run_id=run_id
+            f"no run {run_id!r} in {shown(state)}; membrane runs lists the stored runs",
+            run_id=run_id,
         )
-    store = SQLiteStore(state, read_only=True)
+    store = open_reader(state)
     try:
         header = store.get_header(run_id)
         transcript = store.transcript(run_id)
@@ -159,16 +163,16 @@ def _print(report: dict[str, Any]) -> None:
         screen.tree(tree)
 
 
-def _print_requests(state: Path, run_id: str, *, as_json: bool) -> None:
+def _print_requests(state: StateTarget, run_id: str, *, folder: Path, as_json: bool) -> None:
     """The run's request log (``membrane.models.wire_log``): each request and what came back."""
     from membrane.models.wire_log import REQUESTS_FOLDER, read_requests
     from membrane.runtime.listing import list_runs
 
     if run_id not in {row.run_id for row in list_runs(state)}:
         raise UnknownRun(
-            f"no run {run_id!r} in {state}; membrane runs lists the stored runs", run_id=run_id
+            f"no run {run_id!r} in the state; membrane runs lists the stored runs", run_id=run_id
         )
-    folder = state.parent / REQUESTS_FOLDER
+    folder = folder / REQUESTS_FOLDER
     logged = read_requests(folder, run_id)
     if as_json:
         document = {"run_id": run_id, "log": str(folder / f"{run_id}.jsonl"), "requests": logged}
@@ -218,7 +222,7 @@ def show(
         int, Option(help="Cut tool results and texts at this many characters.")
     ] = WIDTH,
     as_json: Annotated[bool, Option("--json", help="Print one JSON document.")] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
     requests: Annotated[
         bool,
         Option(
@@ -237,13 +241,23 @@ def show(
     if width < 1:
         raise InvalidRequest("--width must be at least 1", field="width")
     state = existing_state(project, state_file)
-    if not state.exists():
+    if not state_exists(state):
         raise UnknownRun(f"no run {run_id!r}: {state} does not exist", run_id=run_id)
     if requests:
-        _print_requests(state, run_id, as_json=as_json)
+        # Beside a state file; a database's runs log them in the project's state folder.
+        folder = state.parent if isinstance(state, Path) else _state_folder(project)
+        _print_requests(state, run_id, folder=folder, as_json=as_json)
         return
     report = run_report(state, run_id, width=None if full else width)
     if as_json:
         sys.stdout.write(json.dumps(report, ensure_ascii=False, default=str) + "\n")
         return
     _print(report)
+
+
+def _state_folder(project: Path) -> Path:
+    """The project's own state folder (``$MEMBRANE_HOME/projects/<project-id>``)."""
+    from membrane.config.load import membrane_home
+    from membrane.store.location import locate_state
+
+    return locate_state(project.resolve(), home=membrane_home()).path.parent

@@ -22,12 +22,12 @@ from typer import Argument, Option
 from membrane.cli.app import app, group
 from membrane.cli.helptext import HelpCommand
 from membrane.cli.options import STATE_OPTION
-from membrane.cli.runs import existing_state
+from membrane.cli.runs import existing_state, state_exists
 from membrane.cli.screen import Screen
 from membrane.errors import StoreError, UnknownRun
 
 if TYPE_CHECKING:  # for annotations; the commands import what they run
-    from membrane.store.sqlite import SQLiteStore
+    from membrane.store.base import Store
     from membrane.workflow.engine import WorkflowState
     from membrane.workflow.planning import PlanningControl
 
@@ -40,19 +40,17 @@ _PROJECT = Option(help="The project folder.")
 _JSON = Option("--json", help="Print the planning state as one JSON object.")
 
 
-def _control(
-    project: Path, state_file: Path | None, run_id: str
-) -> tuple[SQLiteStore, PlanningControl]:
-    from membrane.store.sqlite import SQLiteStore
+def _control(project: Path, state_file: str | None, run_id: str) -> tuple[Store, PlanningControl]:
+    from membrane.store.select import open_writer, shown
     from membrane.workflow.planning import PlanningControl
 
     state = existing_state(project, state_file)
-    if not state.exists():
+    if not state_exists(state):
         raise StoreError(f"no run {run_id!r}: {state} does not exist", path=str(state))
-    store = SQLiteStore(state)
+    store = open_writer(state)
     if store.get_header(run_id) is None:
         store.close()
-        raise UnknownRun(f"no run {run_id!r} in {state}", run_id=run_id)
+        raise UnknownRun(f"no run {run_id!r} in {shown(state)}", run_id=run_id)
     return store, PlanningControl(store)
 
 
@@ -75,7 +73,7 @@ def _print(state: WorkflowState, *, as_json: bool) -> None:
 
 
 def _answer(
-    project: Path, state_file: Path | None, run_id: str, act: str, *args: str, as_json: bool
+    project: Path, state_file: str | None, run_id: str, act: str, *args: str, as_json: bool
 ) -> None:
     store, control = _control(project, state_file, run_id)
     try:
@@ -98,7 +96,7 @@ def show(
     run_id: Annotated[str, Argument(help="The run.")],
     project: Annotated[Path, _PROJECT] = Path("."),
     as_json: Annotated[bool, _JSON] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Print RUN_ID's planning state. Nothing is changed."""
     store, control = _control(project, state_file, run_id)
@@ -114,7 +112,7 @@ def approve(
     run_id: Annotated[str, Argument(help="The run whose plan is ready.")],
     project: Annotated[Path, _PROJECT] = Path("."),
     as_json: Annotated[bool, _JSON] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Approve RUN_ID's plan: ready -> developing, stamped with the approval time."""
     _answer(project, state_file, run_id, "approve", as_json=as_json)
@@ -125,7 +123,7 @@ def accept_light(
     run_id: Annotated[str, Argument(help="The run whose intake is recorded.")],
     project: Annotated[Path, _PROJECT] = Path("."),
     as_json: Annotated[bool, _JSON] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Accept the light plan offered for RUN_ID: light_offer -> light_plan (the approval gate
     stays)."""
@@ -137,7 +135,7 @@ def decline_light(
     run_id: Annotated[str, Argument(help="The run whose light plan is offered.")],
     project: Annotated[Path, _PROJECT] = Path("."),
     as_json: Annotated[bool, _JSON] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Decline the light plan offered for RUN_ID: light_offer -> planning (every round)."""
     _answer(project, state_file, run_id, "decline-light", as_json=as_json)
@@ -149,7 +147,7 @@ def waive(
     round_name: Annotated[str, Argument(metavar="ROUND", help="functional, ui or extras")],
     project: Annotated[Path, _PROJECT] = Path("."),
     as_json: Annotated[bool, _JSON] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Waive a planning round of RUN_ID (kept apart from a round the system auto-skipped)."""
     _answer(project, state_file, run_id, "waive", round_name, as_json=as_json)
@@ -161,7 +159,7 @@ def decide(
     choice: Annotated[str, Argument(help="stop or finishing_worker")],
     project: Annotated[Path, _PROJECT] = Path("."),
     as_json: Annotated[bool, _JSON] = False,
-    state_file: Annotated[Path | None, STATE_OPTION] = None,
+    state_file: Annotated[str | None, STATE_OPTION] = None,
 ) -> None:
     """Take RUN_ID's finishing decision: stop at validated code, or a finishing worker."""
     _answer(project, state_file, run_id, "decide", choice, as_json=as_json)

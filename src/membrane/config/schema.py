@@ -217,6 +217,7 @@ class SettingsFile(_Strict):
     roles: dict[str, RoleTable] | None = None
     rate_limits: dict[str, RateLimitTable] | None = None
     state_synchronous: Literal["full", "normal"] | None = None
+    state_url: str | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
     sandbox: SandboxChoice | None = None
     sandbox_network: bool | None = None

@@ -234,6 +234,9 @@ class Settings:
     #: power loss), ``normal`` syncs at checkpoints (it survives the process being killed, but
     #: a power cut may lose the last commits). See docs/performance.md.
     state_synchronous: Literal["full", "normal"] = "full"
+    #: A ``postgresql://`` URL: the state lives in that database instead of the project's
+    #: SQLite file (``--state`` and ``MEMBRANE_STATE_URL`` come first). See docs/durability.md.
+    state_url: str | None = None
     mcp_servers: Mapping[str, McpServerSpec] = field(default_factory=dict)
     #: The OS boundary Bash runs in (DESIGN rule 10).
     sandbox: SandboxChoice = "auto"

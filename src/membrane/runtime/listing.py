@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from membrane.durable.runs import RunResult
 from membrane.errors import StoreDamaged, UnknownRun
 from membrane.models.base import Usage
 from membrane.runtime.budget import stored_ledger
-from membrane.store.base import SessionHeader
+from membrane.store.base import SessionHeader, Store
+from membrane.store.select import StateTarget, open_reader
 from membrane.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -129,16 +129,16 @@ def subtree(rows: list[RunRow], root: str) -> list[RunRow]:
     return [row for row in rows if row.run_id in mine]
 
 
-def list_runs(state: Path) -> list[RunRow]:
+def list_runs(state: StateTarget) -> list[RunRow]:
     """Every run stored in ``state`` (an existing store file), oldest first.
 
     Raises ``StoreError`` for a file that is not a Membrane store (``store-not-membrane``) or
     fails its check (``store-damaged``: ``PRAGMA quick_check`` reads the whole file first) and
     ``InvalidDepth`` when a stored depth is malformed.
     """
-    store = SQLiteStore(state, read_only=True)
+    store = open_reader(state)
     try:
-        problems = store.quick_check()
+        problems = store.quick_check() if isinstance(store, SQLiteStore) else []
         if problems:
             raise StoreDamaged(
                 f"{state} fails its check ({'; '.join(problems[:3])}); run `membrane doctor`, "
@@ -160,7 +160,7 @@ def list_runs(state: Path) -> list[RunRow]:
     return [_row(by_id[sid], owed[sid], usage=own[sid], total=totals[sid]) for sid in by_id]
 
 
-def _own_usage(store: SQLiteStore, header: SessionHeader) -> Usage:
+def _own_usage(store: Store, header: SessionHeader) -> Usage:
     """The stored result's usage; for a run without one (running, interrupted) the sum of its
     per-turn ``usage`` events."""
     stored = RunResult.from_dict(header.result) if header.result is not None else None

@@ -124,15 +124,16 @@ class SubagentRuntime:
         *,
         model: Model | None = None,
         provider: Provider | None = None,
-        state: Path | None = None,
+        state: Path | str | None = None,
         workspace: Path | None = None,
         home: Path | None = None,
     ) -> SubagentRuntime:
         """A runtime for the project folder ``project``, as ``membrane run`` builds it: its
         settings, catalog, built-in tools, extensions (their hooks bound to the children that
-        load them), skills, memory, and its durable store (``state`` overrides where it lives;
-        the runtime closes the store it opened when it closes). Children run on ``provider``,
-        or in this process on ``model``; give one of them. Use it as
+        load them), skills, memory, and its durable store (``state`` overrides where it lives: a
+        file, or a ``postgresql://`` URL; the runtime closes the store it opened when it
+        closes). Children run on ``provider``, or in this process on ``model``; give one of
+        them. Use it as
         ``async with SubagentRuntime.open(project, model=model) as runtime:``. It mounts no MCP
         servers (``membrane run`` does).
         """

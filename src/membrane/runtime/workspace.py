@@ -41,6 +41,7 @@ from membrane.extensions.select import ExtensionPaths, extension_path, is_extens
 from membrane.resolve import Deployment
 from membrane.sandbox.policy import SandboxPolicy
 from membrane.store.location import StateLocation, locate_state, migrate_legacy_state
+from membrane.store.select import chosen_state
 from membrane.tools.registry import ToolRegistry
 
 __all__ = ["UntrustedPlace", "Workspace", "memory_file", "require_folder"]
@@ -171,12 +172,19 @@ class Workspace:
     def state_path(self) -> Path:
         return self.state.path
 
-    def open_store(self, state: Path | None = None) -> store.SQLiteStore:
-        """The project's store (``state`` overrides where it lives). Opening the default one
-        first moves a legacy ``<project>/.membrane/state.db`` there, once."""
+    def open_store(
+        self, state: Path | str | None = None
+    ) -> store.SQLiteStore | store.PostgresStore:
+        """The project's store: ``state`` (a file, or a ``postgresql://`` URL), else the
+        database ``MEMBRANE_STATE_URL`` or the settings' ``state_url`` names, else the
+        project's own file (``membrane.store.select``). Opening the default file first moves
+        a legacy ``<project>/.membrane/state.db`` there, once."""
         synchronous = self.settings.state_synchronous
-        if state is not None:
-            return store.SQLiteStore(state, synchronous=synchronous)
+        target = chosen_state(state, settings_url=self.settings.state_url)
+        if isinstance(target, str):
+            return store.PostgresStore(target)
+        if target is not None:
+            return store.SQLiteStore(target, synchronous=synchronous)
         location = self.state
         migrate_legacy_state(location)
         return store.SQLiteStore(location.path, synchronous=synchronous)

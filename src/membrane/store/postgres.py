@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Unpack
-from urllib.parse import urlsplit, urlunsplit
 
+from membrane.config.values import Retention
 from membrane.errors import StoreError
 from membrane.json_types import JSONDict, JSONObject
 from membrane.store.base import (
@@ -34,6 +34,7 @@ from membrane.store.base import (
     EdgeStatus,
     LineageEdge,
     NewEdge,
+    PruneReport,
     Receipt,
     SessionHeader,
     Store,
@@ -53,12 +54,13 @@ from membrane.store.base import (
 from membrane.store.migrations import Migration
 from membrane.store.postgres_queue import PostgresQueue, edge_row
 from membrane.store.postgres_schema import PG_MIGRATIONS, migrate
+from membrane.store.select import is_postgres_url, redact_url
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["PostgresStore", "is_postgres_url", "redact_url"]
+__all__ = ["PostgresStore"]
 
 _SESSION_COLUMNS = (
     "session_id, agent, parent_id, delegation_depth, status, provider, created_at, request_id, "
@@ -69,24 +71,6 @@ _EDGE_COLUMNS = (
     "parent_id, child_id, child_role, brief_digest, spawn_fingerprint, status, created_at, "
     "result_summary, completed_at"
 )
-
-
-def is_postgres_url(value: str) -> bool:
-    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return value.startswith(("postgresql://", "postgres://"))
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``: what logs and errors show."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 class PostgresStore(PostgresQueue, Store):
@@ -110,8 +94,8 @@ class PostgresStore(PostgresQueue, Store):
         migrations: tuple[Migration, ...] = PG_MIGRATIONS,
     ) -> None:
         self._clock = clock
-        self._secret = urlsplit(url).password if is_postgres_url(url) else None
         self.shown = redact_url(url)
+        self._secret: str | None = None
         if not is_postgres_url(url):
             raise StoreError(
                 f"{self.shown!r} is not a PostgreSQL URL (postgresql://USER@HOST/DB)",
@@ -122,6 +106,12 @@ class PostgresStore(PostgresQueue, Store):
         import psycopg_pool
 
         self._errors: tuple[type[BaseException], ...] = (psycopg.Error, psycopg_pool.PoolTimeout)
+        try:
+            self._secret = str(psycopg.conninfo.conninfo_to_dict(url).get("password") or "") or None
+        except psycopg.Error:
+            raise StoreError(
+                f"{self.shown} is not a PostgreSQL URL libpq can read", url=self.shown
+            ) from None
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout))) as c:
                 self.schema_version = migrate(c, where=self.shown, migrations=migrations)
@@ -218,6 +208,15 @@ class PostgresStore(PostgresQueue, Store):
         finally:
             self._local.conn = None
             pool.putconn(own)
+
+    def prune(self, retention: Retention, *, now: float | None = None) -> PruneReport:
+        """Retention is not carried out on PostgreSQL yet: ``store-error``, nothing deleted
+        (``membrane serve`` keeps the error for its next pass)."""
+        raise StoreError(
+            f"retention ([retention], membrane runs prune) is not carried out on PostgreSQL "
+            f"yet; {self.shown} keeps every run",
+            url=self.shown,
+        )
 
     async def barrier(self) -> None:
         """Commits are durable when ``COMMIT`` returns (``synchronous_commit``)."""
