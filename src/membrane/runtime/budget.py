@@ -19,8 +19,9 @@ the ledgers its ancestors left, and nothing resets them. The kinds:
 * ``tokens``: each response's input plus output tokens, counted when it arrives (they were
   spent); the response that crosses the limit ends its run, a run whose next turn finds no
   token left ends then, and a request still in flight under a ledger that has run out is
-  cancelled, so a tree overspends by at most one response (runs of other processes drawing
-  on the ledger learn it ran out at their next charge: each may add the response in flight);
+  cancelled, so a tree overspends by at most one response (a run of another process drawing
+  on the ledger reads it before each request, so it may add only the response it had in
+  flight when the ledger ran out);
 * ``children``: one per start, at any depth; the start past the limit is refused and no child
   exists (an error tool result in the parent). The charge is written in the transaction that
   publishes the child (checked before the child is built, and again there), so a start killed
@@ -207,6 +208,19 @@ class Budgets:
         or not at all, so a start retried after a crash (its request id) is charged once."""
         self.charge(ledgers, "children", 1, run_id=run_id)
 
+    def refresh(self, ledgers: tuple[Ledger, ...]) -> None:
+        """Load what ``ledgers`` have used from the store (other processes add to it); a
+        store that cannot be read leaves the counts this process has."""
+        for ledger in ledgers:
+            try:
+                header = self._store.get_header(ledger.owner)
+            except StoreError:
+                continue
+            stored = None if header is None else header.meta.get(BUDGET_KEY)
+            used = stored.get("used") if isinstance(stored, Mapping) else None
+            if isinstance(used, Mapping):
+                ledger._load(used)
+
     def release(self, spending: RunSpending) -> None:
         """``spending``'s run ended: its ledgers record their seconds and, once no run of
         this runtime draws on one, are read from the store again next time."""
@@ -309,6 +323,9 @@ class RunSpending:
         return any(ledger.limit.cost is not None for ledger in self.ledgers)
 
     def before_turn(self) -> None:
+        # Read first: a run of another process may have spent the rest since this one's
+        # last charge, and a request sent now would be one more response past the limit.
+        self._budgets.refresh(self.ledgers)
         for ledger in self.ledgers:
             for kind in ("tokens", "cost"):
                 left = ledger.remaining(kind)
