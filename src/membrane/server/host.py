@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -81,35 +80,20 @@ SCHEDULE_POLL = 30.0
 #: over).
 _SESSIONS = 1024
 
-_MODEL: ContextVar[Model | None] = ContextVar("membrane_server_model", default=None)
-_ROLE: ContextVar[str | None] = ContextVar("membrane_server_role", default=None)
-
-
 class _ModelRouter:
-    """In process, with the model the start that led here named (a context variable)."""
+    """In process, on the model of the run's tree: the one its top-level start or resume named
+    (``ProjectHost.start``, ``resume``), else its parent's (``ProjectHost.adopt``)."""
 
     name = "in-process:spawn"
     capabilities = InProcessProvider.capabilities
 
-    def __init__(self, hooks: ExtensionHooks) -> None:
+    def __init__(self, host: ProjectHost, hooks: ExtensionHooks) -> None:
+        self._host = host
         self._hooks = hooks
 
     async def create(self, request: ChildSpec, setup: SetupCallback) -> ProviderChild:
-        model = _MODEL.get()
-        if model is None:
-            raise InvalidRequest("no model reached this run; runs/start names one in `model`")
+        model = self._host.adopt(request)
         return await InProcessProvider(model, hooks=self._hooks).create(request, setup)
-
-
-async def _on_model(model: Model, called: Awaitable[object]) -> object:
-    """``called`` awaited with ``model`` as the model a child it starts runs on: a token
-    caller's ``Task`` (over ``actions/call`` or ``runs/start``) arrives on a connection's task,
-    not on its run's, where the start that led to the run set it."""
-    token = _MODEL.set(model)
-    try:
-        return await called
-    finally:
-        _MODEL.reset(token)
 
 
 class _Session:
@@ -159,8 +143,11 @@ class ProjectHost:
         #: The checkout of each run started here (``checkouts``: the live ones).
         self._checkouts: dict[str, Path] = {}
         self._roles: dict[str, str | None] = {}
-        #: The model each run was started on, for the children its token starts.
-        self._run_models: dict[str, Model | None] = {}
+        #: The model each live run runs on; its children run on it too.
+        self._run_models: dict[str, Model] = {}
+        #: The model each top-level start names, while ``runtime.start`` runs (by the identity
+        #: of its request, which the runtime hands the provider in ``ChildSpec.request``).
+        self._starting: dict[int, Model] = {}
         #: The model of each (spec, logged) the starts named, with the settings it was built on.
         self._built: dict[tuple[str | None, bool], tuple[object, Model]] = {}
         self._scopes: dict[tuple[str, bool], Scope] = {}
@@ -187,7 +174,7 @@ class ProjectHost:
         # options add what only the server has (each run's token, the socket's approver).
         self.runtime = SubagentRuntime.on_workspace(
             workspace,
-            _ModelRouter(hooks),
+            _ModelRouter(self, hooks),
             store=self.store,
             options=RuntimeOptions(
                 child_env=self._child_env,
@@ -256,14 +243,30 @@ class ProjectHost:
     async def _start_scheduled(
         self, agent: str, task: str, request_id: str, role: str | None
     ) -> str:
-        chosen = self._model(None, log_requests=False)
-        token_model, token_role = _MODEL.set(chosen), _ROLE.set(role)
+        request = SubagentStartRequest(agent, task, request_id=request_id, role=role)
+        return (await self._start_on(self._model(None, log_requests=False), request)).run_id
+
+    async def _start_on(self, model: Model, request: SubagentStartRequest) -> RunInfo:
+        """``runtime.start(request)`` with its run's tree on ``model``."""
+        self._starting[id(request)] = model
         try:
-            request = SubagentStartRequest(agent, task, request_id=request_id, role=role)
-            return (await self.runtime.start(request)).run_id
+            return await self.runtime.start(request)
         finally:
-            _MODEL.reset(token_model)
-            _ROLE.reset(token_role)
+            del self._starting[id(request)]
+
+    def adopt(self, spec: ChildSpec) -> Model:
+        """The model ``spec``'s run runs on, kept with its role for the calls its token makes:
+        its start's, a resume's, or its parent's."""
+        model = (
+            self._starting.get(id(spec.request))
+            or self._run_models.get(spec.run_id)
+            or (self._run_models.get(spec.parent_id) if spec.parent_id is not None else None)
+        )
+        if model is None:
+            raise InvalidRequest("no model reached this run; runs/start names one in `model`")
+        self._run_models[spec.run_id] = model
+        self._roles.setdefault(spec.run_id, spec.request.role)
+        return model
 
     def _role_of(self, context: ToolContext) -> str | None:
         if context.run_id is not None:
@@ -308,8 +311,6 @@ class ProjectHost:
 
     def _child_env(self, run_id: str, cwd: Path | None) -> Mapping[str, str]:
         self._checkouts[run_id] = cwd if cwd is not None else self.workspace.project
-        self._roles.setdefault(run_id, _ROLE.get())
-        self._run_models.setdefault(run_id, _MODEL.get())
         return {
             **self._base_env,
             "MEMBRANE_TOKEN": self._tokens.mint(self.project_id, run_id),
@@ -427,11 +428,7 @@ class ProjectHost:
             session = self._session(caller)
             return session.current().call(name, arguments, session.context)
         view = self.view(caller)
-        called = view.call(name, arguments, self.context(caller, view))
-        model = self._run_models.get(caller.run_id)
-        if model is None or _MODEL.get() is model:
-            return called
-        return _on_model(model, called)
+        return view.call(name, arguments, self.context(caller, view))
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -467,13 +464,7 @@ class ProjectHost:
         if exact:
             # A top-level run started by name (``membrane run``): no fallback dispatch.
             self.workspace.catalog.require(request.agent_type)
-        chosen = self._model(model, log_requests=log_requests)
-        token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
-        try:
-            return await self.runtime.start(request)
-        finally:
-            _MODEL.reset(token_model)
-            _ROLE.reset(token_role)
+        return await self._start_on(self._model(model, log_requests=log_requests), request)
 
     @property
     def state_path(self) -> Path:
@@ -512,13 +503,9 @@ class ProjectHost:
     async def resume(
         self, caller: Caller, run_id: str, message: str, *, model: str | None
     ) -> RunInfo:
-        chosen = self._model(model, log_requests=False)
-        token_model, token_role = _MODEL.set(chosen), _ROLE.set(caller.role)
-        try:
-            return await self.runtime.resume(run_id, message, caller=caller.run_id)
-        finally:
-            _MODEL.reset(token_model)
-            _ROLE.reset(token_role)
+        self._run_models[run_id] = self._model(model, log_requests=False)
+        self._roles[run_id] = caller.role
+        return await self.runtime.resume(run_id, message, caller=caller.run_id)
 
 
 def _scripted(spec: str | None, settings: Settings) -> bool:
