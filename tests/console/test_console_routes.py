@@ -245,3 +245,47 @@ def test_an_approval_waits_in_the_inbox_and_allowing_it_lets_the_run_go_on(
 
 def test_the_console_role_setting_names_the_role(served: Served, tmp_path: Path) -> None:
     assert console_role(served.project) == "ops"
+
+
+def _dead_letter(served: Served) -> tuple[int, float]:
+    from membrane.store.location import locate_state
+    from membrane.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(locate_state(served.project, home=served.home).path)
+    with store:
+        item = store.enqueue_outbox("run-that-is-gone", {"kind": "completion"})
+        dead = store.bury_outbox(item, error="the recipient is gone")
+    return item, dead.dead_at
+
+
+def _still_dead(served: Served, item: int, dead_at: float) -> bool:
+    from membrane.store.location import locate_state
+    from membrane.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(locate_state(served.project, home=served.home).path, read_only=True)
+    with store:
+        return any(d.id == item and d.dead_at == dead_at for d in store.dead_outbox())
+
+
+def test_dead_letters_are_in_the_inbox_and_only_a_role_that_may_write_retries_them(
+    console: tuple[TestClient, Guard], viewer: tuple[TestClient, Guard], served: Served
+) -> None:
+    item, dead_at = _dead_letter(served)
+    reader, reader_guard = viewer
+    assert "the recipient is gone" in reader.get("/inbox").text
+    refused = reader.post(f"/outbox/{item}/retry", data={"csrf": reader_guard.csrf})
+    assert refused.status_code == 403
+    assert _still_dead(served, item, dead_at)
+    client, guard = console
+    done = client.post(f"/outbox/{item}/retry", data={"csrf": guard.csrf}, follow_redirects=False)
+    assert done.status_code == 303
+    assert not _still_dead(served, item, dead_at)  # queued again (or delivered, or dead anew)
+
+
+def test_lineage_schedules_and_outbox_pages_render(console: tuple[TestClient, Guard]) -> None:
+    client, _ = console
+    for path, heading in (("/lineage", "Lineage"), ("/schedules", "Schedules"),
+                          ("/outbox", "Outbox")):  # fmt: skip
+        page = client.get(path)
+        assert page.status_code == 200 and f"<h1>{heading}</h1>" in page.text
+    assert "No schedules." in client.get("/schedules").text

@@ -66,7 +66,7 @@ def console_parts(project: Path, *, role: str | None, socket_path: Path | None =
         return payload
 
     def report(run_id: str) -> JSONDict:
-        return run_report(locate_state(project, home=membrane_home()).path, run_id)
+        return run_report(state(), run_id)
 
     def doctor() -> JSONDict:
         found, problems = doctor_report(project)
@@ -75,6 +75,42 @@ def console_parts(project: Path, *, role: str | None, socket_path: Path | None =
     def connect(approver: Approver) -> AbstractAsyncContextManager[Session]:
         return runtime_session(project, role=role, socket=socket_path, approver=approver)
 
+    def state() -> Path:
+        return locate_state(project, home=membrane_home()).path
+
+    def outbox() -> dict[str, list[JSONDict]]:
+        from membrane.cli.outbox import outbox_rows
+
+        where = state()
+        if not where.exists():
+            return {"pending": [], "dead": []}
+        return {"pending": outbox_rows(where, dead=False), "dead": outbox_rows(where, dead=True)}
+
+    def retry(item_id: int) -> JSONDict:
+        from membrane.store.sqlite import SQLiteStore
+
+        store = SQLiteStore(state())
+        try:
+            item = store.revive_outbox(item_id)
+        finally:
+            store.close()
+        return {"id": item.id, "recipient": item.recipient, "attempts": item.attempts}
+
+    def lineage() -> list[JSONDict]:
+        from membrane.cli.lineage import lineage_tree
+
+        return lineage_tree(state()) if state().exists() else []
+
+    def schedules() -> list[JSONDict]:
+        from membrane.durable.schedules import ScheduleBook
+        from membrane.store.sqlite import SQLiteStore
+
+        if not state().exists():
+            return []
+        store = SQLiteStore(state(), read_only=True)
+        with store:
+            return [dict(s.describe()) for s in ScheduleBook(store).schedules()]
+
     return Parts(
         project=project,
         catalog=catalog,
@@ -82,6 +118,10 @@ def console_parts(project: Path, *, role: str | None, socket_path: Path | None =
         report=report,
         doctor=doctor,
         connect=connect,
+        outbox=outbox,
+        retry=retry,
+        lineage=lineage,
+        schedules=schedules,
     )
 
 

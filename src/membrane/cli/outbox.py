@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # for annotations; the commands import what they run
     from membrane.store.base import DeadLetter, OutboxItem
     from membrane.store.select import StateTarget
 
-__all__ = ["outbox_app"]
+__all__ = ["outbox_app", "outbox_rows"]
 
 outbox_app = group("outbox", help="The run outbox: deliveries owed to runs, and dead letters.")
 app.add_typer(outbox_app, name="outbox")
@@ -54,7 +54,7 @@ def _row(item: OutboxItem | DeadLetter, error: str | None) -> dict[str, Any]:
     return row
 
 
-def _rows(state: StateTarget, *, dead: bool) -> list[dict[str, Any]]:
+def outbox_rows(state: StateTarget, *, dead: bool) -> list[dict[str, Any]]:
     from membrane.store.select import open_reader
 
     store = open_reader(state)
@@ -80,7 +80,7 @@ def list_items(
     from membrane.store.select import shown
 
     target = existing_state(project, state_file)
-    rows = _rows(target, dead=dead) if state_exists(target) else []
+    rows = outbox_rows(target, dead=dead) if state_exists(target) else []
     what = "dead letters" if dead else "undelivered items"
     state = shown(target)
     if as_json:

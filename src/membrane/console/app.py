@@ -62,6 +62,14 @@ class Parts:
     doctor: Callable[[], JSONDict]
     #: A runtime session whose ``approval/request`` goes to the approver given.
     connect: Callable[[Approver], AbstractAsyncContextManager[Session]]
+    #: ``membrane outbox list [--dead] --json``'s items: ``{"pending": [...], "dead": [...]}``.
+    outbox: Callable[[], Mapping[str, list[JSONDict]]]
+    #: ``membrane outbox retry ID``: the dead letter queued again.
+    retry: Callable[[int], JSONDict]
+    #: ``membrane lineage --json``'s roots.
+    lineage: Callable[[], list[JSONDict]]
+    #: ``membrane schedule list --json``'s schedules.
+    schedules: Callable[[], list[JSONDict]]
 
 
 def _status(exc: MembraneError) -> int:
@@ -240,7 +248,27 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
         return html.approvals(link.pending.values(), link.answered, csrf=guard.csrf)
 
     async def inbox(request: Request) -> Response:
-        return render(request, "Inbox", html.inbox(inbox_body()), active="inbox")
+        items = await anyio.to_thread.run_sync(parts.outbox)
+        body = html.inbox(inbox_body()) + html.dead_letters(items["dead"], csrf=guard.csrf)
+        return render(request, "Inbox", body, active="inbox")
+
+    async def retry(request: Request) -> Response:
+        await form_of(request)
+        link.require_write("retry dead letters")
+        await anyio.to_thread.run_sync(parts.retry, int(request.path_params["item_id"]))
+        return RedirectResponse("/inbox", status_code=303)
+
+    async def outbox(request: Request) -> Response:
+        items = await anyio.to_thread.run_sync(parts.outbox)
+        return render(request, "Outbox", html.outbox(items["pending"]), active="outbox")
+
+    async def lineage(request: Request) -> Response:
+        roots = await anyio.to_thread.run_sync(parts.lineage)
+        return render(request, "Lineage", html.lineage(roots), active="lineage")
+
+    async def schedules(request: Request) -> Response:
+        found = await anyio.to_thread.run_sync(parts.schedules)
+        return render(request, "Schedules", html.schedules(found), active="schedules")
 
     async def answer(request: Request) -> Response:
         form = await form_of(request)
@@ -303,6 +331,10 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
         ),
         route("/inbox", inbox, active="inbox"),
         route("/inbox/{approval_id:int}", answer, active="inbox", post=True),
+        route("/outbox", outbox, active="outbox"),
+        route("/outbox/{item_id:int}/retry", retry, active="inbox", post=True),
+        route("/lineage", lineage, active="lineage"),
+        route("/schedules", schedules, active="schedules"),
         Route("/events", events),
         route("/doctor", doctor, active="doctor"),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),

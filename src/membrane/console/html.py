@@ -21,7 +21,15 @@ from membrane.console.tree import Row
 
 __all__ = ["page"]
 
-_NAV = (("agents", "/agents", "Agents"), ("runs", "/runs", "Runs"), ("inbox", "/inbox", "Inbox"))
+_NAV = (
+    ("agents", "/agents", "Agents"),
+    ("runs", "/runs", "Runs"),
+    ("inbox", "/inbox", "Inbox"),
+    ("lineage", "/lineage", "Lineage"),
+    ("schedules", "/schedules", "Schedules"),
+    ("outbox", "/outbox", "Outbox"),
+    ("doctor", "/doctor", "Doctor"),
+)
 
 
 def e(value: object) -> str:
@@ -34,7 +42,7 @@ def page(
     """A whole page: the navigation, the role the console acts with, and ``body``."""
     nav = "".join(
         f'<a href="{href}"{" aria-current=page" if key == active else ""}>{label}</a>'
-        for key, href, label in (*_NAV, ("doctor", "/doctor", "Doctor"))
+        for key, href, label in _NAV
     )
     rights = "may write" if may_write else "read-only"
     headers = e(json.dumps({"X-CSRF-Token": csrf}))
@@ -358,6 +366,76 @@ def approvals(pending: Iterable[Approval], answered: Iterable[Approval], *, csrf
 
 def inbox(body: str) -> str:
     return f'<div hx-sse="connect:/events"><div id=inbox hx-sse="swap:inbox">{body}</div></div>'
+
+
+def dead_letters(items: Sequence[Mapping[str, Any]], *, csrf: str) -> str:
+    """The outbox's dead letters, each with a form that queues it again."""
+    rows = (
+        (
+            e(item.get("id")),
+            e(item.get("kind")),
+            f"<code>{e(item.get('recipient'))}</code>",
+            e(item.get("attempts")),
+            e(item.get("last_error") or "-"),
+            f'<form method=post action="/outbox/{e(item.get("id"))}/retry">{csrf_field(csrf)}'
+            "<button type=submit>Retry</button></form>",
+        )
+        for item in items
+    )
+    listing = table(("id", "kind", "recipient", "attempts", "last error", ""), rows)
+    return f"<h2>Dead letters</h2>{listing if items else '<p>No dead letters.</p>'}"
+
+
+def outbox(items: Sequence[Mapping[str, Any]]) -> str:
+    rows = (
+        (
+            e(item.get("id")),
+            e(item.get("kind")),
+            f"<code>{e(item.get('recipient'))}</code>",
+            e(item.get("attempts")),
+            e(item.get("last_error") or "-"),
+        )
+        for item in items
+    )
+    listing = table(("id", "kind", "recipient", "attempts", "last error"), rows)
+    note = "<p>Deliveries owed to runs; dead letters are in the Inbox.</p>"
+    return note + (listing if items else "<p>Nothing is waiting for delivery.</p>")
+
+
+def _lineage_node(node: Mapping[str, Any]) -> str:
+    edge = node.get("edge") or {}
+    model = f", model {e(edge.get('model'))}" if edge.get("model") else ""
+    children = "".join(_lineage_node(child) for child in node.get("children") or [])
+    below = f"<ul>{children}</ul>" if children else ""
+    return (
+        f'<li><a href="/runs/{e(node.get("run_id"))}">{e(node.get("agent"))}</a> '
+        f"<code>{e(node.get('run_id'))}</code> {e(node.get('status'))}{model}{below}</li>"
+    )
+
+
+def lineage(roots: Sequence[Mapping[str, Any]]) -> str:
+    items = "".join(_lineage_node(root) for root in roots)
+    return f"<ul class=lineage>{items}</ul>" if items else "<p>No runs in the ledger yet.</p>"
+
+
+def schedules(found: Sequence[Mapping[str, Any]]) -> str:
+    rows = (
+        (
+            f"<code>{e(s.get('schedule_id'))}</code>",
+            e(s.get("agent")),
+            e(s.get("task")),
+            e(s.get("cron") or s.get("kind")),
+            e(s.get("next_run_local") or s.get("next_due")),
+            e(s.get("role") or "-"),
+        )
+        for s in found
+    )
+    listing = table(("id", "agent", "task", "when", "next run", "role"), rows)
+    note = (
+        "<p>Schedules fire while a runtime is up; add them with "
+        "<code>membrane schedule add</code>.</p>"
+    )
+    return note + (listing if found else "<p>No schedules.</p>")
 
 
 def doctor(report: Mapping[str, Any]) -> str:
