@@ -27,7 +27,7 @@ import shutil
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -40,6 +40,9 @@ from membrane.mcp.results import map_result
 from membrane.mcp.sdk import require
 from membrane.tools.registry import ToolRegistry, check_tool
 from membrane.tools.spec import Tool, ToolContext, ToolOutput
+
+if TYPE_CHECKING:
+    from mcp import types
 
 __all__ = ["McpServer", "ServerState", "mcp_tool_name"]
 
@@ -316,7 +319,7 @@ class McpServer:
                     params = require("mcp.types").PaginatedRequestParams(cursor=cursor)
                 page = await session.list_tools(params=params)
                 listed.extend(_entry(tool) for tool in page.tools)
-                cursor = getattr(page, "next_cursor", None)
+                cursor = page.next_cursor
                 if not cursor:
                     break
             if self._session is session:
@@ -454,14 +457,14 @@ class McpServer:
         return f"McpServer({self.name!r}, state={self.state!r}, tools={len(self.tool_names())})"
 
 
-def _entry(listed: Any) -> CachedTool:
+def _entry(listed: types.Tool) -> CachedTool:
     """One entry of the SDK's ``tools/list`` answer."""
-    annotations = getattr(listed, "annotations", None)
+    annotations = listed.annotations
     return CachedTool(
-        name=str(listed.name),
-        description=str(listed.description or getattr(listed, "title", None) or ""),
+        name=listed.name,
+        description=listed.description or listed.title or "",
         input_schema=dict(listed.input_schema or {"type": "object"}),
-        read_only=getattr(annotations, "read_only_hint", None) is True,
+        read_only=annotations is not None and annotations.read_only_hint is True,
     )
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable
+
+from mcp import types
 
 from membrane.errors import McpToolError
 from membrane.tools.spec import Attachment, ToolOutput
@@ -18,34 +19,25 @@ from membrane.tools.spec import Attachment, ToolOutput
 __all__ = ["map_result"]
 
 
-def map_result(server: str, tool: str, result: object) -> ToolOutput:
+def map_result(server: str, tool: str, result: types.CallToolResult) -> ToolOutput:
     """The ``ToolOutput`` for one ``CallToolResult``; ``McpToolError`` when it is an error."""
     texts: list[str] = []
     attachments: list[Attachment] = []
-    for block in _blocks(result):
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            texts.append(str(getattr(block, "text", "")))
-        elif kind in ("image", "audio"):
-            attachments.append(
-                Attachment(
-                    str(getattr(block, "mime_type", "")), _decode(getattr(block, "data", ""))
-                )
-            )
-        elif kind == "resource":
-            resource = getattr(block, "resource", None)
-            uri = str(getattr(resource, "uri", ""))
-            text = getattr(resource, "text", None)
-            if isinstance(text, str):
-                texts.append(f"[resource {uri}]\n{text}")
-            else:
-                mime = getattr(resource, "mime_type", None) or "application/octet-stream"
-                blob = _decode(getattr(resource, "blob", ""))
-                attachments.append(Attachment(str(mime), blob, name=uri or None))
-        elif kind == "resource_link":
-            texts.append(f"[resource link {getattr(block, 'uri', '')}]")
+    for block in result.content:
+        match block:
+            case types.TextContent():
+                texts.append(block.text)
+            case types.ImageContent() | types.AudioContent():
+                attachments.append(Attachment(block.mime_type, _decode(block.data)))
+            case types.EmbeddedResource(resource=types.TextResourceContents() as resource):
+                texts.append(f"[resource {resource.uri}]\n{resource.text}")
+            case types.EmbeddedResource(resource=types.BlobResourceContents() as resource):
+                mime = resource.mime_type or "application/octet-stream"
+                attachments.append(Attachment(mime, _decode(resource.blob), name=str(resource.uri)))
+            case types.ResourceLink():
+                texts.append(f"[resource link {block.uri}]")
     text = "\n".join(texts)
-    if getattr(result, "is_error", False):
+    if result.is_error:
         raise McpToolError(
             f"MCP tool {tool!r} of server {server!r} reported an error: "
             f"{text or 'no message given'}",
@@ -53,19 +45,12 @@ def map_result(server: str, tool: str, result: object) -> ToolOutput:
             tool=tool,
         )
     return ToolOutput(
-        text=text,
-        structured=getattr(result, "structured_content", None),
-        attachments=tuple(attachments),
+        text=text, structured=result.structured_content, attachments=tuple(attachments)
     )
 
 
-def _blocks(result: object) -> Iterable[object]:
-    content = getattr(result, "content", None)
-    return content if isinstance(content, list) else ()
-
-
-def _decode(data: object) -> bytes:
+def _decode(data: str) -> bytes:
     try:
-        return base64.b64decode(str(data), validate=True)
+        return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        return str(data).encode("utf-8", "replace")
+        return data.encode("utf-8", "replace")
