@@ -87,6 +87,9 @@ class Finisher:
         """Run ``record``'s child to its end (unless it was stopped first), then finish it."""
         outcome = _NOT_RUN
         try:
+            if record.unsynced and not record.stop_requested:
+                # Started at its commit: nothing the child does may precede a durable start.
+                await self._store.barrier()
             if not record.stop_requested:
                 spending = record.spending
                 deadline = None if spending is None else spending.deadline()

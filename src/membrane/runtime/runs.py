@@ -86,6 +86,9 @@ class RunRecord:
     capability_mode: str = "full_tooling"
     status: str = "queued"
     stop_requested: bool = False
+    #: Launched at its publication's commit (``acknowledge="commit"``): its task awaits the
+    #: store's durability barrier before the child runs.
+    unsynced: bool = False
     has_edge: bool = False
     #: How many transcript messages the store holds, as far as this process wrote them.
     stored_messages: int = 0

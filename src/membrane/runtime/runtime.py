@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import anyio
 
@@ -101,6 +101,9 @@ from membrane.vocabulary import END_STATES
 __all__ = ["CatalogLike", "SubagentRuntime"]
 
 T = TypeVar("T")
+
+#: When a start returns: once its publication is durable, or once it is committed.
+Acknowledge = Literal["durable", "commit"]
 
 #: ``runs()`` with no ``limit``: more than any store holds.
 _ALL = 2**62
@@ -385,6 +388,7 @@ class SubagentRuntime:
         *,
         allowed_agents: Collection[str] | None = None,
         ceiling: Ceiling | None = None,
+        acknowledge: Acknowledge = "durable",
     ) -> RunInfo:
         """Start one child; returns once it is published (running, or queued for a slot).
 
@@ -396,12 +400,86 @@ class SubagentRuntime:
         --agent``: the served agent's ceiling for the runs its ``Task`` starts).
         With ``request.request_id`` the start is idempotent (see the module docstring).
 
+        ``acknowledge``: ``"durable"`` (the default) returns once the publication is durable
+        (``Store.barrier``); ``"commit"`` returns once it is committed, and the child awaits
+        the barrier itself before it runs, so its first model request never precedes a durable
+        publication (docs/durability.md says what each survives).
+
         Raises, with nothing published: ``UnsupportedCapability``, ``InvalidRequest``,
         ``InvalidPersona``, ``InvalidDepth``, ``EmptyToolFilter``, ``UnknownToolInFilter``,
         ``UnknownRun`` (no such parent), ``DepthLimitExceeded``, ``UnknownSubagent``,
         ``WorktreeUnavailable``, ``SetupFailed`` or ``StoreError``; and ``ChildFailed`` for a
         replayed foreground start whose run was interrupted (see ``membrane.durable.receipts``).
         """
+        launch = self._launcher(acknowledge)
+        role, allowed = self._admit(request, allowed_agents)
+        return await self._start_admitted(
+            request, role=role, allowed=allowed, ceiling=ceiling, launch=launch
+        )
+
+    async def start_many(
+        self,
+        requests: Sequence[SubagentStartRequest],
+        *,
+        allowed_agents: Collection[str] | None = None,
+        ceiling: Ceiling | None = None,
+        acknowledge: Acknowledge = "durable",
+    ) -> list[RunInfo]:
+        """Start a batch of children, one after another, behind one durability barrier.
+
+        Each start returns at its commit (``acknowledge="commit"`` of ``start``); then, with
+        ``acknowledge="durable"`` (the default), one ``Store.barrier()`` makes every
+        publication of the batch durable before this returns: one sync for the whole batch
+        under ``synchronous=full``. Every child awaits the barrier before it runs either way.
+        A ``request_id`` keeps each start idempotent, as in ``start``.
+
+        Every request is checked first (its type, the provider's capabilities, its fields):
+        a bad one fails the batch with nothing published. A start that fails later (an unknown
+        subagent, the depth cap...) ends the batch there: the error raised carries the run ids
+        of the children the batch had already started in ``data["started"]``, and those are
+        made durable before it is raised.
+        """
+        self._launcher(acknowledge)  # refuses an unknown value before anything starts
+        durable = acknowledge == "durable"
+        admitted = [(request, *self._admit(request, allowed_agents)) for request in requests]
+        started: list[RunInfo] = []
+        try:
+            for request, role, allowed in admitted:
+                info = await self._start_admitted(
+                    request,
+                    role=role,
+                    allowed=allowed,
+                    ceiling=ceiling,
+                    launch=self._launch_committed,
+                )
+                started.append(info)
+        except MembraneError as exc:
+            run_ids = [info.run_id for info in started]
+            exc.data["started"] = run_ids
+            exc.started = run_ids  # type: ignore[attr-defined]
+            if run_ids and durable:
+                await self.store.barrier()
+            raise
+        if durable:
+            await self.store.barrier()
+        return started
+
+    def _launcher(self, acknowledge: object) -> Callable[[RunRecord], Awaitable[RunInfo]]:
+        """The launch that ``acknowledge`` names (``InvalidRequest`` for anything else)."""
+        if acknowledge == "durable":
+            return self._launch_durable
+        if acknowledge == "commit":
+            return self._launch_committed
+        raise InvalidRequest(
+            f"acknowledge must be 'durable' or 'commit', got {acknowledge!r}", field="acknowledge"
+        )
+
+    def _admit(
+        self, request: SubagentStartRequest, allowed_agents: Collection[str] | None
+    ) -> tuple[RoleRestriction | None, tuple[str, ...] | None]:
+        """The checks of a start that need no action: the request's type, the provider's
+        capabilities, an open runtime, the request's fields. Returns its role restriction and
+        the agent names it may dispatch to."""
         if not isinstance(request, SubagentStartRequest):
             raise InvalidRequest(
                 f"start() takes a SubagentStartRequest, got {type(request).__name__}"
@@ -411,17 +489,27 @@ class SubagentRuntime:
         check_capabilities(request, self.provider, role_filters=role is not None)
         self._scheduler.require_open()
         validate_request(request, registry=self.registry)
+        return role, allowed
 
-        if request.request_id is None:
-            return await self._launch_durable(
-                await self._starts.fresh(request, role=role, allowed=allowed, ceiling=ceiling)
-            )
+    async def _start_admitted(
+        self,
+        request: SubagentStartRequest,
+        *,
+        role: RoleRestriction | None,
+        allowed: tuple[str, ...] | None,
+        ceiling: Ceiling | None,
+        launch: Callable[[RunRecord], Awaitable[RunInfo]],
+    ) -> RunInfo:
+        """Build, publish and launch one admitted request (through its receipt, with a
+        ``request_id``)."""
 
         async def act() -> RunInfo:
-            return await self._launch_durable(
+            return await launch(
                 await self._starts.fresh(request, role=role, allowed=allowed, ceiling=ceiling)
             )
 
+        if request.request_id is None:
+            return await act()
         return await self._receipts.start(request.request_id, act)
 
     async def run(self, request: SubagentStartRequest) -> RunResult:
@@ -671,6 +759,15 @@ class SubagentRuntime:
     def _emitter(self, run_id: str) -> Emit:
         """The ``emit`` callback of one child; silent until the child is published."""
         return emitter(run_id, hub=self._hub, store=self.store, runs=self._runs)
+
+    async def _launch_committed(self, record: RunRecord) -> RunInfo:
+        """Launch a published ``record`` at once; its task awaits ``Store.barrier`` before the
+        child runs (``RunRecord.unsynced``), so nothing it does precedes a durable start."""
+        record.unsynced = True
+        if record.spending is not None:
+            record.spending.bind(partial(self._end_over_budget, record))
+        self._scheduler.launch(record)
+        return self._info(record)
 
     async def _launch_durable(self, record: RunRecord) -> RunInfo:
         """Launch a published ``record`` once its publication is durable (``Store.barrier``);
