@@ -20,6 +20,7 @@ from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.agents.files import MAX_BYTES, read_file_bytes
 from membrane.agents.nesting import MAX_NESTING, too_deep
 from membrane.agents.repair import KEY_RE, LOADER, Frontmatter, repair_values, split_frontmatter
+from membrane.agents.safe_yaml import load_mapping
 from membrane.errors import DefinitionError
 
 __all__ = [
@@ -241,20 +242,32 @@ def decode_definition(
 
 
 def parse_definition(
-    text: str, *, path: str, root: str, dialect: Dialect = MEMBRANE
+    text: str, *, path: str, root: str, dialect: Dialect = MEMBRANE, c_loader: bool = True
 ) -> AgentDefinition:
     """Parse one definition. Raises ``DefinitionError`` when the file cannot be understood.
 
-    ``dialect`` says how the fields map (Membrane's own by default; see ``agents.dialects``)."""
+    ``dialect`` says how the fields map (Membrane's own by default; see ``agents.dialects``).
+    The frontmatter is read with PyYAML's C safe loader where the result is YAML 1.2's
+    (``membrane.agents.safe_yaml``), else, or with ``c_loader=False``, with ruamel."""
     from membrane.agents.fields import KNOWN_KEYS, build_definition
 
     fm = split_frontmatter(text, path=path)
-    data, fm = load_yaml(fm, known_keys=KNOWN_KEYS)
-    lines = {
-        str(key): fm.file_line(pos[0]) for key in data if (pos := data.lc.data.get(key)) is not None
-    }
+    fast = None
+    if c_loader and too_deep(fm.yaml_text, flavor="yaml") is None:
+        fast = load_mapping(fm.yaml_text)
+    if fast is not None:
+        mapping, key_lines = fast
+        lines = {key: fm.file_line(line) for key, line in key_lines.items()}
+    else:
+        data, fm = load_yaml(fm, known_keys=KNOWN_KEYS)
+        lines = {
+            str(key): fm.file_line(pos[0])
+            for key in data
+            if (pos := data.lc.data.get(key)) is not None
+        }
+        mapping = _plain_mapping(data)
     return build_definition(
-        _plain_mapping(data),
+        mapping,
         lines=lines,
         body=fm.body.strip("\n").rstrip(),
         stem=_stem(path, dialect),
