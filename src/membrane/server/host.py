@@ -80,6 +80,7 @@ SCHEDULE_POLL = 30.0
 #: over).
 _SESSIONS = 1024
 
+
 class _ModelRouter:
     """In process, on the model of the run's tree: the one its top-level start or resume named
     (``ProjectHost.start``, ``resume``), else its parent's (``ProjectHost.adopt``)."""
