@@ -38,6 +38,7 @@ Two branches, as a user meets them:
     │   ├── WorkflowInvalid ............ workflow-invalid
     │   ├── StateInsideCheckout ........ state-inside-checkout
     │   ├── DefinitionChanged .......... definition-changed
+    │   ├── NoOpenQuestion ............. no-open-question
     │   └── ScriptError ................ model-script-invalid
     └── RunError
         ├── ToolCallError .............. tool-call-error
@@ -77,6 +78,8 @@ Two branches, as a user meets them:
         │   └── StoreDamaged ........... store-damaged
         ├── RateLimited ................ rate-limited            retryable
         ├── Interrupted ................ interrupted
+        ├── NoParent ................... no-parent
+        ├── ParentEnded ................ parent-ended
         └── ServerError ................ server-error
             ├── RuntimeAlreadyRunning .. runtime-already-running
             ├── SocketPathTooLong ...... socket-path-too-long
@@ -145,7 +148,10 @@ __all__ = [
     "ModelResponseTooLarge",
     "ModelTimeout",
     "ModelUnavailable",
+    "NoOpenQuestion",
+    "NoParent",
     "NotFound",
+    "ParentEnded",
     "PathOutsideCheckout",
     "PathProtected",
     "PermissionRefused",
@@ -704,6 +710,28 @@ class Interrupted(RunError):
     (the command that continues it)."""
 
     code = "interrupted"
+
+
+class NoParent(RunError):
+    """``AskParent`` was called by a run that has no parent to ask (a top-level run, started
+    by a host). Carries ``run_id``."""
+
+    code = "no-parent"
+
+
+class ParentEnded(RunError):
+    """``AskParent`` asked a parent that has ended, or the parent ended while the question
+    waited for its answer. Carries ``run_id`` (the asking run), ``parent_id`` and
+    ``status`` (the parent's)."""
+
+    code = "parent-ended"
+
+
+class NoOpenQuestion(ConfigError):
+    """An answer (a message of kind ``answer``) was sent to a run that has no open
+    ``AskParent`` question. Carries ``run_id``."""
+
+    code = "no-open-question"
 
 
 class ServerError(RunError):

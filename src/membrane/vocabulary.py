@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final, Literal
 
 __all__ = [
+    "ASK_PARENT_TOOL",
     "ASSIGNABLE_TOOLS",
     "BUILTIN_TOOL_NAMES",
     "DELEGATION_TOOLS",
@@ -79,6 +80,9 @@ DELEGATION_TOOLS: Final[tuple[str, ...]] = (
 MUTATING_DELEGATION_TOOLS: Final[frozenset[str]] = frozenset({"Task", "TaskStop", "TaskMessage"})
 #: The delegation tool that starts a child (an ``@agent`` mention goes through it).
 SPAWN_TOOL: Final = "Task"
+#: The tool a child whose definition sets ``may_ask_parent: true`` asks its parent with; like
+#: the delegation tools it is the child's own, bound to its run, and never inherited.
+ASK_PARENT_TOOL: Final = "AskParent"
 
 #: The ``tool_choice`` words; any other value names a tool.
 TOOL_CHOICE_MODES: Final[tuple[str, ...]] = ("auto", "required", "none")

@@ -133,6 +133,9 @@ class AgentDefinition:
     read_paths: tuple[str, ...] | Unset = UNSET
     memory: MemoryScope | Unset = UNSET
     allowed_subagents: tuple[str, ...] | Unset = UNSET
+    #: ``true``: a run of this agent gets the ``AskParent`` tool, to ask the run that started
+    #: it a question and wait for its answer (``membrane.runtime.questions``).
+    may_ask_parent: bool | Unset = UNSET
     enabled: bool | Unset = UNSET
     permission: str | Unset = UNSET
     display_name: str | Unset = UNSET

@@ -55,6 +55,7 @@ ALIASES: Mapping[str, str] = {
     "mcpServers": "mcp_servers",
     "askTools": "ask_tools",
     "toolChoice": "tool_choice",
+    "mayAskParent": "may_ask_parent",
 }
 _NEAR_MISSES: Mapping[str, str] = {
     "tool": "tools",
@@ -325,6 +326,7 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         "enabled",
         "hidden",
         "network",
+        "may_ask_parent",
     ):
         return builder.flag(key, field, value)
     if field in CHOICES:

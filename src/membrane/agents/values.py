@@ -48,6 +48,7 @@ AUTHORITY_FIELDS = frozenset(
         "mcp_servers",
         "skills",
         "allowed_subagents",
+        "may_ask_parent",
         "isolated",
         "isolation",
         "network",

@@ -13,6 +13,13 @@ Every item of the outbox is one delivery, its payload a JSON object whose ``kind
     ``ping`` is a note; both arrive as ``<agent_message kind="...">``.
 ``cancel``
     a request to stop a run (``from``, ``reason``): applied by stopping it, never rendered.
+``question``
+    a child's ``AskParent`` question to its parent (``run_id``, ``agent``, ``question`` (its
+    id), ``text``), when the parent was not waiting on that child: a ``<task_question>``.
+``answer``
+    the parent's answer to a question (``from``, ``text``, ``question``, ``call_id``): applied
+    by returning it from the child's waiting ``AskParent`` call; a child whose call no longer
+    waits (it was stopped, then resumed) reads it as a ``<parent_answer>``.
 
 Each rendered delivery is one user-role message whose first line is an element carrying
 ``delivery="ID"``, the item's id, unique in the store and kept by a dead letter that is
@@ -38,12 +45,14 @@ __all__ = [
     "task_notification",
 ]
 
-DELIVERY_KINDS: Final = ("brief", "ping", "status", "cancel", "completion")
+DELIVERY_KINDS: Final = ("brief", "ping", "status", "cancel", "completion", "question", "answer")
 #: The kinds a caller sends as a message (``runtime.message``, ``TaskMessage``).
 MESSAGE_KINDS: Final = ("brief", "ping")
 _TAGS: Final = {
     "completion": "task_notification",
     "status": "task_status",
+    "question": "task_question",
+    "answer": "parent_answer",
     "brief": "agent_message",
     "ping": "agent_message",
 }
@@ -120,6 +129,36 @@ def render(payload: Mapping[str, Any], *, delivery: int | None) -> str | None:
                 "News about a subagent you started, from the runtime (not from the user).",
                 html.escape(summary if isinstance(summary, str) else "", quote=False),
                 "</task_status>",
+            ]
+        )
+    if kind == "question":
+        fields = [(key, payload.get(key)) for key in ("run_id", "agent", "question")]
+        text = payload.get("text")
+        if not all(isinstance(value, str) for _, value in fields) or not isinstance(text, str):
+            return None
+        return "\n".join(
+            [
+                _open("task_question", [(k, str(v)) for k, v in fields], delivery),
+                "A subagent you started asks you a question and waits for your answer. Answer "
+                "it with TaskMessage (its run id, your answer as the message). This is a notice "
+                "from the runtime; the question below is the subagent's output.",
+                html.escape(text, quote=False),
+                "</task_question>",
+            ]
+        )
+    if kind == "answer":
+        sender, question, text = payload.get("from"), payload.get("question"), payload.get("text")
+        if not all(isinstance(value, str) for value in (sender, question, text)):
+            return None
+        return "\n".join(
+            [
+                _open(
+                    "parent_answer", [("question", str(question)), ("from", str(sender))], delivery
+                ),
+                "The answer to the question you asked your parent (AskParent), which returned "
+                "before the answer came:",
+                str(text),
+                "</parent_answer>",
             ]
         )
     if kind in MESSAGE_KINDS:

@@ -95,6 +95,16 @@ class Messenger:
         payload = {"kind": kind, "from": sender, "text": text, "request_id": request_id}
         return self.send(run_id, payload, request_id=request_id, receipt_kind="message")
 
+    def answer(
+        self, run_id: str, payload: Mapping[str, Any], *, request_id: str | None
+    ) -> Delivery:
+        """The ``answer`` delivery ``payload`` (``membrane.runtime.questions``) to ``run_id``."""
+        text = payload.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidRequest("an answer must be a non-empty string", field="message")
+        _check_request_id(request_id)
+        return self.send(run_id, payload, request_id=request_id, receipt_kind="message")
+
     def cancel(self, run_id: str, *, request_id: str | None, sender: str) -> Delivery:
         """A ``cancel`` of ``run_id`` from ``sender``."""
         _check_request_id(request_id)

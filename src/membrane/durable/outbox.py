@@ -124,6 +124,9 @@ class OutboxDrainer:
         max_attempts: int = MAX_ATTEMPTS,
         stop: Callable[[str], None] | None = None,
     ) -> None:
+        #: Applies an ``answer`` delivery to its live recipient (``membrane.runtime.questions``);
+        #: set by the runtime that answers questions.
+        self.answer: Callable[[OutboxItem, LiveRun], bool] | None = None
         self._store = store
         self._runs = runs
         self._commit = commit
@@ -356,6 +359,14 @@ class OutboxDrainer:
         now, so no conversation can hold it yet."""
         if item.payload.get("kind") == "cancel":
             return "acknowledged" if self._cancel(item, record) else None
+        # An ``answer``: the waiting ``AskParent`` call returns it; else it is a notice.
+        if (
+            item.payload.get("kind") == "answer"
+            and self.answer is not None
+            and not record.finished
+            and self.answer(item, record)
+        ):
+            return "acknowledged"
         if not fresh and holds(record.child.messages(), item.id, item.payload):
             return "acknowledged" if self._acknowledge(item.id, record) else None
         if not _takes_notices(record):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, cast
+from typing import Final, Protocol, TypeVar, cast
 
 from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.loop.outcome import ChildOutcome
@@ -24,7 +24,7 @@ from membrane.models.base import Message, Usage
 from membrane.store.base import SessionHeader
 from membrane.vocabulary import END_STATES, EndStatus
 
-__all__ = ["EventLog", "LiveChild", "LiveRun", "RunInfo", "RunResult", "RunsTable"]
+__all__ = ["QUESTION_KEY", "EventLog", "LiveChild", "LiveRun", "RunInfo", "RunResult", "RunsTable"]
 
 T = TypeVar("T")
 
@@ -183,6 +183,20 @@ class RunResult:
         )
 
 
+#: The header ``meta`` key of a run's open ``AskParent`` question (``{"id", "text", ...}``).
+QUESTION_KEY: Final = "question"
+
+
+def _open_question(value: object) -> JSONObject | None:
+    """The ``{"id", "text"}`` of a stored open question, or ``None``."""
+    if not isinstance(value, Mapping):
+        return None
+    qid, text = value.get("id"), value.get("text")
+    if not isinstance(qid, str) or not isinstance(text, str):
+        return None
+    return {"id": qid, "text": text}
+
+
 def _usage(value: object) -> Usage | None:
     """A stored ``Usage.to_dict()``; ``None`` for a result written before usage was stored."""
     if not isinstance(value, Mapping):
@@ -207,6 +221,9 @@ class RunInfo:
     provider: str
     queue_position: int | None = None
     result: RunResult | None = None
+    #: The run's open ``AskParent`` question, ``{"id", "text"}``, while it waits for the
+    #: answer (``membrane.runtime.questions``).
+    question: JSONObject | None = None
 
     def to_dict(self) -> JSONDict:
         data: JSONDict = {
@@ -219,6 +236,8 @@ class RunInfo:
         }
         if self.queue_position is not None:
             data["queue_position"] = self.queue_position
+        if self.question is not None:
+            data["question"] = dict(self.question)
         if self.result is not None:
             data["result"] = self.result.to_dict()
         return data
@@ -245,6 +264,7 @@ class RunInfo:
         if stored is not None and header.status in END_STATES:
             result = RunResult.from_dict(stored)
         agent_type = meta.get("agent_type")
+        question = meta.get(QUESTION_KEY)
         return cls(
             run_id=header.session_id,
             agent=header.agent,
@@ -255,6 +275,7 @@ class RunInfo:
             background=meta.get("background") is True,
             provider=header.provider,
             result=result,
+            question=_open_question(question) if result is None else None,
         )
 
     @classmethod

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from membrane.errors import (
@@ -78,7 +79,7 @@ async def run_tool_call(
     if call.name not in view:
         return _vetoed(call, emit, scope)
     try:
-        value = await view.call(call.name, call.arguments, context)
+        value = await view.call(call.name, call.arguments, replace(context, call_id=call.id))
     except PermissionRefused as exc:
         # A permission rule refused it: a vetoed call, with the rule the model can act on.
         data = {"name": call.name, "id": call.id, "code": exc.code}

@@ -83,7 +83,7 @@ class ServedRuns:
         *,
         request_id: str | None = None,
         caller: str | None = None,
-        kind: str = "ping",
+        kind: str | None = None,
     ) -> Delivery:
         return self.runtime.message(self._mine(run_id), text, request_id=request_id, kind=kind)
 

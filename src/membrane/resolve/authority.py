@@ -58,6 +58,7 @@ from membrane.resolve.tools import (
 from membrane.tools.argument_rules import settings_rules
 from membrane.tools.spec import Tool, ToolGate
 from membrane.vocabulary import (
+    ASK_PARENT_TOOL,
     ASSIGNABLE_TOOLS,
     DELEGATION_TOOLS,
     INHERIT_DENY_TOOLS,
@@ -178,6 +179,9 @@ class EffectiveAuthority:
     #: reason for every known skill the child does not get.
     skills: Mapping[str, str] | None = None
     skills_left_out: Mapping[str, str] = field(default_factory=dict)
+    #: Whether the runtime adds the child's ``AskParent`` tool (``may_ask_parent: true``, and
+    #: no filter of the child's took it away).
+    ask_parent: bool = False
     #: The skills whose instructions the system prompt carries from the start (a Claude Code or
     #: pi file's ``skills`` list), in the file's order.
     skills_preloaded: tuple[str, ...] = ()
@@ -663,8 +667,12 @@ def resolve(
         inherited_local_tools=tuple(
             n
             for n in callable_tools
-            if n in parent_now and n not in deployment.registry_tools and n not in DELEGATION_TOOLS
+            if n in parent_now
+            and n not in deployment.registry_tools
+            and n not in DELEGATION_TOOLS
+            and n != ASK_PARENT_TOOL
         ),
+        ask_parent=ASK_PARENT_TOOL in callable_tools,
         prompt_sections=sections,
         skills=skills,
         skills_left_out=skills_left_out,
@@ -834,6 +842,8 @@ def _callable(
         # The child's own delegation tools, never its parent's (rule 4: never inherited).
         for name in DELEGATION_TOOLS:
             known[name] = delegation_placeholder(name)
+    if plan.ask_parent:
+        known[ASK_PARENT_TOOL] = delegation_placeholder(ASK_PARENT_TOOL)
     host_named = {n for n in plan.named if n in known and known[n].origin == "host"}
     warnings += _token_warnings(plan.named - host_named, known, field=plan.field)
     return _classify(

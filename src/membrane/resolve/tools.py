@@ -25,6 +25,7 @@ from membrane.extensions.select import ExtensionSelection, extension_of
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import Tool
 from membrane.vocabulary import (
+    ASK_PARENT_TOOL,
     ASSIGNABLE_TOOLS,
     DELEGATION_TOOLS,
     INHERIT_DENY_TOOLS,
@@ -130,6 +131,8 @@ class ToolPlan:
     by_rules: frozenset[str] = frozenset()
     #: ``permission: plan``: every mutating tool is left out.
     plan_mode: bool = False
+    #: ``may_ask_parent: true``: the child's own ``AskParent`` tool is admitted.
+    ask_parent: bool = False
 
     def is_disallowed(self, tool: Tool, extension: str | None) -> bool:
         if builtin_of(tool) in self.disallowed_builtins:
@@ -284,6 +287,7 @@ def plan_tools(
         extensions_written=definition.extensions is not UNSET or bool(servers),
         by_rules=frozenset(by_rules),
         plan_mode=plan_mode,
+        ask_parent=definition.may_ask_parent is True,
     )
     return plan, warnings
 
@@ -405,6 +409,9 @@ class DefinitionRestriction:
             return "not selected"
         if name in DELEGATION_TOOLS and plan.delegation != "off":
             return plan.delegation
+        if name == ASK_PARENT_TOOL:
+            # Only the child's own (``may_ask_parent``), never a parent's, inherited or not.
+            return None if plan.ask_parent else "may_ask_parent is not true"
         if plan.isolated:
             return "isolated"
         if tool.origin == "host" and name in plan.named:

@@ -48,6 +48,7 @@ from membrane.runtime.delegation import (
 from membrane.runtime.environment import capability_mode, child_environment
 from membrane.runtime.persona import persona_values
 from membrane.runtime.provider import ChildComposition, ChildSpec, Provider, ProviderChild
+from membrane.runtime.questions import Questions, ask_parent_tool
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
 from membrane.runtime.setup import ChildSetup, SetupStep
@@ -89,6 +90,7 @@ class ChildBuilder:
         workflows: WorkflowBinder | None = None,
         approver: Approver | None = None,
         barrier: Callable[[], Awaitable[None]] | None = None,
+        questions: Questions | None = None,
     ) -> None:
         if on_step is not None and not callable(on_step):
             raise InvalidRequest("on_setup_step must be callable", field="on_setup_step")
@@ -106,6 +108,7 @@ class ChildBuilder:
         self._workflows = workflows
         self._approver = approver
         self._barrier = barrier
+        self._questions = questions
 
     async def build(
         self,
@@ -389,6 +392,8 @@ class ChildBuilder:
                 role=request.role,
                 names=authority.delegation_tools,
             )
+        if authority.ask_parent and self._questions is not None:
+            tools.append(ask_parent_tool(self._questions))
         return bind_skill_tool(tools, authority.skills, deployment.skill_files)
 
 

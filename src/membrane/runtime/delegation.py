@@ -163,7 +163,7 @@ class DelegationHost(Protocol):
         *,
         request_id: str | None = None,
         caller: str | None = None,
-        kind: str = "ping",
+        kind: str | None = None,
     ) -> Delivery: ...
 
 
@@ -309,7 +309,11 @@ class _DelegationSet:
             return info.to_dict()
         result = info.result
         if result is None:
-            result = await host.wait(info.run_id, caller=parent_id)
+            (waited,) = await host.wait_all([info.run_id], timeout=None, caller=parent_id)
+            if waited.result is None:
+                # It asks a question (``AskParent``): the parent answers, then waits again.
+                return {**waited.to_dict(), "note": _QUESTION_NOTE}
+            result = waited.result
         if not result.ok:
             raise _child_failed(result)
         return result.to_dict()
@@ -333,7 +337,7 @@ class _DelegationSet:
             str(arguments["message"]),
             request_id=derived_request_id("message", self.parent_id, arguments),
             caller=self.parent_id,
-            kind=str(arguments.get("kind", "ping")),
+            kind=None if arguments.get("kind") is None else str(arguments["kind"]),
         )
         return delivery.to_dict()
 
@@ -352,14 +356,17 @@ _DESCRIPTIONS: Final[Mapping[str, str]] = {
     "TaskWait": (
         "Wait for your background subagents to finish (at most `timeout` seconds). "
         "Returns each one's state and, when finished, its result. Giving up the wait "
-        "does not stop them."
+        "does not stop them. It returns early when one of them asks you a question: its "
+        "entry then carries `question` (its id and text); answer with TaskMessage."
     ),
     "TaskList": "List the subagents you started, with their state and queue place.",
     "TaskStop": "Stop one of your subagents (and everything it started).",
     "TaskMessage": (
         "Send a message to one of your subagents: kind `brief` gives it new work or "
-        "instructions, `ping` (default) a note. It arrives once, at the subagent's next "
-        "turn boundary (a subagent that is not running gets it when it is resumed). "
+        "instructions, `ping` a note, `answer` answers the question it asked you (the "
+        "default while it has one; otherwise `ping`). A brief or ping arrives once, at the "
+        "subagent's next turn boundary (a subagent that is not running gets it when it is "
+        "resumed); an answer is what its waiting question returns. "
         "Repeating an identical call does not send it twice; give a new `request_id` "
         "to send the same text again."
     ),
@@ -414,6 +421,12 @@ _TASK_SCHEMA: Final[Mapping[str, Any]] = {
     "required": ["agent", "task"],
     "additionalProperties": False,
 }
+
+
+_QUESTION_NOTE: Final = (
+    "the subagent asks you the question above and waits: answer it with TaskMessage (its "
+    "run id and your answer), then TaskWait for its result"
+)
 
 
 def agent_allowed(allowed: Collection[str], name: str) -> bool:
@@ -496,7 +509,7 @@ _MESSAGE_SCHEMA: Final[Mapping[str, Any]] = {
     "properties": {
         "id": {"type": "string", "minLength": 1, "description": "The subagent's run id."},
         "message": {"type": "string", "minLength": 1},
-        "kind": {"type": "string", "enum": ["ping", "brief"]},
+        "kind": {"type": "string", "enum": ["ping", "brief", "answer"]},
         "request_id": {
             "type": "string",
             "minLength": 1,

@@ -27,6 +27,7 @@ from membrane.models.base import Message
 from membrane.resolve import CallParams
 from membrane.runtime.depth import effective_parent_depth
 from membrane.runtime.publish import CONTROLS_KEY, TASK_KEY
+from membrane.runtime.questions import answered_calls
 from membrane.runtime.request import SubagentStartRequest
 from membrane.runtime.runs import RunRecord
 from membrane.store.base import SessionHeader, Store
@@ -123,7 +124,17 @@ def stored_history(store: Store, header: SessionHeader) -> tuple[Message, ...]:
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].tool_calls), None)
     if last is not None:
         answered = {m.tool_call_id for m in messages[last + 1 :] if m.role == "tool"}
+        # An ``AskParent`` call its parent answered while the run was down returns the answer.
+        answers = answered_calls(store, run_id)
         for call in messages[last].tool_calls:
-            if call.id not in answered:
+            if call.id in answered:
+                continue
+            if call.id in answers:
+                messages.append(
+                    Message(
+                        role="tool", content=answers[call.id], tool_call_id=call.id, name=call.name
+                    )
+                )
+            else:
                 messages.append(error_result(call, SKIPPED, _INTERRUPTED))
     return tuple(messages)

@@ -106,6 +106,8 @@ class RunRecord:
     spending: RunSpending | None = None
     ended_by: MembraneError | None = None
     result: RunResult | None = None
+    #: Its open ``AskParent`` question (``{"id", "text"}``) while it waits for the answer.
+    question: JSONObject | None = None
     #: The store could not write the run's end: the record stays the one truth of it.
     end_unstored: bool = False
     #: ``done``'s event, made by its first waiter (most runs have none), and whether the run
@@ -162,6 +164,7 @@ class RunRecord:
             provider=self.provider,
             queue_position=queue_position,
             result=self.result,
+            question=None if self.result is not None else self.question,
         )
 
     def result_of(

@@ -83,6 +83,7 @@ from membrane.runtime.provider import (
 )
 from membrane.runtime.providers.in_process import InProcessProvider
 from membrane.runtime.publish import Publisher
+from membrane.runtime.questions import Questions
 from membrane.runtime.request import SubagentStartRequest, allowed_agent_names, validate_request
 from membrane.runtime.runs import OWNER_KEY, LiveRuns, RunRecord
 from membrane.runtime.scheduler import Scheduler
@@ -257,6 +258,15 @@ class SubagentRuntime:
             deliver=self._outbox.deliver,
             offer=self._outbox.offer_item,
         )
+        self._questions = Questions(
+            self.store,
+            runs=self._runs,
+            outbox=self._outbox,
+            commit=self._hub.commit,
+            emit=self._emitter,
+            post=self._hub.post,
+        )
+        self._outbox.answer = self._questions.apply
         self._finisher = Finisher(
             self.store,
             hub=self._hub,
@@ -293,6 +303,7 @@ class SubagentRuntime:
             workflows=WorkflowBinder(options.workflows, self.store, self._hub.commit),
             approver=options.approver,
             barrier=self.store.barrier,
+            questions=self._questions,
         )
         publisher = Publisher(
             self.store,
@@ -560,8 +571,7 @@ class SubagentRuntime:
         try:
             async with self._slots.lending(caller):
                 with anyio.move_on_after(timeout):
-                    for record in records:
-                        await record.done.wait()
+                    await self._until_settled(records)
         finally:
             for record in records:
                 record.parent_waits -= parent_wait
@@ -571,6 +581,23 @@ class SubagentRuntime:
                     self._outbox.settled_by_wait(record)
         await self.store.barrier()
         return [item if isinstance(item, RunInfo) else self._info(item) for item in found]
+
+    async def _until_settled(self, records: builtins.list[RunRecord]) -> None:
+        """Until every run of ``records`` has ended, or one still running asks its parent a
+        question (``AskParent``): the wait returns it, for the parent to answer."""
+        while True:
+            pending = [record for record in records if not record.delivered]
+            if not pending or any(record.question is not None for record in pending):
+                return
+            asked = self._questions.asked
+            async with anyio.create_task_group() as group:
+
+                async def first(event: anyio.Event, scope: anyio.CancelScope) -> None:
+                    await event.wait()
+                    scope.cancel()
+
+                group.start_soon(first, pending[0].done, group.cancel_scope)
+                group.start_soon(first, asked, group.cancel_scope)
 
     def runs(
         self,
@@ -639,16 +666,41 @@ class SubagentRuntime:
 
     def message(
         self, run_id: str, text: str, *, request_id: str | None = None,
-        caller: str | None = None, kind: str = "ping",
+        caller: str | None = None, kind: str | None = None,
     ) -> Delivery:  # fmt: skip
-        """Send ``text`` (``kind``: ``ping`` or ``brief``) to a run live here or stored, once per
-        ``request_id`` (``membrane.durable.messages``); ``caller``: only to its own children.
-        Committed on return; under ``full``, power-safe once ``store.barrier()`` returns."""
+        """Send ``text`` (``kind``: ``ping``, ``brief`` or ``answer``) to a run live here or
+        stored, once per ``request_id`` (``membrane.durable.messages``); ``caller``: only to
+        its own children. Without ``kind``, a run whose ``AskParent`` question is open gets
+        ``text`` as its answer, any other a ``ping``; ``answer`` to a run with no open
+        question is ``NoOpenQuestion``. Committed on return; under ``full``, power-safe once
+        ``store.barrier()`` returns."""
         self._scheduler.require_open()
         self._recipient(run_id, caller)
+        sender = caller or "host"
+        if kind is None:
+            kind = "ping" if self._questions.open(run_id) is None else "answer"
+        if kind == "answer":
+            payload = self._questions.answer_payload(
+                run_id, text, sender=sender, request_id=request_id
+            )
+            delivery = self._messenger.answer(run_id, payload, request_id=request_id)
+            if not delivery.replayed:
+                header = self.store.get_header(run_id)
+                self._questions.sent(
+                    run_id,
+                    payload,
+                    parent_id=None if header is None else header.parent_id,
+                    agent="" if header is None else header.agent,
+                )
+            return delivery
         return self._messenger.message(
-            run_id, text, request_id=request_id, sender=caller or "host", kind=kind
+            run_id, text, request_id=request_id, sender=sender, kind=kind
         )
+
+    def question(self, run_id: str, *, caller: str | None = None) -> JSONDict | None:
+        """``run_id``'s open ``AskParent`` question, ``{"id", "text", ...}``, or ``None``."""
+        self._recipient(run_id, caller)
+        return self._questions.open(run_id)
 
     def _recipient(self, run_id: str, caller: str | None) -> None:
         """Refuse a run that is neither live here nor stored (or not ``caller``'s child)."""

@@ -435,7 +435,11 @@ async def _runs_message(server: Server, conn: Peer, params: JSONDict) -> JSONVal
     p = _parse(_Message, params)
     host = server.project(p.projectId, caller)
     _reach(host, conn, caller, p.runId)
-    host.runtime.steer(p.runId, p.message, caller=caller.run_id)
+    if host.runtime.question(p.runId, caller=caller.run_id) is not None:
+        # A run waiting in ``AskParent``: the message is its answer, a durable delivery.
+        host.runtime.message(p.runId, p.message, caller=caller.run_id, kind="answer")
+    else:
+        host.runtime.steer(p.runId, p.message, caller=caller.run_id)
     return {"run": host.runtime.get(p.runId, caller=caller.run_id).to_dict()}
 
 

@@ -64,6 +64,8 @@ class ToolContext:
     #: the read roots (the settings' ``read_outside = "ask"``); ``None``: such a read is
     #: refused (``path-outside-checkout``). See :data:`ReadApproval`.
     ask_read: ReadApproval | None = field(default=None, compare=False)
+    #: The id of the model's tool call being served (set by the agent loop for each call).
+    call_id: str | None = None
 
 
 #: ``ask_read(tool, path, secret, context)``: ``path`` (real) lies outside the caller's read
