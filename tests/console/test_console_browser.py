@@ -114,6 +114,10 @@ def test_edit_an_agent_tick_inherit_by_keyboard_see_explain_change_and_save(
     expect(inherit).to_be_checked()
     # The explain beside the form is resolved again: the parent's live tools come in.
     expect(callable_).to_contain_text("Bash", timeout=WAIT_MS)
+    # Typing in the prompt body re-renders the system prompt beside it.
+    page.get_by_label("prompt body").press("End")
+    page.get_by_label("prompt body").type(" Cite the line.")
+    expect(page.locator("pre.prompt")).to_contain_text("Cite the line.", timeout=WAIT_MS)
     _shot(page, "editor")
     page.get_by_role("button", name="Review changes").click()
     expect(page.locator("pre.diff")).to_contain_text("+tools: Read, Grep, inherit")
@@ -122,6 +126,7 @@ def test_edit_an_agent_tick_inherit_by_keyboard_see_explain_change_and_save(
     expect(page.get_by_role("status")).to_have_text("Saved.")
     text = (served.project / ".membrane" / "agents" / "helper.md").read_text()
     assert "tools: Read, Grep, inherit" in text and "# The helper reads" in text
+    assert "Answer from the notes. Cite the line." in text
     # Reloaded from the file, the box is ticked.
     page.reload()
     expect(page.get_by_label("inherit", exact=True)).to_be_checked()

@@ -52,7 +52,7 @@ def test_console_prints_its_url_and_serves_only_the_token_holder(served: Served)
         with browser.open(url, timeout=BOUND) as page:
             assert page.url == f"{base}/agents"
             assert "role: ops (may write)" in page.read().decode()
-        assert [cookie.name for cookie in jar] == ["membrane_console"]
+        assert [cookie.name for cookie in jar] == [f"membrane_console_{announced['port']}"]
         assert _status(urllib.request.Request(f"{base}/agents")) == 403
         forged = urllib.request.Request(
             url.replace("/?", "/runs/start?"), data=b"agent=reader&task=x", method="POST",

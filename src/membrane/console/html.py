@@ -158,7 +158,7 @@ def editor(
         if not isinstance(getattr(d, name), bool)
     )
     notice = "<p class=ok role=status>Saved.</p>" if saved else ""
-    trigger = "input changed delay:250ms, change"
+    trigger = "input delay:250ms, change"
     form = (
         f'<form id=editor method=post action="/agents/{e(d.name)}/preview" '
         f'hx-post="/agents/{e(d.name)}/explain" hx-trigger="{trigger}" hx-target="#explain" '

@@ -27,6 +27,8 @@ from membrane.errors import ConsoleRefused
 
 __all__ = ["COOKIE", "CSRF_FIELD", "CSRF_HEADER", "Guard"]
 
+#: The cookie's name, followed by the console's port: cookies are not kept apart by port, so two
+#: consoles on one machine each keep their own.
 COOKIE: Final = "membrane_console"
 CSRF_FIELD: Final = "csrf"
 CSRF_HEADER: Final = "x-csrf-token"
@@ -71,7 +73,7 @@ class Guard:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [])
         if query and _same(query[0], self.token):
             return True
-        cookie = SimpleCookie(headers.get("cookie", "")).get(COOKIE)
+        cookie = SimpleCookie(headers.get("cookie", "")).get(self.cookie_name)
         if cookie is None or not _same(cookie.value, self.token):
             raise ConsoleRefused(
                 "no console token: open the URL `membrane console` printed", reason="token"
@@ -84,8 +86,12 @@ class Guard:
                 "the form carries no valid CSRF token: reload the page", reason="csrf"
             )
 
+    @property
+    def cookie_name(self) -> str:
+        return f"{COOKIE}_{self.port}"
+
     def cookie_header(self) -> tuple[bytes, bytes]:
-        value = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+        value = f"{self.cookie_name}={self.token}; Path=/; HttpOnly; SameSite=Strict"
         return b"set-cookie", value.encode("latin-1")
 
 
