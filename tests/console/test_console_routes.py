@@ -289,3 +289,24 @@ def test_lineage_schedules_and_outbox_pages_render(console: tuple[TestClient, Gu
         page = client.get(path)
         assert page.status_code == 200 and f"<h1>{heading}</h1>" in page.text
     assert "No schedules." in client.get("/schedules").text
+
+
+def test_a_budget_and_the_network_flag_are_written_as_the_form_sets_them(
+    console: tuple[TestClient, Guard], served: Served
+) -> None:
+    client, guard = console
+    path = served.project / ".membrane" / "agents" / "odd.md"
+    before = path.read_text()
+    form = _editor_form(client, guard, "odd")
+    bad = client.post("/agents/odd/preview", data={**form, "budget": ["tokens=lots"]})
+    assert bad.status_code == 422 and "definition-invalid" in bad.text
+    form = {**form, "budget": ["tokens=1000, children=2"], "network": ["false"]}
+    saved = client.post("/agents/odd/save", data=form, follow_redirects=False)
+    assert saved.status_code == 303
+    text = path.read_text()
+    assert "budget: tokens=1000, children=2\n" in text and "network: false\n" in text
+    assert "colour: red" in text  # the key Membrane does not know is kept as written
+    shown = client.get("/agents/odd").text
+    assert 'value="tokens=1000, children=2"' in shown
+    assert '<option value="false" selected>' in shown
+    path.write_text(before)

@@ -19,7 +19,8 @@ from pathlib import Path
 from membrane.agents.definition import UNSET, AgentDefinition, Unset
 from membrane.agents.frontmatter import parse_definition
 from membrane.agents.writer import UpdateValue, update_definition_text, write_definition
-from membrane.errors import DefinitionChanged
+from membrane.config.budget import BUDGET_KINDS, Budget
+from membrane.errors import DefinitionChanged, InvalidRequest
 from membrane.vocabulary import ASSIGNABLE_TOOLS, INHERIT_DENY_TOOLS
 
 __all__ = [
@@ -149,10 +150,44 @@ def updates_from_form(
             updates[name] = int(raw)
         else:
             updates[name] = raw
+    budget = _budget_update(definition.budget, str(form.get("budget") or "").strip())
+    if budget is not None:
+        updates["budget"] = budget
+    network = _flag_update(definition.network, str(form.get("network") or "").strip())
+    if network is not None:
+        updates["network"] = network
     body = str(form.get("body") or "").replace("\r\n", "\n")
     if body.strip() != definition.body.strip():
         updates["body"] = body
     return updates
+
+
+def budget_text(value: object) -> str:
+    """A definition's budget as the ``kind=N, ...`` text the form shows ('' when unset)."""
+    if not isinstance(value, Budget):
+        return ""
+    limits = ((kind, getattr(value, kind)) for kind in BUDGET_KINDS)
+    return ", ".join(f"{kind}={limit:g}" for kind, limit in limits if limit is not None)
+
+
+def _budget_update(old: object, raw: str) -> UpdateValue | None:
+    """The budget's update: ``kind=N`` text (the writer parses it again, so a bad one is
+    refused there), ``UNSET`` for an emptied box, ``None`` when the limits are unchanged."""
+    if not raw:
+        return None if isinstance(old, Unset) else UNSET
+    try:
+        same = Budget.parse(raw) == old
+    except InvalidRequest:
+        same = False
+    return None if same else raw
+
+
+def _flag_update(old: object, raw: str) -> UpdateValue | None:
+    """``true``/``false`` from a select ('' removes the key), ``None`` when unchanged."""
+    wanted: bool | Unset = UNSET if not raw else raw == "true"
+    if wanted == old or (isinstance(wanted, Unset) and isinstance(old, Unset)):
+        return None
+    return wanted
 
 
 def edit_from_form(definition: AgentDefinition, form: Mapping[str, object]) -> Edit:

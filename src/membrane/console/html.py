@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from membrane.agents.definition import AgentDefinition, Unset
-from membrane.console.editor import CHECKED_TOOLS, DENY_CHECKS, LIST_FIELDS, tokens
+from membrane.console.editor import CHECKED_TOOLS, DENY_CHECKS, LIST_FIELDS, budget_text, tokens
 from membrane.console.link import Approval
 from membrane.console.tree import Row
 
@@ -140,6 +140,17 @@ def _text(name: str, label: str, value: str, *, hint: str = "") -> str:
     )
 
 
+def _select(name: str, label: str, value: str, choices: Sequence[str]) -> str:
+    options = "".join(
+        f'<option value="{e(c)}"{" selected" if c == value else ""}>{e(c or "(not set)")}</option>'
+        for c in choices
+    )
+    return (
+        f'<label for="f-{name}">{e(label)}</label>'
+        f'<select id="f-{name}" name={name}>{options}</select>'
+    )
+
+
 def _shown(value: object) -> str:
     return "" if isinstance(value, Unset) else str(value)
 
@@ -181,6 +192,8 @@ def editor(
         + _text("isolation", "isolation", _shown(d.isolation), hint="off or worktree")
         + _text("permission", "permission", _shown(d.permission))
         + _text("max_turns", "max_turns", _shown(d.max_turns))
+        + _text("budget", "budget", budget_text(d.budget), hint="tokens=200000, children=20, ...")
+        + _select("network", "network", _shown(d.network).lower(), ("", "true", "false"))
         + '<label for="f-body">prompt body</label>'
         f'<textarea id="f-body" name=body rows=10>{e(d.body.strip())}</textarea>'
         "<button type=submit>Review changes</button></form>"
