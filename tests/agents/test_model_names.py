@@ -167,3 +167,28 @@ def test_opusplan_is_opus_while_the_agent_plans_and_sonnet_otherwise(
     assert (data["model"]["provider"], data["model"]["model"]) == ("anthropic", model)
     assert data["invocation"]["model"]["source"] == "dialect:claude-code"
     assert not [w for w in data["warnings"] if w["code"] in ("model-fallback", "unknown-model")]
+
+
+@pytest.mark.parametrize(("mode", "model"), [("plan", "opus"), ("default", "sonnet")])
+def test_a_default_model_of_opusplan_is_opus_while_the_agent_plans_and_sonnet_otherwise(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str], mode: str, model: str
+) -> None:
+    project = tmp_path / "project"
+    agents = project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "planner.md").write_text(
+        f"---\nname: planner\ndescription: Plans.\ntools: Read\npermissionMode: {mode}\n---\nP.\n"
+    )
+    aliases = []
+    for name in ("opus", "sonnet"):
+        (tmp_path / f"{name}.yaml").write_text(f"default:\n  - text: {name} answered\n")
+        aliases.append(f'{name} = "scripted:{tmp_path / f"{name}.yaml"}"')
+    (project / ".membrane").mkdir()
+    (project / ".membrane" / "config.toml").write_text(
+        'default_model = "opusplan"\n[model_aliases]\n' + "\n".join(aliases) + "\n"
+    )
+    data = _explain(project, "planner", capsys)
+    assert (data["model"]["spec"], data["model"]["source"]) == (model, "settings:default_model")
+    assert main(["run", "planner", "go", "--project", str(project), "--headless", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[-1]["status"] == "completed" and lines[-1]["text"] == f"{model} answered"

@@ -151,7 +151,8 @@ def build_authority(
     # A start beyond the cap is refused (DESIGN rule 4), so explain refuses it the same way.
     cap = ws.settings.max_depth
     check_cap(authority.depth, cap if isinstance(cap, int) else None, agent=agent, parent_id=None)
-    problem = model_view(*_model_field(authority), ws.settings).get("error")
+    planning = authority.permissions.mode == "plan"
+    problem = model_view(*_model_field(authority), ws.settings, planning=planning).get("error")
     if isinstance(problem, dict):
         warnings.append(f"{problem['message']}: the start will fail with unknown-model")
     authority = _rendered(
@@ -325,7 +326,8 @@ def explain(
         role=role,
     )
     sandbox = sandbox_view(authority, project=root, settings=settings)
-    model = model_view(*_model_field(authority), settings)
+    planning = authority.permissions.mode == "plan"
+    model = model_view(*_model_field(authority), settings, planning=planning)
     own = authority.definition.budget
     budget = budget_view(
         {

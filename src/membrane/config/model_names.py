@@ -25,6 +25,7 @@ __all__ = [
     "check_allowed",
     "known_names",
     "plan_model",
+    "plan_pair",
     "product_spec",
     "resolve_spec",
 ]
@@ -106,6 +107,12 @@ def plan_model(name: object, *, planning: bool) -> str | None:
     if pair is None:
         return None
     return pair[0] if planning else pair[1]
+
+
+def plan_pair(name: str) -> tuple[str, str] | None:
+    """The (while planning, otherwise) models of a name that chooses by the permission mode
+    (``opusplan``), or ``None`` for any other name."""
+    return PLAN_MODELS.get(name.strip().casefold())
 
 
 def resolve_spec(

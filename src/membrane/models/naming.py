@@ -11,6 +11,7 @@ from membrane.config.model_names import (
     ModelChoice,
     Provider,
     known_names,
+    plan_pair,
     product_spec,
     resolve_spec,
 )
@@ -28,11 +29,15 @@ __all__ = [
 ]
 
 
-def model_view(spec: object, source: str, settings: Settings) -> dict[str, object]:
+def model_view(
+    spec: object, source: str, settings: Settings, *, planning: bool = False
+) -> dict[str, object]:
     """What ``explain`` shows of a child's model: the spec, where it came from, and the
     provider and model it resolves to (or the error a start would raise). Pure: no SDK, no key.
 
-    ``spec`` ``None`` means the run's default: the host's ``--model``, else ``default_model``.
+    ``spec`` ``None`` means the run's default: the host's ``--model``, else ``default_model``;
+    a ``default_model`` that chooses by the permission mode (``opusplan``) is its planning model
+    for a ``planning`` child (permission mode ``plan``) and its other model otherwise.
     """
     view: dict[str, object] = {"spec": spec, "source": source}
     if spec is None:
@@ -43,6 +48,13 @@ def model_view(spec: object, source: str, settings: Settings) -> dict[str, objec
         spec = settings.default_model
         view.update(spec=spec, source="settings:default_model")
         view["note"] = "unless the host passes --model"
+        named = spec.strip()
+        own = named in settings.models or named in settings.model_aliases  # an entry wins
+        pair = None if own else plan_pair(named)
+        if pair is not None:
+            spec = pair[0 if planning else 1]
+            view["spec"] = spec
+            view["note"] = f"{named} in the {'plan' if planning else 'current'} permission mode"
     try:
         choice = resolve_spec(str(spec), models=settings.models, aliases=settings.model_aliases)
     except UnknownModel as exc:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from membrane.config.model_names import check_allowed
+from membrane.config.model_names import check_allowed, plan_pair
 from membrane.config.values import ModelEntry, Settings
 from membrane.errors import UnknownModel
 from membrane.models.limiter import LaneLimits, ModelLimiter
@@ -106,7 +106,13 @@ class ModelRouter:
         self._built: dict[str, Model] = {}
         self._default: Model | None = None
         self.default_choice: ModelChoice | None = None
+        #: A default that chooses by the permission mode (``opusplan``): (planning, otherwise).
+        self._plan_default: tuple[str, str] | None = None
         if isinstance(default, str):
+            own = default.strip() in self._models or default.strip() in self._aliases
+            self._plan_default = None if own else plan_pair(default)  # an entry of it wins
+            if self._plan_default is not None:
+                default = self._plan_default[1]  # the model when not planning
             self.default_choice = self.resolve(default)
             self._default = self.bind(default)
         else:
@@ -136,11 +142,17 @@ class ModelRouter:
     def resolve(self, spec: str) -> ModelChoice:
         return resolve_spec(spec, models=self._models, aliases=self._aliases)
 
-    def bind(self, spec: str | None, *, fallbacks: Sequence[str] = ()) -> Model:
+    def bind(
+        self, spec: str | None, *, fallbacks: Sequence[str] = (), planning: bool = False
+    ) -> Model:
         """The model that answers requests naming ``spec`` (``None``: the default), followed by
         ``fallbacks`` (and, for an alias written as a list, the alias's own) in a
         ``FallbackModel``. Every model of the chain is built now, and each must be in the
-        settings' ``allowed_models`` (``model-not-allowed``)."""
+        settings' ``allowed_models`` (``model-not-allowed``). A default that chooses by the
+        permission mode (``opusplan``) means its planning model for a ``planning`` child and
+        its other model otherwise, as the same name in a file does."""
+        if spec is None and self._plan_default is not None:
+            spec = self._plan_default[0 if planning else 1]
         if spec is not None:
             folded = {alias.casefold(): alias for alias in self._alias_fallbacks}
             alias = spec.strip() if spec.strip() in self._alias_fallbacks else None

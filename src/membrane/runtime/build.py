@@ -214,6 +214,7 @@ class ChildBuilder:
             parent_id=request.parent_id,
             cwd=cwd,
             model=model,
+            planning=authority.permissions.mode == "plan",
             fallback_models=_fallbacks(invocation),
             thinking=_text_or_none(invocation["thinking"].value),
             tool_choice=_text_or_none(invocation["tool_choice"].value),

@@ -115,6 +115,9 @@ class ChildSpec:
     parent_id: str | None = None
     cwd: Path | None = None
     model: str | None = None
+    #: The child runs in the ``plan`` permission mode: a default model that chooses by the
+    #: mode (``opusplan``) means its planning model.
+    planning: bool = False
     #: The models tried in order after ``model`` on a failure another model can fix.
     fallback_models: tuple[str, ...] = ()
     thinking: str | None = None

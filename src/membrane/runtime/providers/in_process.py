@@ -85,7 +85,9 @@ class InProcessProvider:
         # A router builds the model the child's spec names now, so an unknown name or a
         # missing key fails the start, before any run; any other model answers every child.
         model = (
-            self.model.bind(request.model, fallbacks=request.fallback_models)
+            self.model.bind(
+                request.model, fallbacks=request.fallback_models, planning=request.planning
+            )
             if isinstance(self.model, ModelRouter)
             else self.model
         )
