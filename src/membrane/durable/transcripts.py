@@ -9,13 +9,20 @@ store holds, so an append is one insert (the indexed check of the stored length 
 whatever the conversation's length. The transcript only grows, as the loop's messages do. What
 else a resume needs (the start controls, the first user message) the header records at
 publication (``publish``).
+
+On a store whose calls are network round trips (``Store.remote``: PostgreSQL) the turn's write
+is not made on the event loop: ``turn_barrier`` (the barrier the agent loop awaits before each
+model request after the first) makes it in a worker thread, on a connection of its own, so a
+slow write holds back only its own run's next request while every other run goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
+
+import anyio.to_thread
 
 from membrane.durable.runs import EventLog, LiveRun, RunsTable
 from membrane.errors import StoreError
@@ -30,6 +37,7 @@ __all__ = [
     "message_from_record",
     "message_record",
     "save_transcript",
+    "turn_barrier",
 ]
 
 _ROLES: Final = ("user", "assistant", "tool")
@@ -87,10 +95,29 @@ def journal_event(
     between ``start()`` and the child's first model request.
     """
     if kind == "turn" and data.get("turn") != 1:
+        if store.remote:
+            return  # written off the loop by the run's ``turn_barrier``
         if hub is None:
             save_transcript(store, record)
         else:
             hub.flush(lambda: save_transcript(store, record))
+
+
+def turn_barrier(run_id: str, *, store: Store, runs: RunsTable) -> Callable[[], Awaitable[None]]:
+    """The barrier run ``run_id``'s agent loop awaits before each model request after its
+    first: the store's own (``Store.barrier``), preceded on a ``remote`` store by the turn's
+    transcript write in a worker thread (``journal_event`` leaves it to this)."""
+    if not store.remote:
+        return store.barrier
+
+    async def barrier() -> None:
+        record = runs.live(run_id)
+        if record is not None:
+            # The run's own task waits here, so nothing changes its messages meanwhile.
+            await anyio.to_thread.run_sync(save_transcript, store, record)
+        await store.barrier()
+
+    return barrier
 
 
 def save_transcript(store: Store, record: LiveRun) -> None:

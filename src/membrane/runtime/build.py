@@ -89,7 +89,7 @@ class ChildBuilder:
         child_env: Callable[[str, Path | None], Mapping[str, str]] | None = None,
         workflows: WorkflowBinder | None = None,
         approver: Approver | None = None,
-        barrier: Callable[[], Awaitable[None]] | None = None,
+        barrier: Callable[[str], Callable[[], Awaitable[None]]] | None = None,
         questions: Questions | None = None,
     ) -> None:
         if on_step is not None and not callable(on_step):
@@ -226,7 +226,7 @@ class ChildBuilder:
             resumed=resumed,
             spending=spending,
             price=self._prices.cost,
-            barrier=self._barrier,
+            barrier=None if self._barrier is None else self._barrier(run_id),
             network=authority.network.value,
             read_paths=authority.own_read_roots,
             writes=authority.writes,

@@ -239,6 +239,11 @@ class Transactional(Protocol):
     """What every concern shares: one transaction spanning calls of any concern, the
     durability barrier, and closing."""
 
+    #: Whether a call is a network round trip (PostgreSQL) rather than a local file's
+    #: microseconds: the runtime then makes a run's per-turn writes in a worker thread, never
+    #: on the event loop (docs/architecture.md, "The store protocol").
+    remote: bool
+
     def transaction(self) -> AbstractContextManager[None]:
         """Group calls atomically. Nested blocks are savepoints: an inner failure that the
         caller catches rolls back only the inner block. Never hold one across an ``await``."""

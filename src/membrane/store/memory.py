@@ -146,6 +146,8 @@ def _restore(table: dict[Any, Any], key: object, old: object) -> Callable[[], No
 class MemoryStore(MemoryDurable, Store):
     """A ``Store`` in memory. ``clock`` stamps rows (seconds since the epoch)."""
 
+    remote = False
+
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.RLock()

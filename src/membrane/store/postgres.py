@@ -1,7 +1,8 @@
 """``PostgresStore``: the ``Store`` protocol on PostgreSQL, for several nodes on one database.
 
-Connections come from a ``psycopg_pool.ConnectionPool`` (psycopg 3, autocommit). A call made
-outside a transaction borrows a connection for itself (a method of several statements runs
+The thread that opened the store (the event loop's) keeps one connection of its own; every
+other thread borrows from a ``psycopg_pool.ConnectionPool`` (psycopg 3, autocommit). A call made
+outside a transaction runs on the thread's connection (a method of several statements runs
 them in one ``BEGIN``/``COMMIT``); ``transaction()`` binds one connection to the calling
 thread from its ``BEGIN`` to its ``COMMIT``, so every call the thread makes meanwhile joins it,
 and a nested block is a savepoint. Each guarantee of docs/durability.md holds by the
@@ -83,6 +84,8 @@ class PostgresStore(PostgresQueue, Store):
     server's ``synchronous_commit``), so ``barrier()`` returns at once.
     """
 
+    remote = True
+
     def __init__(
         self,
         url: str,
@@ -113,12 +116,21 @@ class PostgresStore(PostgresQueue, Store):
                 f"{self.shown} is not a PostgreSQL URL libpq can read", url=self.shown
             ) from None
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout))) as c:
-                self.schema_version = migrate(c, where=self.shown, migrations=migrations)
-        except StoreError:
-            raise
+            home = psycopg.connect(url, autocommit=True, connect_timeout=max(1, int(timeout)))
         except self._errors as exc:
             raise self._failed("open", exc) from None
+        try:
+            self.schema_version = migrate(home, where=self.shown, migrations=migrations)
+        except BaseException as exc:
+            home.close()
+            if isinstance(exc, self._errors):
+                raise self._failed("open", exc) from None
+            raise
+        #: The thread that opened the store (the event loop's, as a rule) keeps the connection
+        #: it migrated with: a borrow from the pool per call would cost more than the call.
+        #: Other threads (workers) borrow from the pool.
+        self._home: psycopg.Connection[tuple[Any, ...]] | None = home
+        self._home_thread = threading.get_ident()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[tuple[Any, ...]]] | None = (
             psycopg_pool.ConnectionPool(
                 url,
@@ -164,10 +176,7 @@ class PostgresStore(PostgresQueue, Store):
                     with conn.cursor() as cur:
                         yield cur
                 return
-            pool = self._pool
-            if pool is None:
-                raise StoreError(f"{action}: the store {self.shown} is closed", url=self.shown)
-            with pool.connection() as own:
+            with self._borrowed(action) as own:
                 if block:
                     with own.transaction(), own.cursor() as cur:
                         yield cur
@@ -178,6 +187,19 @@ class PostgresStore(PostgresQueue, Store):
             raise
         except self._errors as exc:
             raise self._failed(action, exc) from None
+
+    @contextmanager
+    def _borrowed(self, action: str) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of this thread's own for a while: the home connection on the thread
+        that opened the store, one from the pool on any other."""
+        pool, home = self._pool, self._home
+        if pool is None or home is None:
+            raise StoreError(f"{action}: the store {self.shown} is closed", url=self.shown)
+        if threading.get_ident() == self._home_thread:
+            yield home
+            return
+        with pool.connection() as own:
+            yield own
 
     def transaction(self) -> AbstractContextManager[None]:
         return self._transaction()
@@ -192,22 +214,16 @@ class PostgresStore(PostgresQueue, Store):
             except self._errors as exc:
                 raise self._failed("transaction", exc) from None
             return
-        pool = self._pool
-        if pool is None:
-            raise StoreError(f"transaction: the store {self.shown} is closed", url=self.shown)
         try:
-            own = pool.getconn()
+            with self._borrowed("transaction") as own:
+                self._local.conn = own
+                try:
+                    with own.transaction():
+                        yield
+                finally:
+                    self._local.conn = None
         except self._errors as exc:
             raise self._failed("transaction", exc) from None
-        self._local.conn = own
-        try:
-            with own.transaction():
-                yield
-        except self._errors as exc:
-            raise self._failed("transaction", exc) from None
-        finally:
-            self._local.conn = None
-            pool.putconn(own)
 
     def prune(self, retention: Retention, *, now: float | None = None) -> PruneReport:
         """Retention is not carried out on PostgreSQL yet: ``store-error``, nothing deleted
@@ -222,10 +238,13 @@ class PostgresStore(PostgresQueue, Store):
         """Commits are durable when ``COMMIT`` returns (``synchronous_commit``)."""
 
     def close(self) -> None:
-        """Close every pooled connection (idempotent)."""
+        """Close the home connection and every pooled one (idempotent)."""
         pool, self._pool = self._pool, None
+        home, self._home = self._home, None
         if pool is not None:
             pool.close()
+        if home is not None:
+            home.close()
 
     def __enter__(self) -> PostgresStore:
         return self

@@ -116,6 +116,8 @@ class SQLiteStore(SQLiteSchedules, SQLiteOutbox, SQLiteDurable, Store):
     then fails with ``store-error``. See ``_open_read_only``.
     """
 
+    remote = False
+
     def __init__(
         self,
         path: str | Path,
