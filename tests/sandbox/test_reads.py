@@ -198,9 +198,12 @@ async def test_a_command_reaches_the_runtime_socket_and_nothing_beside_it(
         context = ToolContext(
             agent="a", cwd=places.checkout, read_only=True, env={"MEMBRANE_SOCKET": str(path)}
         )
+        # Under Landlock the command may make no Unix socket: it asks the connector Membrane
+        # hands it ($MEMBRANE_SOCKET_FD) for a connection, as the membrane client does.
         connect = (
-            f'{sys.executable} -c "import os, socket; s = socket.socket(socket.AF_UNIX); '
-            "s.connect(os.environ['MEMBRANE_SOCKET']); print('connected')\""
+            f'{sys.executable} -c "import os; from membrane.server.client import Client; '
+            "import anyio; anyio.run(Client.connect(os.environ['MEMBRANE_SOCKET']).__aenter__); "
+            "print('connected')\""
         )
         command = f"{connect}; cat {folder}/owner.token; ls {folder}"
         with anyio.fail_after(30):

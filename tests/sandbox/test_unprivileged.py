@@ -140,3 +140,4 @@ def test_the_sandbox_holds_for_an_unprivileged_user(
     assert out["git_config_hooks"] is False, out
     assert out["hard_link"].get("error") == "hard-link-refused", out["hard_link"]
     assert out["outside_after_link"] == "keep\n"
+    assert out["unix_socket_reached"] is False, out["unix_socket"]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
@@ -66,6 +68,19 @@ async def main(backend: str, checkout: Path, outside: Path) -> dict[str, object]
     out["hard_link"] = await bash("echo changed > linked.txt")
     os.unlink(checkout / "linked.txt")
     out["outside_after_link"] = (outside / "keep.txt").read_text()
+    # A socket of this user's outside the sandbox (its session bus, say): never reached.
+    folder = Path(tempfile.mkdtemp())
+    with socket.socket(socket.AF_UNIX) as bus:
+        bus.bind(str(folder / "bus"))
+        bus.listen(1)
+        bus.settimeout(0)
+        connect = f"import socket; socket.socket(socket.AF_UNIX).connect('{folder / 'bus'}')"
+        out["unix_socket"] = await bash(f'{sys.executable} -c "{connect}"')
+        try:
+            bus.accept()[0].close()
+            out["unix_socket_reached"] = True
+        except BlockingIOError:
+            out["unix_socket_reached"] = False
     return out
 
 

@@ -151,17 +151,16 @@ async def _run(
             tool=NAME,
         )
     agent = context.agent
-    # The runtime socket a run's commands call back on stays reachable inside the sandbox: the
+    # The runtime socket a run's commands call back on stays reachable from the sandbox: the
     # socket alone, not its folder (under $MEMBRANE_HOME, which no child reads).
     socket = context.env.get("MEMBRANE_SOCKET")
-    reachable = (Path(socket),) if socket else ()
     sandbox = await in_thread(
         lambda: Sandbox.for_checkout(
             policy.for_agent(network=context.network, read_paths=context.read_paths),
             root,
             agent=agent,
             writes=not context.read_only,
-            reachable=reachable,
+            runtime_socket=Path(socket) if socket else None,
         )
     )
     escape = None

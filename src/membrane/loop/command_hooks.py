@@ -140,13 +140,13 @@ class CommandHooks:
         if shell is None:
             return HookOutcome("error", "no `bash` executable was found on PATH")
         socket = context.env.get("MEMBRANE_SOCKET")
-        reachable = (Path(socket),) if socket else ()
+        runtime_socket = Path(socket) if socket else None
         agent, writes = context.agent, not context.read_only
         policy = self._policy.for_agent(network=context.network, read_paths=context.read_paths)
         try:
             sandbox = await to_thread.run_sync(
                 lambda: Sandbox.for_checkout(
-                    policy, root, agent=agent, writes=writes, reachable=reachable
+                    policy, root, agent=agent, writes=writes, runtime_socket=runtime_socket
                 )
             )
             done = await sandbox.run(

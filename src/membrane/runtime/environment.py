@@ -12,24 +12,25 @@ capability mode that environment gives a child (seed 002, "Capability mode"):
   only its own built-in tools.
 
 A socket path over the 107 bytes a Unix socket address holds is reached through its folder's
-descriptor (``socket_address``, which the server binds and connects with too).
+descriptor (``socket_address``, :mod:`membrane.sandbox.connector`'s, which the server binds and
+connects with too).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import shutil
 import socket
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from membrane.agents.skills import ENV_SKILL_DIRS
 from membrane.errors import SocketPathTooLong
 from membrane.resolve.guidance import ENV_CLI_PATH
+from membrane.sandbox.connector import SOCKET_PATH_LIMIT, socket_address
 
 __all__ = [
     "CAPABILITY_MODES",
@@ -89,36 +90,3 @@ def capability_mode(*, on_view: bool, env: Mapping[str, str]) -> str:
     finally:
         probe.close()
     return "full_tooling"
-
-
-#: The most bytes a Unix socket address (``sun_path``) holds on Linux, its final NUL excluded.
-SOCKET_PATH_LIMIT: Final = 107
-
-
-@contextlib.contextmanager
-def socket_address(path: Path) -> Iterator[str]:
-    """The address to ``bind`` or ``connect`` for ``path``: the path itself when it fits in a
-    Unix socket address, else ``/proc/self/fd/N/NAME`` through a descriptor of its folder,
-    open while the context is. ``SocketPathTooLong`` when neither fits."""
-    text = str(path)
-    if len(os.fsencode(text)) <= SOCKET_PATH_LIMIT:
-        yield text
-        return
-    # An OSError here (no such folder) is the caller's, as a failed bind or connect would be.
-    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        short = f"/proc/self/fd/{folder}/{path.name}"
-        if len(os.fsencode(short)) > SOCKET_PATH_LIMIT or not os.path.isdir(
-            f"/proc/self/fd/{folder}"
-        ):
-            raise SocketPathTooLong(
-                f"the socket path {text} is {len(os.fsencode(text))} bytes, over the "
-                f"{SOCKET_PATH_LIMIT} a Unix socket address holds, and cannot be reached "
-                "through its folder either",
-                socket=text,
-                limit=SOCKET_PATH_LIMIT,
-                hint="pass a shorter --socket, or set MEMBRANE_SOCKET to a shorter path",
-            )
-        yield short
-    finally:
-        os.close(folder)

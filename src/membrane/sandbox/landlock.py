@@ -1,8 +1,11 @@
 """The Landlock backend: the kernel's own access control, reached without any extra binary.
 
-The command runs under :mod:`membrane.sandbox.landlock_exec`, a small helper that restricts
-itself with Landlock rules before ``exec``. Landlock *adds* rights beneath folders and can never
-take one away beneath a folder it granted, so a :class:`Boundary` is carved out like this:
+The command runs under :mod:`membrane.sandbox.landlock_exec`, which confines the process that
+starts it with Landlock rules, a seccomp filter and dropped privileges: a ``Bash`` call or a
+hook through the process's one spawn helper (:mod:`membrane.sandbox.landlock_spawn`, no
+interpreter per call), a long-lived child through a helper process of its own. Landlock
+*adds* rights beneath folders and can never take one away beneath a folder it granted, so a
+:class:`Boundary` is carved out like this:
 
 * the checkout is writable through its existing top-level entries: every top-level folder other
   than a control path as a whole tree, every top-level file as a single file;
@@ -25,10 +28,12 @@ What it cannot carve out (honestly):
 * **control paths deeper down**: a ``.git`` below the top level is writable;
 * a worktree's ``commondir`` and ``gitdir`` files inside its (writable) admin folder: the
   runner puts them back when the command ends (``Boundary.pinned``);
-* **network**: with the network off, TCP ``bind``/``connect`` are refused (ABI 4 and later)
-  and a seccomp filter refuses ``socket()`` for every family but ``AF_UNIX``; Unix sockets on
-  the file system stay reachable;
-* **process lifetime**: there is no PID namespace. The helper is a child subreaper and kills
+* **Unix sockets on the file system**: Landlock does not govern ``connect``, so the seccomp
+  filter refuses the command any Unix socket of its own (socket pairs excepted), and the
+  runtime socket is handed to it as a connector (:mod:`membrane.sandbox.connector`); with the
+  network off, TCP ``bind``/``connect`` are refused (ABI 4 and later) and ``socket()`` of every
+  other family too;
+* **process lifetime**: there is no PID namespace. The supervisor is a child subreaper and kills
   every process the command left behind (``setsid``, ``nohup`` and double forks included) when
   the command ends, times out or is stopped; if Membrane itself is killed with ``SIGKILL``, a
   process that left the command's process group can survive.
@@ -45,7 +50,14 @@ from membrane.sandbox.boundary import Boundary
 from membrane.sandbox.machine import machine_support
 from membrane.sandbox.paths import CATALOG_ROOTS, GIT_ENTRY
 
-__all__ = ["HELPER", "landlock_argv", "landlock_grants", "landlock_reads"]
+__all__ = [
+    "HELPER",
+    "NOBODY",
+    "landlock_args",
+    "landlock_argv",
+    "landlock_grants",
+    "landlock_reads",
+]
 
 #: The helper script, run by path so that it imports nothing but the standard library.
 HELPER = Path(__file__).with_name("landlock_exec.py")
@@ -53,6 +65,8 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 #: Devices a command may read (never a disk: root without capabilities still owns those).
 _READ_DEVICES = (*_DEVICES, "/dev/random", "/dev/urandom", "/dev/pts")
 _CONTROL = {name.casefold() for name in (GIT_ENTRY, *CATALOG_ROOTS)}
+#: The uid a command runs as, in a user namespace of its own, when Membrane runs as root.
+NOBODY = 65534
 
 
 def landlock_grants(boundary: Boundary, tmp: Path) -> tuple[list[str], list[str]]:
@@ -78,34 +92,55 @@ def landlock_reads(boundary: Boundary) -> tuple[list[str], list[str]]:
     around it (Landlock cannot take a right back beneath a folder it granted)."""
     trees: list[str] = ["/proc", *(d for d in _READ_DEVICES if os.path.exists(d))]
     folders: list[str] = []
-    holes = boundary.hidden
+    # Strings, not Paths: this runs at every command, over every entry of /etc.
+    holes = tuple(str(hole) for hole in boundary.hidden)
     for root in dict.fromkeys((*boundary.visible, *boundary.readable)):
-        _carve(root, holes, trees, folders)
+        _carve(str(root), holes, trees, folders)
     return trees, folders
 
 
-def _carve(root: Path, holes: tuple[Path, ...], trees: list[str], folders: list[str]) -> None:
+def _carve(root: str, holes: tuple[str, ...], trees: list[str], folders: list[str]) -> None:
     if root in holes:
         return
-    inside = [hole for hole in holes if hole.is_relative_to(root)]
+    prefix = root.rstrip("/") + "/"
+    inside = tuple(hole for hole in holes if hole.startswith(prefix))
     if not inside:
-        trees.append(str(root))
+        trees.append(root)
         return
-    folders.append(str(root))
+    folders.append(root)
+    # Only the entries that hold a hidden place are looked into again; the rest are trees.
+    holding = {hole[len(prefix) :].split("/", 1)[0] for hole in inside}
     try:
         with os.scandir(root) as entries:
-            names = [entry.path for entry in entries]
+            names = [(entry.name, entry.path) for entry in entries]
     except OSError:
         return
-    for name in names:
-        _carve(Path(name), holes, trees, folders)
+    for name, path in names:
+        if name in holding:
+            _carve(path, inside, trees, folders)
+        else:
+            trees.append(path)
 
 
-def landlock_argv(boundary: Boundary, argv: Sequence[str], *, tmp: Path) -> list[str]:
-    """``argv`` wrapped in the Landlock helper, for ``boundary`` with ``tmp`` as ``TMPDIR``."""
+def landlock_args(
+    boundary: Boundary, argv: Sequence[str], *, tmp: Path, root: bool = False
+) -> list[str]:
+    """The helper's arguments for ``argv`` under ``boundary`` with ``tmp`` as ``TMPDIR``
+    (:mod:`membrane.sandbox.landlock_exec`); ``root``: Membrane runs as root, so the command
+    runs as :data:`NOBODY` in a user namespace of its own."""
     trees, files = landlock_grants(boundary, tmp)
     reads, folders = landlock_reads(boundary)
-    head = [str(machine_support().landlock_abi), "1" if boundary.network else "0", str(tmp)]
+    network = "1" if boundary.network else "0"
+    head = [str(machine_support().landlock_abi), network, str(tmp), str(NOBODY) if root else "-"]
     grants = [f"w:{t}" for t in trees] + [f"f:{f}" for f in files]
     grants += [f"r:{r}" for r in reads] + [f"d:{d}" for d in folders]
-    return [sys.executable, "-I", "-S", str(HELPER), *head, *grants, "--", *argv]
+    return [*head, *grants, "--", *argv]
+
+
+def landlock_argv(
+    boundary: Boundary, argv: Sequence[str], *, tmp: Path, root: bool = False
+) -> list[str]:
+    """``argv`` wrapped in the Landlock helper, for ``boundary`` with ``tmp`` as ``TMPDIR``:
+    the way a long-lived child starts (one interpreter for its whole life)."""
+    args = landlock_args(boundary, argv, tmp=tmp, root=root)
+    return [sys.executable, "-I", "-S", str(HELPER), *args]

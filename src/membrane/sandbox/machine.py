@@ -30,6 +30,7 @@ __all__ = [
     "BWRAP_USER",
     "Backend",
     "MachineSupport",
+    "backend_confines",
     "choose_backend",
     "machine_support",
     "root_note",
@@ -201,15 +202,39 @@ def root_note(support: MachineSupport) -> str | None:
     if not support.root:
         return None
     return (
-        "Membrane runs as root: sandboxed commands still run without any capability "
-        "(bubblewrap: a user namespace as uid 65534 inside, every capability dropped, "
-        "no_new_privs; Landlock: every capability and the bounding set dropped, root's "
-        "privileges locked off, no_new_privs), so they cannot mount, remount or bypass file "
-        "permissions; files they create belong to root on the host, and files root owns stay "
-        "readable to them where the sandbox shows them. Under Landlock they stay uid 0 and "
-        "reach every Unix socket root may connect to (Docker's, systemd's), which can start "
-        "processes outside the sandbox: as root, use bubblewrap"
+        "Membrane runs as root: sandboxed commands still run without any capability and under "
+        "no_new_privs, as uid 65534 in a user namespace of their own (bubblewrap, and Landlock "
+        "where user namespaces may be made; Landlock also takes an IPC namespace), which maps "
+        "to root on the host: they cannot mount, remount or bypass file permissions, but files "
+        "they create belong to root, and the owner's permission bits of root's files apply "
+        "where the sandbox shows them. Where user namespaces are refused (a container's "
+        "seccomp profile), a Landlock command stays uid 0 without any capability"
     )
+
+
+#: What each backend confines (``membrane doctor`` says it of the one in force).
+_CONFINES: Final = {
+    "bubblewrap": (
+        "writes to the checkout less its control paths and a private /tmp; reads to the "
+        "checkout, the read roots and the system's folders (an empty root: nothing else "
+        "exists); its own PID, IPC and (network off) network namespaces; no Unix socket but "
+        "the runtime's; every capability dropped, no_new_privs"
+    ),
+    "landlock": (
+        "writes to the checkout's existing entries less its control paths and a private "
+        "temporary folder; reads to the checkout, the read roots and the system's folders; "
+        "no Unix socket of its own (the runtime socket comes as a descriptor), and with the "
+        "network off no socket of any other family; no signal or abstract socket outside "
+        "(ABI 6+); every capability dropped, no_new_privs; no PID namespace (what a command "
+        "leaves behind is killed when it ends)"
+    ),
+    "guard": "nothing: the shell guard reads command text only",
+}
+
+
+def backend_confines(backend: Backend) -> str:
+    """What ``backend`` confines, in one sentence (docs/isolation.md says it in full)."""
+    return _CONFINES[backend]
 
 
 def choose_backend(choice: SandboxChoice, support: MachineSupport) -> Backend:

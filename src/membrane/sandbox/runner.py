@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,11 +43,18 @@ __all__ = ["Sandbox", "SandboxPolicy", "boundary_summary"]
 class Sandbox:
     """Runs commands under ``boundary`` (see :func:`plan_boundary`)."""
 
-    __slots__ = ("_boundary", "_pinned", "_support")
+    __slots__ = ("_boundary", "_pinned", "_socket", "_support")
 
-    def __init__(self, boundary: Boundary, *, support: MachineSupport | None = None) -> None:
+    def __init__(
+        self,
+        boundary: Boundary,
+        *,
+        support: MachineSupport | None = None,
+        runtime_socket: Path | None = None,
+    ) -> None:
         self._boundary = boundary
         self._support = support if support is not None else machine_support()
+        self._socket = runtime_socket
         self._pinned: dict[Path, bytes] = {}
         for path in boundary.pinned:
             with contextlib.suppress(OSError):
@@ -63,14 +70,19 @@ class Sandbox:
         writes: bool = True,
         support: MachineSupport | None = None,
         reachable: Sequence[Path] = (),
+        runtime_socket: Path | None = None,
     ) -> Sandbox:
         """The sandbox for a child in ``checkout``; :class:`SandboxUnavailable` when the policy
-        names a backend this machine lacks. ``reachable``: see ``plan_boundary``."""
+        names a backend this machine lacks. ``reachable``: see ``plan_boundary``;
+        ``runtime_socket``: the socket the child's ``membrane`` commands call back on (shown
+        read-only under bubblewrap, reached through a connector under Landlock:
+        :meth:`callback`)."""
         found = support if support is not None else machine_support()
+        shown = (*reachable, runtime_socket) if runtime_socket is not None else reachable
         boundary = plan_for(
-            policy, checkout, support=found, agent=agent, writes=writes, reachable=reachable
+            policy, checkout, support=found, agent=agent, writes=writes, reachable=shown
         )
-        return cls(boundary, support=found)
+        return cls(boundary, support=found, runtime_socket=runtime_socket)
 
     @property
     def backend(self) -> Backend:
@@ -103,8 +115,36 @@ class Sandbox:
                     backend="landlock",
                     reason="no temporary folder",
                 )
-            return landlock_argv(boundary, argv, tmp=tmp)
+            return landlock_argv(boundary, argv, tmp=tmp, root=self._support.root)
         return list(argv)
+
+    @contextlib.asynccontextmanager
+    async def callback(
+        self, env: Mapping[str, str] | None, *, fd: int | None = None
+    ) -> AsyncIterator[tuple[tuple[int, ...], dict[str, str] | None]]:
+        """``(descriptors to keep open in the command, its environment)`` so that its
+        ``membrane`` commands reach the runtime socket: under Landlock, which refuses the
+        command any Unix socket of its own, a connector (:mod:`membrane.sandbox.connector`)
+        served while the block runs, as ``$MEMBRANE_SOCKET_FD`` (``fd``: the number it has in
+        the command, default its number here); elsewhere nothing to keep and ``env`` as given
+        (the socket is reached by its path)."""
+        if self.backend != "landlock" or self._socket is None:
+            yield (), None if env is None else dict(env)
+            return
+        import anyio
+
+        from membrane.sandbox.connector import SOCKET_FD_ENV, connector_pair, serve_connector
+
+        mine, theirs = connector_pair()
+        with theirs:
+            number = theirs.fileno() if fd is None else fd
+            changed = {**(os.environ if env is None else env), SOCKET_FD_ENV: str(number)}
+            async with anyio.create_task_group() as group:
+                group.start_soon(serve_connector, mine, self._socket)
+                try:
+                    yield (theirs.fileno(),), changed
+                finally:
+                    group.cancel_scope.cancel()
 
     def refuse_outside_links(self) -> None:
         """:class:`HardLinkRefused` when a file the command may write has a name outside what
@@ -176,17 +216,9 @@ class Sandbox:
                     max_output=max_output, env=env, stdin=stdin,
                 )  # fmt: skip
             else:
-                import tempfile
-
-                with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
-                    outcome = await run_process(
-                        self.command(argv, cwd=where, tmp=Path(tmp)),
-                        cwd=where,
-                        timeout=timeout,
-                        max_output=max_output,
-                        env=env,
-                        stdin=stdin,
-                    )
+                outcome = await self._run_landlocked(
+                    argv, cwd=where, timeout=timeout, max_output=max_output, env=env, stdin=stdin
+                )
         finally:
             removed = self.remove_planted()
         if not removed:
@@ -194,6 +226,36 @@ class Sandbox:
         import dataclasses  # the outcome is a dataclass of the process runner, imported above
 
         return dataclasses.replace(outcome, removed=removed)
+
+    async def _run_landlocked(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        timeout: float,
+        max_output: int,
+        env: Mapping[str, str] | None,
+        stdin: bytes | None,
+    ) -> ProcessOutcome:
+        """One command under Landlock, started by the spawn helper (no interpreter per call),
+        in a private temporary folder made for it (owned by the command's uid)."""
+        import tempfile
+
+        from membrane.sandbox.landlock import landlock_args
+        from membrane.sandbox.landlock_spawn import run_confined
+
+        with tempfile.TemporaryDirectory(prefix="membrane-sandbox-") as tmp:
+            args = landlock_args(self._boundary, argv, tmp=Path(tmp), root=self._support.root)
+            async with self.callback(env, fd=3) as (keep, changed):
+                return await run_confined(
+                    args,
+                    cwd=cwd,
+                    env=os.environ if changed is None else changed,
+                    timeout=timeout,
+                    max_output=max_output,
+                    stdin=stdin,
+                    keep=keep,
+                )
 
     def remove_planted(self) -> tuple[str, ...]:
         """Remove the control files (``watch``) that appeared during a command, and put back

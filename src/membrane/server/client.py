@@ -27,6 +27,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from membrane.errors import MembraneError, ProtocolError, RuntimeUnavailable, error_class
 from membrane.json_types import JSONDict, JSONValue
+from membrane.sandbox.connector import SOCKET_FD_ENV, connect_through
 from membrane.server.framing import (
     INTERNAL_ERROR,
     MAX_FRAME_BYTES,
@@ -269,7 +270,14 @@ def _connected(path: str) -> socket.socket:
     (``InvalidStateError``) on a busy machine. Not a Python timeout either, which makes the
     socket non-blocking: a Unix socket's non-blocking connect fails at once with ``EAGAIN``
     while the backlog is full. The socket stays blocking, and its send timeout
-    (``SO_SNDTIMEO``), which a Unix connect waits on, bounds the wait."""
+    (``SO_SNDTIMEO``), which a Unix connect waits on, bounds the wait.
+
+    In a sandboxed command that may make no Unix socket (Landlock), ``$MEMBRANE_SOCKET_FD``
+    names the connector that hands it a connection instead (:mod:`membrane.sandbox.connector`).
+    """
+    connector = os.environ.get(SOCKET_FD_ENV, "")
+    if connector.isdigit():
+        return connect_through(int(connector))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(_CONNECT_SECONDS))

@@ -143,13 +143,13 @@ def _sandbox(
     get back."""
     checkout = Path(request.cwd) if request.cwd is not None else Path.cwd()
     socket = env.get("MEMBRANE_SOCKET")
-    reachable = (*program, *((Path(socket),) if socket else ()))
     sandbox = Sandbox.for_checkout(
         policy.for_agent(network=None if request.network else False, read_paths=request.read_paths),
         checkout,
         agent=request.agent,
         writes=True,
-        reachable=reachable,
+        reachable=program,
+        runtime_socket=Path(socket) if socket else None,
     )
     sandbox.prepare()
     return sandbox
@@ -184,9 +184,13 @@ class _CommandChild(ExternalChild):
         if self._stopped:
             return ChildOutcome(status="stopped")
         with self.sandboxed("membrane-command-") as tmp:
-            return await self._run(tmp)
+            # Under Landlock the command reaches the runtime socket through a connector.
+            async with self._sandbox.callback(self._env) as (keep, env):
+                return await self._run(tmp, keep=keep, env=env)
 
-    async def _run(self, tmp: Path | None) -> ChildOutcome:
+    async def _run(
+        self, tmp: Path | None, *, keep: Sequence[int], env: dict[str, str] | None
+    ) -> ChildOutcome:
         provider = self._provider
         checkout = self._cwd if self._cwd is not None else Path.cwd()
         argv = self._sandbox.command(self._argv, cwd=checkout, tmp=tmp)
@@ -194,9 +198,10 @@ class _CommandChild(ExternalChild):
             process = await anyio.open_process(
                 argv,
                 cwd=self._cwd,
-                env=self._env,
+                env=env,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                pass_fds=keep,
             )
         except OSError as exc:
             return error_outcome(
