@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def doctor(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -90,3 +92,21 @@ def test_doctor_says_when_it_runs_as_root_and_what_that_changes(
     else:
         assert doc["sandbox"]["as_root"] is None
         assert "as root:" not in text
+
+
+def test_doctor_says_what_the_sandbox_in_force_confines(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    from membrane.sandbox import machine_support
+
+    if not machine_support().landlock_abi:
+        pytest.skip(machine_support().landlock_reason)
+    project, env = setup(tmp_path, isolated_home)
+    (project / ".membrane").mkdir()
+    (project / ".membrane" / "config.toml").write_text('sandbox = "landlock"\n')
+    doc = json.loads(doctor(project, env, "--json").stdout)
+    assert doc["sandbox"]["in_force"] == "landlock"
+    assert "no Unix socket of its own" in doc["sandbox"]["confines"]
+    assert "confines:    writes to the checkout" in doctor(project, env).stdout
+    if os.geteuid() == 0:
+        assert "as uid 65534 in a user namespace" in doc["sandbox"]["as_root"]

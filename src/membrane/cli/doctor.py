@@ -66,7 +66,12 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     from membrane.config.load import load_settings, membrane_home
     from membrane.errors import MembraneError
     from membrane.runtime.providers.clis import detect_clis
-    from membrane.sandbox.machine import choose_backend, machine_support, root_note
+    from membrane.sandbox.machine import (
+        backend_confines,
+        choose_backend,
+        machine_support,
+        root_note,
+    )
     from membrane.server.transport import default_socket_path
     from membrane.store.location import locate_state, project_id
     from membrane.store.sqlite import check_file
@@ -132,6 +137,7 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
         sandbox["setting"] = settings.sandbox
         try:
             sandbox["in_force"] = choose_backend(settings.sandbox, support)
+            sandbox["confines"] = backend_confines(sandbox["in_force"])
         except MembraneError as exc:
             sandbox["in_force"] = None
             problems.append(
@@ -268,6 +274,11 @@ def doctor(
             f"sandbox:     {doc['sandbox'].get('in_force')} "
             f"(setting {doc['sandbox'].get('setting')}; machine offers "
             f"{doc['sandbox']['machine']['strongest']})",
+            *(
+                [f"confines:    {doc['sandbox']['confines']}"]
+                if doc["sandbox"].get("confines")
+                else []
+            ),
             *(
                 [f"as root:     {doc['sandbox']['as_root']}"]
                 if doc["sandbox"].get("as_root")
