@@ -55,6 +55,8 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MEMBRANE_HOME", str(home))
     # Claude Code's user folder is a definition root too: never read the user's own.
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-home"))
+    # So is OpenCode's user config folder: never read the user's own.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     for var in ("MEMBRANE_SOCKET", "MEMBRANE_ROLE", "MEMBRANE_SESSION_ID", "MEMBRANE_RUN_ID"):
         monkeypatch.delenv(var, raising=False)
     return home

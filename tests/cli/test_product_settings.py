@@ -512,3 +512,34 @@ def test_disable_bypass_permissions_mode_holds_every_agent_below_bypass(
         "source": "settings:.claude/settings.local.json",
     }
     assert not [w for w in shown["warnings"] if w["code"] == "setting-ignored"]
+
+
+def test_opencode_user_config_is_layered_below_the_projects_as_opencode_merges_them(
+    project: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "opencode" / "opencode.json"
+    _settings(user, {"model": "openai/gpt-5", "permission": {"edit": "deny"}})
+    shown = _explain(project, "worker", capsys)
+    assert shown["settings"]["default_model"] == {"value": "openai/gpt-5", "source": str(user)}
+    assert shown["tools"]["left_out"]["Edit"] == f"settings:{user}"
+
+    # The project's file wins a key both set; the user's rules still hold (merged, not replaced).
+    _settings(project / "opencode.json", {"model": "anthropic/claude-opus-4-1"})
+    shown = _explain(project, "worker", capsys)
+    assert shown["settings"]["default_model"]["source"] == "opencode.json"
+    assert shown["tools"]["left_out"]["Edit"] == f"settings:{user}"
+
+    # Without $XDG_CONFIG_HOME, OpenCode's folder is ~/.config/opencode.
+    home = tmp_path / "user-home"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(home))
+    (project / "opencode.json").unlink()
+    dotted = home / ".config" / "opencode" / "opencode.json"
+    _settings(dotted, {"model": "openai/gpt-5-mini"})
+    assert _explain(project, "worker", capsys)["settings"]["default_model"] == {
+        "value": "openai/gpt-5-mini",
+        "source": str(dotted),
+    }

@@ -361,12 +361,17 @@ def _products(
 ) -> ProductSettings:
     """The products' settings files, folded under ``merged`` (Membrane's own files win)."""
     from membrane.config.model_names import resolve_spec
-    from membrane.config.product_settings import claude_config_home, read_product_settings
+    from membrane.config.product_settings import (
+        claude_config_home,
+        opencode_config_home,
+        read_product_settings,
+    )
     from membrane.errors import UnknownModel
 
     products = read_product_settings(
         project=project,
         claude_home=claude_config_home(),
+        opencode_home=opencode_config_home(),
         claude=merged.get("claude_code_settings", True),
         opencode=merged.get("opencode_settings", True),
     )

@@ -2,8 +2,10 @@
 
 Claude Code keeps its settings in ``~/.claude/settings.json`` (the user's; ``$CLAUDE_CONFIG_DIR``
 moves the folder), ``<project>/.claude/settings.json`` (the project's, shared) and
-``<project>/.claude/settings.local.json`` (the project's, personal); OpenCode in
-``<project>/opencode.json`` (or ``opencode.jsonc``). What Membrane reads from them:
+``<project>/.claude/settings.local.json`` (the project's, personal); OpenCode in the user's
+``$XDG_CONFIG_HOME/opencode/opencode.json`` (``~/.config/opencode`` when the variable is unset;
+``opencode.jsonc`` too), merged below ``<project>/opencode.json`` (or ``opencode.jsonc``) as
+OpenCode merges them. What Membrane reads from them:
 
 * Claude Code ``permissions.allow``/``ask``/``deny``: rules in Claude Code's syntax (``Bash``,
   ``Bash(npm run test:*)``, ``Read(./.env)``, ``Edit(src/**)``, ``mcp__github``,
@@ -46,6 +48,7 @@ __all__ = [
     "ProductRule",
     "ProductSettings",
     "claude_config_home",
+    "opencode_config_home",
     "read_product_settings",
 ]
 
@@ -112,14 +115,30 @@ def claude_config_home() -> Path:
     return Path(value).expanduser() if value else Path.home() / ".claude"
 
 
+def opencode_config_home() -> Path:
+    """OpenCode's user folder: ``$XDG_CONFIG_HOME/opencode``, else ``~/.config/opencode``."""
+    value = os.environ.get("XDG_CONFIG_HOME", "").strip()
+    base = Path(value).expanduser() if value else Path.home() / ".config"
+    return base / "opencode"
+
+
 def read_product_settings(
-    *, project: Path | None, claude_home: Path, claude: bool = True, opencode: bool = True
+    *,
+    project: Path | None,
+    claude_home: Path,
+    opencode_home: Path | None = None,
+    claude: bool = True,
+    opencode: bool = True,
 ) -> ProductSettings:
     """Read the products' settings files (a missing one adds nothing): the user's Claude Code
-    file, then the project's OpenCode and Claude Code files."""
+    file, the user's OpenCode config (in ``opencode_home``), then the project's OpenCode and
+    Claude Code files."""
     reader = _Reader(project)
     if claude:
         reader.read(claude_home / "settings.json", reader.claude)
+    if opencode_home is not None and opencode:
+        for name in OPENCODE_SETTINGS_NAMES:
+            reader.read(opencode_home / name, reader.opencode)
     if project is not None and opencode:
         for name in OPENCODE_SETTINGS_NAMES:
             reader.read(project / name, reader.opencode)
