@@ -67,6 +67,7 @@ Two branches, as a user meets them:
         ├── StructuredOutputInvalid .... structured-output-invalid
         ├── ExtensionHookFailed ........ extension-hook-failed
         ├── UnknownRun ................. unknown-run             NotFound
+        ├── UnknownApproval ............ unknown-approval        NotFound
         ├── UnknownSkill ............... unknown-skill           NotFound
         ├── McpServerUnavailable ....... mcp-server-unavailable
         ├── McpToolError ............... mcp-tool-error
@@ -190,6 +191,7 @@ __all__ = [
     "ToolNotVisible",
     "ToolSpecError",
     "UnknownAgent",
+    "UnknownApproval",
     "UnknownModel",
     "UnknownProject",
     "UnknownRun",
@@ -586,6 +588,13 @@ class UnknownRun(RunError, NotFound):
     """A run id is unknown to this caller (or belongs to another parent)."""
 
     code = "unknown-run"
+
+
+class UnknownApproval(RunError, NotFound):
+    """An answer from ``membrane console`` to an approval that no longer waits: answered
+    already, or its run gave up waiting (the approval timeout) or ended. Carries ``approval``."""
+
+    code = "unknown-approval"
 
 
 class RequestPending(RunError):

@@ -310,3 +310,40 @@ def test_a_budget_and_the_network_flag_are_written_as_the_form_sets_them(
     assert 'value="tokens=1000, children=2"' in shown
     assert '<option value="false" selected>' in shown
     path.write_text(before)
+
+
+def test_a_run_is_steered_stopped_and_resumed_from_its_page(
+    console: tuple[TestClient, Guard], served: Served
+) -> None:
+    client, guard = console
+    start = {"csrf": guard.csrf, "agent": "maker", "task": "make", "model": served.model}
+    client.post("/runs/start", data=start)
+    # The maker waits for its approval: a live run to steer and stop.
+    inbox = _wait_for(client, "/inbox", "touch out/made.txt")
+    waiting = re.search(r"\(run <code>([^<]+)</code>\)", inbox)
+    assert waiting is not None
+    run_id = waiting[1]
+    steer = {"csrf": guard.csrf, "message": "use the out folder"}
+    assert (
+        client.post(f"/runs/{run_id}/message", data=steer, follow_redirects=False).status_code
+        == 303
+    )
+    assert (
+        client.post(
+            f"/runs/{run_id}/stop", data={"csrf": guard.csrf}, follow_redirects=False
+        ).status_code
+        == 303
+    )
+    _wait_for(client, "/runs/rows?q=maker", f'id="run-{run_id}" data-status="stopped"')
+    approval = re.search(r'action="/inbox/(\d+)"', inbox)
+    assert approval is not None
+    gone = client.post(f"/inbox/{approval[1]}", data={"csrf": guard.csrf, "decision": "allow"})
+    assert gone.status_code == 404 and "unknown-approval" in gone.text
+    resume = {"csrf": guard.csrf, "message": "go on", "model": served.model}
+    assert (
+        client.post(f"/runs/{run_id}/resume", data=resume, follow_redirects=False).status_code
+        == 303
+    )
+    _wait_for(client, "/inbox", f"(run <code>{run_id}</code>)")  # asking again, resumed
+    client.post(f"/runs/{run_id}/stop", data={"csrf": guard.csrf})
+    _wait_for(client, "/runs/rows?q=maker", f'id="run-{run_id}" data-status="stopped"')

@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
-from membrane.console import html
+from membrane.console import agents_html, html, runs_html
 from membrane.console.editor import digest, edit_from_form
 from membrane.console.link import RuntimeLink, Session
 from membrane.console.security import CSRF_FIELD, CSRF_HEADER, Guard, GuardMiddleware
@@ -140,7 +140,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
             payload = await anyio.to_thread.run_sync(parts.explain, name, definition)
         except MembraneError as exc:
             return html.error_box(exc.code, exc.message)
-        return html.explain_panel(payload)
+        return agents_html.explain_panel(payload)
 
     # -- agents ------------------------------------------------------------------------
 
@@ -150,14 +150,14 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
             f"{e.data.get('path')}:{e.data.get('line') or 1}: {e.code}: {e.message}"
             for e in cat.errors
         ]
-        body = html.catalog(cat.definitions(), cat.shadowed, problems, project=parts.project)
+        body = agents_html.catalog(cat.definitions(), cat.shadowed, problems, project=parts.project)
         return render(request, "Agents", body, active="agents")
 
     async def agent(request: Request) -> Response:
         name = request.path_params["name"]
         definition = editable(name)
         text = Path(definition.path).read_text(encoding="utf-8")
-        body = html.editor(
+        body = agents_html.editor(
             definition,
             csrf=guard.csrf,
             digest=digest(text),
@@ -181,7 +181,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
         form = await form_of(request)
         edit = edit_from_form(editable(name), form)
         values = {key: form.getlist(key) for key in form}
-        body = html.preview(name, edit.diff(), values, csrf=guard.csrf)
+        body = agents_html.preview(name, edit.diff(), values, csrf=guard.csrf)
         return render(request, f"Save {name}?", body, active="agents")
 
     async def save(request: Request) -> Response:
@@ -201,11 +201,11 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
             for r in link.tree.ordered()
             if not q or q in r.agent.lower() or q in r.status.lower() or q in r.run_id
         ]
-        return html.tree_rows(chosen)
+        return runs_html.tree_rows(chosen)
 
     async def runs(request: Request) -> Response:
         cat = await anyio.to_thread.run_sync(parts.catalog)
-        body = html.runs(link.tree.ordered(), sorted(cat.definitions()), csrf=guard.csrf)
+        body = runs_html.runs(link.tree.ordered(), sorted(cat.definitions()), csrf=guard.csrf)
         return render(request, "Runs", body, active="runs")
 
     async def runs_rows(request: Request) -> Response:
@@ -227,7 +227,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
     async def run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         report = await anyio.to_thread.run_sync(parts.report, run_id)
-        body = html.run_page(report, csrf=guard.csrf)
+        body = runs_html.run_page(report, csrf=guard.csrf)
         return render(request, f"Run {run_id}", body, active="runs")
 
     def run_action(method: str, *, message: bool) -> Callable[[Request], Awaitable[Response]]:
@@ -237,6 +237,9 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
             params: JSONDict = {"runId": run_id}
             if message:
                 params["message"] = str(form.get("message") or "")
+            model = str(form.get("model") or "").strip()
+            if model and method == "runs/resume":
+                params["model"] = model
             await link.use().call(method, params)
             return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
@@ -245,11 +248,13 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
     # -- inbox and live updates ---------------------------------------------------------
 
     def inbox_body() -> str:
-        return html.approvals(link.pending.values(), link.answered, csrf=guard.csrf)
+        return runs_html.approvals(link.pending.values(), link.answered, csrf=guard.csrf)
 
     async def inbox(request: Request) -> Response:
         items = await anyio.to_thread.run_sync(parts.outbox)
-        body = html.inbox(inbox_body()) + html.dead_letters(items["dead"], csrf=guard.csrf)
+        body = runs_html.inbox(inbox_body()) + runs_html.dead_letters(
+            items["dead"], csrf=guard.csrf
+        )
         return render(request, "Inbox", body, active="inbox")
 
     async def retry(request: Request) -> Response:
@@ -260,15 +265,15 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
 
     async def outbox(request: Request) -> Response:
         items = await anyio.to_thread.run_sync(parts.outbox)
-        return render(request, "Outbox", html.outbox(items["pending"]), active="outbox")
+        return render(request, "Outbox", runs_html.outbox(items["pending"]), active="outbox")
 
     async def lineage(request: Request) -> Response:
         roots = await anyio.to_thread.run_sync(parts.lineage)
-        return render(request, "Lineage", html.lineage(roots), active="lineage")
+        return render(request, "Lineage", runs_html.lineage(roots), active="lineage")
 
     async def schedules(request: Request) -> Response:
         found = await anyio.to_thread.run_sync(parts.schedules)
-        return render(request, "Schedules", html.schedules(found), active="schedules")
+        return render(request, "Schedules", runs_html.schedules(found), active="schedules")
 
     async def answer(request: Request) -> Response:
         form = await form_of(request)
@@ -289,7 +294,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
 
     async def doctor(request: Request) -> Response:
         report = await anyio.to_thread.run_sync(parts.doctor)
-        return render(request, "Doctor", html.doctor(report), active="doctor")
+        return render(request, "Doctor", runs_html.doctor(report), active="doctor")
 
     async def home(request: Request) -> Response:
         return RedirectResponse("/agents", status_code=303)

@@ -20,8 +20,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from membrane.console.tree import RunTree
-from membrane.errors import CallerRefused, UnknownRun
+from membrane.errors import CallerRefused, UnknownApproval
 from membrane.json_types import JSONDict
+from membrane.runtime.events import TERMINAL_KINDS
 from membrane.tools.permissions import ApprovalRequest
 
 __all__ = ["Approval", "RuntimeLink", "Session"]
@@ -112,8 +113,12 @@ class RuntimeLink:
             if note.method != "events/event":
                 continue
             event = note.params.get("event")
-            if isinstance(event, Mapping) and self.tree.apply(event) is not None:
+            if not isinstance(event, Mapping):
+                continue
+            if self.tree.apply(event) is not None:
                 self.notify("tree")
+            if event.get("kind") in TERMINAL_KINDS:
+                self.expire(str(event.get("run_id")))
 
     # -- rights --------------------------------------------------------------------------
 
@@ -171,11 +176,18 @@ class RuntimeLink:
             self.notify("inbox")
         return approval.allow
 
+    def expire(self, run_id: str) -> None:
+        """Drop the approvals of a run that ended (stopped while it waited): nothing waits for
+        them any more, so the inbox no longer offers them."""
+        for approval in [a for a in self.pending.values() if a.request.run_id == run_id]:
+            self.pending.pop(approval.id, None)
+            approval.answered.set()  # its wait ends with a refusal no one reads
+
     def answer(self, approval_id: int, *, allow: bool, reason: str) -> Approval:
         self.require_write("answer approvals")
         approval = self.pending.get(approval_id)
         if approval is None:
-            raise UnknownRun(
+            raise UnknownApproval(
                 f"no approval {approval_id} is waiting (answered, or its run gave up waiting)",
                 approval=approval_id,
             )
