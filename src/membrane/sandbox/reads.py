@@ -152,16 +152,27 @@ class ReadScope:
         return tuple(dict.fromkeys(found))
 
 
+def _within(path: str, tree: str) -> bool:
+    """``Path(path).is_relative_to(tree)`` for normalised absolute paths, on strings: this
+    runs for every hidden place against every root at each sandboxed command."""
+    return path == tree or path.startswith(tree if tree.endswith("/") else tree + "/")
+
+
 def _deepest(path: Path, trees: Iterable[Path]) -> Path | None:
+    """The deepest of ``trees`` that holds ``path`` (those that do all hold one another)."""
+    text = str(path)
     best: Path | None = None
+    length = -1
     for tree in trees:
-        if path.is_relative_to(tree) and (best is None or len(tree.parts) > len(best.parts)):
-            best = tree
+        name = str(tree)
+        if len(name) > length and _within(text, name):
+            best, length = tree, len(name)
     return best
 
 
 def _inside_any(path: Path, trees: Iterable[Path]) -> bool:
-    return any(path.is_relative_to(tree) for tree in trees)
+    text = str(path)
+    return any(_within(text, str(tree)) for tree in trees)
 
 
 def _is_env_file(path: Path) -> bool:
