@@ -184,3 +184,60 @@ async def test_a_command_child_whose_checkout_links_a_file_elsewhere_is_refused_
     assert info.value.data["cause"] == "hard-link-refused"
     assert "src/linked.txt" in info.value.message
     assert elsewhere.read_text() == "keep\n"
+
+
+_PROBE = """\
+import os, socket, sys
+import anyio
+from membrane.server.client import Client
+
+async def reach():
+    async with Client.connect(os.environ["MEMBRANE_SOCKET"]):
+        print("runtime reached")
+
+anyio.run(reach)
+try:
+    socket.socket(socket.AF_UNIX).connect(sys.argv[1])
+    print("bus reached")
+except OSError as exc:
+    print("bus refused:", exc.strerror)
+uid = [line for line in open("/proc/self/status") if line.startswith("Uid:")][0].split()[1]
+print("uid", uid)
+"""
+
+
+async def test_a_landlocked_command_child_reaches_the_runtime_socket_and_no_other(
+    project: Project, tmp_path: Path
+) -> None:
+    """Its own ``membrane`` client reaches the runtime through the connector Membrane hands
+    it; a socket of its own to anything else is refused; as root it runs as uid 65534."""
+    import socket
+
+    support = machine_support()
+    if not support.landlock_abi:
+        pytest.skip(f"no Landlock sandbox here: {support.landlock_reason}")
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    runtime_path, bus_path = folder / "runtime.sock", folder / "bus"
+    (project.root / "probe.py").write_text(_PROBE)
+    with socket.socket(socket.AF_UNIX) as served, socket.socket(socket.AF_UNIX) as bus:
+        served.bind(str(runtime_path))
+        served.listen(4)
+        bus.bind(str(bus_path))
+        bus.listen(4)
+        bus.settimeout(0)
+        provider = CommandProvider(
+            [sys.executable, "probe.py", "{task}"],
+            sandbox=SandboxPolicy("landlock"),
+            env={"MEMBRANE_SOCKET": str(runtime_path)},
+        )
+        project.agent("external")
+        project.settings = Settings(max_depth="provider-managed")
+        async with project.runtime(provider) as runtime:
+            with anyio.fail_after(60):
+                result = await runtime.run(SubagentStartRequest("external", str(bus_path)))
+        with pytest.raises(BlockingIOError):
+            bus.accept()
+    lines = result.text.splitlines()
+    assert result.status == "completed", result
+    assert "runtime reached" in lines and "bus reached" not in lines, lines
+    assert f"uid {65534 if os.geteuid() == 0 else os.geteuid()}" in lines, lines

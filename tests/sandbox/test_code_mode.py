@@ -103,3 +103,22 @@ async def test_code_of_a_writing_child_is_refused_while_its_checkout_links_a_fil
     with pytest.raises(HardLinkRefused):
         await _run(_scope(any_sandbox), code, checkout)
     assert (tmp_path / "keep.txt").read_text() == "keep\n"
+
+
+async def test_a_program_started_by_root_runs_as_an_unprivileged_uid_with_no_unix_socket(
+    os_sandbox: str, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("Membrane does not run as root here")
+    code = (
+        "import socket\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+        "try:\n"
+        "    socket.socket(socket.AF_UNIX).connect('/run/dbus/system_bus_socket')\n"
+        "    bus = 'reached'\n"
+        "except OSError as exc:\n"
+        "    bus = 'refused'\n"
+        "return [status['Uid'].split()[0], bus]"
+    )
+    result = await _run(_scope(os_sandbox), code, tmp_path)
+    assert result["value"] == ["65534", "refused"], result
