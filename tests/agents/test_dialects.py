@@ -60,11 +60,51 @@ def test_each_dialect_root_is_read_with_its_dialect(tmp_path: Path, isolated_hom
 
 def test_membranes_own_roots_win_a_name_collision(tmp_path: Path, isolated_home: Path) -> None:
     claude = write(tmp_path / ".claude" / "agents" / "r.md", "name: reviewer\ndescription: claude")
-    pi = write(tmp_path / ".pi" / "agents" / "r.md", "name: reviewer\ndescription: pi")
     write(isolated_home / "agents" / "r.md", "name: reviewer\ndescription: membrane global")
     catalog = Catalog(project=tmp_path)
     assert catalog.get("reviewer").description == "membrane global"  # type: ignore[union-attr]
-    assert [d.path for d in catalog.shadowed["reviewer"]] == [str(pi), str(claude)]
+    assert [d.path for d in catalog.shadowed["reviewer"]] == [str(claude)]
+
+
+def test_pi_agents_outrank_global_and_agents_agents_as_seed_003_orders_them(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    glob = write(isolated_home / "agents" / "r.md", "name: reviewer\ndescription: global")
+    shared = tmp_path / ".agents" / "agents" / "r.md"
+    write(shared, "name: reviewer\ndescription: workspace")
+    pi = write(tmp_path / ".pi" / "agents" / "r.md", "name: reviewer\ndescription: pi")
+    catalog = Catalog(project=tmp_path)
+    assert catalog.get("reviewer").description == "pi"  # type: ignore[union-attr]
+    assert [d.path for d in catalog.shadowed["reviewer"]] == [str(shared), str(glob)]
+    # The project's own .membrane/agents still outranks pi's folder.
+    write(tmp_path / ".membrane" / "agents" / "r.md", "name: reviewer\ndescription: project")
+    catalog = Catalog(project=tmp_path)
+    assert catalog.get("reviewer").description == "project"  # type: ignore[union-attr]
+    assert catalog.shadowed["reviewer"][0].path == str(pi)
+
+
+def test_agents_agents_reads_pis_spellings_and_keeps_membranes_fields(
+    tmp_path: Path, isolated_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".agents" / "agents"
+    write(
+        folder / "scout.md",
+        "name: scout\ndescription: Scouts.\ntools: read, find, ls\n"
+        "allowed_subagents: all\nisolation: false\n"
+        "rules:\n  - {tool: Read, deny: {file_path: {glob: '*.env'}}}",
+    )
+    write(folder / "quiet.md", 'name: quiet\ndescription: Quiet.\ntools: ""')
+    catalog = Catalog(project=tmp_path)
+    assert catalog.errors == []
+    scout, quiet = catalog.get("scout"), catalog.get("quiet")
+    assert scout is not None and quiet is not None
+    assert (scout.root, scout.dialect) == ("workspace", "membrane")
+    assert scout.tools == ("read", "Glob")  # pi's find and ls
+    assert scout.allowed_subagents == ("*",) and scout.isolation is UNSET
+    assert quiet.tools == ()  # pi: an empty `tools` is no built-in tool
+    shown = explain(tmp_path, "scout", capsys)
+    rules = shown["permissions"]["tools"]  # Membrane's own field, read as Membrane reads it
+    assert [r["verdict"] for r in rules["Read"]["rules"]] == ["deny"]
 
 
 def test_a_setting_turns_each_dialect_off(tmp_path: Path, isolated_home: Path) -> None:

@@ -1,14 +1,15 @@
 """The catalog: every definition from every root, which one wins, and dispatch.
 
 Roots, lowest to highest: the packaged builtins < other products' roots (``dialect_roots``:
-Claude Code, OpenCode, pi, Codex, GitHub Copilot, each read with its own dialect) <
-``<home>/agents`` < ``<workspace>/.agents/agents`` < ``<project>/.membrane/agents``, each scanned
-recursively for ``*.md`` (``*.toml`` for Codex; an ``opencode.json`` root is one file holding
-several definitions). The key is the
-definition's name. A higher root replaces the whole definition (fields are never merged from
-the loser); within one root, two files with the same name are decided by path order (the first
-wins) and warned about. A broken file lands in ``errors`` and is skipped: whatever parsing one
-file raises, it becomes a ``DefinitionError`` for that path and never stops a reload.
+Claude Code, OpenCode, Codex, GitHub Copilot, each read with its own dialect) <
+``<home>/agents`` < ``<workspace>/.agents/agents`` (Membrane's fields, and pi's spellings) <
+``<project>/.pi/agents`` (pi's dialect; seed 003's order) < ``<project>/.membrane/agents``,
+each scanned recursively for ``*.md`` (``*.toml`` for Codex; an ``opencode.json`` root is one
+file holding several definitions). The key is the definition's name. A higher root replaces
+the whole definition (fields are never merged from the loser); within one root, two files with
+the same name are decided by path order (the first wins) and warned about. A broken file lands
+in ``errors`` and is skipped: whatever parsing one file raises, it becomes a
+``DefinitionError`` for that path and never stops a reload.
 
 ``reload()`` runs before every spawn, so its unchanged path must cost O(roots), not O(files).
 From the second reload on, where the platform has a directory watcher (Linux inotify, see
@@ -39,7 +40,8 @@ from membrane.agents.builtins import BUILTIN_DIR, builtin_definitions, builtin_e
 from membrane.agents.cache import DefinitionCache
 from membrane.agents.catalog_index import WinnerIndex
 from membrane.agents.definition import REPAIRED_NAME, AgentDefinition, DefinitionWarning, Dispatch
-from membrane.agents.roots import Root, claude_config_home, dialect_roots
+from membrane.agents.dialect import WORKSPACE
+from membrane.agents.roots import Root, claude_config_home, dialect_roots, pi_root
 from membrane.agents.scan import ConfigScan, RootScan, Scan
 from membrane.config.values import Settings
 from membrane.errors import DefinitionError
@@ -128,7 +130,10 @@ class Catalog:
             Root("global", home / "agents"),
         ]
         if workspace is not None:
-            candidates.append(Root("workspace", workspace / ".agents" / "agents"))
+            candidates.append(Root("workspace", workspace / ".agents" / "agents", WORKSPACE))
+        pi = pi_root(self.settings, project=project)
+        if pi is not None:
+            candidates.append(pi)  # seed 003: .pi/agents wins over .agents/agents and global
         if project is not None:
             candidates.append(Root("project", project / ".membrane" / "agents"))
         # The same directory reached twice (say, the project is the home's parent) counts once,

@@ -12,7 +12,14 @@ from typing import Final
 
 from membrane.config.values import DEFAULT_TOOLS, OmittedTools
 
-__all__ = ["DIALECT_NAMES", "MEMBRANE", "OMITTED_SETTING", "PRELOADS_SKILLS", "Dialect"]
+__all__ = [
+    "DIALECT_NAMES",
+    "MEMBRANE",
+    "OMITTED_SETTING",
+    "PRELOADS_SKILLS",
+    "WORKSPACE",
+    "Dialect",
+]
 
 #: Every dialect, Membrane's own first.
 DIALECT_NAMES: Final = ("membrane", "claude-code", "opencode", "pi", "codex", "copilot")
@@ -37,6 +44,11 @@ class Dialect:
     name: str = "membrane"
     omitted_tools: OmittedTools = "default"
     default_tools: tuple[str, ...] = DEFAULT_TOOLS
+    #: Membrane's own fields, plus pi's spellings where Membrane gives a value no meaning of
+    #: its own (``<workspace>/.agents/agents``, a folder pi reads too: seed 003).
+    pi_spellings: bool = False
 
 
 MEMBRANE: Final = Dialect()
+#: ``<workspace>/.agents/agents``: Membrane's dialect, reading pi's spellings as pi does.
+WORKSPACE: Final = Dialect(pi_spellings=True)

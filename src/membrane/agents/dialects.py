@@ -105,6 +105,13 @@ def translate(
     """The entries of one file. ``native`` names the Membrane field a key is (aliases included)."""
     out = Translation(reader)
     translator = _TRANSLATORS.get(dialect.name)
+    if translator is None and dialect.pi_spellings:
+        # ``.agents/agents``: pi's spellings, never pi's meaning of a field Membrane defines.
+        handle = _pi
+        for key, value in items:
+            if not handle(out, key, value):
+                out.add(key, native(key), value)
+        return out.entries
     for key, value in items:
         if translator is None or not translator[0](out, key, value):
             out.add(key, native(key), value)

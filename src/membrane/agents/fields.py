@@ -186,9 +186,10 @@ def build_definition(
     keys: dict[str, str] = {}
     budget = [MAX_VALUES]
     items: list[tuple[str, Any]] = []
+    foreign = dialect.name != MEMBRANE.name  # .agents/agents keeps Membrane's fields
     for key, raw in data.items():
         field = _native(key)
-        if field in NAME_LIST_FIELDS or (dialect is not MEMBRANE and key in _DIALECT_LISTS):
+        if field in NAME_LIST_FIELDS or (foreign and key in _DIALECT_LISTS):
             check_names(builder, key, raw)
         try:
             items.append((key, plain(raw, budget)))
@@ -199,7 +200,7 @@ def build_definition(
         key, field, value = entry.key, entry.field, entry.value
         if key in lines:
             field_lines.setdefault(field or key, lines[key])
-        if field is None and key == "rules" and dialect is MEMBRANE:
+        if field is None and key == "rules" and not foreign:
             # Argument rules over any tool's arguments; they narrow, never grant.
             builder.rules += read_argument_rules(
                 value, source="rules", fail=partial(builder.fail, key)

@@ -1,7 +1,8 @@
 """Where definitions come from: a ``Root`` (a directory, or one config file holding several
-definitions) with the dialect its files are read in, and the other products' roots
-(``dialect_roots``: Claude Code, OpenCode, pi, Codex, GitHub Copilot) that sit below Membrane's
-own."""
+definitions) with the dialect its files are read in, the other products' roots
+(``dialect_roots``: Claude Code, OpenCode, Codex, GitHub Copilot) that sit below Membrane's
+own, and pi's ``.pi/agents`` (``pi_root``), which seed 003 ranks above the global folder and
+``<workspace>/.agents/agents``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from membrane.agents.dialect import MEMBRANE, Dialect
 from membrane.config.product_settings import claude_config_home
 from membrane.config.values import Settings
 
-__all__ = ["OPENCODE_CONFIG_NAMES", "Root", "claude_config_home", "codex_home", "dialect_roots"]
+__all__ = [
+    "OPENCODE_CONFIG_NAMES",
+    "Root",
+    "claude_config_home",
+    "codex_home",
+    "dialect_roots",
+    "pi_root",
+]
 
 #: The OpenCode config files of a project, read for their ``agent`` entries.
 OPENCODE_CONFIG_NAMES = ("opencode.json", "opencode.jsonc")
@@ -56,12 +64,12 @@ def dialect_roots(settings: Settings, *, project: Path | None, claude_home: Path
 
     ``~/.codex/agents`` < ``~/.copilot/agents`` < ``~/.claude/agents`` < ``.codex/agents`` <
     ``.github/chatmodes`` < ``.github/agents`` < ``opencode.jsonc`` < ``opencode.json`` <
-    ``.opencode/agent`` < ``.opencode/agents`` < ``.claude/agents`` < ``.pi/agents``; a setting
-    turns each product off.
+    ``.opencode/agent`` < ``.opencode/agents`` < ``.claude/agents``; a setting turns each
+    product off. pi's ``.pi/agents`` is not among them: it ranks with Membrane's own
+    (``pi_root``).
     """
     claude = Dialect("claude-code", settings.claude_code_omitted_tools, settings.default_tools)
     opencode = Dialect("opencode", settings.opencode_omitted_tools, settings.default_tools)
-    pi = Dialect("pi", settings.pi_omitted_tools, settings.default_tools)
     codex = Dialect("codex", settings.codex_omitted_tools, settings.default_tools)
     copilot = Dialect("copilot", settings.copilot_omitted_tools, settings.default_tools)
     roots: list[Root] = []
@@ -91,6 +99,14 @@ def dialect_roots(settings: Settings, *, project: Path | None, claude_home: Path
         ]
     if settings.claude_code_agents:
         roots.append(Root("claude-code-project", project / ".claude" / "agents", claude))
-    if settings.pi_agents:
-        roots.append(Root("pi-project", project / ".pi" / "agents", pi))
     return roots
+
+
+def pi_root(settings: Settings, *, project: Path | None) -> Root | None:
+    """``<project>/.pi/agents`` in pi's dialect, which seed 003 ranks above the global folder
+    and ``<workspace>/.agents/agents`` (pi wins a collision); ``None`` when there is no project
+    or ``pi_agents = false``."""
+    if project is None or not settings.pi_agents:
+        return None
+    pi = Dialect("pi", settings.pi_omitted_tools, settings.default_tools)
+    return Root("pi-project", project / ".pi" / "agents", pi)
