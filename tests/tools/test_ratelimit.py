@@ -172,3 +172,34 @@ async def test_rate_limits_hold_on_the_one_call_path_for_in_process_children() -
         await view.call("noop", {}, context)
     # Another run has its own window; a bad argument is refused before it counts.
     assert await view.call("noop", {}, ToolContext(agent="child", run_id="run-2")) == "ok"
+
+
+def test_20000_churned_session_ids_hold_a_bounded_table_and_gain_no_calls() -> None:
+    clock = Clock()
+    limiter = RateLimiter(
+        {"Bash": RateLimit(max_calls=2, window_seconds=60)}, clock=clock, max_sessions=100
+    )
+    admitted = 0
+    for index in range(20_000):
+        clock.now = index * 0.001
+        if limiter.try_acquire(f"chat-{index}", "Bash", shared="owner") is None:
+            admitted += 1
+    keys, stamps = limiter.stored()
+    # The table's own sessions plus the one shared window, never one per id.
+    assert keys == 101 and stamps <= 2 * 101
+    assert admitted == 100 + 2  # each held session called once, the shared window twice
+
+
+def test_a_full_table_without_a_shared_identity_waits_for_the_oldest_window() -> None:
+    clock = Clock()
+    limiter = RateLimiter(
+        {"Bash": RateLimit(max_calls=5, window_seconds=10)}, clock=clock, max_sessions=2
+    )
+    assert limiter.try_acquire("run-a", "Bash") is None
+    clock.now = 3
+    assert limiter.try_acquire("run-b", "Bash") is None
+    clock.now = 4
+    assert limiter.try_acquire("run-c", "Bash") == pytest.approx(6)  # run-a's window ends at 10
+    clock.now = 10.5
+    assert limiter.try_acquire("run-c", "Bash") is None  # run-a's expired window made room
+    assert limiter.stored()[0] == 2

@@ -254,6 +254,7 @@ class SettingsFile(_Strict):
     server_max_waits_per_connection: _Count | None = None
     server_reply_cache_bytes: _Count | None = None
     server_max_buffered_bytes: _Count | None = None
+    rate_limit_sessions: _Count | None = None
     retention: RetentionTable | None = None
 
     _seconds = field_validator(

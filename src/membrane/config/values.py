@@ -217,6 +217,9 @@ class Settings:
     #: an approval need ``Write`` in it.
     console_role: str | None = None
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    #: Sessions whose rate-limit windows are held per tool; past it the owner's new sessions
+    #: share one window and any other new one waits (a live window is never evicted).
+    rate_limit_sessions: int = 10_000
     #: ``[models.NAME]`` entries: named models a spec (``--model local``) can point at.
     models: Mapping[str, ModelEntry] = field(default_factory=dict)
     #: The spec a run uses when neither the host, the definition nor the call names one.

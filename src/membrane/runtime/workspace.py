@@ -123,7 +123,9 @@ class Workspace:
             cache=state_folder / CACHE_FILE,
         )
         registry = ToolRegistry()
-        registry.rate_limits.configure(settings.rate_limits)
+        registry.rate_limits.configure(
+            settings.rate_limits, max_sessions=settings.rate_limit_sessions
+        )
         register_builtin_tools(
             registry, tools=builtin_tools(sandbox=SandboxPolicy.from_settings(settings))
         )

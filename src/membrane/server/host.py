@@ -416,6 +416,9 @@ class ProjectHost:
                 # A caller that proves nothing shares its role's windows, whatever session it
                 # names: a new name per connection escapes no rate limit.
                 session=(caller.session_id if caller.owner else None) or f"role:{caller.role}",
+                # The owner's sessions are its own names: past the limiter's table they share
+                # one window, so a new name per call escapes no rate limit either.
+                rate_shared="owner" if caller.owner else None,
                 extra=MappingProxyType({"role": caller.role}),
                 checkout_reads_only=caller.role == DEFAULT_ROLE,
             )

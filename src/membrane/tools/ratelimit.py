@@ -5,11 +5,15 @@ by one session in any ``S`` seconds. ``ToolView.call`` asks the limiter after th
 the view (role access, veto) and its schema, and before the handler runs, so the limit holds
 the same in process and over the socket: there is no second call path to forget.
 
-Memory is bounded: a key (session, tool) keeps at most ``max_calls`` timestamps (a ring: a
-call is admitted only while fewer than ``max_calls`` lie inside the window, and the expired
-ones are dropped first), and a key whose newest timestamp has left its window is evicted,
-oldest-touched first, on later calls. So the limiter holds only keys that were active within
-their window, each with at most ``max_calls`` entries, however bursty the traffic.
+Memory is bounded twice over. A key (session, tool) keeps at most ``max_calls`` timestamps (a
+ring: a call is admitted only while fewer than ``max_calls`` lie inside the window, and the
+expired ones are dropped first), and a session whose newest timestamp has left its window is
+evicted (each tool's sessions are kept in the order of their last admitted call, so the expired
+ones are the oldest). And at most ``max_sessions`` sessions are held per tool
+(``rate_limit_sessions``): a live window is never evicted, so a caller that churns session ids
+resets no limit; once the table is full, a session it does not hold counts under its caller's
+trusted identity (``shared``: one window for all the owner's overflow sessions), or, with none,
+is refused until the oldest window expires.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ from membrane.errors import RateLimited
 
 __all__ = ["RateLimiter"]
 
-#: Expired keys looked at per call; eviction is amortised over calls.
-_EVICT_PER_CALL = 4
+#: Sessions held per tool by default (``rate_limit_sessions``).
+MAX_SESSIONS = 10_000
 
 
 class RateLimiter:
@@ -35,21 +39,27 @@ class RateLimiter:
     windows and forgets every stored timestamp.
     """
 
-    __slots__ = ("_clock", "_keys", "_windows")
+    __slots__ = ("_clock", "_max_sessions", "_tables", "_windows")
 
     def __init__(
         self,
         windows: Mapping[str, RateLimit] | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        max_sessions: int = MAX_SESSIONS,
     ) -> None:
         self._clock = clock
         self._windows: Mapping[str, RateLimit] = MappingProxyType({})
-        self._keys: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
-        self.configure(windows or {})
+        #: Per tool, each session's timestamps, oldest admitted call first.
+        self._tables: dict[str, OrderedDict[str, deque[float]]] = {}
+        self._max_sessions = max_sessions
+        self.configure(windows or {}, max_sessions=max_sessions)
 
-    def configure(self, windows: Mapping[str, RateLimit]) -> None:
-        """Use ``windows`` (tool name to its ``[rate_limits.TOOL]`` window)."""
+    def configure(
+        self, windows: Mapping[str, RateLimit], *, max_sessions: int | None = None
+    ) -> None:
+        """Use ``windows`` (tool name to its ``[rate_limits.TOOL]`` window), and hold at most
+        ``max_sessions`` sessions per tool (``rate_limit_sessions``; ``None``: as before)."""
         parsed: dict[str, RateLimit] = {}
         for tool, window in windows.items():
             max_calls, seconds = window.max_calls, window.window_seconds
@@ -58,8 +68,12 @@ class RateLimiter:
             if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
                 raise ValueError(f"rate limit of {tool!r}: window_seconds must be > 0")
             parsed[tool] = RateLimit(max_calls, float(seconds))
+        if max_sessions is not None:
+            if isinstance(max_sessions, bool) or max_sessions < 1:
+                raise ValueError("rate_limit_sessions must be an integer >= 1")
+            self._max_sessions = max_sessions
         self._windows = MappingProxyType(parsed)
-        self._keys.clear()
+        self._tables.clear()
 
     @property
     def windows(self) -> Mapping[str, RateLimit]:
@@ -68,9 +82,10 @@ class RateLimiter:
     def __bool__(self) -> bool:
         return bool(self._windows)
 
-    def acquire(self, session: str, tool: str) -> None:
-        """Count one call of ``tool`` by ``session``, or raise ``RateLimited`` (nothing counted)."""
-        retry = self.try_acquire(session, tool)
+    def acquire(self, session: str, tool: str, *, shared: str | None = None) -> None:
+        """Count one call of ``tool`` by ``session``, or raise ``RateLimited`` (nothing counted).
+        ``shared``: the key the call counts under when the table is full (see the module)."""
+        retry = self.try_acquire(session, tool, shared=shared)
         if retry is not None:
             window = self._windows[tool]
             raise RateLimited(
@@ -82,38 +97,46 @@ class RateLimiter:
                 window_seconds=window.window_seconds,
             )
 
-    def try_acquire(self, session: str, tool: str) -> float | None:
+    def try_acquire(self, session: str, tool: str, *, shared: str | None = None) -> float | None:
         """``None`` when the call is admitted (and counted); else seconds until one would be."""
         window = self._windows.get(tool)
         if window is None:
             return None
         now = self._clock()
-        self._evict(now)
-        key = (session, tool)
-        stamps = self._keys.get(key)
-        if stamps is None:
-            stamps = self._keys[key] = deque(maxlen=window.max_calls)
-        else:
-            self._keys.move_to_end(key)
         horizon = now - window.window_seconds
+        table = self._tables.get(tool)
+        if table is None:
+            table = self._tables[tool] = OrderedDict()
+        _evict(table, horizon)
+        key = session
+        if key not in table and len(table) >= self._max_sessions:
+            if shared is None or shared == session:
+                # Full of live windows, none of them this session's: wait for the oldest.
+                oldest = next(iter(table.values()))
+                return max(oldest[-1] - horizon, 0.0)
+            key = shared  # one more key per trusted identity at most
+        stamps = table.get(key)
+        if stamps is None:
+            stamps = table[key] = deque(maxlen=window.max_calls)
         while stamps and stamps[0] <= horizon:
             stamps.popleft()
         if len(stamps) >= window.max_calls:
             return max(stamps[0] - horizon, 0.0)
         stamps.append(now)
+        table.move_to_end(key)
         return None
 
     def stored(self) -> tuple[int, int]:
         """``(keys, timestamps)`` held now: what bounds the limiter's memory."""
-        return len(self._keys), sum(len(stamps) for stamps in self._keys.values())
+        tables = self._tables.values()
+        keys = sum(len(table) for table in tables)
+        return keys, sum(len(stamps) for table in tables for stamps in table.values())
 
-    def _evict(self, now: float) -> None:
-        keys = self._keys
-        for _ in range(_EVICT_PER_CALL):
-            if not keys:
-                return
-            key, stamps = next(iter(keys.items()))
-            window = self._windows.get(key[1])
-            if window is not None and stamps and stamps[-1] > now - window.window_seconds:
-                return  # the oldest-touched key is still live, so every later one may be
-            del keys[key]
+
+def _evict(table: OrderedDict[str, deque[float]], horizon: float) -> None:
+    """Drop the sessions whose newest call has left the window (they are the oldest)."""
+    while table:
+        stamps = next(iter(table.values()))
+        if stamps and stamps[-1] > horizon:
+            return
+        table.popitem(last=False)

@@ -46,6 +46,10 @@ class ToolContext:
     #: nothing of the checkout, only their private temporary folder.
     read_only: bool = False
     session: str | None = None
+    #: The caller's trusted identity: what its calls count under for a rate limit once the
+    #: limiter holds ``rate_limit_sessions`` live sessions and none is ``session``'s (the
+    #: owner's sessions share ``owner``); ``None``: such a call waits for a window to expire.
+    rate_shared: str | None = None
     #: Variables the runtime gives every process the calling agent starts (``Bash``), on top
     #: of its own environment: ``MEMBRANE_CLI_PATH``, ``MEMBRANE_AGENT_SKILLS_DIRS``, ...
     env: Mapping[str, str] = field(default_factory=dict)

@@ -57,7 +57,7 @@ class _Limiter(Protocol):
 
     def __bool__(self) -> bool: ...
 
-    def acquire(self, session: str, tool: str) -> None: ...
+    def acquire(self, session: str, tool: str, *, shared: str | None = None) -> None: ...
 
 
 #: Gate classes already asked whether they are a ``ToolObserver``: a runtime-checkable
@@ -337,7 +337,11 @@ class ToolView:
             await self._gate.check(tool, values, context)
         limiter = self._limiter
         if limiter:
-            limiter.acquire(context.session or context.run_id or context.agent, name)
+            limiter.acquire(
+                context.session or context.run_id or context.agent,
+                name,
+                shared=context.rate_shared,
+            )
         try:
             result = await tool.handler(values, context)
         except MembraneError:
