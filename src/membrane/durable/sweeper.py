@@ -59,6 +59,9 @@ class Leases:
         self.store = store
         self.owner = owner
         self.ttl = ttl
+        #: The generation of each lease this owner claimed (``fence`` checks it is still in
+        #: force before a run's end is written).
+        self._generations: dict[str, int] = {}
 
     def claim(self, run_id: str) -> Lease:
         """Hold ``run_id``'s lease, or raise ``RunLeased`` when another owner's is live."""
@@ -76,10 +79,21 @@ class Leases:
                 owner=lease.owner,
                 expires_at=lease.expires_at,
             )
+        self._generations[run_id] = lease.generation
         return lease
 
     def release(self, run_id: str) -> None:
+        self._generations.pop(run_id, None)
         self.store.release_lease(run_id, owner=self.owner)
+
+    def fence(self, run_id: str) -> None:
+        """Refuse (``RunLeased``) unless this owner still holds ``run_id``'s lease at the
+        generation it claimed, holding it so until the enclosing transaction ends: a process
+        that stalled past its lease while another took the run over never writes over the
+        new holder's work. A run this owner never claimed is not fenced."""
+        generation = self._generations.get(run_id)
+        if generation is not None:
+            self.store.fence(run_id, owner=self.owner, generation=generation)
 
     @contextlib.contextmanager
     def claimed(self, run_id: str, *, held: bool = False) -> Iterator[None]:

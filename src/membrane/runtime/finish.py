@@ -38,7 +38,7 @@ from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.runs import RunResult
 from membrane.durable.sweeper import Leases
 from membrane.durable.transcripts import save_transcript
-from membrane.errors import MembraneError, RunError, StoreError
+from membrane.errors import MembraneError, RunError, RunLeased, StoreError
 from membrane.models.base import Usage
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ChildOutcome
@@ -167,6 +167,8 @@ class Finisher:
         owed = self._outbox.completion(record, result)
 
         def write() -> tuple[int, int | None]:
+            if self._leases is not None:
+                self._leases.fence(record.run_id)  # a run taken over is not ours to end
             store.set_status(record.run_id, result.status, result=data)
             save_transcript(store, record)
             if record.has_edge:
@@ -182,6 +184,11 @@ class Finisher:
         try:
             seq, item_id = self._hub.commit(write)
             crash_point("end.written")
+        except RunLeased as exc:
+            # Another owner took the run over (its lease moved on): the end is that owner's
+            # to write and to tell. The run ends here as it did, and nothing of it is stored.
+            self._hub.errors.append(StoreError(exc.message, run_id=record.run_id))
+            seq, item_id, owed = 0, None, None
         except StoreError as exc:
             failure = exc
         except Exception as exc:
