@@ -1,4 +1,5 @@
-"""Retention: what ``SQLiteStore.prune`` deletes with a finished run, and what it must keep."""
+"""Retention: what ``prune`` deletes with a finished run, and what it must keep (SQLite and
+PostgreSQL alike)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from membrane.config import Retention, load_settings
 from membrane.errors import SettingsError
-from membrane.store import SessionHeader, SQLiteStore
+from membrane.store import PostgresStore, SessionHeader, SQLiteStore
 from membrane.testing import stored_receipt
 
 DAY = 86_400.0
@@ -27,8 +28,11 @@ class _Clock:
         return self.now
 
 
+Pruned = SQLiteStore | PostgresStore
+
+
 def _run(
-    store: SQLiteStore, run_id: str, *, status: str = "completed", parent: str | None = None
+    store: Pruned, run_id: str, *, status: str = "completed", parent: str | None = None
 ) -> None:
     """A run as the runtime leaves it: header, events, transcript, spawn receipt, lineage edge
     (under ``parent``), and its completion notice delivered."""
@@ -57,21 +61,29 @@ def _days(days: float, **more: object) -> Retention:
     return Retention(runs_days=MappingProxyType(dict.fromkeys(EVERY, days)), **more)  # type: ignore[arg-type]
 
 
-def _rows(store: SQLiteStore, table: str) -> int:
-    with store._guard("test") as conn:  # a count no public method gives
+def _rows(store: Pruned, table: str) -> int:
+    # A count no public method gives.
+    if isinstance(store, PostgresStore):
+        with store._use("test") as cur:
+            return int(cur.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    with store._guard("test") as conn:
         return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
 
-@pytest.fixture
-def clocked(tmp_path: Path) -> tuple[SQLiteStore, _Clock]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def clocked(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Pruned, _Clock]:
     clock = _Clock()
-    store = SQLiteStore(tmp_path / "state.db", clock=clock)
+    store: Pruned
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path / "state.db", clock=clock)
+    else:
+        store = PostgresStore(request.getfixturevalue("postgres_url"), clock=clock)
     yield store, clock
     store.close()
 
 
 def test_prune_deletes_an_old_finished_run_with_everything_kept_for_it(
-    clocked: tuple[SQLiteStore, _Clock],
+    clocked: tuple[Pruned, _Clock],
 ) -> None:
     store, clock = clocked
     _run(store, "lead")
@@ -96,7 +108,7 @@ def test_prune_deletes_an_old_finished_run_with_everything_kept_for_it(
     assert store.prune(_days(30), now=NOW).sessions == 0
 
 
-def test_prune_keeps_every_run_still_referenced(clocked: tuple[SQLiteStore, _Clock]) -> None:
+def test_prune_keeps_every_run_still_referenced(clocked: tuple[Pruned, _Clock]) -> None:
     store, _ = clocked
     _run(store, "live-lead", status="running")
     _run(store, "done-kid", parent="live-lead")  # its parent may still wait for it
@@ -117,7 +129,7 @@ def test_prune_keeps_every_run_still_referenced(clocked: tuple[SQLiteStore, _Clo
     assert len(store.transcript("done-kid")) == 3 and stored_receipt(store, "start-owed")
 
 
-def test_prune_by_status_and_by_count(clocked: tuple[SQLiteStore, _Clock]) -> None:
+def test_prune_by_status_and_by_count(clocked: tuple[Pruned, _Clock]) -> None:
     store, clock = clocked
     for i, status in enumerate(("completed", "error", "interrupted", "completed")):
         clock.now = OLD + i
@@ -130,7 +142,7 @@ def test_prune_by_status_and_by_count(clocked: tuple[SQLiteStore, _Clock]) -> No
     assert [h.session_id for h in store.list_sessions()] == ["r2", "r3"]
 
 
-def test_prune_can_keep_a_lineage_summary(clocked: tuple[SQLiteStore, _Clock]) -> None:
+def test_prune_can_keep_a_lineage_summary(clocked: tuple[Pruned, _Clock]) -> None:
     store, _ = clocked
     _run(store, "lead")
     _run(store, "kid", parent="lead")

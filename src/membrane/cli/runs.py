@@ -149,9 +149,10 @@ def runs(
     Screen().table(_table(rows, shown(state)))
 
 
-async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], Path]:
+async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow], StateTarget]:
     from membrane.cli.backend import runtime_session
     from membrane.runtime.listing import row_from_dict
+    from membrane.store.select import target_of
 
     rows: list[RunRow] = []
     async with runtime_session(project, role=None, socket=socket) as session:
@@ -163,7 +164,7 @@ async def _served_runs(project: Path, socket: Path | None) -> tuple[list[RunRow]
             if not isinstance(following, str):
                 break
             params["after"] = following
-    return rows, Path(reply["state"])
+    return rows, target_of(reply["state"])
 
 
 @app.command("resume", cls=HelpCommand)

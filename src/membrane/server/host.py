@@ -54,6 +54,7 @@ from membrane.server.approval import socket_approver
 from membrane.server.identity import Caller, TokenBook
 from membrane.store.base import PruneReport
 from membrane.store.location import project_id as project_id_of
+from membrane.store.select import StateTarget, chosen_state
 from membrane.tools.restriction import Restriction
 from membrane.tools.scope import Scope
 from membrane.tools.spec import ToolContext
@@ -474,6 +475,13 @@ class ProjectHost:
     def state_path(self) -> Path:
         return self.workspace.state_path
 
+    @property
+    def state(self) -> StateTarget:
+        """Where the project's runs are stored: the database ``MEMBRANE_STATE_URL`` or the
+        settings' ``state_url`` names, else the project's file."""
+        chosen = chosen_state(None, settings_url=self.workspace.settings.state_url)
+        return self.state_path if chosen is None else chosen
+
     def _model(self, spec: str | None, *, log_requests: bool) -> Model:
         """The model ``spec`` names. Its requests are logged beside the state when the start
         asked for it or the settings say ``log_requests = true`` (only then is the factory
@@ -501,7 +509,7 @@ class ProjectHost:
     async def stored_runs(self, caller: Caller) -> list[RunRow]:
         """The project's stored runs as ``membrane runs`` lists them; a token caller gets only
         its own run's descendants."""
-        rows = await anyio.to_thread.run_sync(list_runs, self.state_path)
+        rows = await anyio.to_thread.run_sync(list_runs, self.state)
         return rows if caller.run_id is None else subtree(rows, caller.run_id)
 
     async def resume(

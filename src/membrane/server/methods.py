@@ -29,6 +29,7 @@ from membrane.server.connection import InvalidParams, Peer, UnknownMethod
 from membrane.server.framing import Encoded, Request, encode_value
 from membrane.server.host import ProjectHost
 from membrane.server.identity import Caller
+from membrane.store.select import shown
 from membrane.tools.spec import ToolOutput
 from membrane.tools.view import wire_schema
 from membrane.workflow.planning import PlanningControl
@@ -382,7 +383,7 @@ async def _runs_list(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
         rows, following = page_rows(rows, limit=p.limit, after=p.after)
         return {
             "runs": [row.to_dict() for row in rows],
-            "state": str(host.state_path),
+            "state": shown(host.state),
             "next": following,
         }
     parent = caller.run_id if caller.run_id is not None else p.parentId

@@ -53,6 +53,7 @@ from membrane.store.base import (
     session_depth,
 )
 from membrane.store.migrations import Migration
+from membrane.store.postgres_prune import prune as prune_rows
 from membrane.store.postgres_queue import PostgresQueue, edge_row
 from membrane.store.postgres_schema import PG_MIGRATIONS, migrate
 from membrane.store.select import is_postgres_url, redact_url
@@ -226,13 +227,23 @@ class PostgresStore(PostgresQueue, Store):
             raise self._failed("transaction", exc) from None
 
     def prune(self, retention: Retention, *, now: float | None = None) -> PruneReport:
-        """Retention is not carried out on PostgreSQL yet: ``store-error``, nothing deleted
-        (``membrane serve`` keeps the error for its next pass)."""
-        raise StoreError(
-            f"retention ([retention], membrane runs prune) is not carried out on PostgreSQL "
-            f"yet; {self.shown} keeps every run",
-            url=self.shown,
+        """Delete the finished runs ``retention`` lets go of, as ``SQLiteStore.prune`` does
+        (``membrane.store.postgres_prune``), in one transaction; the space is left to
+        PostgreSQL's autovacuum (``freed_bytes`` 0). ``now``: the clock's time by default."""
+        if not isinstance(retention, Retention):
+            raise StoreError("prune takes the settings' Retention", got=type(retention).__name__)
+        now = self._clock() if now is None else now
+        day = 86_400.0
+        before = {status: now - days * day for status, days in retention.runs_days.items()}
+        dead = (
+            None if retention.dead_letters_days is None else now - retention.dead_letters_days * day
         )
+        with self._use("prune", block=True) as cur:
+            counts = prune_rows(
+                cur, before=before, keep=retention.keep_runs, dead_before=dead,
+                lineage=retention.lineage,
+            )  # fmt: skip
+        return PruneReport(**counts)
 
     async def barrier(self) -> None:
         """Commits are durable when ``COMMIT`` returns (``synchronous_commit``)."""
