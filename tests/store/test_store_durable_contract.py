@@ -124,6 +124,16 @@ def test_a_stale_holders_fenced_write_is_refused_once_another_owner_took_the_lea
     assert store.transcript("run") == [{"role": "user", "content": "one"}]
     store.fence("run", owner="b", generation=taken.generation)  # the holder's own write passes
 
+    # The stale holder's end (its last write drops the lease it no longer holds) is refused
+    # whole; the holder's own end drops the lease.
+    with pytest.raises(RunLeased), store.transaction():
+        store.set_status("run", "stopped")
+        store.end_lease("run", owner="a", generation=first.generation)
+    header = store.get_header("run")
+    assert header is not None and header.status == "running"
+    store.end_lease("run", owner="b", generation=taken.generation)
+    assert stored_lease(store, "run") is None
+
 
 def test_workflow_state_is_written_only_at_the_version_read(store: Store) -> None:
     _session(store, "lead")

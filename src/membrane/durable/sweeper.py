@@ -86,14 +86,16 @@ class Leases:
         self._generations.pop(run_id, None)
         self.store.release_lease(run_id, owner=self.owner)
 
-    def fence(self, run_id: str) -> None:
-        """Refuse (``RunLeased``) unless this owner still holds ``run_id``'s lease at the
-        generation it claimed, holding it so until the enclosing transaction ends: a process
-        that stalled past its lease while another took the run over never writes over the
-        new holder's work. A run this owner never claimed is not fenced."""
-        generation = self._generations.get(run_id)
-        if generation is not None:
-            self.store.fence(run_id, owner=self.owner, generation=generation)
+    def end(self, run_id: str) -> None:
+        """Drop ``run_id``'s lease as the last write of its end, fenced: ``RunLeased`` (and
+        the enclosing transaction's writes refused with it) when this owner no longer holds
+        it at the generation it claimed, because a stall past the lease let another owner
+        take the run over. A run this owner never claimed is only released."""
+        generation = self._generations.pop(run_id, None)
+        if generation is None:
+            self.store.release_lease(run_id, owner=self.owner)
+        else:
+            self.store.end_lease(run_id, owner=self.owner, generation=generation)
 
     @contextlib.contextmanager
     def claimed(self, run_id: str, *, held: bool = False) -> Iterator[None]:

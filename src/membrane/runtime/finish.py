@@ -167,15 +167,14 @@ class Finisher:
         owed = self._outbox.completion(record, result)
 
         def write() -> tuple[int, int | None]:
-            if self._leases is not None:
-                self._leases.fence(record.run_id)  # a run taken over is not ours to end
             store.set_status(record.run_id, result.status, result=data)
             save_transcript(store, record)
             if record.has_edge:
                 complete_edge(store, result)
             item_id = None if owed is None else self._outbox.enqueue(owed)
             if self._leases is not None:
-                self._leases.release(record.run_id)
+                # Fenced: a run another owner took over is not ours to end (all is undone).
+                self._leases.end(record.run_id)
             seq = store.append_event(record.run_id, kind, data)
             crash_point("end.write")
             return seq, item_id

@@ -318,6 +318,12 @@ class LeaseStore(Protocol):
         """Drop ``owner``'s lease of ``run_id`` (a no-op when another owner holds it)."""
         ...
 
+    def end_lease(self, run_id: str, *, owner: str, generation: int) -> None:
+        """Drop ``owner``'s lease of ``run_id`` taken at ``generation``, the last write of a
+        run's end; ``RunLeased`` when the lease is no longer so held (another owner took the
+        run over), so the enclosing transaction's writes are refused with it. One statement."""
+        ...
+
     def fence(self, run_id: str, *, owner: str, generation: int) -> None:
         """Refuse (``RunLeased``, naming the holder) unless ``owner`` still holds the lease
         of ``run_id`` at ``generation``. Inside a transaction the lease row stays locked until

@@ -150,6 +150,13 @@ class MemoryDurable:
             self._put(state.durable.leases, run_id, held)
             return Lease(*held)
 
+    def end_lease(self: Opened, run_id: str, *, owner: str, generation: int) -> None:
+        with self._open("end_lease") as state:
+            held = state.durable.leases.get(run_id)
+            if held is None or held[_OWNER] != owner or held[_GENERATION] != generation:
+                raise lease_moved(run_id, None if held is None else Lease(*held), owner=owner)
+            self._drop(state.durable.leases, run_id)
+
     def fence(self: Opened, run_id: str, *, owner: str, generation: int) -> None:
         with self._open("fence") as state:
             held = state.durable.leases.get(run_id)

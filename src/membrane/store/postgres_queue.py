@@ -200,6 +200,19 @@ class PostgresQueue:
             return PostgresQueue.claim_lease(self, run_id, owner=owner, ttl=ttl)
         return _lease(row)
 
+    def end_lease(self: Pooled, run_id: str, *, owner: str, generation: int) -> None:
+        with self._use("end_lease") as cur:
+            cur.execute(
+                "DELETE FROM run_leases WHERE run_id = %s AND owner = %s AND generation = %s",
+                (run_id, owner, generation),
+            )
+            if cur.rowcount == 1:
+                return
+            row = cur.execute(
+                f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        raise lease_moved(run_id, None if row is None else _lease(row), owner=owner)
+
     def fence(self: Pooled, run_id: str, *, owner: str, generation: int) -> None:
         with self._use("fence") as cur:
             # FOR SHARE: a takeover's UPDATE of this row waits for the guarded writes to commit.

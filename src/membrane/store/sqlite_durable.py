@@ -65,6 +65,18 @@ class SQLiteDurable:
         with self._write("release_lease") as conn:
             conn.execute("DELETE FROM run_leases WHERE run_id = ? AND owner = ?", (run_id, owner))
 
+    def end_lease(self: Connected, run_id: str, *, owner: str, generation: int) -> None:
+        with self._write("end_lease") as conn:
+            cursor = conn.execute(
+                "DELETE FROM run_leases WHERE run_id = ? AND owner = ? AND generation = ?",
+                (run_id, owner, generation),
+            )
+            if cursor.rowcount == 0:
+                row = conn.execute(
+                    f"SELECT {_LEASE_COLUMNS} FROM run_leases WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                raise lease_moved(run_id, None if row is None else Lease(*row), owner=owner)
+
     def fence(self: Connected, run_id: str, *, owner: str, generation: int) -> None:
         # Inside a transaction (BEGIN IMMEDIATE) no other writer runs until it commits, so the
         # lease read here is still the one in force when the guarded writes commit.
