@@ -69,6 +69,7 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
     from membrane.sandbox.machine import (
         backend_confines,
         choose_backend,
+        landlock_user_namespace,
         machine_support,
         root_note,
     )
@@ -132,7 +133,8 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
             }
         )
     support = machine_support()
-    sandbox: dict[str, Any] = {"machine": support.to_json(), "as_root": root_note(support)}
+    machine = {**support.to_json(), "landlock_userns": landlock_user_namespace()}
+    sandbox: dict[str, Any] = {"machine": machine, "as_root": root_note(support)}
     if settings is not None:
         sandbox["setting"] = settings.sandbox
         try:

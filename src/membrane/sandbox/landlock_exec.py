@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import signal
 import socket
@@ -426,6 +427,10 @@ def _spare(libc: ctypes.CDLL, channel: socket.socket, taken: int) -> int:
     takes the next request on ``channel``, tells the helper on ``taken`` so that another spare
     is made, and runs it; the channel's end (Membrane gone) ends it and the helper."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # A collection touches every object now, while the spare waits: the copy-on-write faults
+    # of the fork are paid here, not between a request and its command (about 8 ms of the
+    # confinement on a loaded two-core machine, 1.5 ms left).
+    gc.collect()
     message, fds, _, _ = socket.recv_fds(channel, 16, 16)
     os.write(taken, b"t" if message else b"x")
     channel.close()
@@ -467,7 +472,18 @@ def serve(control: int, *, spares: int = 2) -> int:
             fork_spare()
 
 
+def probe_user_namespace() -> int:
+    """``0`` when this (root) process can take the user namespace a command would run in."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        return 0 if _own_user_namespace(libc, 65534) else 1
+    except OSError:
+        return 1
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         sys.exit(serve(int(sys.argv[2])))
+    if sys.argv[1:2] == ["--probe-userns"]:
+        sys.exit(probe_user_namespace())
     sys.exit(main(sys.argv[1:]))

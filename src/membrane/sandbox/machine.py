@@ -32,6 +32,7 @@ __all__ = [
     "MachineSupport",
     "backend_confines",
     "choose_backend",
+    "landlock_user_namespace",
     "machine_support",
     "root_note",
 ]
@@ -197,18 +198,40 @@ def machine_support() -> MachineSupport:
     )
 
 
+@functools.cache
+def landlock_user_namespace() -> bool:
+    """As root: whether a Landlock command can take a user namespace of its own here (and so
+    run as uid 65534); ``False`` for anyone else and where Landlock is missing. Probed once
+    per process, by the helper itself, and only when asked (``membrane doctor``): not on the
+    path of ``explain``."""
+    import sys
+
+    if os.geteuid() != 0 or not landlock_abi():
+        return False
+    helper = os.path.join(os.path.dirname(__file__), "landlock_exec.py")
+    try:
+        code, _ = _run_probe([sys.executable, "-I", "-S", helper, "--probe-userns"])
+    except OSError:
+        return False
+    return code == 0
+
+
 def root_note(support: MachineSupport) -> str | None:
     """What running as root changes for the sandbox (``None`` when Membrane is not root)."""
     if not support.root:
         return None
+    landlock = (
+        "Landlock likewise, in a user and an IPC namespace of its own"
+        if landlock_user_namespace()
+        else "under Landlock a command stays uid 0 without any capability, since user "
+        "namespaces cannot be made here"
+    )
     return (
         "Membrane runs as root: sandboxed commands still run without any capability and under "
-        "no_new_privs, as uid 65534 in a user namespace of their own (bubblewrap, and Landlock "
-        "where user namespaces may be made; Landlock also takes an IPC namespace), which maps "
-        "to root on the host: they cannot mount, remount or bypass file permissions, but files "
-        "they create belong to root, and the owner's permission bits of root's files apply "
-        "where the sandbox shows them. Where user namespaces are refused (a container's "
-        "seccomp profile), a Landlock command stays uid 0 without any capability"
+        "no_new_privs; bubblewrap runs them as uid 65534 in a user namespace of their own, "
+        f"mapped to root on the host; {landlock}. They cannot mount, remount or bypass file "
+        "permissions, but files they create belong to root, and the owner's permission bits "
+        "of root's files apply where the sandbox shows them"
     )
 
 
