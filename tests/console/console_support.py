@@ -83,6 +83,8 @@ SCRIPT = {
         ],
         "reader": [
             {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}]},
+            # Out of scope (the reader's tools are Read alone): vetoed at call time.
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": "rm notes.txt"}}]},
             {"text": "reader is done"},
         ],
     }

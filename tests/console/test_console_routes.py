@@ -220,6 +220,7 @@ def test_a_started_run_appears_in_the_tree_and_its_page_shows_its_tool_calls(
     rows = _wait_for(client, "/runs/rows?q=reader", 'data-status="completed"')
     run_id = re.search(r'id="run-([^"]+)" data-status="completed"', rows)
     assert run_id is not None
+    assert "vetoed Bash (tool-not-visible)" in rows  # the call-time veto, marked on its row
     page = client.get(f"/runs/{run_id[1]}").text
     assert "notes.txt" in page and "reader is done" in page
     assert client.get("/runs/rows?q=no-such-agent").text.count("<tr") == 1  # "No runs yet."
