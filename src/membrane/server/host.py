@@ -32,12 +32,20 @@ from membrane.config.model_names import resolve_spec
 from membrane.config.values import DEFAULT_ROLE, Settings
 from membrane.durable.schedule_actions import schedule_tools
 from membrane.durable.schedules import ScheduleBook, ScheduleRunner
-from membrane.errors import InvalidRequest, StoreError, TokenInvalid, UnknownModel, UnknownRun
+from membrane.errors import (
+    CallerRefused,
+    InvalidRequest,
+    StoreError,
+    TokenInvalid,
+    UnknownModel,
+    UnknownRun,
+)
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.json_types import JSONObject
 from membrane.mcp.mount import McpServers
 from membrane.models.base import Model
 from membrane.models.wire_log import REQUESTS_FOLDER
+from membrane.resolve.ceiling import Ceiling, mode_rank
 from membrane.runtime import (
     InProcessProvider,
     ProviderChild,
@@ -248,11 +256,14 @@ class ProjectHost:
         request = SubagentStartRequest(agent, task, request_id=request_id, role=role)
         return (await self._start_on(self._model(None, log_requests=False), request)).run_id
 
-    async def _start_on(self, model: Model, request: SubagentStartRequest) -> RunInfo:
-        """``runtime.start(request)`` with its run's tree on ``model``."""
+    async def _start_on(
+        self, model: Model, request: SubagentStartRequest, ceiling: Ceiling | None = None
+    ) -> RunInfo:
+        """``runtime.start(request)`` with its run's tree on ``model`` (and held under
+        ``ceiling``, a mode the caller asked for)."""
         self._starting[id(request)] = model
         try:
-            return await self.runtime.start(request)
+            return await self.runtime.start(request, ceiling=ceiling)
         finally:
             del self._starting[id(request)]
 
@@ -445,14 +456,21 @@ class ProjectHost:
         model: str | None,
         exact: bool = False,
         log_requests: bool = False,
+        permission_mode: str | None = None,
     ) -> RunInfo:
         """Start a run for ``caller``: the same path as its ``Task`` call.
+
+        ``permission_mode`` (``runs/start``'s ``permissionMode``, ``membrane run
+        --permission-mode``) holds the run and its whole tree at that mode at most: it may only
+        narrow what the settings' ``permission_mode`` allows (``caller-refused`` otherwise), and
+        a run's own token may not set one (its starts run under its own mode).
 
         A token caller starts a child of its own run through its view's ``Task`` (so its
         ``allowed_subagents``, depth and role hold); any other caller starts a top-level run
         with its role installed on the child's scope. A standalone session has no spawn tools
         and may not start runs either.
         """
+        ceiling = self._mode_ceiling(caller, permission_mode)
         if caller.run_id is not None:
             arguments: dict[str, object] = {"agent": request.agent_type, "task": request.task}
             if request.request_id is not None:
@@ -469,7 +487,29 @@ class ProjectHost:
         if exact:
             # A top-level run started by name (``membrane run``): no fallback dispatch.
             self.workspace.catalog.require(request.agent_type)
-        return await self._start_on(self._model(model, log_requests=log_requests), request)
+        return await self._start_on(self._model(model, log_requests=log_requests), request, ceiling)
+
+    def _mode_ceiling(self, caller: Caller, mode: str | None) -> Ceiling | None:
+        """The ceiling a requested permission mode sets, once checked against the settings."""
+        if mode is None:
+            return None
+        if caller.run_id is not None:
+            raise CallerRefused(
+                "a run's token cannot set a permission mode: the runs it starts are held to "
+                "its own",
+                field="permissionMode",
+            )
+        allowed = self.workspace.settings.permission_mode
+        if mode_rank(mode) > mode_rank(allowed):
+            raise CallerRefused(
+                f"permission mode {mode!r} would widen past the settings' {allowed!r}: a "
+                "mode may only narrow (plan < dontAsk < default < acceptEdits < "
+                "bypassPermissions)",
+                field="permissionMode",
+                mode=mode,
+                allowed=allowed,
+            )
+        return Ceiling(mode=mode, mode_source="request:permissionMode")
 
     @property
     def state_path(self) -> Path:

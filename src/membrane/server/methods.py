@@ -30,6 +30,7 @@ from membrane.server.framing import Encoded, Request, encode_value
 from membrane.server.host import ProjectHost
 from membrane.server.identity import Caller
 from membrane.store.select import shown
+from membrane.tools.rules import PERMISSION_MODES
 from membrane.tools.spec import ToolOutput
 from membrane.tools.view import wire_schema
 from membrane.workflow.planning import PlanningControl
@@ -118,6 +119,9 @@ class _Start(_Project):
     rules: list[dict[str, Any]] | None = None
     #: Log each model request of the run beside the project's state (``--log-requests``).
     logRequests: bool = False
+    #: The session's permission mode, a ceiling on the whole tree that may only narrow the
+    #: settings' (``membrane run --permission-mode``); any case.
+    permissionMode: str | None = Field(default=None, min_length=1)
 
 
 class _Shutdown(_Params):
@@ -346,14 +350,31 @@ async def _runs_start(server: Server, conn: Peer, params: JSONDict) -> JSONValue
         else p.budget,
         rules=p.rules,
     )
+    mode = None if p.permissionMode is None else _mode(p.permissionMode)
     with answered_by(conn):
         info = await host.start(
-            caller, request, model=p.model, exact=p.exact, log_requests=p.logRequests
+            caller,
+            request,
+            model=p.model,
+            exact=p.exact,
+            log_requests=p.logRequests,
+            permission_mode=mode,
         )
     own = _own_runs(conn, caller)
     if own is not None:
         own.add(info.run_id)
     return {"run": info.to_dict()}
+
+
+def _mode(value: str) -> str:
+    """A permission mode named in any case, or ``invalid-params``."""
+    for mode in PERMISSION_MODES:
+        if mode.lower() == value.strip().lower():
+            return mode
+    raise InvalidParams(
+        f"invalid params: permissionMode: {value!r} is not one of {', '.join(PERMISSION_MODES)}",
+        {"code": "invalid-params", "field": "permissionMode"},
+    )
 
 
 async def _runs_resume(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
