@@ -198,6 +198,8 @@ async def run_confined(
             opened.append(in_w)
         opened.append(in_r)
         mine, theirs = socket.socketpair()
+        channel = mine.detach()  # a descriptor until the helper has its end: closed on failure
+        opened.append(channel)
         with theirs:
             # The command's end of each pipe must block, as a process's pipes do.
             os.set_blocking(out_w, True)
@@ -210,6 +212,7 @@ async def run_confined(
         for fd in opened:
             os.close(fd)
         raise
+    mine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=channel)
     stream = await UNIXSocketStream.from_socket(mine)
     reports = _Reports(stream)
     out, err = OutputCapture(max_output), OutputCapture(max_output)
