@@ -334,3 +334,41 @@ async def test_a_userpromptsubmit_hook_that_blocks_ends_the_run(real: Project) -
     assert result.error["code"] == "tool-blocked"
     assert "no tasks on Fridays" in result.error["message"]
     assert len(model.requests) == 0
+
+
+@pytest.mark.anyio
+async def test_a_landlocked_hook_reaches_no_unix_socket_and_runs_as_an_unprivileged_uid(
+    real: Project, tmp_path: Path
+) -> None:
+    """Hooks start as a Landlock ``Bash`` call does: no socket of their own to a bus outside,
+    and uid 65534 when root started Membrane (where a user namespace can be made)."""
+    import socket
+    import sys
+
+    from membrane.config.values import Settings
+    from membrane.sandbox.machine import landlock_user_namespace
+
+    if not machine_support().landlock_abi:
+        pytest.skip(machine_support().landlock_reason)
+    real.settings = Settings(sandbox="landlock")
+    (real.root / "out").mkdir()
+    bus_path = tmp_path / "bus"
+    connect = f"import socket; socket.socket(socket.AF_UNIX).connect('{bus_path}')"
+    hook = f'grep ^Uid: /proc/self/status > out/uid.txt; {sys.executable} -c "{connect}"'
+    claude_agent(
+        real,
+        "writer",
+        "tools: Bash, Write\nhooks:\n  PostToolUse:\n    - hooks:\n        - type: command\n"
+        f"          command: {json.dumps(hook)}\n",
+    )
+    model = ScriptedModel({"agents": {"writer": _calls(("Bash", {"command": "true"}))}})
+    with socket.socket(socket.AF_UNIX) as bus:
+        bus.bind(str(bus_path))
+        bus.listen(1)
+        bus.settimeout(0)
+        hooks = await _run(real, model, "writer", approver=approve)
+        with pytest.raises(BlockingIOError):
+            bus.accept()
+    assert [e.data["decision"] for e in hooks] == ["error"], hooks  # the connect failed
+    uid = int((real.root / "out" / "uid.txt").read_text().split()[1])
+    assert uid == (65534 if landlock_user_namespace() else os.geteuid())
