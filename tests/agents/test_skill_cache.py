@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from membrane.agents import skill_parse
+from membrane.agents import skills
 from membrane.agents.skills import PACKAGED_SKILLS, SkillCatalog, discover_skills
 
 
@@ -24,13 +24,13 @@ def write(root: Path, folder: str, text: str) -> Path:
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The SKILL.md files parsed from now on."""
     seen: list[str] = []
-    real: Callable[[bytes, Path, str], object] = skill_parse.parse_skill
+    real: Callable[[bytes, Path, str], object] = skills.parse_skill
 
     def counting(data: bytes, folder: Path, path: str) -> object:
         seen.append(Path(path).parent.name)
         return real(data, folder, path)
 
-    monkeypatch.setattr(skill_parse, "parse_skill", counting)
+    monkeypatch.setattr(skills, "parse_skill", counting)
     return seen
 
 

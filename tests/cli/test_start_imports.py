@@ -228,7 +228,6 @@ PARSING = (
     "membrane.agents.dialects",
     "membrane.agents.claude_code",
     "membrane.agents.opencode",
-    "membrane.agents.skill_parse",
 )
 
 

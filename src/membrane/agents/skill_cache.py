@@ -29,7 +29,6 @@ SKILLS_CACHE_FILE: Final = "skills.json"
 _FORMAT: Final = 1
 _PARSER_MODULES: Final = (
     "skills",
-    "skill_parse",
     "skill_cache",
     "frontmatter",
     "repair",

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from membrane.agents.definition import AgentDefinition, DefinitionWarning
+from membrane.agents.definition import NAME_RE, AgentDefinition, DefinitionWarning
 from membrane.agents.dialect import PRELOADS_SKILLS
 from membrane.agents.files import MAX_BYTES, content_digest
-from membrane.agents.skill_cache import SkillCache
+from membrane.agents.skill_cache import ParsedSkill, SkillCache
 from membrane.errors import DefinitionError
 
 __all__ = [
@@ -244,8 +244,6 @@ def _read_skill(
     digest = content_digest(data).hex()
     parsed = cache.get(path, digest)
     if parsed is None:
-        from membrane.agents.skill_parse import parse_skill  # only a changed file is parsed
-
         parsed = parse_skill(data, folder, path)
         cache.put(path, digest, parsed)
     problems.extend(parsed.problems)
@@ -287,3 +285,61 @@ def preload_texts(definition: AgentDefinition, skills: Mapping[str, Skill]) -> d
         except (OSError, UnicodeDecodeError, DefinitionError):
             continue
     return texts
+
+
+# -- one SKILL.md ----------------------------------------------------------------------------
+
+_KNOWN_KEYS: Final = frozenset(
+    {"name", "description", "license", "allowed-tools", "metadata", "version", "compatibility"}
+)
+
+
+def parse_skill(data: bytes, folder: Path, path: str) -> ParsedSkill:
+    """What ``SKILL.md``'s ``data`` says: its name and description, or why it is skipped (only
+    a file the skills cache does not hold is parsed, so the YAML reader is imported here)."""
+    from membrane.agents.frontmatter import load_yaml, split_frontmatter
+
+    try:
+        fm = split_frontmatter(data.decode("utf-8"), path=path)
+        mapping, fm = load_yaml(fm, known_keys=_KNOWN_KEYS)
+    except UnicodeDecodeError:
+        return _skipped(DefinitionWarning(path, None, "skill-invalid", "SKILL.md is not UTF-8"))
+    except DefinitionError as exc:
+        line = exc.data.get("line")
+        return _skipped(
+            DefinitionWarning(path, line if isinstance(line, int) else None, exc.code, exc.message)
+        )
+    problems = list(fm.warnings)
+    name = mapping.get("name", folder.name)
+    description = mapping.get("description")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        return _skipped(
+            *problems,
+            DefinitionWarning(
+                path, 1, "skill-invalid", f"name {name!r} is not a valid skill name; skipped"
+            ),
+        )
+    if not isinstance(description, str) or not description.strip():
+        return _skipped(
+            *problems,
+            DefinitionWarning(
+                path,
+                1,
+                "skill-invalid",
+                "a skill needs a `description` (when to use it); skipped",
+            ),
+        )
+    if name != folder.name:
+        problems.append(
+            DefinitionWarning(
+                path,
+                1,
+                "skill-name-differs",
+                f"name {name!r} differs from its folder {folder.name!r}; the name is used",
+            )
+        )
+    return ParsedSkill(name, " ".join(description.split()), tuple(problems))
+
+
+def _skipped(*problems: DefinitionWarning) -> ParsedSkill:
+    return ParsedSkill(None, None, problems)
