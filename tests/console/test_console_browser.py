@@ -104,6 +104,9 @@ def test_edit_an_agent_tick_inherit_by_keyboard_see_explain_change_and_save(
     page.goto(console_url)
     expect(page.get_by_role("heading", name="Agents")).to_be_visible()
     _shot(page, "agents")
+    # The first Tab reaches the link that skips the navigation.
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to the page")).to_be_focused()
     page.get_by_role("link", name="helper", exact=True).click()
     callable_ = page.locator("#callable")
     expect(callable_).to_contain_text("Read")

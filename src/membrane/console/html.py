@@ -44,10 +44,10 @@ def page(
         f"<title>{e(title)} · Membrane console</title>"
         '<link rel=stylesheet href="/static/console.css">'
         '<script src="/static/htmx.min.js" defer></script></head>'
-        f"<body hx-headers='{headers}'>"
+        f"<body hx-headers='{headers}'><a class=skip href=\"#main\">Skip to the page</a>"
         f'<header><strong>Membrane</strong><nav aria-label="Console pages">{nav}</nav>'
         f"<span class=role>role: {e(role or 'owner')} ({rights})</span></header>"
-        f"<main><h1>{e(title)}</h1>{body}</main></body></html>"
+        f"<main id=main tabindex=-1><h1>{e(title)}</h1>{body}</main></body></html>"
     )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from membrane.console.tree import RunTree
 from membrane.errors import CallerRefused, UnknownApproval
@@ -31,16 +31,6 @@ __all__ = ["Approval", "RuntimeLink", "Session"]
 WRITE_TOOL = "Write"
 
 
-class _Note(Protocol):
-    method: str
-    params: Any
-
-
-class _Client(Protocol):
-    @property
-    def notifications(self) -> MemoryObjectReceiveStream[Any]: ...
-
-
 class Session(Protocol):
     """What the console needs of a project session (``membrane.cli.backend.ProjectSession``)."""
 
@@ -49,6 +39,7 @@ class Session(Protocol):
     project_id: str
     runtime_info: JSONDict
 
+    #: The connection: ``request`` and, for ``events/event``, ``notifications``.
     @property
     def client(self) -> Any: ...
 

@@ -152,7 +152,10 @@ def approvals(pending: Iterable[Approval], answered: Iterable[Approval], *, csrf
 
 
 def inbox(body: str) -> str:
-    return f'<div hx-sse="connect:/events"><div id=inbox hx-sse="swap:inbox">{body}</div></div>'
+    return (
+        '<div hx-sse="connect:/events">'
+        f'<div id=inbox hx-sse="swap:inbox" aria-live=polite>{body}</div></div>'
+    )
 
 
 def dead_letters(items: Sequence[Mapping[str, Any]], *, csrf: str) -> str:
