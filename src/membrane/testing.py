@@ -13,7 +13,7 @@ from __future__ import annotations
 from membrane.models.function import FunctionModel
 from membrane.models.request_log import RequestLog
 from membrane.models.scripted import ScriptedModel
-from membrane.store.inspect import stored_lease, stored_receipt
+from membrane.store.inspection import stored_lease, stored_receipt
 from membrane.store.memory import MemoryStore
 
 __all__ = [

@@ -40,6 +40,9 @@ from membrane.store.base import (
     SessionHeader,
     Store,
     StoredEvent,
+)
+from membrane.store.memory_durable import DurableState, MemoryDurable
+from membrane.store.rows import (
     check_edge_status,
     check_start,
     dump_json,
@@ -51,7 +54,6 @@ from membrane.store.base import (
     missing,
     session_depth,
 )
-from membrane.store.memory_durable import DurableState, MemoryDurable
 
 __all__ = ["MemoryStore"]
 

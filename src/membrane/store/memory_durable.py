@@ -25,6 +25,8 @@ from membrane.store.base import (
     LineageEdge,
     OutboxItem,
     WorkflowRecord,
+)
+from membrane.store.rows import (
     dump_json,
     lease_moved,
     missing,

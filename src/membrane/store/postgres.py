@@ -40,6 +40,12 @@ from membrane.store.base import (
     SessionHeader,
     Store,
     StoredEvent,
+)
+from membrane.store.migrations import Migration
+from membrane.store.postgres_prune import prune as prune_rows
+from membrane.store.postgres_queue import PostgresQueue, edge_row
+from membrane.store.postgres_schema import PG_MIGRATIONS, migrate
+from membrane.store.rows import (
     check_edge_status,
     check_start,
     dump_json,
@@ -52,10 +58,6 @@ from membrane.store.base import (
     missing,
     session_depth,
 )
-from membrane.store.migrations import Migration
-from membrane.store.postgres_prune import prune as prune_rows
-from membrane.store.postgres_queue import PostgresQueue, edge_row
-from membrane.store.postgres_schema import PG_MIGRATIONS, migrate
 from membrane.store.select import is_postgres_url, redact_url
 
 if TYPE_CHECKING:

@@ -20,6 +20,8 @@ from membrane.store.base import (
     LineageEdge,
     OutboxItem,
     WorkflowRecord,
+)
+from membrane.store.rows import (
     decoded,
     dump_json,
     lease_moved,

@@ -46,6 +46,16 @@ from membrane.store.base import (
     SessionHeader,
     Store,
     StoredEvent,
+)
+from membrane.store.location import refuse_checkout
+from membrane.store.migrations import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    Migration,
+    check_identity,
+    migrate,
+)
+from membrane.store.rows import (
     check_edge_status,
     check_start,
     dump_json,
@@ -57,14 +67,6 @@ from membrane.store.base import (
     loadable_edges,
     missing,
     session_depth,
-)
-from membrane.store.location import refuse_checkout
-from membrane.store.migrations import (
-    APPLICATION_ID,
-    MIGRATIONS,
-    Migration,
-    check_identity,
-    migrate,
 )
 from membrane.store.sqlite_durable import SQLiteDurable, edge_row
 from membrane.store.sqlite_flush import Flusher

@@ -19,6 +19,8 @@ from membrane.store.base import (
     Lease,
     LineageEdge,
     WorkflowRecord,
+)
+from membrane.store.rows import (
     decoded,
     dump_json,
     lease_moved,

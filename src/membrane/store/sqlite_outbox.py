@@ -13,7 +13,16 @@ from typing import Any
 
 from membrane.errors import StoreError
 from membrane.json_types import JSONObject
-from membrane.store.base import DeadLetter, OutboxItem, decoded, dump_json, load_json, missing
+from membrane.store.base import (
+    DeadLetter,
+    OutboxItem,
+)
+from membrane.store.rows import (
+    decoded,
+    dump_json,
+    load_json,
+    missing,
+)
 from membrane.store.sqlite_schedules import Connected
 
 __all__ = ["SQLiteOutbox"]

@@ -13,7 +13,10 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from membrane.json_types import JSONDict, JSONObject
-from membrane.store.base import dump_json, load_json
+from membrane.store.rows import (
+    dump_json,
+    load_json,
+)
 
 __all__ = ["Connected", "SQLiteSchedules"]
 
