@@ -75,8 +75,29 @@ tools: Read
 Read what you are asked to read.
 """
 
+LEAD = """\
+---
+name: lead
+description: Plans under the planning gate.
+workflow: planning
+---
+Plan the work.
+"""
+
+INTAKE = {
+    "summary": "a one-line fix",
+    "touches_ui_surface": False,
+    "low_risk": True,
+    "single_worker": True,
+}
+
 SCRIPT = {
     "agents": {
+        # The intake offers a light plan; with no callback the run waits in light_offer.
+        "lead": [
+            {"tool_calls": [{"name": "recordCodebaseIntake", "arguments": INTAKE}]},
+            {"text": "the light plan is offered: waiting for the user"},
+        ],
         "maker": [
             {"tool_calls": [{"name": "Bash", "arguments": {"command": "touch out/made.txt"}}]},
             {"text": "made"},
@@ -109,7 +130,10 @@ def make_project(root: Path) -> Path:
     agents = root / ".membrane" / "agents"
     agents.mkdir(parents=True)
     (root / ".membrane" / "config.toml").write_text(CONFIG, encoding="utf-8")
-    for name, text in (("helper", HELPER), ("odd", ODD), ("maker", MAKER), ("reader", READER)):
+    agents_files = (
+        ("helper", HELPER), ("odd", ODD), ("maker", MAKER), ("reader", READER), ("lead", LEAD)
+    )  # fmt: skip
+    for name, text in agents_files:
         (agents / f"{name}.md").write_text(text, encoding="utf-8")
     workspace_agents = root / ".agents" / "agents"
     workspace_agents.mkdir(parents=True)

@@ -348,3 +348,29 @@ def test_a_run_is_steered_stopped_and_resumed_from_its_page(
     _wait_for(client, "/inbox", f"(run <code>{run_id}</code>)")  # asking again, resumed
     client.post(f"/runs/{run_id}/stop", data={"csrf": guard.csrf})
     _wait_for(client, "/runs/rows?q=maker", f'id="run-{run_id}" data-status="stopped"')
+
+
+def test_the_host_answers_a_planning_gate_from_the_inbox_and_a_viewer_cannot(
+    console: tuple[TestClient, Guard], viewer: tuple[TestClient, Guard], served: Served
+) -> None:
+    client, guard = console
+    start = {"csrf": guard.csrf, "agent": "lead", "task": "fix it", "model": served.model}
+    client.post("/runs/start", data=start)
+    rows = _wait_for(client, "/runs/rows?q=lead", 'data-status="completed"')
+    run_id = re.search(r'id="run-([^"]+)" data-status="completed"', rows)
+    assert run_id is not None
+    inbox = _wait_for(
+        client, "/inbox", f"<code>{run_id[1]}</code>: phase <strong class=phase>light_offer"
+    )
+    assert f'action="/gates/{run_id[1]}"' in inbox
+    accept = {"csrf": guard.csrf, "answer": "accept_light_plan"}
+    reader, reader_guard = viewer
+    refused = reader.post(f"/gates/{run_id[1]}", data={**accept, "csrf": reader_guard.csrf})
+    assert refused.status_code == 403
+    assert "phase <strong class=phase>light_offer" in client.get("/inbox").text
+    done = client.post(f"/gates/{run_id[1]}", data=accept, follow_redirects=False)
+    assert done.status_code == 303
+    assert (
+        f"<code>{run_id[1]}</code>: phase <strong class=phase>light_plan"
+        in client.get("/inbox").text
+    )

@@ -250,12 +250,36 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
     def inbox_body() -> str:
         return runs_html.approvals(link.pending.values(), link.answered, csrf=guard.csrf)
 
+    async def gated_runs() -> list[tuple[str, str, Mapping[str, Any]]]:
+        """``(run_id, agent, workflow state)`` of each run whose agent opts into a workflow."""
+        cat = await anyio.to_thread.run_sync(parts.catalog)
+        gated = {n for n, d in cat.definitions().items() if isinstance(d.workflow, str)}
+        found = []
+        for row in link.tree.ordered():
+            if row.agent in gated:
+                reply = await link.use().call("workflow/get", {"runId": row.run_id})
+                found.append((row.run_id, row.agent, reply["workflow"]))
+        return found
+
     async def inbox(request: Request) -> Response:
         items = await anyio.to_thread.run_sync(parts.outbox)
-        body = runs_html.inbox(inbox_body()) + runs_html.dead_letters(
-            items["dead"], csrf=guard.csrf
+        body = (
+            runs_html.inbox(inbox_body())
+            + runs_html.gates(await gated_runs(), csrf=guard.csrf)
+            + runs_html.dead_letters(items["dead"], csrf=guard.csrf)
         )
         return render(request, "Inbox", body, active="inbox")
+
+    async def gate(request: Request) -> Response:
+        form = await form_of(request)
+        link.require_write("answer a planning gate")
+        answer = str(form.get("answer") or "")
+        params: JSONDict = {"runId": request.path_params["run_id"], "answer": answer}
+        value = str(form.get("value") or "")
+        if value:
+            params["value"] = value
+        await link.use().call("workflow/answer", params)
+        return RedirectResponse("/inbox", status_code=303)
 
     async def retry(request: Request) -> Response:
         await form_of(request)
@@ -336,6 +360,7 @@ def build_app(parts: Parts, guard: Guard) -> GuardMiddleware:
         ),
         route("/inbox", inbox, active="inbox"),
         route("/inbox/{approval_id:int}", answer, active="inbox", post=True),
+        route("/gates/{run_id}", gate, active="inbox", post=True),
         route("/outbox", outbox, active="outbox"),
         route("/outbox/{item_id:int}/retry", retry, active="inbox", post=True),
         route("/lineage", lineage, active="lineage"),

@@ -15,6 +15,7 @@ __all__ = [
     "approvals",
     "dead_letters",
     "doctor",
+    "gates",
     "inbox",
     "lineage",
     "outbox",
@@ -156,6 +157,37 @@ def inbox(body: str) -> str:
         '<div hx-sse="connect:/events">'
         f'<div id=inbox hx-sse="swap:inbox" aria-live=polite>{body}</div></div>'
     )
+
+
+#: The host's answers a phase waits for, as (answer, value, button).
+_QUESTIONS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "light_offer": (
+        ("accept_light_plan", "", "Accept the light plan"),
+        ("decline_light_plan", "", "Decline: plan in full"),
+    ),
+    "ready": (("approve", "", "Approve the plan"),),
+}
+
+
+def gates(found: Sequence[tuple[str, str, Mapping[str, Any]]], *, csrf: str) -> str:
+    """The planning gates of the runs whose agent opts into a workflow: each phase, and the
+    host's answers where the phase waits for one (seed 002: only the host answers)."""
+    items = []
+    for run_id, agent, state in found:
+        phase = str(state.get("phase"))
+        forms = "".join(
+            f'<form method=post action="/gates/{e(run_id)}" class=inline>{csrf_field(csrf)}'
+            f'<input type=hidden name=answer value="{e(answer)}">'
+            + (f'<input type=hidden name=value value="{e(value)}">' if value else "")
+            + f"<button type=submit>{e(label)}</button></form>"
+            for answer, value, label in _QUESTIONS.get(phase, ())
+        )
+        items.append(
+            f'<li><a href="/runs/{e(run_id)}">{e(agent)}</a> <code>{e(run_id)}</code>: '
+            f"phase <strong class=phase>{e(phase)}</strong>{forms}</li>"
+        )
+    listing = f"<ul>{''.join(items)}</ul>" if items else "<p>No run has a planning gate.</p>"
+    return f"<h2>Planning gates</h2>{listing}"
 
 
 def dead_letters(items: Sequence[Mapping[str, Any]], *, csrf: str) -> str:
