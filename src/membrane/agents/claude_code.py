@@ -19,7 +19,9 @@ Claude Code's fields, each with its own meaning:
   ``disallowed_tools``, ``max_turns``, ``permission``, ``run_in_background``.
 * ``model``: ``sonnet``, ``opus``, ``haiku`` are resolved through the deployment's model aliases;
   ``inherit`` is the parent's model.
-* ``isolation``, ``memory``, ``skills``, ``color``: the same meaning as Membrane's.
+* ``isolation``, ``skills``, ``color``: the same meaning as Membrane's.
+* ``memory``: Membrane's field, kept in Claude Code's folders (``.claude/agent-memory/<name>/``
+  and the rest: ``membrane.runtime.workspace.memory_file``).
 * ``effort``: ``thinking`` (``max`` is ``xhigh``).
 * ``mcpServers``: Membrane's ``mcp_servers`` (a configured server's name, or an inline entry).
 * ``hooks``: Membrane's ``hooks``, run for this agent only, inside its sandbox and checkout

@@ -132,6 +132,8 @@ class Deployment:
     project: str | None = None
     environment: str = ""
     home: str | None = None
+    #: Claude Code's user folder (``~/.claude``): a Claude Code file's ``memory: user`` is there.
+    claude_home: str | None = None
     subagents: Mapping[str, AgentDefinition] = field(default_factory=dict)
     skills: Mapping[str, str] = field(default_factory=dict)
     skill_files: Mapping[str, Skill] = field(default_factory=dict)
@@ -342,7 +344,18 @@ def _read_roots(
     return tuple(dict.fromkeys(roots)), left_out
 
 
-def _memory_path(scope: str, agent: str, deployment: Deployment) -> str | None:
+def _memory_path(
+    scope: str, agent: str, deployment: Deployment, *, dialect: str = "membrane"
+) -> str | None:
+    if dialect == "claude-code":
+        # Claude Code's own folders: .claude/agent-memory(-local)/<agent>/, ~/.claude/agent-memory.
+        if scope == "user":
+            home = deployment.claude_home or "~/.claude"
+            return str(PurePosixPath(home) / "agent-memory" / agent / "MEMORY.md")
+        if deployment.project is None:
+            return None
+        folder = "agent-memory-local" if scope == "local" else "agent-memory"
+        return str(PurePosixPath(deployment.project) / ".claude" / folder / agent / "MEMORY.md")
     if scope == "user":
         home = deployment.home or "~/.membrane"
         return str(PurePosixPath(home) / "memory" / agent / "MEMORY.md")
@@ -605,9 +618,13 @@ def resolve(
     if memory_scope is not None:
         memory_note = MemoryNote(
             scope=memory_scope,
-            path=_memory_path(memory_scope, definition.name, deployment),
+            path=_memory_path(
+                memory_scope, definition.name, deployment, dialect=definition.dialect
+            ),
             text=deployment.memory.get(memory_scope, ""),
-            read_only=not writes,
+            # Claude Code's user folder lies outside every checkout: no child writes there.
+            read_only=not writes
+            or (definition.dialect == "claude-code" and memory_scope == "user"),
         )
     if "Skill" in callable_tools:
         inherited = plan.inherit and "Skill" in parent_now

@@ -28,6 +28,7 @@ from membrane.agents.skills import SkillCatalog, discover_skills, skill_roots
 from membrane.builtin_tools import builtin_tools, register_builtin_tools
 from membrane.builtin_tools.skill import skill_tool
 from membrane.config.load import load_settings, membrane_home
+from membrane.config.product_settings import claude_config_home
 from membrane.config.values import Settings
 from membrane.errors import ExtensionError, InvalidRequest
 from membrane.extensions.installed import ENTRY_POINTS_FILE
@@ -62,11 +63,45 @@ def _refused(source: ExtensionSource, untrusted: UntrustedPlace | None) -> str |
 _MEMORY_FOLDERS = {"project": "memory", "local": "memory.local"}
 
 
-def memory_file(scope: str, agent: str, *, project: Path, home: Path) -> Path:
-    """Where ``memory: project|local|user`` keeps an agent's ``MEMORY.md``."""
+def memory_file(
+    scope: str,
+    agent: str,
+    *,
+    project: Path,
+    home: Path,
+    dialect: str = "membrane",
+    claude_home: Path | None = None,
+) -> Path:
+    """Where ``memory: project|local|user`` keeps an agent's ``MEMORY.md``: a Claude Code
+    file's in Claude Code's folders (``.claude/agent-memory/<agent>/``,
+    ``.claude/agent-memory-local/<agent>/``, ``~/.claude/agent-memory/<agent>/``)."""
+    if dialect == "claude-code":
+        if scope == "user":
+            return (claude_home or Path.home() / ".claude") / "agent-memory" / agent / "MEMORY.md"
+        folder = "agent-memory-local" if scope == "local" else "agent-memory"
+        return project / ".claude" / folder / agent / "MEMORY.md"
     if scope == "user":
         return home / "memory" / agent / "MEMORY.md"
     return project / ".membrane" / _MEMORY_FOLDERS[scope] / agent / "MEMORY.md"
+
+
+#: What Claude Code puts of a subagent's ``MEMORY.md`` in its prompt: the first lines, bounded.
+_CLAUDE_MEMORY_LINES = 200
+_CLAUDE_MEMORY_BYTES = 25_000
+
+
+def _claude_memory_head(text: str) -> str:
+    """The first 200 lines (at most 25 KB) of a Claude Code agent's ``MEMORY.md``, as Claude
+    Code injects it, with a line saying where the rest is when something was left out."""
+    lines = text.splitlines()
+    head = "\n".join(lines[:_CLAUDE_MEMORY_LINES])
+    cut = len(lines) > _CLAUDE_MEMORY_LINES
+    if len(head.encode("utf-8")) > _CLAUDE_MEMORY_BYTES:
+        head = head.encode("utf-8")[:_CLAUDE_MEMORY_BYTES].decode("utf-8", "ignore")
+        cut = True
+    if cut:
+        head += "\n[MEMORY.md continues past this point: read the file for the rest]"
+    return head
 
 
 def require_folder(option: str, path: Path) -> Path:
@@ -205,6 +240,7 @@ class Workspace:
             extension_prompts=prompts,
             project=str(self.project),
             home=str(self.home),
+            claude_home=str(claude_config_home()),
             subagents=self.catalog.definitions(),
             skills=self.skills.descriptions(),
             skill_files=self.skills.skills,
@@ -219,9 +255,19 @@ class Workspace:
         """
         if not isinstance(definition.memory, str):
             return {}
-        file = memory_file(definition.memory, definition.name, project=self.project, home=self.home)
+        file = memory_file(
+            definition.memory,
+            definition.name,
+            project=self.project,
+            home=self.home,
+            dialect=definition.dialect,
+            claude_home=claude_config_home(),
+        )
         try:
-            return {definition.memory: file.read_text(encoding="utf-8")}
+            text = file.read_text(encoding="utf-8")
+            if definition.dialect == "claude-code":
+                text = _claude_memory_head(text)
+            return {definition.memory: text}
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError) as exc:

@@ -38,7 +38,7 @@ from membrane.sandbox.paths import (
     CATALOG_FILES,
     CATALOG_ROOTS,
     GIT_ENTRY,
-    MEMORY_FOLDERS,
+    MEMORY_PLACES,
     real_path,
 )
 from membrane.sandbox.reads import read_scope
@@ -196,9 +196,9 @@ def plan_boundary(
             create.append(target)
             read_only.append(target)
     reopened = [
-        root / ".membrane" / folder / agent
-        for folder in MEMORY_FOLDERS
-        if agent and (root / ".membrane" / folder / agent).is_dir()
+        root / top / folder / agent
+        for top, folder in MEMORY_PLACES
+        if agent and (root / top / folder / agent).is_dir()
     ]
     writable = [root]
     pinned: list[Path] = []

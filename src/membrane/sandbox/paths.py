@@ -13,8 +13,10 @@ So these are control paths (DESIGN rule 9):
   ``opencode.json`` (``opencode.jsonc``), which holds agent definitions.
 
 The one exception is the calling agent's own memory folder, ``.membrane/memory/<agent>/`` and
-``.membrane/memory.local/<agent>/``. Names are compared case-insensitively (for case-insensitive
-file systems) and after symlinks are resolved.
+``.membrane/memory.local/<agent>/``, and for a Claude Code agent's memory Claude Code's own
+``.claude/agent-memory/<agent>/`` and ``.claude/agent-memory-local/<agent>/`` (only those: never
+``.claude/settings.json``, ``.claude/agents`` or ``.claude/hooks``). Names are compared
+case-insensitively (for case-insensitive file systems) and after symlinks are resolved.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "CATALOG_ROOTS",
     "GIT_ENTRY",
     "MEMORY_FOLDERS",
+    "MEMORY_PLACES",
     "protected_message",
     "protected_part",
     "real_path",
@@ -52,6 +55,13 @@ CATALOG_FILES: frozenset[str] = frozenset(
 GIT_ENTRY = ".git"
 #: Folders under ``.membrane`` whose ``<agent>/`` subfolder that agent may write.
 MEMORY_FOLDERS: tuple[str, ...] = ("memory", "memory.local")
+#: Every (catalog root, folder) whose ``<agent>/`` subfolder that agent may write: Membrane's
+#: memory folders and Claude Code's agent memory.
+MEMORY_PLACES: tuple[tuple[str, str], ...] = (
+    *((".membrane", folder) for folder in MEMORY_FOLDERS),
+    (".claude", "agent-memory"),
+    (".claude", "agent-memory-local"),
+)
 
 _ROOTS_FOLDED = {name.casefold(): name for name in CATALOG_ROOTS}
 
@@ -84,13 +94,7 @@ def protected_part(real: Path, root: Path, *, agent: str | None) -> str | None:
     top = _ROOTS_FOLDED.get(folded[0]) if folded else None
     if top is None:
         return None
-    if (
-        top == ".membrane"
-        and agent
-        and len(parts) >= 3
-        and folded[1] in MEMORY_FOLDERS
-        and parts[2] == agent
-    ):
+    if agent and len(parts) >= 3 and (top, folded[1]) in MEMORY_PLACES and parts[2] == agent:
         return None
     return top
 
@@ -114,7 +118,13 @@ def protected_message(protected: str, agent: str | None) -> str:
             f"extensions, settings, other agents' memory and worktrees), which agents must not "
             f"change.{own}"
         )
+    own = (
+        f" Your own memory folders, .claude/agent-memory/{agent}/ and "
+        f".claude/agent-memory-local/{agent}/, may be written."
+        if agent and protected == ".claude"
+        else ""
+    )
     return (
         f"it is inside {protected}, a folder agent definitions and skills are loaded from, "
-        "which agents must not change."
+        f"which agents must not change.{own}"
     )
