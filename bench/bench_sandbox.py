@@ -121,6 +121,7 @@ async def main() -> None:
     print(f"  Bash, shell guard only        {guard_time * 1e3:8.2f} ms")
     if landlock_time is not None:
         print(f"  Bash, Landlock sandbox        {landlock_time * 1e3:8.2f} ms")
+        print(f"  Landlock / shell guard only   {landlock_time / guard_time:8.2f}x")
     print(f"  sandboxed / unsandboxed       {sandbox_time / guard_time:8.2f}x")
     print(f"  sandboxed / bare bwrap        {ratio:8.2f}x")
     print(f"  bare bash -c true             {times['exec'] * 1e3:8.2f} ms")
