@@ -175,3 +175,19 @@ async def test_a_command_started_by_root_sees_none_of_roots_ipc_objects(
         libc.shmctl(segment, 0, None)  # IPC_RMID
     assert result["exit_code"] == 0, result
     assert f"{key:#010x}" not in str(result["stdout"]), result
+
+
+async def test_a_command_holds_its_standard_streams_and_the_connector_and_nothing_else(
+    os_sandbox: str, checkout: Path, tmp_path: Path
+) -> None:
+    """No descriptor of the sandbox's own machinery reaches the command: under Landlock it
+    holds 0, 1 and 2, and the connector (3) when a runtime socket is named."""
+    runtime = tmp_path / "runtime.sock"
+    with socket.socket(socket.AF_UNIX) as served:
+        served.bind(str(runtime))
+        served.listen(1)
+        result = await _bash(
+            os_sandbox, "ls /proc/$$/fd; true", checkout, env={"MEMBRANE_SOCKET": str(runtime)}
+        )
+    held = sorted(str(result["stdout"]).split())
+    assert held == (["0", "1", "2", "3"] if os_sandbox == "landlock" else ["0", "1", "2"]), result

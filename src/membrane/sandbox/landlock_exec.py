@@ -377,6 +377,9 @@ def _supervise(libc: ctypes.CDLL, fds: list[int]) -> int:
 
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     call = fds[3]
+    # Descriptors come through SCM_RIGHTS inheritable: the command must not get this one (it
+    # could report an exit of its own choosing).
+    os.set_inheritable(call, False)
     # Moved out of the way, so that placing one descriptor never overwrites another.
     kept = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in (*fds[:3], *fds[4:])]
     for fd in (*fds[:3], *fds[4:]):
