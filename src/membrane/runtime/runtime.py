@@ -438,42 +438,60 @@ class SubagentRuntime:
     ) -> list[RunInfo]:
         """Start a batch of children, one after another, behind one durability barrier.
 
-        Each start returns at its commit (``acknowledge="commit"`` of ``start``); then, with
-        ``acknowledge="durable"`` (the default), one ``Store.barrier()`` makes every
-        publication of the batch durable before this returns: one sync for the whole batch
-        under ``synchronous=full``. Every child awaits the barrier before it runs either way.
+        Each start is published and committed in turn; the children are launched together
+        once the whole batch has committed. With ``acknowledge="durable"`` (the default), one
+        ``Store.barrier()`` first makes every publication of the batch durable, and this
+        returns after it: one sync for the whole batch under ``synchronous=full``. With
+        ``"commit"`` it returns at once and every child awaits the barrier before it runs.
         A ``request_id`` keeps each start idempotent, as in ``start``.
 
         Every request is checked first (its type, the provider's capabilities, its fields):
         a bad one fails the batch with nothing published. A start that fails later (an unknown
         subagent, the depth cap...) ends the batch there: the error raised carries the run ids
         of the children the batch had already started in ``data["started"]``, and those are
-        made durable before it is raised.
+        launched (and, acknowledged ``"durable"``, made durable) before it is raised.
         """
         self._launcher(acknowledge)  # refuses an unknown value before anything starts
         durable = acknowledge == "durable"
         admitted = [(request, *self._admit(request, allowed_agents)) for request in requests]
+        # The batch's children are launched together once every start has committed: a child
+        # launched mid-batch would ask for a sync of its own while the batch still commits.
+        held: list[RunRecord] = []
+
+        async def hold(record: RunRecord) -> RunInfo:
+            held.append(record)
+            return self._info(record)
+
         started: list[RunInfo] = []
         try:
             for request, role, allowed in admitted:
-                info = await self._start_admitted(
-                    request,
-                    role=role,
-                    allowed=allowed,
-                    ceiling=ceiling,
-                    launch=self._launch_committed,
+                started.append(
+                    await self._start_admitted(
+                        request, role=role, allowed=allowed, ceiling=ceiling, launch=hold
+                    )
                 )
-                started.append(info)
         except MembraneError as exc:
             run_ids = [info.run_id for info in started]
             exc.data["started"] = run_ids
             exc.started = run_ids  # type: ignore[attr-defined]
-            if run_ids and durable:
-                await self.store.barrier()
             raise
-        if durable:
-            await self.store.barrier()
-        return started
+        finally:
+            synced = False
+            try:
+                if durable and held:
+                    await self.store.barrier()
+                    synced = True
+            finally:
+                for record in held:
+                    # Unsynced (acknowledged at commit, or the barrier failed): each child
+                    # awaits the barrier itself before it runs.
+                    record.unsynced = not synced
+                    self._launch_now(record)
+        launched = {record.run_id: record for record in held}
+        return [
+            self._info(launched[info.run_id]) if info.run_id in launched else info
+            for info in started
+        ]
 
     def _launcher(self, acknowledge: object) -> Callable[[RunRecord], Awaitable[RunInfo]]:
         """The launch that ``acknowledge`` names (``InvalidRequest`` for anything else)."""
@@ -816,10 +834,14 @@ class SubagentRuntime:
         """Launch a published ``record`` at once; its task awaits ``Store.barrier`` before the
         child runs (``RunRecord.unsynced``), so nothing it does precedes a durable start."""
         record.unsynced = True
+        self._launch_now(record)
+        return self._info(record)
+
+    def _launch_now(self, record: RunRecord) -> None:
+        """Bind a published ``record``'s budget and schedule it."""
         if record.spending is not None:
             record.spending.bind(partial(self._end_over_budget, record))
         self._scheduler.launch(record)
-        return self._info(record)
 
     async def _launch_durable(self, record: RunRecord) -> RunInfo:
         """Launch a published ``record`` once its publication is durable (``Store.barrier``);
