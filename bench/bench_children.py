@@ -3,7 +3,7 @@
 * durable background starts on SQLite, under ``full`` and ``normal``, against a raw loop writing
   the rows each start wrote (the same statements with the same values, recorded as the store
   ran them, ``replay_support``) in one transaction per start, on a file of the same schema
-  under the same synchronous mode, and the statements each start runs;
+  under the same synchronous mode (printed, no goal), and the statements each start runs;
 * a turn of a child on SQLite (one tool call per turn, ``full``), against one raw
   ``INSERT``+``COMMIT`` under the same mode, and the commits each turn costs;
 * group commit under ``full`` against the path before it (SQLite syncing every ``COMMIT`` on
@@ -117,12 +117,8 @@ async def starts(folder: Path) -> None:
             f"  {show(cpu):>14}  {show(raw_cpu):>10}  {raw_cpu / cpu:>8.2f}x  {per_start}"
         )
         print(f"{'':>12}  rows of a start: {', '.join(recorder.verbs())}")
-        goal(
-            f"durable starts under {mode.upper()}",
-            ">= 0.50x the raw loop",
-            f"{mine / raw:.2f}x",
-            mine / raw >= 0.5,
-        )
+    # No goal on the ratio to the raw loop (it was at least 0.5x): it drove hand-written
+    # replacements of standard tools. A batch's durable starts have theirs in bench_durable.py.
     goal(
         "statements per durable start",
         "< 8 (the count before; BEGIN, 3 INSERTs, COMMIT now)",

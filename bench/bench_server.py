@@ -6,7 +6,7 @@ Side by side in the same run:
 * the limit: a raw NDJSON echo server over a Unix socket in Python (asyncio streams), same
   framing, same client; it does nothing but send each line back;
 * the peer: the official MCP Python SDK server (``MCPServer``) over stdio with a no-op tool,
-  called with the SDK's ``ClientSession.call_tool``.
+  called with ``tools/call`` after the MCP handshake.
 
 The socket client is the same for Membrane and the echo: a lean ``epoll`` loop over
 non-blocking sockets, every request frame encoded before the clock starts, every reply parsed
@@ -14,19 +14,20 @@ and checked (its id, no error). At concurrency c it keeps c connections busy, on
 flight on each. It costs about as much per call as the echo server itself, so that the echo's
 figure is the echo's and not the client's (an asyncio client costs several times more per
 call than the echo and would cap both servers at its own speed). With ``--clients 2`` (the
-default on three cores or more) two client processes share the c connections. The MCP client
-keeps c calls in flight on its one stdio session (stdio has one channel).
+default on three cores or more) two client processes share the c connections. The MCP peer
+gets the same lean client (frames encoded first, replies parsed and checked, over its stdio
+pipes instead of a socket) and the same number of calls; it keeps c calls in flight on its one
+stdio channel.
 
-Each server is warmed up first; then ``--rounds`` rounds alternate which server goes first,
-and the figures are the medians over the rounds. The servers' CPU time per call (from
-``/proc``) and the load average are printed as well.
+Each server is warmed up first; then ``--rounds`` rounds run every server in turn, the order
+turning each round, and the figures are the medians over the rounds. The servers' CPU time
+per call (from ``/proc``) and the load average are printed as well.
 Goals at concurrency 16: at least 0.5x the raw echo and at least 5x the MCP SDK, in calls/s.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import select
@@ -38,10 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
-#: Calls per round at each concurrency: over the socket, and to the (much slower) MCP peer.
-CALLS = {1: 3000, 16: 16000}
-MCP_CALLS = {1: 300, 16: 1200}
-WARMUP = 2000
+#: Calls per round at each concurrency, the same for every server.
+CALLS = {1: 2000, 16: 6000}
+WARMUP = 1000
 
 EXTENSION = """\
 from membrane.tools import Tool
@@ -204,26 +204,74 @@ def _socket_client(path: str, conns: int, calls: int, *, membrane: bool, root: s
     return _stats(latencies, seconds)
 
 
-async def _mcp_client(script: str, conc: int, calls: int) -> Stats:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+def _mcp_client(script: str, conc: int, calls: int) -> Stats:
+    """``calls`` no-op ``tools/call`` requests to the MCP SDK server over its stdio, ``conc``
+    in flight on its one channel: the same lean client as the sockets' (every frame encoded
+    before the clock starts, every reply parsed and checked), after the MCP handshake."""
+    from mcp.types import LATEST_PROTOCOL_VERSION
 
-    params = StdioServerParameters(command=sys.executable, args=[script])
+    server = subprocess.Popen(
+        [sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+    )
+    assert server.stdin is not None and server.stdout is not None
+    out, source = server.stdin, server.stdout.fileno()
+    hello = {
+        "protocolVersion": LATEST_PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    }
+    out.write(
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}).encode()
+        + b"\n"
+    )
+    unread = b""
+    while b"\n" not in unread:
+        unread += os.read(source, 1 << 16)
+    unread = unread[unread.index(b"\n") + 1 :]
+    out.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    frames = [
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": i + 1,
+                "method": "tools/call",
+                "params": {"name": "noop", "arguments": {}},
+            }
+        ).encode()
+        + b"\n"
+        for i in range(calls)
+    ]
+    began_at = [0.0] * (calls + 1)
     latencies: list[float] = []
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        _ready()
-
-        async def worker(n: int) -> None:
-            for _ in range(n):
-                began = time.perf_counter()
-                result = await session.call_tool("noop", {})
-                latencies.append(time.perf_counter() - began)
-                assert not result.is_error
-
-        began = time.perf_counter()
-        await asyncio.gather(*(worker(calls // conc) for _ in range(conc)))
-        seconds = time.perf_counter() - began
+    clock = time.perf_counter
+    _ready()
+    began = clock()
+    sent = min(conc, calls)
+    for i in range(sent):
+        began_at[i + 1] = clock()
+        out.write(frames[i])
+    done = 0
+    while done < calls:
+        data = os.read(source, 1 << 16)
+        if not data:
+            raise SystemExit("the MCP server closed its output")
+        buffer = unread + data
+        while (end := buffer.find(b"\n")) >= 0:
+            line, buffer = buffer[:end], buffer[end + 1 :]
+            reply = json.loads(line)
+            if "id" not in reply:
+                continue  # a notification
+            latencies.append(clock() - began_at[reply["id"]])
+            assert "error" not in reply and not reply["result"].get("isError"), reply
+            done += 1
+            if sent < calls:
+                sent += 1
+                began_at[sent] = clock()
+                out.write(frames[sent - 1])
+        unread = buffer
+    seconds = clock() - began
+    out.close()
+    server.wait(timeout=30)
     return _stats(latencies, seconds)
 
 
@@ -268,7 +316,7 @@ def _clients(kind: str, target: str, conc: int, calls: int, clients: int, root: 
 
 def _client_main(kind: str, target: str, conc: int, calls: int, root: str) -> None:
     if kind == "mcp":
-        stats = asyncio.run(_mcp_client(target, conc, calls))
+        stats = _mcp_client(target, conc, calls)
     else:
         stats = _socket_client(target, conc, calls, membrane=kind == "membrane", root=root)
     print(json.dumps(stats))
@@ -300,7 +348,7 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=2 if (os.cpu_count() or 1) >= 3 else 1)
     args = parser.parse_args()
     print(f"load average at start: {_load()} ({os.cpu_count()} cores, {args.clients} client(s))")
@@ -333,6 +381,7 @@ def main() -> None:
         targets = {
             "membrane": (str(sock), server.pid, str(project)),
             "echo": (str(echo_path), echo.pid, ""),
+            "mcp": (str(mcp_script), 0, ""),
         }
         results: dict[tuple[str, int], Stats] = {}
         ratios: dict[int, list[float]] = {}
@@ -341,15 +390,17 @@ def main() -> None:
             for kind, (target, _, root) in targets.items():
                 _clients(kind, target, 16, WARMUP, args.clients, root)
             for conc in (1, 16):
-                rounds: dict[str, list[Stats]] = {"membrane": [], "echo": []}
+                rounds: dict[str, list[Stats]] = {kind: [] for kind in targets}
                 spent = dict.fromkeys(targets, 0.0)
                 for n in range(args.rounds):
-                    order = list(targets) if n % 2 == 0 else list(reversed(targets))
+                    # Every side in every round, the order turning, the same calls each.
+                    order = list(targets)[n % 3 :] + list(targets)[: n % 3]
                     for kind in order:
                         target, pid, root = targets[kind]
-                        before = _cpu_seconds(pid)
-                        stats = _clients(kind, target, conc, CALLS[conc], args.clients, root)
-                        spent[kind] += _cpu_seconds(pid) - before
+                        before = _cpu_seconds(pid) if pid else 0.0
+                        clients = 1 if kind == "mcp" else args.clients  # stdio: one channel
+                        stats = _clients(kind, target, conc, CALLS[conc], clients, root)
+                        spent[kind] += (_cpu_seconds(pid) - before) if pid else 0.0
                         rounds[kind].append(stats)
                     ratios[conc] = [
                         m["calls_per_s"] / e["calls_per_s"]
@@ -358,10 +409,7 @@ def main() -> None:
                 for kind in targets:
                     results[kind, conc] = _median(rounds[kind])
                     cpu[kind, conc] = spent[kind] / (args.rounds * CALLS[conc]) * 1e6
-                mcp = [
-                    _clients("mcp", str(mcp_script), conc, MCP_CALLS[conc], 1, "") for _ in range(3)
-                ]
-                results["mcp-sdk", conc] = _median(mcp)
+                results["mcp-sdk", conc] = results.pop(("mcp", conc))
                 for kind in ("membrane", "echo", "mcp-sdk"):
                     _line(kind, conc, results[kind, conc])
                 print(

@@ -13,6 +13,7 @@ rows Membrane wrote, each statement prepared once and reused as the store's own 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -103,10 +104,13 @@ def replay(
     *,
     synchronous: Literal["full", "normal"],
     as_recorded: bool = False,
+    syncs: int | None = None,
 ) -> float:
     """Seconds a raw loop takes to write the recorder's units again, one transaction each (or,
     ``as_recorded``, in the transactions the store made), on a fresh file ``db`` of the store's
-    schema, after its prelude (untimed)."""
+    schema, after its prelude (untimed). With ``syncs``, the loop also ``fsync``s the WAL that
+    many times in all, after its units, spread over them as evenly as the count allows: what a
+    store syncing once per barrier paid, where ``synchronous=FULL`` would sync every commit."""
     SQLiteStore(db).close()
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -124,12 +128,22 @@ def replay(
             [("BEGIN IMMEDIATE", ()), *(s for s in unit if not _control(s[0])), ("COMMIT", ())]
             for unit in units
         ]
+    wal = os.open(f"{db}-wal", os.O_RDWR | os.O_CREAT, 0o644) if syncs else None
+    # After unit i, sync until syncs * (i + 1) / len(units) syncs are done.
+    plan = [0] * len(units)
+    if syncs:
+        for i in range(len(units)):
+            plan[i] = syncs * (i + 1) // len(units) - syncs * i // len(units)
     begin = time.perf_counter()
-    for unit in units:
+    for unit, due in zip(units, plan, strict=True):
         for sql, parameters in unit:
             execute(sql, parameters).fetchall()
+        for _ in range(due):
+            os.fsync(wal)  # type: ignore[arg-type]
     elapsed = time.perf_counter() - begin
     conn.close()
+    if wal is not None:
+        os.close(wal)
     return elapsed
 
 
