@@ -191,3 +191,27 @@ async def test_a_child_whose_start_cannot_be_synced_ends_store_error_before_its_
     assert asked == []
     assert ended.status == "error"
     assert ended.result.error is not None and ended.result.error["code"] == "store-error"
+
+
+async def test_a_batch_acknowledged_at_commit_returns_before_its_sync_and_no_child_runs_first(
+    project: Project, tmp_path: Path
+) -> None:
+    project.agent("worker")
+    asked: list[str] = []
+    disk = Disk()
+    store = SQLiteStore(tmp_path / "state.db", fsync=disk.fsync)
+    async with project.runtime(_asked(asked), store=store) as runtime:
+        with anyio.fail_after(60):
+            disk.stall()
+            try:
+                infos = await runtime.start_many(_batch(5, ids="c"), acknowledge="commit")
+                await disk.stalled()
+                await anyio.wait_all_tasks_blocked()
+                held = len(asked)
+            finally:
+                disk.release()
+            results = [await runtime.wait(info.run_id) for info in infos]
+    store.close()
+    assert held == 0
+    assert [result.status for result in results] == ["completed"] * 5
+    assert sorted(asked) == sorted(info.run_id for info in infos)
