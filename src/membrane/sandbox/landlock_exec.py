@@ -369,7 +369,7 @@ def _supervise(libc: ctypes.CDLL, fds: list[int]) -> int:
     """Run one command (see the module docstring) with ``fds`` (stdin, stdout, stderr, the
     request socket, then descriptors the command keeps from 3 on): this process confines
     itself, starts the command with ``posix_spawn`` (no copy of this interpreter), reports
-    ``pid N`` and then ``exit N`` on the socket, and kills every process the command left
+    ``exit N`` on the socket when it ends, and kills every process the command left
     behind; ``t`` on the socket sends ``SIGTERM`` to the command's process group, ``k`` or the
     socket's end kills everything."""
     import fcntl
@@ -402,7 +402,6 @@ def _supervise(libc: ctypes.CDLL, fds: list[int]) -> int:
         return 0
     for fd in kept:
         os.close(fd)
-    os.write(call, f"pid {child}\n".encode())
     waiting = os.pidfd_open(child)
     while True:
         ready, _, _ = select.select([waiting, call], [], [])

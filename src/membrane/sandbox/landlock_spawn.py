@@ -11,7 +11,7 @@ one ``exec``, not an interpreter's start.
 
 :func:`run_confined` hands the helper the command's standard input, output and error (pipes
 Membrane reads, as for any process) and a socket of its own, on which the supervisor reports
-the command's pid and exit code and takes ``t`` (``SIGTERM`` to the group) and ``k`` (kill
+the command's exit code and takes ``t`` (``SIGTERM`` to the group) and ``k`` (kill
 everything); closing it (Membrane cancelled, or gone) kills everything too. The helper ends
 when Membrane's end of its socket closes.
 """
@@ -141,7 +141,7 @@ async def _feed(fd: int, data: bytes) -> None:
 
 
 class _Reports:
-    """The supervisor's lines (``pid N``, ``exit N``) read from its socket."""
+    """The supervisor's lines (``exit N``) read from its socket."""
 
     def __init__(self, stream: SocketStream) -> None:
         self.stream = stream
