@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, Final
 
 import anyio.to_thread
@@ -38,6 +39,7 @@ __all__ = [
     "message_record",
     "save_transcript",
     "turn_barrier",
+    "turn_barriers",
 ]
 
 _ROLES: Final = ("user", "assistant", "tool")
@@ -103,12 +105,21 @@ def journal_event(
             hub.flush(lambda: save_transcript(store, record))
 
 
+def turn_barriers(
+    *, store: Store, runs: RunsTable
+) -> Callable[[str], Callable[[], Awaitable[None]]]:
+    """What gives each run the barrier its agent loop awaits before each model request after
+    its first: the store's own (``Store.barrier``, one object shared by every run, so a live
+    run holds nothing more for it), or on a ``remote`` store ``turn_barrier``."""
+    if store.remote:
+        return partial(turn_barrier, store=store, runs=runs)
+    shared = store.barrier
+    return lambda run_id: shared
+
+
 def turn_barrier(run_id: str, *, store: Store, runs: RunsTable) -> Callable[[], Awaitable[None]]:
-    """The barrier run ``run_id``'s agent loop awaits before each model request after its
-    first: the store's own (``Store.barrier``), preceded on a ``remote`` store by the turn's
-    transcript write in a worker thread (``journal_event`` leaves it to this)."""
-    if not store.remote:
-        return store.barrier
+    """The barrier of run ``run_id`` on a ``remote`` store: the turn's transcript write in a
+    worker thread (``journal_event`` leaves it to this), then ``Store.barrier``."""
 
     async def barrier() -> None:
         record = runs.live(run_id)

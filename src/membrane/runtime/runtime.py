@@ -53,7 +53,7 @@ from membrane.durable.outbox import OutboxDrainer
 from membrane.durable.receipts import SpawnReceipts
 from membrane.durable.runs import RunInfo, RunResult
 from membrane.durable.sweeper import Sweeper
-from membrane.durable.transcripts import emitter, turn_barrier
+from membrane.durable.transcripts import emitter, turn_barriers
 from membrane.errors import (
     InvalidRequest,
     MembraneError,
@@ -302,7 +302,7 @@ class SubagentRuntime:
             child_env=child_env,
             workflows=WorkflowBinder(options.workflows, self.store, self._hub.commit),
             approver=options.approver,
-            barrier=partial(turn_barrier, store=self.store, runs=self._runs),
+            barrier=turn_barriers(store=self.store, runs=self._runs),
             questions=self._questions,
         )
         publisher = Publisher(
