@@ -90,7 +90,13 @@ def test_a_request_without_the_token_is_refused_and_the_token_sets_a_strict_cook
         cookie = admitted.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
         # From then on the cookie alone admits.
-        assert client.get("/runs").status_code == 200
+        page = client.get("/runs")
+        assert page.status_code == 200
+        # No other page may frame it, and its URLs never go to another site as a referrer.
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        assert "script-src 'self';" in page.headers["content-security-policy"]
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["referrer-policy"] == "same-origin"
         assert client.get("/static/htmx.min.js").status_code == 200
 
 

@@ -25,11 +25,27 @@ from urllib.parse import parse_qs
 
 from membrane.errors import ConsoleRefused
 
-__all__ = ["COOKIE", "CSRF_FIELD", "CSRF_HEADER", "Guard"]
+__all__ = ["COOKIE", "CSRF_FIELD", "CSRF_HEADER", "HEADERS", "Guard", "GuardMiddleware"]
 
 #: The cookie's name, followed by the console's port: cookies are not kept apart by port, so two
 #: consoles on one machine each keep their own.
 COOKIE: Final = "membrane_console"
+#: On every response: the page runs only its own script (htmx, from the console), connects and
+#: posts only to the console, is framed by no other page (a click on it cannot be borrowed),
+#: and its URLs go as a referrer to no other site ('no-referrer' would make the browser send
+#: ``Origin: null`` with the page's own forms, which the origin check refuses).
+HEADERS: Final[tuple[tuple[bytes, bytes], ...]] = (
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        b"img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+        b"frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),
+)
 CSRF_FIELD: Final = "csrf"
 CSRF_HEADER: Final = "x-csrf-token"
 
@@ -120,16 +136,14 @@ class GuardMiddleware:
         except ConsoleRefused as refused:
             await _refuse(send, refused)
             return
-        if not fresh:
-            await self.app(scope, receive, send)
-            return
+        added = [*HEADERS, self.guard.cookie_header()] if fresh else list(HEADERS)
 
-        async def with_cookie(message: MutableMapping[str, Any]) -> None:
+        async def with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), self.guard.cookie_header()]
+                message["headers"] = [*message.get("headers", []), *added]
             await send(message)
 
-        await self.app(scope, receive, with_cookie)
+        await self.app(scope, receive, with_headers)
 
 
 async def _refuse(send: Send, refused: ConsoleRefused) -> None:
@@ -142,6 +156,7 @@ async def _refuse(send: Send, refused: ConsoleRefused) -> None:
                 (b"content-type", b"text/plain; charset=utf-8"),
                 (b"content-length", str(len(body)).encode()),
                 (b"x-membrane-error", refused.code.encode()),
+                *HEADERS,
             ],
         }
     )
