@@ -70,6 +70,7 @@ def test_only_a_request_that_may_succeed_later_unchanged_is_retryable() -> None:
     retryable = sorted(cls.code for cls in _classes().values() if cls.retryable)
     assert retryable == [
         "model-rate-limited",
+        "queue-unavailable",
         "rate-limited",
         "request-pending",
         "run-leased",

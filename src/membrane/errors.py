@@ -73,6 +73,7 @@ Two branches, as a user meets them:
         ├── McpToolError ............... mcp-tool-error
         ├── RequestPending ............. request-pending         retryable
         ├── RunLeased .................. run-leased              retryable
+        ├── QueueUnavailable ........... queue-unavailable       retryable
         ├── WorkflowRefused ............ workflow-refused
         ├── StoreError ................. store-error
         │   ├── StoreNotMembrane ....... store-not-membrane
@@ -158,6 +159,7 @@ __all__ = [
     "PermissionRefused",
     "ProjectRefused",
     "ProtocolError",
+    "QueueUnavailable",
     "RateLimited",
     "RequestPending",
     "RunError",
@@ -609,6 +611,15 @@ class RunLeased(RunError):
     """A run is being driven by another process (its lease is live). Carries ``owner``."""
 
     code = "run-leased"
+    retryable = True
+
+
+class QueueUnavailable(RunError):
+    """The queue children go on (``provider = "dbos"``) cannot be reached: its database is
+    down, or no ``membrane worker`` has prepared it yet. Carries ``queue`` and ``cause``
+    (never a password)."""
+
+    code = "queue-unavailable"
     retryable = True
 
 

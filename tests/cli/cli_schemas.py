@@ -468,6 +468,27 @@ SERVE = closed(
 CONSOLE = closed({"url": STRING, "port": INTEGER, "role": nullable(STRING)})
 
 
+#: ``worker --json``: each notice on stderr (ready, then one per run it drives or requeues).
+WORKER = {
+    "anyOf": [
+        closed(
+            {
+                "event": {"const": "ready"},
+                "worker": STRING,
+                "queue": STRING,
+                "database": STRING,
+                "concurrency": INTEGER,
+            }
+        ),
+        closed(
+            {"event": STRING, "run_id": STRING},
+            {"agent": STRING, "status": STRING, "worker": STRING},
+        ),
+        closed({"event": STRING}, {"pid": INTEGER, "error": STRING}),
+    ]
+}
+
+
 #: The schema of each command's ``--json`` output (for a stream, of its last line; for a server,
 #: of its notice on stderr).
 BY_COMMAND: dict[str, Schema] = {
@@ -494,6 +515,7 @@ BY_COMMAND: dict[str, Schema] = {
     "schedule remove": SCHEDULE_REMOVED,
     "serve": SERVE,
     "show": SHOW,
+    "worker": WORKER,
     "skills list": SKILLS,
     **{
         f"workflow {act}": WORKFLOW

@@ -293,3 +293,26 @@ def test_arguments_that_contain_themselves_are_refused() -> None:
     script = {"default": [{"tool_calls": [{"name": "T", "arguments": loop}]}]}
     with pytest.raises(ScriptError, match="contains itself"):
         ScriptedModel(script)
+
+
+@pytest.mark.parametrize("delay", [-1, "soon", True, 3601])
+def test_a_turns_delay_is_a_number_of_seconds_from_0_to_3600(delay: object) -> None:
+    with pytest.raises(ScriptError, match=r"agents\.slow\[0\]\.delay") as info:
+        ScriptedModel({"agents": {"slow": [{"text": "done", "delay": delay}]}})
+    assert info.value.code == "model-script-invalid"
+
+
+@pytest.mark.anyio
+async def test_a_delayed_turn_waits_on_the_event_loop_and_then_answers() -> None:
+    model = ScriptedModel({"agents": {"slow": [{"text": "done", "delay": 0.01}]}})
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            waited = anyio.Event()
+
+            async def beside() -> None:
+                # Runs while the turn waits: the delay does not block the loop.
+                waited.set()
+
+            group.start_soon(beside)
+            response = await model.request(ask("slow"))
+    assert waited.is_set() and response.text == "done"

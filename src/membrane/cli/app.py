@@ -46,6 +46,7 @@ COMMANDS = {
     "serve": "serve",
     "show": "show",
     "skills": "skills",
+    "worker": "worker",
     "workflow": "workflow",
 }
 

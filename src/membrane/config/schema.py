@@ -249,6 +249,11 @@ class SettingsFile(_Strict):
     outbox_max_attempts: _Count | None = None
     lease_seconds: _Seconds | None = None
     sweep_interval_seconds: _Seconds | None = None
+    provider: Literal["in-process", "dbos"] | None = None
+    queue_name: _Name | None = None
+    queue_concurrency: _Count | None = None
+    queue_rate_limit: _Count | None = None
+    queue_rate_period: _Seconds | None = None
     server_max_connections: _Count | None = None
     server_max_connections_per_peer: _Count | None = None
     server_max_waits_per_connection: _Count | None = None
@@ -258,7 +263,11 @@ class SettingsFile(_Strict):
     retention: RetentionTable | None = None
 
     _seconds = field_validator(
-        "receipt_ttl_seconds", "lease_seconds", "sweep_interval_seconds", mode="before"
+        "receipt_ttl_seconds",
+        "lease_seconds",
+        "sweep_interval_seconds",
+        "queue_rate_period",
+        mode="before",
     )(_float)
 
     @field_validator("default_tools", mode="before")

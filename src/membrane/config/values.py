@@ -307,6 +307,15 @@ class Settings:
     lease_seconds: float = 30.0
     #: How often the sweeper runs (besides once when a runtime opens).
     sweep_interval_seconds: float = 60.0
+    #: Where the children of ``start()`` run: ``in-process`` (here) or ``dbos`` (on the queue
+    #: ``queue_name``, driven by ``membrane worker`` on any node; docs/scale.md).
+    provider: Literal["in-process", "dbos"] = "in-process"
+    queue_name: str = "membrane"
+    #: The fleet-wide cap on children running at once on the queue (``None``: none).
+    queue_concurrency: int | None = None
+    #: At most ``queue_rate_limit`` children start per ``queue_rate_period`` seconds, fleet-wide.
+    queue_rate_limit: int | None = None
+    queue_rate_period: float = 1.0
     #: ``membrane serve``: connections open at once in all, and from one peer process; a
     #: connection past either is refused with ``too-many-connections``.
     server_max_connections: int = 512

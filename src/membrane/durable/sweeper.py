@@ -23,7 +23,12 @@ A run's end releases its lease; a closing runtime releases the rest.
    ``queued`` or ``running``, in one transaction marks it ``interrupted`` (a ``resume``
    continues it), fails its lineage edge as ``interrupted`` with a summary, writes an
    ``interrupted`` event and a ``status`` delivery for its parent (the outbox brings it to the
-   parent, now or when it is resumed), then drops the lease.
+   parent, now or when it is resumed), then drops the lease. A run a queue's worker was
+   driving (its header's provider is ``dbos``) is handed off instead when the sweeper has a
+   ``handoff``: one transaction marks it ``queued`` again, appends a ``handed_off`` event
+   naming the owner that stopped renewing, and drops the lease; then ``handoff(run_id)``
+   queues its workflow again, and another worker goes on with it from its stored
+   conversation.
 
 ``Sweeper.run()`` lives in a task group until ``stop()``; the runtime runs one, and so can
 ``membrane serve`` for a store no runtime has open (it then leases no run of its own).
@@ -49,6 +54,8 @@ __all__ = ["Leases", "SweepReport", "Sweeper", "new_owner"]
 
 #: Stored statuses of a run some process is (or was) driving: anything else has ended.
 _DRIVEN: Final = frozenset({"queued", "running"})
+#: The provider whose runs a queue's workers drive (``runtime.providers.dbos``).
+QUEUED_PROVIDER: Final = "dbos"
 _SUMMARY: Final = 500
 
 
@@ -146,6 +153,7 @@ class Sweeper:
         deliver: Callable[[str, Mapping[str, Any]], int] | None = None,
         offer: Callable[[int, str, Mapping[str, Any]], None] | None = None,
         commit: Callable[[Callable[[], list[int]]], list[int]] | None = None,
+        handoff: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.leases = Leases(store, owner=owner or new_owner(), ttl=lease_seconds)
@@ -157,6 +165,7 @@ class Sweeper:
         self._deliver = deliver
         self._offer = offer
         self._commit = commit
+        self._handoff = handoff
         self._clock = clock
         self._stopped = anyio.Event()
         #: Store failures met while sweeping (the next pass tries again).
@@ -172,8 +181,10 @@ class Sweeper:
         lost: Callable[[str], None],
         outbox: OutboxDrainer,
         commit: Callable[[Callable[[], list[int]]], list[int]],
+        handoff: Callable[[str], bool] | None = None,
     ) -> Sweeper:
-        """The sweeper of a runtime: its settings' TTLs, its runs, its outbox."""
+        """The sweeper of a runtime: its settings' TTLs, its runs, its outbox, and the queue
+        a run of a lost worker goes back to (``handoff``)."""
         return cls(
             store,
             receipt_ttl=settings.receipt_ttl_seconds,
@@ -184,6 +195,7 @@ class Sweeper:
             deliver=outbox.deliver,
             offer=outbox.offer_item,
             commit=commit,
+            handoff=handoff,
         )
 
     @property
@@ -226,6 +238,8 @@ class Sweeper:
         if header is None or header.status not in _DRIVEN:
             store.release_lease(lease.run_id, owner=self.owner)
             return False
+        if self._handoff is not None and header.provider == QUEUED_PROVIDER:
+            return self._hand_off(lease)
         summary = (
             f"interrupted: the process driving it ({lease.owner}) stopped renewing its lease; "
             "resume the run to continue it"
@@ -258,6 +272,26 @@ class Sweeper:
         if self._offer is not None and header.parent_id is not None:
             for item_id in items:
                 self._offer(item_id, header.parent_id, payload)
+        return True
+
+    def _hand_off(self, lease: Lease) -> bool:
+        """Give the run of ``lease`` (held now by this sweeper) back to its queue."""
+        store, run_id = self._store, lease.run_id
+
+        def work() -> list[int]:
+            store.set_status(run_id, "queued")
+            store.append_event(run_id, "handed_off", {"owner": lease.owner})
+            store.release_lease(run_id, owner=self.owner)
+            return []
+
+        self._transaction(work)
+        assert self._handoff is not None
+        try:
+            self._handoff(run_id)
+        except Exception as exc:
+            # Left `queued` with no lease: no later pass sees it, so it is said here.
+            self.errors.append(StoreError(f"run {run_id!r} could not be queued again: {exc}"))
+            return False
         return True
 
     def _transaction(self, work: Callable[[], list[int]]) -> list[int]:

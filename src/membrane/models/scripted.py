@@ -22,7 +22,9 @@ Rules:
 
   - ``stop_reason``: ``stop``, ``tool_calls``, ``length`` or ``error``; the default is
     ``tool_calls`` when the turn has calls and ``stop`` otherwise;
-  - ``usage``: ``{input_tokens: N, output_tokens: N}`` (non-negative integers, default 0).
+  - ``usage``: ``{input_tokens: N, output_tokens: N}`` (non-negative integers, default 0);
+  - ``delay``: seconds the request waits before it answers (0 to 3600, default 0), so a turn
+    takes the time a real model's would.
 
 * A tool call is ``{name: STR, arguments: MAPPING, id: STR}``; ``arguments`` defaults to ``{}``
   and must hold JSON values (quote dates; no NaN or infinities; at most 100 levels deep);
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
 
+import anyio
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
@@ -66,7 +69,7 @@ from membrane.models.request_log import RequestLog
 __all__ = ["ScriptedModel"]
 
 _TOP_KEYS = ("agents", "default")
-_TURN_KEYS = ("text", "tool_calls", "stop_reason", "usage", "error")
+_TURN_KEYS = ("text", "tool_calls", "stop_reason", "usage", "delay", "error")
 _CALL_KEYS = ("name", "arguments", "id")
 _USAGE_KEYS = ("input_tokens", "output_tokens")
 _STOP_REASONS: tuple[str, ...] = get_args(StopReason)
@@ -90,6 +93,8 @@ class _Turn:
     stop_reason: StopReason
     usage: Usage
     error: str | None = None
+    #: Seconds the request waits before answering (a model-bound turn, as a real one is).
+    delay: float = 0.0
 
 
 class ScriptedModel(Model):
@@ -142,6 +147,8 @@ class ScriptedModel(Model):
             )
         self._cursor[request.run_id] = index + 1
         turn = turns[index]
+        if turn.delay:
+            await anyio.sleep(turn.delay)
         if turn.error is not None:
             raise ModelError(
                 turn.error, agent=request.agent, run_id=request.run_id, turn=index, scripted=True
@@ -302,7 +309,20 @@ class _Parser:
         usage = Usage()
         if "usage" in turn:
             usage = self.usage(turn["usage"], f"{key}.usage", node=turn, at="usage")
-        return _Turn(text, calls, stop, usage)
+        delay = 0.0
+        if "delay" in turn:
+            delay = self.seconds(turn["delay"], f"{key}.delay", node=turn, at="delay")
+        return _Turn(text, calls, stop, usage, delay=delay)
+
+    def seconds(self, value: object, key: str, *, node: object, at: object) -> float:
+        """``value`` as a finite, non-negative number of seconds (at most an hour)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(
+                key, f"expected a number of seconds, got {_kind(value)}", node=node, at=at
+            )
+        if not 0 <= value <= 3600:
+            raise self.fail(key, f"expected 0 to 3600 seconds, got {value!r}", node=node, at=at)
+        return float(value)
 
     def call(self, value: object, key: str, *, node: object, at: object) -> _Call:
         call = self.mapping(value, key, _CALL_KEYS, node=node, at=at)

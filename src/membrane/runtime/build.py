@@ -122,14 +122,17 @@ class ChildBuilder:
         worktree: Worktree | None,
         built: list[ProviderChild] | None = None,
         resumed: bool = False,
+        continued: bool = False,
         spending: RunSpending | None = None,
         deployment: Deployment | None = None,
     ) -> RunRecord:
         """The child of ``request``, built by the provider with its setup (prompt, restrictions,
         scope-local and delegation tools), not yet published. It is appended to ``built`` as
         soon as it exists, so that a caller's rollback can discard it. ``resumed``: the child
-        continues the stored run ``run_id`` (``ChildSpec.resumed``). ``deployment``: the one
-        the start resolved against (its skill files and roots), else the deployment now."""
+        continues the stored run ``run_id`` (``ChildSpec.resumed``); ``continued``: with no new
+        message (a worker driving a queued run from its stored conversation). ``deployment``:
+        the one the start resolved against (its skill files and roots), else the deployment
+        now."""
         definition = authority.definition
         invocation = authority.invocation
         bound = None if self._workflows is None else self._workflows(run_id, definition)
@@ -208,7 +211,7 @@ class ChildBuilder:
             agent=definition.name,
             request=request,
             registry=self._registry,
-            task=authority.task_prefix + request.task,
+            task="" if continued else authority.task_prefix + request.task,
             depth=depth,
             emit=self._emitter(run_id),
             parent_id=request.parent_id,
@@ -274,6 +277,7 @@ class ChildBuilder:
             ),
             spending=spending,
             capability_mode=mode,
+            queued=self._provider.capabilities.queued,
         )
 
     def _ask_read(

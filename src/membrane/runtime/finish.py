@@ -181,8 +181,13 @@ class Finisher:
 
         failure: StoreError | None = None
         try:
-            seq, item_id = self._hub.commit(write)
-            crash_point("end.written")
+            if record.queued:
+                # Its driver (a queue's worker) recorded the end; this runtime only tells
+                # its own waiters and streams.
+                seq, item_id = 0, None
+            else:
+                seq, item_id = self._hub.commit(write)
+                crash_point("end.written")
         except RunLeased as exc:
             # Another owner took the run over (its lease moved on): the end is that owner's
             # to write and to tell. The run ends here as it did, and nothing of it is stored.

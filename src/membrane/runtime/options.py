@@ -53,7 +53,10 @@ class RuntimeOptions:
     * ``tracer``: a ``RunTracer`` that turns every run's events into OpenTelemetry spans;
     * ``on_end``: called with a run's id once it has ended and its end is delivered (each
       time: a resumed run ends again), so that what a host keeps per run can go with it
-      (``membrane serve`` drops the run's checkout, role and model).
+      (``membrane serve`` drops the run's checkout, role and model);
+    * ``handoff``: queues a run of the ``dbos`` provider again when its worker stopped
+      renewing its lease (``DbosProvider.handoff``; the sweeper calls it), so that another
+      worker goes on with it.
     """
 
     settings: Settings | None = None
@@ -68,6 +71,7 @@ class RuntimeOptions:
     approver: Approver | None = None
     tracer: RunTracer | None = None
     on_end: Callable[[str], None] | None = None
+    handoff: Callable[[str], bool] | None = None
 
 
 def checked_parts(

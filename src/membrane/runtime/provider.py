@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from membrane.agents.definition import UNSET
 from membrane.errors import UnsupportedCapability
@@ -41,6 +41,7 @@ __all__ = [
     "ChildSpec",
     "Provider",
     "ProviderChild",
+    "QueuedChild",
     "SetupCallback",
     "SubagentCapabilities",
     "check_capabilities",
@@ -55,6 +56,10 @@ class SubagentCapabilities:
     ``response_schema`` (and parsed into ``RunResult.structured``). ``resume``: a stored run
     continues on it (see the module docstring). Both default to ``False``, so a provider
     written before a flag existed refuses the control instead of ignoring it.
+
+    ``queued``: the children are driven by another process (a queue's ``membrane worker``),
+    which claims each run's lease and records its end; the runtime that starts them publishes
+    them, holds no lease on them, and follows their end in the store.
     """
 
     persona: bool
@@ -62,6 +67,7 @@ class SubagentCapabilities:
     depth_limit: bool
     structured_output: bool = False
     resume: bool = False
+    queued: bool = False
 
     def to_dict(self) -> dict[str, bool]:
         return {
@@ -70,6 +76,7 @@ class SubagentCapabilities:
             "depth_limit": self.depth_limit,
             "structured_output": self.structured_output,
             "resume": self.resume,
+            "queued": self.queued,
         }
 
 
@@ -196,6 +203,16 @@ class ProviderChild(Protocol):
         """The conversation so far (empty when the transport keeps it elsewhere), as an
         immutable sequence; asked at every turn, so made in constant time where it can be
         (``Conversation``), with ``messages()[n:]`` costing only the messages past ``n``."""
+        ...
+
+
+@runtime_checkable
+class QueuedChild(ProviderChild, Protocol):
+    """A child another process drives (a provider that advertises ``queued``)."""
+
+    def leave(self) -> None:
+        """Stop following the run here (the runtime closes); it goes on where it is driven.
+        ``run()`` then returns soon, and nothing of the run is stopped."""
         ...
 
 

@@ -155,7 +155,8 @@ class Publisher:
             agent=record.agent,
             parent_id=record.parent_id,
             delegation_depth=record.depth,
-            status=record.status,
+            # A queued child waits for a worker, which marks it running when it takes it.
+            status="queued" if record.queued else record.status,
             provider=record.provider,
             created_at=time.time(),
             request_id=request.request_id,
@@ -230,7 +231,7 @@ class Publisher:
             if record.spending is not None:
                 data["budget"] = record.spending.in_force()  # what is left, this start counted
             store.create_session(header)
-            if self._leases is not None:
+            if self._leases is not None and not record.queued:
                 self._leases.claim(record.run_id)  # driven here from its first statement on
             if record.parent_id is not None:
                 record.has_edge = record_edge(

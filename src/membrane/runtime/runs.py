@@ -84,6 +84,9 @@ class RunRecord:
     #: ``full_tooling`` (the child reaches Membrane's actions) or ``fallback`` (only its own
     #: tools), as decided at its start (``runtime.environment.capability_mode``).
     capability_mode: str = "full_tooling"
+    #: Driven by another process (a provider that advertises ``queued``): this runtime holds
+    #: no lease on it and records none of its end (``Finisher``), which its driver writes.
+    queued: bool = False
     status: str = "queued"
     stop_requested: bool = False
     #: Launched at its publication's commit (``acknowledge="commit"``): its task awaits the

@@ -92,8 +92,9 @@ from membrane.runtime.workflows import WorkflowBinder
 from membrane.runtime.workspace import Workspace
 from membrane.runtime.worktree import WorktreeManager, WorktreeOutcome
 from membrane.sandbox import WRITING_TOOLS
-from membrane.store.base import Store
+from membrane.store.base import SessionHeader, Store
 from membrane.store.memory import MemoryStore
+from membrane.store.select import chosen_state
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.spec import ToolContext
 from membrane.tools.view import ToolView
@@ -139,20 +140,36 @@ class SubagentRuntime:
         closes). Children run on ``provider``, or in this process on ``model``; give one of
         them. Use it as
         ``async with SubagentRuntime.open(project, model=model) as runtime:``. It mounts no MCP
-        servers (``membrane run`` does).
+        servers (``membrane run`` does). When the settings say ``provider = "dbos"``, give
+        neither: the children go on the queue and ``membrane worker`` drives them, on the
+        workers' model (docs/scale.md).
         """
-        if (model is None) == (provider is None):
+        if model is not None and provider is not None:
             raise InvalidRequest(
                 "SubagentRuntime.open needs a model or a provider (exactly one of them)",
                 field="model",
             )
         ws = Workspace.open(Path(project), workspace=workspace, home=home)
+        queued = provider is None and model is None and ws.settings.provider == "dbos"
+        if provider is None and model is None and not queued:
+            raise InvalidRequest(
+                "SubagentRuntime.open needs a model or a provider (exactly one of them), "
+                "unless the settings say provider = 'dbos'",
+                field="model",
+            )
+        store = ws.open_store(state)
+        options = RuntimeOptions()
+        if queued:
+            from membrane.runtime.providers.dbos import on_queue
+
+            where = chosen_state(state, settings_url=ws.settings.state_url) or ws.state.path
+            queue = on_queue(store, where, queue=ws.settings.queue_name)
+            provider, options = queue, RuntimeOptions(handoff=queue.handoff)
         if provider is None:
             assert model is not None
             hooks = ExtensionHooks.from_extensions(ws.extensions.values())
             provider = InProcessProvider(model, hooks=hooks)
-        store = ws.open_store(state)
-        runtime = cls.on_workspace(ws, provider, store=store)
+        runtime = cls.on_workspace(ws, provider, store=store, options=options)
         runtime._owned_store = store
         return runtime
 
@@ -246,10 +263,13 @@ class SubagentRuntime:
         self._sweeper = Sweeper.from_settings(
             self.store,
             self.settings,
-            leased=lambda: [r.run_id for r in self._runs.records() if not r.finished],
+            leased=lambda: [
+                r.run_id for r in self._runs.records() if not r.finished and not r.queued
+            ],
             lost=self._scheduler.stop_run,
             outbox=self._outbox,
             commit=self._hub.commit,
+            handoff=options.handoff,
         )
         self._messenger = Messenger(
             self.store,
@@ -913,13 +933,18 @@ class SubagentRuntime:
             header = self.store.get_header(run_id)
             if (
                 header is not None
-                and self._runs.owns(header)
+                and (self._runs.owns(header) or self._queued_here(header))
                 and header.status in END_STATES
                 and header.result is not None
                 and (caller is None or header.parent_id == caller)
             ):
                 return RunInfo.from_header(header)
         return self._lookup(run_id, caller)
+
+    def _queued_here(self, header: SessionHeader) -> bool:
+        """A run this runtime's queued provider published, which a worker then drove (and so
+        became its owner in the header)."""
+        return self.provider.capabilities.queued and header.provider == self.provider.name
 
     def _info(self, record: RunRecord) -> RunInfo:
         return record.info(queue_position=self._slots.position(record))
@@ -941,6 +966,16 @@ class SubagentRuntime:
         (a provider that cannot continue a conversation), ``UnknownSubagent``, ``SetupFailed``,
         ``WorktreeUnavailable`` or ``StoreError``; nothing is published then.
         """
+        return await self._resume(run_id, message, caller=caller)
+
+    async def take(self, run_id: str) -> RunInfo:
+        """Drive the stored run ``run_id`` here from its stored conversation, with no new
+        message: what ``membrane worker`` does with a run it took from the queue. The run
+        must not have ended; otherwise as ``resume`` (``RunLeased`` while another process
+        holds its lease)."""
+        return await self._resume(run_id, None, caller=None)
+
+    async def _resume(self, run_id: str, message: str | None, *, caller: str | None) -> RunInfo:
         self._scheduler.require_open()
         live = self._runs.live(run_id) if isinstance(run_id, str) else None
         held = not isinstance(run_id, str) or (live is not None and not live.finished)

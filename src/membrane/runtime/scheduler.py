@@ -23,6 +23,7 @@ from anyio.abc import TaskGroup
 from membrane.errors import InvalidRequest, StoreError
 from membrane.runtime.child_tasks import ChildTasks, running_loop
 from membrane.runtime.events import EventHub
+from membrane.runtime.provider import QueuedChild
 from membrane.runtime.runs import LiveRuns, RunRecord
 from membrane.runtime.slots import Slots
 from membrane.store.base import Store
@@ -96,7 +97,10 @@ class Scheduler:
         if group is None or children is None:
             return None
         for record in self._runs.records():
-            self.request_stop(record)
+            if record.queued and isinstance(record.child, QueuedChild):
+                record.child.leave()  # driven by a worker: it goes on without this runtime
+            else:
+                self.request_stop(record)
         try:
             failed: BaseExceptionGroup[BaseException] | None = None
             try:

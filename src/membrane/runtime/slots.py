@@ -58,7 +58,7 @@ class Slots:
 
     def must_queue(self, record: RunRecord) -> bool:
         """Whether a new background child waits for a slot."""
-        return record.background and self._used >= self.limit
+        return record.background and not record.queued and self._used >= self.limit
 
     def place(self, record: RunRecord) -> bool:
         """Place a just-published run: ``False`` when it is ``queued`` (it waits in line),
@@ -68,7 +68,7 @@ class Slots:
             self._tickets[record.run_id] = self._next_ticket
             self._next_ticket += 1
             return False
-        if record.background:
+        if record.background and not record.queued:
             self._take(record.run_id)
         return True
 

@@ -65,6 +65,9 @@ from membrane.tools.spec import Tool
 
 __all__ = ["CatalogLike", "DispatchLike", "StartPath", "new_run_id"]
 
+#: The brief of a request that continues a stored run with no new message; no model sees it.
+_CONTINUED: Final = "(continued from its stored conversation)"
+
 
 class DispatchLike(Protocol):
     """What the start path reads of a ``catalog.dispatch()`` result."""
@@ -134,6 +137,8 @@ class _Entry:
     ceiling: Ceiling | None = None
     #: Dispatched as a child (a top-level start from the host may run a primary agent).
     child: bool = True
+    #: A resume with no new message: the run goes on from its stored conversation.
+    continued: bool = False
 
 
 class StartPath:
@@ -213,8 +218,9 @@ class StartPath:
             entry.ceiling = ceiling if entry.ceiling is None else entry.ceiling.meet(ceiling)
         return await self._start(entry)
 
-    async def resumed(self, run_id: str, message: str, *, caller: str | None) -> RunRecord:
-        """Build and publish the stored run ``run_id`` again, continuing with ``message``.
+    async def resumed(self, run_id: str, message: str | None, *, caller: str | None) -> RunRecord:
+        """Build and publish the stored run ``run_id`` again, continuing with ``message``
+        (``None``: from its stored conversation alone, as a queue's worker drives a run).
 
         The returned record is published (listed, ``published`` event with ``resumed: true``,
         store status ``running`` or ``queued``) and not yet scheduled. See
@@ -224,7 +230,7 @@ class StartPath:
             raise InvalidRequest(
                 f"run_id must be a non-empty string, got {run_id!r}", field="run_id"
             )
-        if not isinstance(message, str) or not message.strip():
+        if message is not None and (not isinstance(message, str) or not message.strip()):
             raise InvalidRequest(
                 "the message a resumed run continues with must be a non-empty string",
                 field="message",
@@ -253,7 +259,7 @@ class StartPath:
         stored_depth = check_depth(
             header.delegation_depth, what=f"stored delegation depth of {run_id!r}"
         )
-        request = stored_request(header, message)
+        request = stored_request(header, _CONTINUED if message is None else message)
         parent = self._runs.live(header.parent_id) if header.parent_id is not None else None
         if parent is not None and parent.finished:
             parent = None
@@ -266,6 +272,7 @@ class StartPath:
         entry = _Entry(
             run_id, request, parent, parent_depth, depth, role, history=history, has_edge=has_edge
         )
+        entry.continued = message is None
         entry.ceiling = self._stored_ceiling(run_id, CEILING_KEY)
         if parent is None and header.parent_id is not None:
             below = self._stored_ceiling(header.parent_id, CEILING_BELOW_KEY)
@@ -323,6 +330,7 @@ class StartPath:
                 worktree=worktree,
                 built=built,
                 resumed=entry.history is not None,
+                continued=entry.continued,
                 spending=spending,
                 deployment=deployment,
             )
