@@ -482,7 +482,7 @@ WORKER = {
         ),
         closed(
             {"event": STRING, "run_id": STRING},
-            {"agent": STRING, "status": STRING, "worker": STRING},
+            {"agent": STRING, "status": STRING, "worker": STRING, "error": STRING},
         ),
         closed({"event": STRING}, {"pid": INTEGER, "error": STRING}),
     ]

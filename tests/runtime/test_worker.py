@@ -10,6 +10,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +19,7 @@ from membrane import SubagentRuntime, SubagentStartRequest
 from membrane.testing import stored_lease
 from membrane.vocabulary import END_STATES
 
-from .fleet import Fleet, write_project
+from .fleet import Fleet, WorkerProcess, write_project
 
 pytestmark = pytest.mark.anyio
 
@@ -134,3 +135,62 @@ async def test_a_worker_killed_mid_run_loses_nothing_its_run_ends_on_another(
         assert transcript[-1]["content"] == "read the notes"
     finally:
         fleet.stop()
+
+
+async def test_a_stalled_workers_run_moves_and_its_late_writes_are_refused(
+    tmp_path: Path,
+) -> None:
+    fleet = Fleet(tmp_path, write_project(tmp_path, turns=SLOW_TURNS))
+    try:
+        workers = [fleet.start_worker(concurrency=1), fleet.start_worker(concurrency=1)]
+        fleet.wait_ready()
+        async with _host(fleet) as host:
+            info = await host.start(_request(0))
+            held = await anyio.to_thread.run_sync(_driving, fleet, 1)
+            stalled = next(w for w in workers if w.owner == held[info.run_id])
+            other = next(w for w in workers if w is not stalled)
+            # Past its lease (2 s): the other worker's sweeper hands the run back to the
+            # queue and the other worker takes it, while the stalled process still drives it.
+            stalled.signal(signal.SIGSTOP)
+            await anyio.to_thread.run_sync(_taken_by, fleet, info.run_id, other.owner)
+            stalled.signal(signal.SIGCONT)
+            with anyio.fail_after(90):
+                result = await host.wait(info.run_id)
+                ended = await anyio.to_thread.run_sync(_ended_notice, stalled, info.run_id)
+        assert result.status == "completed"
+        # The stalled worker went on, lost the run at its next renewal and ended it in its own
+        # memory only: its transcript writes and its end were refused by the lease's fence.
+        assert ended["event"] == "lost" or ended["status"] == "stopped"
+        store = fleet.store()
+        kinds = [e.kind for e in store.events(session_id=info.run_id)]
+        assert kinds.count("completed") == 1
+        assert "stopped" not in kinds and "error" not in kinds
+        header = store.get_header(info.run_id)
+        assert header is not None and header.status == "completed"
+        transcript = store.transcript(info.run_id)
+        assert sum(1 for m in transcript if m["role"] == "user") == 1
+        assert transcript[-1]["content"] == "read the notes"
+    finally:
+        fleet.stop()
+
+
+def _taken_by(fleet: Fleet, run_id: str, owner: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        store = fleet.store()
+        lease = stored_lease(store, run_id)
+        store.close()
+        if lease is not None and lease.owner == owner:
+            return
+        assert time.monotonic() < deadline, f"run {run_id} never moved to {owner}"
+        time.sleep(0.05)
+
+
+def _ended_notice(worker: WorkerProcess, run_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        for event in worker.events():
+            if event["event"] in ("ended", "lost") and event["run_id"] == run_id:
+                return event
+        assert time.monotonic() < deadline, f"the stalled worker never ended {run_id}"
+        time.sleep(0.05)

@@ -21,7 +21,7 @@ from typing import Final, Protocol, TypeVar, cast
 from membrane.json_types import JSONDict, JSONObject, JSONValue
 from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Message, Usage
-from membrane.store.base import SessionHeader
+from membrane.store.base import Lease, SessionHeader
 from membrane.vocabulary import END_STATES, EndStatus
 
 __all__ = ["QUESTION_KEY", "EventLog", "LiveChild", "LiveRun", "RunInfo", "RunResult", "RunsTable"]
@@ -63,6 +63,10 @@ class LiveRun(Protocol):
 
     @property
     def parent_waits(self) -> int: ...
+
+    #: The lease this process drives the run under (``None``: none), which fences its writes.
+    @property
+    def lease(self) -> Lease | None: ...
 
     #: The outbox item of this run's completion notice, until delivered or settled by a wait.
     outbox_item: int | None

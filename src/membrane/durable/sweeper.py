@@ -26,7 +26,8 @@ A run's end releases its lease; a closing runtime releases the rest.
    parent, now or when it is resumed), then drops the lease. A run a queue's worker was
    driving (its header's provider is ``dbos``) is handed off instead when the sweeper has a
    ``handoff``: one transaction marks it ``queued`` again, appends a ``handed_off`` event
-   naming the owner that stopped renewing, and drops the lease; then ``handoff(run_id)``
+   naming the owner that stopped renewing, and lets the lease lapse at once (kept, so the
+   next claim raises its generation); then ``handoff(run_id)``
    queues its workflow again, and another worker goes on with it from its stored
    conversation.
 
@@ -105,18 +106,23 @@ class Leases:
             self.store.end_lease(run_id, owner=self.owner, generation=generation)
 
     @contextlib.contextmanager
-    def claimed(self, run_id: str, *, held: bool = False) -> Iterator[None]:
-        """Hold ``run_id``'s lease for the block (``held``: it is this owner's already); a
-        block that raises releases a lease it claimed."""
+    def claimed(self, run_id: str, *, held: bool = False) -> Iterator[Lease | None]:
+        """Hold ``run_id``'s lease for the block, which gets it (``held``: it is this owner's
+        already, and the block gets ``None``); a block that raises releases a lease it
+        claimed."""
         if held:
-            yield
+            yield None
             return
-        self.claim(run_id)
+        asked = time.time()
+        lease = self.claim(run_id)
         try:
-            yield
+            yield lease
         except BaseException:
-            with contextlib.suppress(StoreError):
-                self.release(run_id)
+            # Only a lease this block took is let go: one this owner held before it (another
+            # call of this process resuming the run meanwhile) stays with that call.
+            if lease.acquired_at >= asked:
+                with contextlib.suppress(StoreError):
+                    self.release(run_id)
             raise
 
 
@@ -239,7 +245,7 @@ class Sweeper:
             store.release_lease(lease.run_id, owner=self.owner)
             return False
         if self._handoff is not None and header.provider == QUEUED_PROVIDER:
-            return self._hand_off(lease)
+            return self._hand_off(lease, again=header.status == "queued")
         summary = (
             f"interrupted: the process driving it ({lease.owner}) stopped renewing its lease; "
             "resume the run to continue it"
@@ -274,14 +280,20 @@ class Sweeper:
                 self._offer(item_id, header.parent_id, payload)
         return True
 
-    def _hand_off(self, lease: Lease) -> bool:
-        """Give the run of ``lease`` (held now by this sweeper) back to its queue."""
+    def _hand_off(self, lease: Lease, *, again: bool) -> bool:
+        """Give the run of ``lease`` (held now by this sweeper) back to its queue. ``again``:
+        it was handed off before and no worker has taken it yet, so only the queue is asked
+        (a no-op while its workflow waits there); nothing is written."""
         store, run_id = self._store, lease.run_id
 
         def work() -> list[int]:
-            store.set_status(run_id, "queued")
-            store.append_event(run_id, "handed_off", {"owner": lease.owner})
-            store.release_lease(run_id, owner=self.owner)
+            if not again:
+                store.set_status(run_id, "queued")
+                store.append_event(run_id, "handed_off", {"owner": lease.owner})
+            # Kept, lapsed at once: the next driver's claim raises its generation past the
+            # stalled one's, whose late writes the fence then refuses (a deleted lease would
+            # start again at generation 1). Every later sweep sees it lapsed and asks again.
+            store.claim_lease(run_id, owner=self.owner, ttl=0)
             return []
 
         self._transaction(work)
@@ -289,10 +301,10 @@ class Sweeper:
         try:
             self._handoff(run_id)
         except Exception as exc:
-            # Left `queued` with no lease: no later pass sees it, so it is said here.
+            # The next sweep asks again (the lease stays lapsed); meanwhile it is said here.
             self.errors.append(StoreError(f"run {run_id!r} could not be queued again: {exc}"))
             return False
-        return True
+        return not again
 
     def _transaction(self, work: Callable[[], list[int]]) -> list[int]:
         if self._commit is not None:

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import anyio.to_thread
 
+from membrane.durable.fencing import fence
 from membrane.durable.runs import EventLog, LiveRun, RunsTable
 from membrane.errors import StoreError
 from membrane.loop.calls import Emit
@@ -158,7 +159,9 @@ def append_transcript(store: Store, record: LiveRun) -> None:
         record.stored_messages = store.append_messages(record.run_id, tail, start=stored)
     except StoreError:
         # The remembered length is stale (a resumed run, or a write that a failed outer
-        # transaction undid): read it once and append from there.
+        # transaction undid): read it once and append from there, unless the transcript
+        # moved because the run did (another process drives it now: ``durable.fencing``).
+        fence(store, record)
         stored = store.transcript_length(record.run_id)
         if len(messages) > stored:
             tail = [message_record(message) for message in messages[stored:]]

@@ -232,7 +232,8 @@ class Publisher:
                 data["budget"] = record.spending.in_force()  # what is left, this start counted
             store.create_session(header)
             if self._leases is not None and not record.queued:
-                self._leases.claim(record.run_id)  # driven here from its first statement on
+                # Driven here from its first statement on; its writes are fenced by it.
+                record.lease = self._leases.claim(record.run_id)
             if record.parent_id is not None:
                 record.has_edge = record_edge(
                     store,

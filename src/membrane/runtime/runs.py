@@ -28,7 +28,7 @@ from membrane.runtime.budget import RunSpending
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import ProviderChild
 from membrane.runtime.worktree import Worktree
-from membrane.store.base import SessionHeader
+from membrane.store.base import Lease, SessionHeader
 from membrane.vocabulary import OK_STATES
 
 __all__ = ["OWNER_KEY", "LiveRuns", "RunRecord", "event_kind"]
@@ -84,6 +84,9 @@ class RunRecord:
     #: ``full_tooling`` (the child reaches Membrane's actions) or ``fallback`` (only its own
     #: tools), as decided at its start (``runtime.environment.capability_mode``).
     capability_mode: str = "full_tooling"
+    #: The lease this runtime drives it under (claimed at publication or resume): the fence
+    #: of its transcript and end writes (``durable.fencing``).
+    lease: Lease | None = None
     #: Driven by another process (a provider that advertises ``queued``): this runtime holds
     #: no lease on it and records none of its end (``Finisher``), which its driver writes.
     queued: bool = False

@@ -979,8 +979,9 @@ class SubagentRuntime:
         self._scheduler.require_open()
         live = self._runs.live(run_id) if isinstance(run_id, str) else None
         held = not isinstance(run_id, str) or (live is not None and not live.finished)
-        with self._sweeper.leases.claimed(run_id, held=held):  # RunLeased: driven elsewhere
+        with self._sweeper.leases.claimed(run_id, held=held) as lease:  # RunLeased: elsewhere
             record = await self._starts.resumed(run_id, message, caller=caller)
+        record.lease = lease
         info = await self._launch_durable(record)
         self._outbox.resumed(record)
         return info

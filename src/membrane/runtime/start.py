@@ -62,6 +62,7 @@ from membrane.store.base import Store
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.restriction import ToolPredicate
 from membrane.tools.spec import Tool
+from membrane.vocabulary import END_STATES
 
 __all__ = ["CatalogLike", "DispatchLike", "StartPath", "new_run_id"]
 
@@ -256,6 +257,13 @@ class StartPath:
         if header is None or (caller is not None and header.parent_id != caller):
             whose = "among your subagents" if caller is not None else "in the store"
             raise UnknownRun(f"no run {run_id!r} {whose} to resume", run_id=run_id)
+        if message is None and header.status in END_STATES:
+            # Read under the lease just claimed: whoever ended it let go of it first.
+            raise InvalidRequest(
+                f"run {run_id!r} has ended ({header.status}); there is nothing to continue",
+                run_id=run_id,
+                status=header.status,
+            )
         stored_depth = check_depth(
             header.delegation_depth, what=f"stored delegation depth of {run_id!r}"
         )

@@ -35,10 +35,16 @@ from typing import Any, Final
 
 import anyio
 from anyio.from_thread import BlockingPortal
-from dbos import DBOS
+from dbos import DBOS, DBOSClient
 
 from membrane.durable.owners import gone
-from membrane.errors import QueueUnavailable, RunLeased
+from membrane.errors import (
+    InvalidRequest,
+    MembraneError,
+    QueueUnavailable,
+    RunLeased,
+    UnknownRun,
+)
 from membrane.runtime.providers.dbos import (
     APP_VERSION,
     WORKFLOW_NAME,
@@ -97,6 +103,7 @@ class Worker:
         self.limiter = limiter
         self.portal: BlockingPortal | None = None
         self._open = anyio.Event()
+        self._client: DBOSClient | None = None
         self._draining = anyio.Event()
         self._say = on_event or (lambda event: None)
 
@@ -148,6 +155,8 @@ class Worker:
                 _current = None
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(_destroy)
+                    if self._client is not None:
+                        await anyio.to_thread.run_sync(self._client.destroy)
                 self.portal = None
 
     def _launch(self) -> None:
@@ -181,7 +190,17 @@ class Worker:
             ) from None
 
     async def drive(self, run_id: str) -> str:
-        """Drive run ``run_id`` to its end here (see the module docstring); its status."""
+        """Drive run ``run_id`` to its end here (see the module docstring); its status. A
+        failure is told (``failed``) and ends this workflow alone, never the worker."""
+        try:
+            return await self._drive(run_id)
+        except Exception as exc:
+            error = exc.to_dict() if isinstance(exc, MembraneError) else None
+            code = error["code"] if error is not None else type(exc).__name__
+            self._say({"event": "failed", "run_id": run_id, "error": str(code)})
+            return "failed"
+
+    async def _drive(self, run_id: str) -> str:
         await self._open.wait()
         store = self.runtime.store
         deadline = time.monotonic() + PUBLISH_WAIT
@@ -194,13 +213,24 @@ class Worker:
             return "unpublished"
         if header.status in END_STATES:
             return header.status
-        if not await self._take(run_id):
-            return "leased"
+        refused = await self._take(run_id)
+        if refused is not None:
+            return refused
         self._say({"event": "driving", "run_id": run_id, "agent": header.agent})
         while True:
             with anyio.move_on_after(_POLL):
-                result = await self.runtime.wait(run_id)
-                self._say({"event": "ended", "run_id": run_id, "status": result.status})
+                try:
+                    result = await self.runtime.wait(run_id)
+                except UnknownRun:
+                    # It ended here and left memory, and its header names another driver:
+                    # this process lost its lease (a stall) and the run moved on.
+                    self._say({"event": "lost", "run_id": run_id})
+                    return "lost"
+                ended: dict[str, Any] = {"event": "ended", "run_id": run_id}
+                ended["status"] = result.status
+                if result.error is not None:
+                    ended["error"] = result.error.get("code")
+                self._say(ended)
                 return result.status
             if await anyio.to_thread.run_sync(self._cancelled, run_id):
                 await self.runtime.stop(run_id)
@@ -231,7 +261,7 @@ class Worker:
         return again
 
     def _pending_elsewhere(self) -> list[tuple[str, str]]:
-        found = DBOS.list_workflows(
+        found = self.client.list_workflows(
             status="PENDING", queue_name=self.queue, load_input=False, load_output=False
         )
         return [
@@ -241,26 +271,43 @@ class Worker:
         ]
 
     def _hand_off(self, run_id: str) -> None:
-        hand_off(DBOS, run_id, queue=self.queue)
+        hand_off(self.client, run_id, queue=self.queue)
 
-    async def _take(self, run_id: str) -> bool:
-        """Take the run's lease and publish it here; ``False`` when another live process
-        keeps holding it for a whole lease's lifetime."""
+    async def _take(self, run_id: str) -> str | None:
+        """Take the run's lease and publish it here (``None``); else why not: ``leased``
+        (another live process kept it for a whole lease's lifetime) or the status it ended
+        with meanwhile. A stale run of this process that has not ended yet (it lost its
+        lease while this process stalled) is waited for, as a lease is."""
         deadline = time.monotonic() + self.runtime.settings.lease_seconds
         while True:
             try:
                 await self.runtime.take(run_id)
-                return True
+                return None
             except RunLeased:
-                if time.monotonic() >= deadline:
-                    self._say({"event": "leased", "run_id": run_id})
-                    return False
+                pass
+            except InvalidRequest as exc:
+                status = exc.data.get("status")
+                if status is None:
+                    raise
+                if status in END_STATES:
+                    return str(status)
+            if time.monotonic() >= deadline:
+                self._say({"event": "leased", "run_id": run_id})
+                return "leased"
             await anyio.sleep(_POLL)
 
-    @staticmethod
-    def _cancelled(run_id: str) -> bool:
-        status = DBOS.get_workflow_status(run_id)
-        return status is not None and status.status == "CANCELLED"
+    def _cancelled(self, run_id: str) -> bool:
+        status = self.client.retrieve_workflow(run_id).get_status()
+        return status.status == "CANCELLED"
+
+    @property
+    def client(self) -> DBOSClient:
+        """A DBOS client on the queue database: what this worker reads and asks of the queue
+        outside a workflow step (DBOS's own calls would record steps of the workflow that
+        made them, which a hand-off takes away from this process)."""
+        if self._client is None:
+            self._client = open_client(self.url, queue=self.queue)
+        return self._client
 
 
 def handoff(url: str, *, queue: str) -> Callable[[str], bool]:

@@ -182,11 +182,13 @@ class DbosProvider:
 
 def hand_off(client: Any, run_id: str, *, queue: str) -> bool:
     """Queue the workflow ``run_id`` again on ``queue`` (``client``: a ``DBOSClient`` or the
-    ``DBOS`` class); ``False`` when there is no such workflow."""
+    ``DBOS`` class) unless it waits there already; ``False`` when there is no such workflow."""
     from dbos import error
 
     try:
-        client.resume_workflow(run_id, queue_name=queue)
+        status = client.retrieve_workflow(run_id).get_status()
+        if status.status != "ENQUEUED":
+            client.resume_workflow(run_id, queue_name=queue)
     except error.DBOSNonExistentWorkflowError:
         return False
     return True
