@@ -219,6 +219,9 @@ def _values(checked: dict[str, Any], path: Path) -> dict[str, Any]:
         parsed["rate_limits"] = {name: RateLimit(**limit) for name, limit in limits.items()}
     if parsed["default_tools"] is not None:
         parsed["default_tools"] = _default_tools(parsed["default_tools"], path)
+    peers: dict[str, str] | None = parsed["peer_roles"]
+    if peers is not None:
+        parsed["peer_roles"] = MappingProxyType({int(uid): role for uid, role in peers.items()})
     retention: dict[str, Any] | None = parsed["retention"]
     if retention is not None:
         days = retention["runs_days"]
@@ -317,8 +320,10 @@ def load_settings(*, project: Path | None, home: Path | None = None) -> Settings
             servers[name] = mcp_server_spec(name, raw, path=str(path), key=f"mcp_servers.{name}")
     cache.save()
     products = _products(merged, sources, project=project, models=models, aliases=aliases)
-    for key in ("default_role", "console_role"):
-        named = merged.get(key)
+    named_roles = [(key, merged.get(key)) for key in ("default_role", "console_role")]
+    for uid, role in (merged.get("peer_roles") or {}).items():
+        named_roles.append((f"peer_roles.{uid}", role))
+    for key, named in named_roles:
         if named is not None and named not in roles:
             raise SettingsError(
                 f"`{key}` names {named!r}, which is not a role",

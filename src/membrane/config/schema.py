@@ -214,6 +214,8 @@ class SettingsFile(_Strict):
     default_max_turns: _Count | None = None
     default_role: _Name | None = None
     console_role: _Name | None = None
+    #: ``[peer_roles]``: a uid (its decimal digits) to the role its tokenless callers get.
+    peer_roles: dict[Annotated[str, Field(pattern=r"^[0-9]{1,10}$")], _Name] | None = None
     roles: dict[str, RoleTable] | None = None
     rate_limits: dict[str, RateLimitTable] | None = None
     state_synchronous: Literal["full", "normal"] | None = None

@@ -216,6 +216,10 @@ class Settings:
     #: authority). Its view decides what the console may do: saving a definition and answering
     #: an approval need ``Write`` in it.
     console_role: str | None = None
+    #: ``membrane serve``: the role of a tokenless caller whose peer uid is named here (global
+    #: settings). The socket is opened to exactly these uids (a POSIX ACL); the server's own
+    #: uid may not be named: its tokenless callers stay ``external`` (DESIGN rule 11).
+    peer_roles: Mapping[int, str] = field(default_factory=dict)
     rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
     #: Sessions whose rate-limit windows are held per tool; past it the owner's new sessions
     #: share one window and any other new one waits (a live window is never evicted).

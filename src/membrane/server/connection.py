@@ -70,6 +70,8 @@ class Peer(Protocol):
 
     #: The method layer's own state: the caller, watches, the runs it started.
     state: dict[str, object]
+    #: The peer's uid as the kernel recorded it (``None``: a caller in this process).
+    peer_uid: int | None
     #: Receives the client's replies to the server's own requests (``approval/request``).
     on_response: Callable[[Response], None] | None
     #: Set once the connection is closed.
@@ -143,9 +145,15 @@ class Connection(asyncio.Protocol):
     socket to it (``loop.connect_accepted_socket``)."""
 
     def __init__(
-        self, *, dispatch: Dispatch, peer_pid: int, buffers: BufferBudget | None = None
+        self,
+        *,
+        dispatch: Dispatch,
+        peer_pid: int,
+        peer_uid: int | None = None,
+        buffers: BufferBudget | None = None,
     ) -> None:
         self.peer_pid = peer_pid
+        self.peer_uid = peer_uid
         #: The server's budget for partial lines (``None``: only this line's own cap).
         self._buffers = buffers
         #: The bytes of ``_pending`` held in ``_buffers``.

@@ -73,7 +73,9 @@ class LocalServer:
         self.approval_timeout = APPROVAL_TIMEOUT
         self.max_waits_per_connection = host.workspace.settings.server_max_waits_per_connection
 
-    def identify(self, identity: JSONDict, client: JSONDict) -> Caller:
+    def identify(
+        self, identity: JSONDict, client: JSONDict, *, peer_uid: int | None = None
+    ) -> Caller:
         return self.caller
 
     def runtime_info(self, caller: Caller | None = None) -> JSONDict:
@@ -130,6 +132,7 @@ class _DirectConnection:
 
     def __init__(self, client: DirectClient, group: TaskGroup) -> None:
         self.state: dict[str, object] = {}
+        self.peer_uid: int | None = None
         self.on_response: Callable[[Response], None] | None = None
         self.gone = anyio.Event()
         self._client = client

@@ -54,7 +54,9 @@ class Server(Protocol):
     @property
     def max_waits_per_connection(self) -> int: ...
 
-    def identify(self, identity: JSONDict, client: JSONDict) -> Caller: ...
+    def identify(
+        self, identity: JSONDict, client: JSONDict, *, peer_uid: int | None = None
+    ) -> Caller: ...
 
     def runtime_info(self, caller: Caller | None = None) -> JSONDict: ...
 
@@ -185,7 +187,7 @@ def _caller(server: Server, conn: Peer) -> Caller:
 
 async def _initialize(server: Server, conn: Peer, params: JSONDict) -> JSONValue:
     p = _parse(_Initialize, params)
-    caller = server.identify(p.identity or {}, p.clientInfo or {})
+    caller = server.identify(p.identity or {}, p.clientInfo or {}, peer_uid=conn.peer_uid)
     conn.state["caller"] = caller
     capabilities = (p.model_extra or {}).get("capabilities")
     client_approver(conn, capabilities, timeout=server.approval_timeout)

@@ -41,6 +41,7 @@ from membrane.errors import (
     ProjectRefused,
     RuntimeBuildMismatch,
     RuntimeRoleMismatch,
+    SettingsError,
     TokenInvalid,
     TooManyConnections,
     UnknownProject,
@@ -160,6 +161,17 @@ class Server:
         self._per_peer: dict[int, int] = {}
         #: The role of every caller that neither proves it is the owner nor brings a token.
         self.default_role = DEFAULT_ROLE
+        #: The role of a tokenless caller of another uid the settings name (``[peer_roles]``).
+        self.peer_roles = dict(settings.peer_roles)
+        if os.getuid() in self.peer_roles:
+            raise SettingsError(
+                f"[peer_roles] names uid {os.getuid()}, this runtime's own: its tokenless "
+                "callers stay external, and your own commands prove they are the owner with "
+                "the owner's token",
+                path=None,
+                key=f"peer_roles.{os.getuid()}",
+                hint="remove that uid from [peer_roles]",
+            )
         self.tokens = TokenBook()
         self.replies = Replies(max_bytes=settings.server_reply_cache_bytes)
         #: Bytes of partial request lines all connections hold together.
@@ -236,7 +248,7 @@ class Server:
         ``RuntimeAlreadyRunning`` when another server owns it, outside any task group."""
         self._owner_token = ensure_owner_token()
         lock = SocketLock(self.socket_path)
-        sock = bind_socket(self.socket_path, lock)
+        sock = bind_socket(self.socket_path, lock, peers=tuple(self.peer_roles))
         self._bound = (sock, lock, self.socket_path.lstat().st_ino)
 
     def shutdown(self) -> None:
@@ -282,7 +294,7 @@ class Server:
 
     async def _connection(self, raw: socket.socket) -> None:
         peer = peer_credentials(raw)
-        if peer.uid != os.getuid():
+        if peer.uid != os.getuid() and peer.uid not in self.peer_roles:
             refused = CallerRefused(
                 "this runtime serves only its own user; the connection is closed", uid=peer.uid
             )
@@ -293,7 +305,12 @@ class Server:
             await _refuse(raw, crowded)
             return
         self._per_peer[peer.pid] = self._per_peer.get(peer.pid, 0) + 1
-        conn = Connection(dispatch=partial(dispatch, self), peer_pid=peer.pid, buffers=self.buffers)
+        conn = Connection(
+            dispatch=partial(dispatch, self),
+            peer_pid=peer.pid,
+            peer_uid=peer.uid,
+            buffers=self.buffers,
+        )
         try:
             try:
                 await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, raw)
@@ -351,8 +368,12 @@ class Server:
             "socketPath": str(self.socket_path),
         }
 
-    def identify(self, identity: JSONDict, client: JSONDict) -> Caller:
-        """The caller an ``initialize`` establishes (``identity.module``: ``server.identity``)."""
+    def identify(
+        self, identity: JSONDict, client: JSONDict, *, peer_uid: int | None = None
+    ) -> Caller:
+        """The caller an ``initialize`` establishes (``identity.module``: ``server.identity``).
+        ``peer_uid``: the connection's (``None``: this process's own)."""
+        own = peer_uid is None or peer_uid == os.getuid()
         claimed: JSONDict = {"identity": identity, "clientInfo": client}
         token = identity.get("token")
         if token is not None:
@@ -363,7 +384,11 @@ class Server:
             return host.bind(run_id, claimed)
         session = identity.get("sessionId")
         session_id = session if isinstance(session, str) and session else None
-        if self._owner_token is not None and same(identity.get("ownerToken"), self._owner_token):
+        if (
+            own
+            and self._owner_token is not None
+            and same(identity.get("ownerToken"), self._owner_token)
+        ):
             # The owner may name the role it acts under (``--role``, its MEMBRANE_ROLE).
             asked = identity.get("role")
             return Caller(
@@ -372,11 +397,11 @@ class Server:
                 claimed=_without_secrets(claimed),
                 owner=True,
             )
-        return Caller(
-            role=self.default_role,
-            session_id=session_id,
-            claimed=_without_secrets(claimed),
-        )
+        # Another uid is let in only when the settings name it, and gets the role they give it.
+        role = self.default_role
+        if peer_uid is not None and not own:
+            role = self.peer_roles.get(peer_uid, self.default_role)
+        return Caller(role=role, session_id=session_id, claimed=_without_secrets(claimed))
 
     def check_live(self, caller: Caller) -> None:
         """Refuse (``token-invalid``) a token caller whose run has ended or whose project is

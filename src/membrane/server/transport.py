@@ -13,7 +13,12 @@
   ``runtime-already-running`` naming that pid. A socket file left by a crash (the lock is free
   and a connect is refused) is removed before binding; a socket that answers is never removed.
 * Each connection's peer uid is read from the kernel (``SO_PEERCRED``); a peer that is not the
-  server's own user is refused before a byte is read.
+  server's own user, nor a uid the global settings' ``[peer_roles]`` name, is refused before a
+  byte is read.
+* The uids ``[peer_roles]`` names, and no one else, are let in by a POSIX ACL: search on the
+  socket's folder and read-write on the socket (``grant_peers``). The folder and socket modes
+  stay 0700 and 0600 for everyone else; an ACL left on the folder by an earlier start is
+  dropped before the folder is checked, and made again for the uids named now.
 * Frames are read with a bounded buffer: a line longer than ``MAX_FRAME_BYTES`` ends the
   connection after an error frame, and a peer that stalls mid-line holds only its own task.
 """
@@ -28,6 +33,7 @@ import socket
 import stat
 import struct
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -42,6 +48,7 @@ __all__ = [
     "SocketLock",
     "bind_socket",
     "default_socket_path",
+    "grant_peers",
     "listen_backlog",
     "peer_credentials",
     "probe_socket",
@@ -52,6 +59,13 @@ __all__ = [
 SOCKET_ENV: Final = "MEMBRANE_SOCKET"
 _BACKLOG: Final = 512
 _CRED = struct.Struct("3i")
+#: A POSIX ACL as Linux stores it in ``system.posix_acl_access``: a version, then entries of
+#: (tag, permissions, id), sorted by tag and id.
+_ACL_XATTR: Final = "system.posix_acl_access"
+_ACL_VERSION = struct.Struct("<I")
+_ACL_ENTRY = struct.Struct("<HHI")
+_ACL_USER_OBJ, _ACL_USER, _ACL_GROUP_OBJ, _ACL_MASK, _ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+_ACL_NO_ID: Final = 0xFFFFFFFF
 # The loser of a race for the lock reads the winner's pid for up to about half a second.
 _HOLDER_READS: Final = 50
 _HOLDER_PAUSE: Final = 0.01
@@ -154,9 +168,49 @@ class SocketLock:
             os.close(fd)
 
 
+def _acl(owner: int, uids: Collection[int], granted: int) -> bytes:
+    """An access ACL: ``owner`` permissions for the file's owner, ``granted`` for each of
+    ``uids``, nothing for its group or anyone else."""
+    entries = [(_ACL_USER_OBJ, owner, _ACL_NO_ID)]
+    entries += [(_ACL_USER, granted, uid) for uid in sorted(set(uids))]
+    entries += [(_ACL_GROUP_OBJ, 0, _ACL_NO_ID), (_ACL_MASK, granted, _ACL_NO_ID)]
+    entries.append((_ACL_OTHER, 0, _ACL_NO_ID))
+    return _ACL_VERSION.pack(2) + b"".join(_ACL_ENTRY.pack(*entry) for entry in entries)
+
+
+def grant_peers(socket_path: Path, uids: Collection[int]) -> None:
+    """Let exactly ``uids`` reach the socket: search (``x``) on its folder, read and write on
+    the socket itself, by POSIX ACLs. ``ServerError`` where the file system keeps none."""
+    if not uids:
+        return
+    try:
+        os.setxattr(socket_path.parent, _ACL_XATTR, _acl(0o7, uids, 0o1))
+        os.setxattr(socket_path, _ACL_XATTR, _acl(0o6, uids, 0o6))
+    except OSError as exc:
+        raise ServerError(
+            f"cannot let the uids of [peer_roles] ({', '.join(map(str, sorted(uids)))}) reach "
+            f"{socket_path}: the file system keeps no POSIX ACL there ({exc.strerror})",
+            path=str(socket_path),
+            hint="point MEMBRANE_SOCKET at a file system with ACLs, or remove [peer_roles]",
+        ) from exc
+
+
+def _drop_own_acl(folder: Path) -> None:
+    """Remove an ACL from ``folder`` (yours) and make it 0700 again: what an earlier start
+    granted is granted anew for the uids named now, never kept."""
+    if folder.stat().st_uid != os.getuid():
+        return
+    try:
+        os.removexattr(folder, _ACL_XATTR)
+    except OSError:
+        return  # none there (or none possible): nothing was granted
+    os.chmod(folder, 0o700)
+
+
 def _private_folder(folder: Path) -> None:
     with contextlib.suppress(FileExistsError):
         folder.mkdir(mode=0o700, parents=True)
+    _drop_own_acl(folder)
     info = folder.stat()
     if not stat.S_ISDIR(info.st_mode):
         raise ServerError(f"{folder} is not a folder; the socket needs one", path=str(folder))
@@ -169,8 +223,9 @@ def _private_folder(folder: Path) -> None:
         )
 
 
-def bind_socket(path: Path, lock: SocketLock) -> socket.socket:
-    """The listening socket at ``path`` (0600, in a private 0700 folder), with ``lock`` held.
+def bind_socket(path: Path, lock: SocketLock, *, peers: Collection[int] = ()) -> socket.socket:
+    """The listening socket at ``path`` (0600, in a private 0700 folder, reachable by the uids
+    ``peers`` besides its owner), with ``lock`` held.
 
     Raises ``RuntimeAlreadyRunning`` when another server holds the lock or the socket answers,
     ``ServerError`` when the folder is not private or something else occupies the path.
@@ -200,6 +255,7 @@ def bind_socket(path: Path, lock: SocketLock) -> socket.socket:
             finally:
                 os.umask(old)
             os.chmod(path, 0o600)
+            grant_peers(path, peers)
             sock.listen(_BACKLOG)
         except BaseException:
             sock.close()
