@@ -81,6 +81,8 @@ FAILURE = closed({"error": ERROR, "exit_code": INTEGER})
 
 _TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 USAGE = closed({kind: INTEGER for kind in _TOKENS})
+#: A cost in US dollars; ``null`` when a model's price is not known (never 0 for unknown).
+COST = nullable(NUMBER)
 
 _SHADOW = closed({"root": STRING, "path": STRING})
 #: An agent's model as a start with no ``--model`` resolves it, and whether it can start.
@@ -295,6 +297,8 @@ _RUN_ROW = closed(
         "pending_notices": INTEGER,
         "usage": USAGE,
         "usage_total": USAGE,
+        "cost": COST,
+        "cost_total": COST,
     },
     {"budget": OBJECT},
 )
@@ -333,7 +337,8 @@ EVENT = closed(
             "enum": [
                 "published", "turn", "usage", "model_note", "model_attempt_failed",
                 "tool_call", "tool_result",
-                "vetoed_call", "hook", "agent_update", "completed", "error", "stopped",
+                "vetoed_call", "hook", "agent_update", "question", "answer", "completed",
+                "error", "stopped",
             ]
         },
         "data": OBJECT,
@@ -351,6 +356,8 @@ RESULT = closed(
         "turns": INTEGER,
         "usage": USAGE,
         "usage_total": USAGE,
+        "cost": COST,
+        "cost_total": COST,
     },
     {"error": ERROR, "structured": {}, "worktree": OBJECT},
 )
@@ -429,14 +436,37 @@ WORKFLOW = {
 #: ``show RUN_ID --json``: the run, its tool calls, transcript, events and lineage.
 SHOW = {
     "type": "object",
-    "required": ["run", "tool_calls", "transcript", "events", "lineage"],
+    "required": ["run", "children", "tool_calls", "transcript", "events", "lineage"],
     "additionalProperties": False,
     "properties": {
         "run": {
             "type": "object",
-            "required": ["run_id", "agent", "status", "usage", "usage_total", "worktree", "text"],
-            "properties": {"authority_digest": nullable(STRING)},
+            "required": [
+                "run_id",
+                "agent",
+                "status",
+                "usage",
+                "usage_total",
+                "cost",
+                "cost_total",
+                "worktree",
+                "text",
+            ],
+            "properties": {"authority_digest": nullable(STRING), "cost": COST, "cost_total": COST},
         },
+        "children": array(
+            closed(
+                {
+                    "run_id": STRING,
+                    "agent": STRING,
+                    "status": STRING,
+                    "usage": USAGE,
+                    "usage_total": USAGE,
+                    "cost": COST,
+                    "cost_total": COST,
+                }
+            )
+        ),
         "tool_calls": {
             "type": "array",
             "items": {

@@ -45,12 +45,13 @@ def _when(seconds: float) -> str:
 def _table(rows: list[RunRow], state: str) -> Table:
     table = Table(
         ("run", "agent", "parent", "depth", "status", "created", "pending", "tokens in/out",
-         "subtree in/out"),
+         "subtree in/out", "cost/subtree"),
         title=f"runs in {state}",
-        caption="pending: completion notices still owed to the run; resume takes them",
-        right=("depth", "pending", "tokens in/out", "subtree in/out"),
+        caption="pending: completion notices still owed to the run; resume takes them; "
+        "cost in US dollars, unknown where a model's price is not known",
+        right=("depth", "pending", "tokens in/out", "subtree in/out", "cost/subtree"),
         # A run id is what the reader copies into ``membrane resume``: never cut, never wrapped.
-        whole=("run", "parent", "created", "tokens in/out", "subtree in/out"),
+        whole=("run", "parent", "created", "tokens in/out", "subtree in/out", "cost/subtree"),
     )  # fmt: skip
     for row in rows:
         table.add_row(
@@ -63,8 +64,14 @@ def _table(rows: list[RunRow], state: str) -> Table:
             str(row.pending_notices),
             f"{row.usage.input_tokens}/{row.usage.output_tokens}",
             f"{row.usage_total.input_tokens}/{row.usage_total.output_tokens}",
+            f"{money(row.cost)}/{money(row.cost_total)}",
         )
     return table
+
+
+def money(dollars: float | None) -> str:
+    """A cost as the CLI shows it: ``$0.001234``, or ``unknown`` (never 0 for unknown)."""
+    return "unknown" if dollars is None else f"${dollars:.6f}"
 
 
 def existing_state(

@@ -21,7 +21,7 @@ from membrane.cli.app import app
 from membrane.cli.helptext import HelpCommand
 from membrane.cli.lineage import lineage_tree
 from membrane.cli.options import STATE_OPTION
-from membrane.cli.runs import existing_state, state_exists
+from membrane.cli.runs import existing_state, money, state_exists
 from membrane.cli.screen import Node, Screen
 from membrane.errors import InvalidRequest, UnknownRun
 
@@ -73,11 +73,24 @@ def run_report(state: StateTarget, run_id: str, *, width: int | None = WIDTH) ->
             "error": result.get("error"),
             "worktree": result.get("worktree"),
         },
+        # Each child's share of the subtree's usage and cost (its own and its subtree's).
+        "children": [
+            _spending(child.to_dict()) for child in rows.values() if child.parent_id == run_id
+        ],
         "tool_calls": _tool_calls(transcript, width),
         "transcript": [_message(m, width) for m in transcript],
         "events": [{"seq": e.seq, "kind": e.kind, "at": e.at, "data": e.data} for e in events],
         "lineage": lineage_tree(state, run_id)[0]["children"],
     }
+
+
+def _spending(row: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("run_id", "agent", "status", "usage", "usage_total", "cost", "cost_total")
+    return {key: row[key] for key in keys}
+
+
+def _tokens(usage: Mapping[str, Any]) -> str:
+    return f"{usage['input_tokens']} in, {usage['output_tokens']} out"
 
 
 def _tool_calls(transcript: list[Any], width: int | None) -> list[dict[str, Any]]:
@@ -130,11 +143,16 @@ def _print(report: dict[str, Any]) -> None:
         changes = "with changes" if worktree.get("has_changes") else "no changes"
         screen.line(f"worktree branch {worktree.get('branch')} ({changes})")
     usage, total = run["usage"], run["usage_total"]
-    screen.line(
-        f"usage: {usage['input_tokens']} in, {usage['output_tokens']} out "
-        f"(subtree {total['input_tokens']} in, {total['output_tokens']} out)",
-        style="dim",
-    )
+    screen.line(f"usage: {_tokens(usage)} (subtree {_tokens(total)})", style="dim")
+    screen.line(f"cost: {money(run['cost'])} (subtree {money(run['cost_total'])})", style="dim")
+    if report["children"]:
+        screen.rule("Spending by child")
+        for child in report["children"]:
+            screen.line(
+                f"{child['agent']} {child['run_id']} {child['status']}: "
+                f"{_tokens(child['usage'])}, {money(child['cost'])}; with its subtree "
+                f"{_tokens(child['usage_total'])}, {money(child['cost_total'])}"
+            )
     if run.get("error"):
         error = run["error"]
         screen.line(f"{error.get('code')}: {error.get('message')}", style="red")

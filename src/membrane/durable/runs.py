@@ -113,6 +113,9 @@ class RunResult:
     worktree: JSONObject | None = None
     #: The run's own usage plus that of every descendant that ended before it (DESIGN rule 12).
     usage_total: Usage | None = None
+    #: The run's own cost plus its descendants' (as ``usage_total``), in micro-dollars;
+    #: ``None`` when any of them is unknown.
+    cost_total: int | None = None
 
     @property
     def status(self) -> EndStatus:
@@ -136,6 +139,17 @@ class RunResult:
         return self.usage_total if self.usage_total is not None else self.usage
 
     @property
+    def cost(self) -> float | None:
+        """What the run's own model responses cost, in US dollars; ``None``: unknown."""
+        return _dollars(self.outcome.cost)
+
+    @property
+    def subtree_cost(self) -> float | None:
+        """What the run and the descendants that ended before it cost, in US dollars;
+        ``None``: unknown (a price was missing somewhere in the subtree)."""
+        return _dollars(self.cost_total)
+
+    @property
     def error(self) -> JSONObject | None:
         return self.outcome.error
 
@@ -156,6 +170,8 @@ class RunResult:
             "turns": self.turns,
             "usage": self.usage.to_dict(),
             "usage_total": self.subtree_usage.to_dict(),
+            "cost": self.cost,
+            "cost_total": self.subtree_cost,
         }
         if self.error is not None:
             data["error"] = dict(self.error)
@@ -177,6 +193,7 @@ class RunResult:
             error=dict(error) if isinstance(error, Mapping) else None,
             structured=data.get("structured"),
             usage=_usage(data.get("usage")) or Usage(),
+            cost=_micros(data.get("cost")),
         )
         return cls(
             run_id=str(data.get("run_id", "")),
@@ -184,6 +201,7 @@ class RunResult:
             outcome=outcome,
             worktree=dict(worktree) if isinstance(worktree, Mapping) else None,
             usage_total=_usage(data.get("usage_total")),
+            cost_total=_micros(data.get("cost_total")),
         )
 
 
@@ -199,6 +217,17 @@ def _open_question(value: object) -> JSONObject | None:
     if not isinstance(qid, str) or not isinstance(text, str):
         return None
     return {"id": qid, "text": text}
+
+
+def _dollars(micros: int | None) -> float | None:
+    return None if micros is None else micros / 1_000_000
+
+
+def _micros(dollars: object) -> int | None:
+    """A stored cost in dollars back in micro-dollars; ``None`` (unknown) for anything else."""
+    if isinstance(dollars, bool) or not isinstance(dollars, int | float) or dollars < 0:
+        return None
+    return round(dollars * 1_000_000)
 
 
 def _usage(value: object) -> Usage | None:

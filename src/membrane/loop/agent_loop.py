@@ -145,6 +145,7 @@ class AgentLoop:
         "_barrier",
         "_cancel",
         "_context",
+        "_cost",
         "_emit",
         "_grace_turns",
         "_hooks",
@@ -241,6 +242,8 @@ class AgentLoop:
         self._cancel: anyio.CancelScope | None = None
         self._turns = 0
         self._usage = NO_USAGE
+        #: What the responses cost, in micro-dollars; ``None`` once one had no known price.
+        self._cost: int | None = 0
         self._text = ""
 
     @property
@@ -484,9 +487,9 @@ class AgentLoop:
             self._emit("model_attempt_failed", {"turn": self._turns, **attempt})
         answered = response.answered_by or name
         data: dict[str, Any] = {"turn": self._turns, "model": answered, **usage}
-        cost = None if self._price is None else self._price(answered, response.usage)
-        if cost is not None:
-            data["cost"] = cost / 1_000_000  # dollars, at the model's price
+        cost = self._priced(answered, response.usage)
+        # Dollars at the model's price; ``null`` when the price is unknown, never 0.
+        data["cost"] = None if cost is None else cost / 1_000_000
         self._emit("usage", {**data, **_said(response)})
         for note in response.notes:
             self._emit("model_note", {"turn": self._turns, "note": note})
@@ -630,6 +633,7 @@ class AgentLoop:
             self._messages.append(Message(role="user", content=text))
             return
         self._usage = self._usage + delegation.usage
+        self._priced(self._model_label, delegation.usage)
         usage = delegation.usage.to_dict()
         self._emit("usage", {"turn": self._turns + 1, "mention": True, **usage})
         self._messages.extend(delegation.messages)
@@ -656,6 +660,13 @@ class AgentLoop:
             if call.id not in answered:
                 self._messages.append(error_result(call, SKIPPED, _STOPPED))
 
+    def _priced(self, model: str | None, usage: Usage) -> int | None:
+        """What one response of ``model`` cost (micro-dollars, ``None``: no known price),
+        added to the run's cost, which stays unknown once one response's price was."""
+        cost = None if self._price is None else self._price(model, usage)
+        self._cost = None if cost is None or self._cost is None else self._cost + cost
+        return cost
+
     def _result(
         self, status: EndStatus, *, error: MembraneError | None = None, structured: Any = None
     ) -> ChildOutcome:
@@ -666,6 +677,7 @@ class AgentLoop:
             text=self._text,
             turns=self._turns,
             usage=self._usage,
+            cost=self._cost,
             error=None if error is None else error.to_dict(),
             structured=structured,
             messages=Conversation(self._messages),

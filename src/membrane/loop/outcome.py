@@ -35,6 +35,10 @@ class ChildOutcome:
     text: str = ""
     turns: int = 0
     usage: Usage = NO_USAGE
+    #: What its model responses cost, in micro-dollars (``membrane.models.prices``); ``None``
+    #: when unknown: a response whose model has no known price, or a transport that does not
+    #: say (never counted as 0).
+    cost: int | None = None
     error: JSONObject | None = None
     structured: JSONValue = None
     messages: Sequence[Message] = ()

@@ -154,11 +154,16 @@ class Finisher:
         self, record: RunRecord, outcome: ChildOutcome, worktree: dict[str, Any] | None
     ) -> None:
         descendants = Usage()
+        cost: int | None = 0
         for child_id in record.children:
             child = self._live(child_id)
             if child is not None and child.result is not None:
                 descendants = descendants + child.result.subtree_usage
-        result = record.result_of(outcome, worktree=worktree, descendants=descendants)
+                more = child.result.cost_total
+                cost = None if cost is None or more is None else cost + more
+        result = record.result_of(
+            outcome, worktree=worktree, descendants=descendants, descendants_cost=cost
+        )
         record.status = result.status
         record.result = result
         kind = event_kind(result.status)

@@ -58,6 +58,20 @@ class RunRow:
     usage_total: Usage = field(default_factory=Usage)
     #: The run's own budget ledger (``{"limit", "used"}``), when it has one (DESIGN rule 12).
     budget: Mapping[str, Any] | None = None
+    #: What its own model responses cost, and its own plus every descendant's, in micro-dollars
+    #: (``membrane.models.prices``); ``None``: unknown (a response whose price is not known).
+    cost_micros: int | None = 0
+    cost_total_micros: int | None = 0
+
+    @property
+    def cost(self) -> float | None:
+        """The run's own cost in US dollars; ``None``: unknown."""
+        return dollars(self.cost_micros)
+
+    @property
+    def cost_total(self) -> float | None:
+        """The subtree's cost in US dollars; ``None``: unknown."""
+        return dollars(self.cost_total_micros)
 
     def to_dict(self) -> dict[str, Any]:
         extra = {} if self.budget is None else {"budget": dict(self.budget)}
@@ -71,6 +85,8 @@ class RunRow:
             "pending_notices": self.pending_notices,
             "usage": self.usage.to_dict(),
             "usage_total": self.usage_total.to_dict(),
+            "cost": self.cost,
+            "cost_total": self.cost_total,
             **extra,
         }
 
@@ -93,6 +109,8 @@ def row_from_dict(data: Mapping[str, Any]) -> RunRow:
         usage=usage(data.get("usage")),
         usage_total=usage(data.get("usage_total")),
         budget=dict(budget) if isinstance(budget, Mapping) else None,
+        cost_micros=micros(data.get("cost")),
+        cost_total_micros=micros(data.get("cost_total")),
     )
 
 
@@ -148,7 +166,7 @@ def list_runs(state: StateTarget) -> list[RunRow]:
             )
         sessions = store.list_sessions()
         owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
-        own = {header.session_id: _own_usage(store, header) for header in sessions}
+        own = {header.session_id: _own_spending(store, header) for header in sessions}
     finally:
         store.close()
     totals = dict(own)
@@ -156,26 +174,51 @@ def list_runs(state: StateTarget) -> list[RunRow]:
     for header in sorted(sessions, key=lambda h: -h.delegation_depth):  # leaves first
         parent = header.parent_id
         if parent in totals and parent != header.session_id:
-            totals[parent] = totals[parent] + totals[header.session_id]
-    return [_row(by_id[sid], owed[sid], usage=own[sid], total=totals[sid]) for sid in by_id]
+            (usage, cost), (more, more_cost) = totals[parent], totals[header.session_id]
+            summed = None if cost is None or more_cost is None else cost + more_cost
+            totals[parent] = (usage + more, summed)
+    return [_row(by_id[sid], owed[sid], own=own[sid], total=totals[sid]) for sid in by_id]
 
 
-def _own_usage(store: Store, header: SessionHeader) -> Usage:
-    """The stored result's usage; for a run without one (running, interrupted) the sum of its
-    per-turn ``usage`` events."""
+def dollars(micros: int | None) -> float | None:
+    """Micro-dollars as US dollars (``None``, unknown, stays ``None``)."""
+    return None if micros is None else micros / 1_000_000
+
+
+def micros(value: object) -> int | None:
+    """A cost in US dollars as micro-dollars; ``None`` (unknown) for anything but a number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return round(value * 1_000_000)
+
+
+def _own_spending(store: Store, header: SessionHeader) -> tuple[Usage, int | None]:
+    """The stored result's usage and cost (micro-dollars); for a run without one (running,
+    interrupted) the sums of its per-turn ``usage`` events, the cost unknown when one of them
+    carries no known cost."""
     stored = RunResult.from_dict(header.result) if header.result is not None else None
     if stored is not None and "usage" in (header.result or {}):
-        return stored.usage
+        return stored.usage, stored.outcome.cost
     total = Usage()
+    cost: int | None = 0
     for event in store.events(session_id=header.session_id):
         if event.kind == "usage":
             counts = [event.data.get(key, 0) for key in Usage.__dataclass_fields__]
             if all(type(count) is int and count >= 0 for count in counts):
                 total = total + Usage(*counts)  # type: ignore[arg-type]
-    return total
+            spent = micros(event.data.get("cost"))
+            cost = None if cost is None or spent is None else cost + spent
+    return total, cost
 
 
-def _row(header: SessionHeader, pending: int, *, usage: Usage, total: Usage) -> RunRow:
+def _row(
+    header: SessionHeader,
+    pending: int,
+    *,
+    own: tuple[Usage, int | None],
+    total: tuple[Usage, int | None],
+) -> RunRow:
+    (usage, cost), (usage_total, cost_total) = own, total
     return RunRow(
         run_id=header.session_id,
         agent=header.agent,
@@ -185,8 +228,10 @@ def _row(header: SessionHeader, pending: int, *, usage: Usage, total: Usage) -> 
         created_at=header.created_at,
         pending_notices=pending,
         usage=usage,
-        usage_total=total,
+        usage_total=usage_total,
         budget=_ledger(header),
+        cost_micros=cost,
+        cost_total_micros=cost_total,
     )
 
 

@@ -179,15 +179,21 @@ class RunRecord:
         *,
         worktree: Mapping[str, Any] | None,
         descendants: Usage | None = None,
+        descendants_cost: int | None = 0,
     ) -> RunResult:
-        """The result of this run; ``usage_total`` adds ``descendants`` to its own usage."""
+        """The result of this run; ``usage_total`` adds ``descendants`` to its own usage, and
+        ``cost_total`` ``descendants_cost`` (micro-dollars; ``None``, unknown, stays so)."""
         total = outcome.usage + (descendants or Usage())
+        cost = outcome.cost
         return RunResult(
             run_id=self.run_id,
             agent=self.agent,
             outcome=outcome,
             worktree=worktree,
             usage_total=total,
+            cost_total=None
+            if cost is None or descendants_cost is None
+            else cost + descendants_cost,
         )
 
 
