@@ -107,6 +107,10 @@ class AgentDefinition:
     #: agent's turns until its first tool call (``membrane.loop``), then the provider's default.
     tool_choice: str | Unset = UNSET
     max_turns: int | Unset = UNSET
+    #: Limits on this agent's own model requests, across all its runs in the deployment, held
+    #: inside the model endpoint's (``membrane.models.limiter``): they only ever tighten it.
+    requests_per_minute: int | Unset = UNSET
+    max_concurrent_requests: int | Unset = UNSET
     #: What a run of this agent and its subtree may spend (``membrane.config.budget``).
     budget: Budget | Unset = UNSET
     tools: tuple[str, ...] | Unset = UNSET

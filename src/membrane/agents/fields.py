@@ -56,6 +56,8 @@ ALIASES: Mapping[str, str] = {
     "askTools": "ask_tools",
     "toolChoice": "tool_choice",
     "mayAskParent": "may_ask_parent",
+    "requestsPerMinute": "requests_per_minute",
+    "maxConcurrentRequests": "max_concurrent_requests",
 }
 _NEAR_MISSES: Mapping[str, str] = {
     "tool": "tools",
@@ -334,6 +336,8 @@ def _field(builder: ValueReader, key: str, field: str, value: Any) -> Any:
         return builder.choice(key, field, value)
     if field == "max_turns":
         return builder.turns(key, value)
+    if field in ("requests_per_minute", "max_concurrent_requests"):
+        return builder.count(key, field, value)
     if field == "budget":
         return builder.budget(key, value)
     if field == "name" and (value is None or (isinstance(value, str) and not value.strip())):

@@ -49,6 +49,8 @@ AUTHORITY_FIELDS = frozenset(
         "skills",
         "allowed_subagents",
         "may_ask_parent",
+        "requests_per_minute",
+        "max_concurrent_requests",
         "isolated",
         "isolation",
         "network",
@@ -153,6 +155,17 @@ class ValueReader:
             field,
             f"must be one of {', '.join(options)}, not {_show(value)}",
             f"write `{key}: {options[0]}` or remove the line",
+        )
+
+    def count(self, key: str, field: str, value: Any) -> int | Unset:
+        """A whole number of at least 1 (``requests_per_minute``, ``max_concurrent_requests``)."""
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        return self.bad(
+            key,
+            field,
+            f"must be a whole number of at least 1, not {_show(value)}",
+            f"write for example `{key}: 30`",
         )
 
     def turns(self, key: str, value: Any) -> int | Unset:

@@ -210,6 +210,7 @@ class SettingsFile(_Strict):
     worktrees_enabled: bool | None = None
     trace_tool_arguments: bool | None = None
     max_concurrency: _Count | None = None
+    max_foreground_children: _Count | None = None
     grace_turns: Annotated[int, Field(ge=0, le=MAX_SAFE_INT)] | None = None
     default_max_turns: _Count | None = None
     default_role: _Name | None = None

@@ -205,6 +205,8 @@ class Settings:
     #: A ``RunTracer`` records each tool call's arguments on its span (they can hold secrets).
     trace_tool_arguments: bool = False
     max_concurrency: int = 10
+    #: How many foreground children (``Task`` calls' children) run at once; ``None``: no cap.
+    max_foreground_children: int | None = None
     grace_turns: int = 5
     default_max_turns: int | None = None
     roles: Mapping[str, RoleSpec] = field(default_factory=lambda: BUILTIN_ROLES)
@@ -339,6 +341,12 @@ class Settings:
         if cap is not None:
             object.__setattr__(self, "max_depth", cap)
         check_count(self.max_concurrency, what="settings.max_concurrency", minimum=1)
+        check_count(
+            self.max_foreground_children,
+            what="settings.max_foreground_children",
+            minimum=1,
+            optional=True,
+        )
         if self.allowed_models is not None:
             object.__setattr__(self, "allowed_models", tuple(self.allowed_models))
         check_count(self.grace_turns, what="settings.grace_turns", minimum=0)

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 import anyio
 
-__all__ = ["Lane", "LaneLimits", "ModelLimiter"]
+from membrane.models.base import Model, ModelRequest, ModelResponse
+
+__all__ = ["Lane", "LaneLimits", "LimitedModel", "ModelLimiter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +120,18 @@ class ModelLimiter:
         if lane is None:
             lane = self._lanes[key] = Lane(limits)
         return lane
+
+
+class LimitedModel:
+    """``model`` with each request first held by ``lane`` (an agent definition's own limits,
+    ``requests_per_minute`` and ``max_concurrent_requests``): the endpoint's lane inside
+    ``model`` still applies after it, so the tighter of the two governs, never the looser."""
+
+    def __init__(self, model: Model, lane: Lane) -> None:
+        self.name = model.name
+        self._model = model
+        self._lane = lane
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        async with self._lane.slot():
+            return await self._model.request(request)

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from membrane.agents.definition import UNSET, AgentDefinition
+from membrane.agents.definition import UNSET, AgentDefinition, or_else
 from membrane.agents.settings_hooks import settings_hooks
 from membrane.builtin_tools.skill import bind_skill_tool
 from membrane.config.model_names import resolve_spec
@@ -33,6 +33,7 @@ from membrane.loop.calls import Emit
 from membrane.loop.command_hooks import CommandHookGate, CommandHooks
 from membrane.loop.outside_reads import outside_reads
 from membrane.loop.permissions import PermissionGate
+from membrane.models.limiter import LaneLimits, ModelLimiter
 from membrane.models.prices import Prices
 from membrane.resolve.authority import Deployment, EffectiveAuthority, ParentContext
 from membrane.resolve.ceiling import CeilingRestriction, ceiling_of_run
@@ -109,6 +110,8 @@ class ChildBuilder:
         self._approver = approver
         self._barrier = barrier
         self._questions = questions
+        #: The lanes of definitions that limit their own model requests, by agent name.
+        self._agent_lanes = ModelLimiter()
 
     async def build(
         self,
@@ -229,6 +232,13 @@ class ChildBuilder:
             resumed=resumed,
             spending=spending,
             price=self._prices.cost,
+            request_lane=self._agent_lanes.lane(
+                f"agent:{definition.name}",
+                LaneLimits(
+                    requests_per_minute=or_else(definition.requests_per_minute, None),
+                    max_concurrent_requests=or_else(definition.max_concurrent_requests, None),
+                ),
+            ),
             barrier=None if self._barrier is None else self._barrier(run_id),
             network=authority.network.value,
             read_paths=authority.own_read_roots,

@@ -30,6 +30,7 @@ from membrane.loop.calls import Emit
 from membrane.loop.outcome import ChildOutcome
 from membrane.loop.spending import Spending
 from membrane.models.base import Message, Usage
+from membrane.models.limiter import Lane
 from membrane.runtime.request import SubagentStartRequest
 from membrane.tools.registry import ToolRegistry
 from membrane.tools.scope import Scope
@@ -156,6 +157,9 @@ class ChildSpec:
     spending: Spending | None = None
     #: What a response of a model (by name) costs in micro-dollars (``Prices.cost``).
     price: Callable[[str | None, Usage], int | None] | None = None
+    #: The agent definition's own request limits (``requests_per_minute``,
+    #: ``max_concurrent_requests``), shared by all its runs; ``None``: none of its own.
+    request_lane: Lane | None = None
     #: Awaited before each model request of a provider that runs the agent loop: the store's
     #: durability barrier (``Store.barrier``), so a turn's end is durable before the next one.
     barrier: Callable[[], Awaitable[None]] | None = None

@@ -250,6 +250,7 @@ class SubagentRuntime:
             hub=self._hub,
             runs=self._runs,
             limit=limit,
+            foreground_limit=settings.max_foreground_children,
             drive=lambda record: self._finisher.drive(record),
         )
         self._slots = self._scheduler.slots

@@ -25,7 +25,7 @@ from membrane.runtime.child_tasks import ChildTasks, running_loop
 from membrane.runtime.events import EventHub
 from membrane.runtime.provider import QueuedChild
 from membrane.runtime.runs import LiveRuns, RunRecord
-from membrane.runtime.slots import Slots
+from membrane.runtime.slots import SlotPools
 from membrane.store.base import Store
 from membrane.vocabulary import END_STATES
 
@@ -46,13 +46,16 @@ class Scheduler:
         hub: EventHub,
         runs: LiveRuns,
         limit: int,
+        foreground_limit: int | None = None,
         drive: Callable[[RunRecord], Coroutine[object, object, None]],
     ) -> None:
         self._store = store
         self._hub = hub
         self._runs = runs
         self._drive = drive
-        self.slots = Slots(limit, live=runs.live, start=self._start_queued)
+        self.slots = SlotPools(
+            limit, foreground=foreground_limit, live=runs.live, start=self._start_queued
+        )
         self.closing = False
         self._group: TaskGroup | None = None
         self._children: ChildTasks | None = None

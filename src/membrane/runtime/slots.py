@@ -1,11 +1,18 @@
-"""Concurrency slots: how many background runs of one runtime run at once.
+"""Concurrency slots: how many background runs, and how many foreground children, of one
+runtime run at once.
 
 ``settings.max_concurrency`` bounds the background runs that hold a slot; a background start
-beyond it is published ``queued`` and admitted in order. Foreground runs take no slot.
+beyond it is published ``queued`` and admitted in order. ``settings.max_foreground_children``
+(no cap when unset) bounds, the same way and in a pool of their own, the foreground children (a
+foreground run with a parent: a ``Task`` call's child); a host's own top-level runs take no slot.
+A foreground start past the cap is never refused: it is published ``queued`` and its ``Task``
+call waits until it is admitted (``SlotPools``).
 
 A run blocked on its own children (``wait``/``wait_all``/``stop`` with ``caller`` set to it, as
-``TaskWait``, a foreground ``Task`` and ``TaskStop`` do) lends its slot for the duration, so its
-queued children can run; when the wait ends it takes its slot back at once, for a moment past the
+``TaskWait``, a foreground ``Task`` and ``TaskStop`` do) lends its slot, in either pool, for the
+duration, so its queued children can run (a foreground child under a cap of 1 that starts a
+foreground child of its own lends it the one slot: no parent's slot deadlocks its children);
+when the wait ends it takes its slot back at once, for a moment past the
 limit if the lent slot went to a queued run (no queued run starts until the count is under the
 limit again). Without the loan, a background parent waiting on a child queued behind its own slot
 would wait forever; without the immediate return, a ``TaskWait`` timeout would wait on unrelated
@@ -24,7 +31,7 @@ from collections.abc import AsyncIterator, Callable
 
 from membrane.runtime.runs import RunRecord
 
-__all__ = ["Slots"]
+__all__ = ["SlotPools", "Slots"]
 
 
 class Slots:
@@ -41,8 +48,11 @@ class Slots:
         *,
         live: Callable[[str], RunRecord | None],
         start: Callable[[RunRecord], bool],
+        governs: Callable[[RunRecord], bool] = lambda record: record.background,
     ) -> None:
         self.limit = limit
+        #: Which runs this pool holds (default: the background runs).
+        self.governs = governs
         self._live = live
         self._start = start
         self._queue: deque[RunRecord] = deque()
@@ -57,8 +67,8 @@ class Slots:
         self._lent: dict[str, int] = {}
 
     def must_queue(self, record: RunRecord) -> bool:
-        """Whether a new background child waits for a slot."""
-        return record.background and not record.queued and self._used >= self.limit
+        """Whether a new run of this pool waits for a slot."""
+        return self.governs(record) and not record.queued and self._used >= self.limit
 
     def place(self, record: RunRecord) -> bool:
         """Place a just-published run: ``False`` when it is ``queued`` (it waits in line),
@@ -68,7 +78,7 @@ class Slots:
             self._tickets[record.run_id] = self._next_ticket
             self._next_ticket += 1
             return False
-        if record.background and not record.queued:
+        if self.governs(record) and not record.queued:
             self._take(record.run_id)
         return True
 
@@ -144,3 +154,59 @@ class Slots:
             self._queue.popleft()
             del self._tickets[record.run_id]
             self._take(record.run_id)
+
+
+def _foreground_child(record: RunRecord) -> bool:
+    return not record.background and record.parent_id is not None
+
+
+class SlotPools:
+    """The background pool (``max_concurrency``) and, when capped, the foreground children's
+    pool (``max_foreground_children``), as one ``Slots``-like object: each run is placed in
+    the pool that holds it, and a waiting parent lends its slot in both."""
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        foreground: int | None,
+        live: Callable[[str], RunRecord | None],
+        start: Callable[[RunRecord], bool],
+    ) -> None:
+        self.background = Slots(limit, live=live, start=start)
+        self.foreground = (
+            None
+            if foreground is None
+            else Slots(foreground, live=live, start=start, governs=_foreground_child)
+        )
+
+    def _pool(self, record: RunRecord) -> Slots:
+        if self.foreground is not None and self.foreground.governs(record):
+            return self.foreground
+        return self.background
+
+    def must_queue(self, record: RunRecord) -> bool:
+        return self._pool(record).must_queue(record)
+
+    def place(self, record: RunRecord) -> bool:
+        return self._pool(record).place(record)
+
+    def position(self, record: RunRecord) -> int | None:
+        return self._pool(record).position(record)
+
+    def dequeue(self, record: RunRecord) -> bool:
+        return self._pool(record).dequeue(record)
+
+    def release(self, run_id: str) -> None:
+        self.background.release(run_id)
+        if self.foreground is not None:
+            self.foreground.release(run_id)
+
+    @contextlib.asynccontextmanager
+    async def lending(self, caller: str | None) -> AsyncIterator[None]:
+        async with self.background.lending(caller):
+            if self.foreground is None:
+                yield
+                return
+            async with self.foreground.lending(caller):
+                yield

@@ -28,6 +28,7 @@ from membrane.errors import InvalidRequest
 from membrane.extensions.hooks import ExtensionHooks
 from membrane.loop.agent_loop import AgentLoop
 from membrane.models.base import Message, Model
+from membrane.models.limiter import LimitedModel
 from membrane.models.specs import ModelRouter
 from membrane.runtime.provider import (
     ChildOutcome,
@@ -91,6 +92,8 @@ class InProcessProvider:
             if isinstance(self.model, ModelRouter)
             else self.model
         )
+        if request.request_lane is not None:
+            model = LimitedModel(model, request.request_lane)
         scope = Scope(request.registry, name=f"agent:{request.run_id}")
         composition = setup(scope)
         # A resumed child continues its own stored conversation, whatever the mode.
