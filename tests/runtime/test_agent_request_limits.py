@@ -34,12 +34,13 @@ def _counting_model(busiest: dict[str, int]) -> FunctionModel:
 
 
 async def _three_runs_each(project: Project, busiest: dict[str, int]) -> None:
-    async with project.runtime(_counting_model(busiest)) as runtime:
-        async with anyio.create_task_group() as group:
-            for agent in ("careful", "free"):
-                for n in range(3):
-                    request = SubagentStartRequest(agent, f"part {n}")
-                    group.start_soon(runtime.run, request)
+    async with (
+        project.runtime(_counting_model(busiest)) as runtime,
+        anyio.create_task_group() as group,
+    ):
+        for agent in ("careful", "free"):
+            for n in range(3):
+                group.start_soon(runtime.run, SubagentStartRequest(agent, f"part {n}"))
 
 
 @pytest.mark.anyio
