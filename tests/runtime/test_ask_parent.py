@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from membrane.errors import NoOpenQuestion
@@ -215,3 +216,64 @@ async def test_a_question_survives_a_restart_and_the_answer_finishes_the_child(
     assert f'from="{lead_info.run_id}"' in result.text and "\nred\n" in result.text
     assert [i for i in store.pending_outbox() if i.recipient == helper_id] == []
     store.close()
+
+
+@pytest.mark.anyio
+async def test_a_parent_not_waiting_reads_the_question_as_a_notice_and_answers_it(
+    project: Project,
+) -> None:
+    _agents(project)
+    holder: dict[str, Any] = {}
+
+    async def lead(request: ModelRequest) -> ModelResponse:
+        results = _tool_results(request)
+        if not results:
+            return _call("Task", agent="helper", task="paint the shed", background=True)
+        if len(results) == 1:
+            helper_id = _last_result(request)["run_id"]
+            holder["helper"] = helper_id
+            while holder["runtime"].question(helper_id) is None:
+                await anyio.lowlevel.checkpoint()
+            return _call("Read", file_path="notes.txt")
+        notices = [m.content for m in request.messages if m.content.startswith("<task_question ")]
+        if len(results) == 2:
+            assert len(notices) == 1 and QUESTION in notices[0]
+            assert f'run_id="{holder["helper"]}"' in notices[0]
+            return _call("TaskMessage", id=holder["helper"], message="yellow")
+        if len(results) == 3:
+            return _call("TaskWait", ids=[holder["helper"]], timeout=30)
+        return ModelResponse(text=_last_result(request)["runs"][0]["result"]["text"])
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        return await lead(request) if request.agent == "lead" else _helper(request)
+
+    with anyio.fail_after(30):
+        async with project.runtime(FunctionModel(respond)) as runtime:
+            holder["runtime"] = runtime
+            result = await runtime.run(SubagentStartRequest("lead", "get the shed painted"))
+    assert result.status == "completed"
+    assert json.loads(result.text.removeprefix("painted it: "))["answer"] == "yellow"
+
+
+@pytest.mark.anyio
+async def test_a_parent_may_stop_a_child_that_waits_for_its_answer(project: Project) -> None:
+    _agents(project)
+
+    def lead(request: ModelRequest) -> ModelResponse:
+        results = _tool_results(request)
+        if not results:
+            return _call("Task", agent="helper", task="paint the shed", background=True)
+        last = _last_result(request)
+        if len(results) == 1:
+            return _call("TaskWait", ids=[last["run_id"]])
+        if "runs" in last:
+            return _call("TaskStop", id=last["runs"][0]["run_id"])
+        return ModelResponse(text=last["status"])
+
+    model = _by_agent(lead=lead, helper=_helper)
+    with anyio.fail_after(30):
+        async with project.runtime(model) as runtime:
+            result = await runtime.run(SubagentStartRequest("lead", "get the shed painted"))
+            (helper,) = [info for info in runtime.runs() if info.agent == "helper"]
+    assert result.status == "completed" and result.text == "stopped"
+    assert helper.status == "stopped" and helper.question is None
