@@ -33,6 +33,7 @@ from membrane.json_types import JSONDict
 from membrane.loop.outcome import ChildOutcome
 from membrane.loop.permissions import PermissionGate
 from membrane.loop.spending import Spending
+from membrane.models.limiter import Lane, LaneLimits
 from membrane.resolve import (
     Checkout,
     DefinitionRestriction,
@@ -111,6 +112,8 @@ __all__ = [
     "DispatchLike",
     "ExtensionPaths",
     "JSONDict",
+    "Lane",
+    "LaneLimits",
     "Lease",
     "LeaseStore",
     "LineageEdge",
