@@ -58,7 +58,7 @@ from membrane.store.rows import (
     missing,
     session_depth,
 )
-from membrane.store.select import is_postgres_url, redact_url
+from membrane.store.urls import is_postgres_url, redact_url
 
 if TYPE_CHECKING:
     import psycopg

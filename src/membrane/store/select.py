@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
+
+from membrane.store.urls import is_postgres_url, redact_url
 
 if TYPE_CHECKING:
     from membrane.store.base import Store
@@ -21,10 +22,8 @@ __all__ = [
     "STATE_URL_ENV",
     "StateTarget",
     "chosen_state",
-    "is_postgres_url",
     "open_reader",
     "open_writer",
-    "redact_url",
     "shown",
     "target_of",
 ]
@@ -34,30 +33,6 @@ STATE_URL_ENV = "MEMBRANE_STATE_URL"
 
 #: A SQLite file (``Path``) or a PostgreSQL URL (``str``).
 StateTarget = Path | str
-
-
-def is_postgres_url(value: str) -> bool:
-    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return value.startswith(("postgresql://", "postgres://"))
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``: what logs and errors show."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "postgresql://***"
-    if password is not None:
-        host = parts.netloc.rsplit("@", 1)[-1]
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-    if "password" in parts.query:
-        fields = [
-            "password=***" if item.split("=", 1)[0] == "password" else item
-            for item in parts.query.split("&")
-        ]
-        parts = parts._replace(query="&".join(fields))
-    return urlunsplit(parts)
 
 
 def target_of(value: str | Path) -> StateTarget:

@@ -37,7 +37,7 @@ from membrane.loop.outcome import ChildOutcome
 from membrane.models.base import Message
 from membrane.runtime.provider import ChildSpec, SetupCallback, SubagentCapabilities
 from membrane.store.base import Store
-from membrane.store.select import is_postgres_url, redact_url
+from membrane.store.urls import is_postgres_url, redact_url
 from membrane.tools.scope import Scope
 from membrane.vocabulary import END_STATES
 
