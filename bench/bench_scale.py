@@ -1,4 +1,12 @@
-"""Scale: Membrane's state on PostgreSQL.
+"""Scale: Membrane's state on PostgreSQL, and children drained by 1, 2 and 3 workers.
+
+Workers: the same ``CHILDREN`` children (600; ``CHILDREN`` in the environment changes it), each
+one scripted turn that waits 200 ms (a model-bound load, as real runs are), are put on the DBOS
+queue by a host (``provider = "dbos"``) before any worker runs; then 1, 2 or 3 real
+``membrane worker --concurrency 10`` processes are started on the shared SQLite state and the
+clock runs from the first worker's ready notice until every child has ended. Children per
+second with each fleet, in the same run; goal: 3 workers finish them at least 2.5x faster than
+one.
 
 Storage: one start (``SubagentRuntime.start`` of a background child, returned once its
 publication is committed) on ``PostgresStore`` against the same start on ``SQLiteStore``, and
@@ -47,6 +55,64 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from pg_support import start_cluster
 
 ROUNDS = int(os.environ.get("ROUNDS", 200))
+CHILDREN = int(os.environ.get("CHILDREN", 600))
+#: Every child's one turn: it waits as a model's turn would.
+TURN_SECONDS = 0.2
+
+
+def _drain(workers: int) -> float:
+    """Seconds ``workers`` workers (``--concurrency 10`` each) take to end ``CHILDREN``
+    children already on the queue, from the first worker's ready notice."""
+    from runtime.fleet import Fleet, write_project
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        fleet = Fleet(root, write_project(root, turns=[{"text": "done", "delay": TURN_SECONDS}]))
+
+        async def enqueue() -> None:
+            host = SubagentRuntime.open(fleet.project, state=fleet.state, home=fleet.home)
+            async with host:
+                for i in range(CHILDREN):
+                    request = SubagentStartRequest(
+                        "helper", f"child {i}", background=True, request_id=f"c{i}"
+                    )
+                    await host.start(request)
+
+        anyio.run(enqueue)
+        try:
+            for _ in range(workers):
+                fleet.start_worker(concurrency=10)
+            while not any(e["event"] == "ready" for w in fleet.workers for e in w.events()):
+                time.sleep(0.01)
+            begin = time.perf_counter()
+            reader = SQLiteStore(fleet.state, read_only=True)
+            while True:
+                ended = sum(1 for h in reader.page_sessions(limit=CHILDREN + 1)
+                            if h.status in ("completed", "error", "stopped"))  # fmt: skip
+                if ended >= CHILDREN:
+                    break
+                time.sleep(0.05)
+            took = time.perf_counter() - begin
+            reader.close()
+        finally:
+            fleet.stop()
+        return took
+
+
+def workers_half() -> None:
+    """Children per second with 1, 2 and 3 workers (module docstring)."""
+    took = {n: _drain(n) for n in (1, 2, 3)}
+    for n, seconds in took.items():
+        print(
+            f"{n} worker(s), --concurrency 10: {CHILDREN} children of one {TURN_SECONDS:.1f} s "
+            f"turn in {seconds:.1f} s, {CHILDREN / seconds:.1f} children/s"
+        )
+    speedup = took[1] / took[3]
+    met = "met" if speedup >= 2.5 else "missed"
+    print(
+        f"goal 3 workers finish the same {CHILDREN} children at least 2.5x faster than 1 "
+        f"(SQLite state): >= 2.50x, measured {speedup:.2f}x ({met})"
+    )
 
 
 class RecordingStore(PostgresStore):
@@ -164,6 +230,7 @@ def _goal(what: str, target: float, measured: float) -> None:
 
 
 def main() -> None:
+    workers_half()
     try:
         cluster = start_cluster()
     except RuntimeError as exc:

@@ -299,6 +299,7 @@ _RUN_ROW = closed(
         "usage_total": USAGE,
         "cost": COST,
         "cost_total": COST,
+        "held_by": nullable(STRING),
     },
     {"budget": OBJECT},
 )

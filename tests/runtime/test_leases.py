@@ -218,3 +218,47 @@ async def test_a_run_whose_lease_another_owner_took_is_stopped_here(
             runtime.sweeper.renew()
             assert (await runtime.wait(info.run_id)).status == "stopped"
     store.close()
+
+
+async def test_membrane_runs_names_the_process_holding_each_runs_lease(
+    project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from membrane.cli.app import main
+
+    project.agent("worker", tools="Read")
+    entered = anyio.Event()
+
+    async def hold(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        entered.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    project.registry = ToolRegistry()
+    project.registry.register(
+        Tool(name="Read", description="Read.", input_schema={"type": "object"}, handler=hold)
+    )
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if request.agent == "quick":
+            return ModelResponse(text="done")
+        return ModelResponse(tool_calls=(ToolCall("c", "Read", {}),), stop_reason="tool_calls")
+
+    project.agent("quick", tools="Read")
+    state = tmp_path / "state.db"
+    store = SQLiteStore(state)
+    async with project.runtime(InProcessProvider(FunctionModel(answer)), store=store) as runtime:
+        with anyio.fail_after(20):
+            held = await runtime.start(SubagentStartRequest("worker", "w", background=True))
+            await entered.wait()
+            done = await runtime.start(SubagentStartRequest("quick", "other"))
+            await runtime.wait(done.run_id)
+            argv = ["runs", "--json", "--headless", "--project", str(project.root)]
+            code = main([*argv, "--state", str(state)])
+            listed = json.loads(capsys.readouterr().out)
+    assert code == 0
+    rows = {row["run_id"]: row for row in listed["runs"]}
+    # The run being driven names its lease's owner; an ended one names nobody.
+    assert rows[held.run_id]["held_by"] == runtime.sweeper.owner
+    assert rows[held.run_id]["status"] == "running"
+    assert rows[done.run_id]["held_by"] is None
+    store.close()

@@ -42,12 +42,18 @@ def _when(seconds: float) -> str:
         return str(seconds)
 
 
+def _holder(owner: str | None) -> str:
+    """A lease owner as the table shows it: its host and pid (``-``: none)."""
+    return "-" if owner is None else ":".join(owner.split(":")[:2])
+
+
 def _table(rows: list[RunRow], state: str) -> Table:
     table = Table(
-        ("run", "agent", "parent", "depth", "status", "created", "pending", "tokens in/out",
-         "subtree in/out", "cost/subtree"),
+        ("run", "agent", "parent", "depth", "status", "held by", "created", "pending",
+         "tokens in/out", "subtree in/out", "cost/subtree"),
         title=f"runs in {state}",
-        caption="pending: completion notices still owed to the run; resume takes them; "
+        caption="held by: the process driving it (host:pid of its lease); pending: "
+        "completion notices still owed to the run; resume takes them; "
         "cost in US dollars, unknown where a model's price is not known",
         right=("depth", "pending", "tokens in/out", "subtree in/out", "cost/subtree"),
         # A run id is what the reader copies into ``membrane resume``: never cut, never wrapped.
@@ -60,6 +66,7 @@ def _table(rows: list[RunRow], state: str) -> Table:
             row.parent_id or "-",
             str(row.depth),
             row.status,
+            _holder(row.held_by),
             _when(row.created_at),
             str(row.pending_notices),
             f"{row.usage.input_tokens}/{row.usage.output_tokens}",

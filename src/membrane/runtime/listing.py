@@ -7,6 +7,7 @@ Only the store is read.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from membrane.errors import StoreDamaged, UnknownRun
 from membrane.models.base import Usage
 from membrane.runtime.budget import stored_ledger
 from membrane.store.base import SessionHeader, Store
+from membrane.store.inspection import stored_lease
 from membrane.store.select import StateTarget, open_reader
 from membrane.store.sqlite import SQLiteStore
 
@@ -73,6 +75,10 @@ class RunRow:
         """The subtree's cost in US dollars; ``None``: unknown."""
         return dollars(self.cost_total_micros)
 
+    #: Who drives it now: the owner of its live lease (a runtime, or a ``membrane worker``),
+    #: ``None`` when no process holds one.
+    held_by: str | None = None
+
     def to_dict(self) -> dict[str, Any]:
         extra = {} if self.budget is None else {"budget": dict(self.budget)}
         return {
@@ -87,6 +93,7 @@ class RunRow:
             "usage_total": self.usage_total.to_dict(),
             "cost": self.cost,
             "cost_total": self.cost_total,
+            "held_by": self.held_by,
             **extra,
         }
 
@@ -111,6 +118,7 @@ def row_from_dict(data: Mapping[str, Any]) -> RunRow:
         budget=dict(budget) if isinstance(budget, Mapping) else None,
         cost_micros=micros(data.get("cost")),
         cost_total_micros=micros(data.get("cost_total")),
+        held_by=data.get("held_by"),
     )
 
 
@@ -167,6 +175,12 @@ def list_runs(state: StateTarget) -> list[RunRow]:
         sessions = store.list_sessions()
         owed = Counter(item.recipient for item in store.pending_outbox(limit=_ALL_PENDING))
         own = {header.session_id: _own_spending(store, header) for header in sessions}
+        now = time.time()
+        held = {}
+        for header in sessions:
+            lease = stored_lease(store, header.session_id)
+            if lease is not None and lease.expires_at > now:
+                held[header.session_id] = lease.owner
     finally:
         store.close()
     totals = dict(own)
@@ -177,7 +191,10 @@ def list_runs(state: StateTarget) -> list[RunRow]:
             (usage, cost), (more, more_cost) = totals[parent], totals[header.session_id]
             summed = None if cost is None or more_cost is None else cost + more_cost
             totals[parent] = (usage + more, summed)
-    return [_row(by_id[sid], owed[sid], own=own[sid], total=totals[sid]) for sid in by_id]
+    return [
+        _row(by_id[sid], owed[sid], own=own[sid], total=totals[sid], held_by=held.get(sid))
+        for sid in by_id
+    ]
 
 
 def dollars(micros: int | None) -> float | None:
@@ -217,6 +234,7 @@ def _row(
     *,
     own: tuple[Usage, int | None],
     total: tuple[Usage, int | None],
+    held_by: str | None = None,
 ) -> RunRow:
     (usage, cost), (usage_total, cost_total) = own, total
     return RunRow(
@@ -232,6 +250,7 @@ def _row(
         budget=_ledger(header),
         cost_micros=cost,
         cost_total_micros=cost_total,
+        held_by=held_by,
     )
 
 
