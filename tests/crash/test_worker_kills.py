@@ -19,8 +19,7 @@ import pytest
 
 from membrane import SubagentRuntime, SubagentStartRequest
 from membrane.testing import stored_lease
-
-from ..runtime.fleet import Fleet, WorkerProcess, write_project
+from runtime.fleet import Fleet, WorkerProcess, write_project
 
 pytestmark = [pytest.mark.crash, pytest.mark.anyio]
 
