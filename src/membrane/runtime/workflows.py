@@ -85,6 +85,8 @@ class WorkflowBinder:
             return []
         record = self._store.get_workflow(parent_id)
         binding = None if record is None else self.workflows.get(record.workflow)
-        if binding is None:
+        # A binding written before ``worker_tools`` existed gives its children nothing.
+        tools = getattr(binding, "worker_tools", None)
+        if tools is None:
             return []
-        return list(binding.worker_tools(parent_id, run_id, self._store, self._commit))
+        return list(tools(parent_id, run_id, self._store, self._commit))
