@@ -216,7 +216,26 @@ DOCTOR = closed(
             {"roots": array(STRING), "skills": array(STRING), "warnings": array(WARNING)}
         ),
         "problems": array(closed({"problem": STRING, "fix": STRING})),
-    }
+    },
+    {
+        "queue": closed(
+            {"database": STRING, "queue": STRING, "reachable": BOOLEAN},
+            {
+                "error": STRING,
+                "waiting": INTEGER,
+                "running": INTEGER,
+                "workers": array(
+                    closed(
+                        {
+                            "worker": STRING,
+                            "runs": INTEGER,
+                            "state": {"enum": ["alive", "gone", "unknown"]},
+                        }
+                    )
+                ),
+            },
+        )
+    },
 )
 
 #: ``init --json``.

@@ -6,7 +6,11 @@ queue and it ends there, from its stored conversation."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,12 +118,20 @@ async def test_a_worker_killed_mid_run_loses_nothing_its_run_ends_on_another(
             victim = next(w for w in workers if w.owner in held.values())
             survivor = next(w for w in workers if w is not victim)
             lost = next(run for run, owner in held.items() if owner == victim.owner)
+            before = await anyio.to_thread.run_sync(_doctor, fleet)
             victim.signal(signal.SIGKILL)
             victim.process.wait(timeout=30)
             with anyio.fail_after(90):
                 results = {info.run_id: await host.wait(info.run_id) for info in started}
         assert {r.status for r in results.values()} == {"completed"}
         assert lost in survivor.drove()
+        # `membrane doctor` saw both workers running a child each, alive, and no problem.
+        assert before["queue"]["reachable"] is True and before["queue"]["running"] == 2
+        assert {(w["worker"], w["runs"], w["state"]) for w in before["queue"]["workers"]} == {
+            (victim.owner, 1, "alive"),
+            (survivor.owner, 1, "alive"),
+        }
+        assert not [p for p in before["problems"] if "queue" in p["problem"]]
         store = fleet.store()
         events = store.events(session_id=lost)
         kinds = [e.kind for e in events]
@@ -194,3 +206,13 @@ def _ended_notice(worker: WorkerProcess, run_id: str, timeout: float = 60.0) -> 
                 return event
         assert time.monotonic() < deadline, f"the stalled worker never ended {run_id}"
         time.sleep(0.05)
+
+
+def _doctor(fleet: Fleet) -> dict[str, Any]:
+    """``membrane doctor --json`` of the fleet's project (its settings name the queue)."""
+    argv = [sys.executable, "-m", "membrane", "doctor", "--json", "--project", str(fleet.project)]
+    argv += ["--state", str(fleet.state)]
+    env = {**os.environ, "MEMBRANE_HOME": str(fleet.home), "MEMBRANE_STATE_URL": ""}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report

@@ -58,8 +58,11 @@ async def _runtime_info(path: Path) -> dict[str, Any] | None:
     return dict(reply.get("runtimeInfo", {})) if isinstance(reply, dict) else None
 
 
-def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """The doctor's document and the problems (each ``{problem, fix}``)."""
+def report(
+    project: Path, *, queue_state: str | None = None
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The doctor's document and the problems (each ``{problem, fix}``); ``queue_state``: the
+    shared state whose queue is checked (``provider = "dbos"``), else the project's."""
     import anyio
 
     from membrane.agents.skills import discover_skills, skill_roots
@@ -132,6 +135,8 @@ def report(project: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
                 "-shm files) to start a new store (docs/durability.md)",
             }
         )
+    if settings is not None and settings.provider == "dbos":
+        doc["queue"] = _queue(settings, queue_state or state.path, problems)
     support = machine_support()
     machine = {**support.to_json(), "landlock_userns": landlock_user_namespace()}
     sandbox: dict[str, Any] = {"machine": machine, "as_root": root_note(support)}
@@ -235,11 +240,48 @@ def _model_check(name: str, project: Path, *, as_json: bool) -> None:
         raise Exit(1)
 
 
+def _queue(settings: Any, state: str | Path, problems: list[dict[str, str]]) -> dict[str, Any]:
+    """The queue of ``provider = "dbos"``: its database, its children and its workers."""
+    from membrane.runtime.providers.dbos import queue_database, queue_report
+    from membrane.store.select import chosen_state
+
+    where = chosen_state(state, settings_url=settings.state_url) or state
+    report = queue_report(queue_database(where), queue=settings.queue_name)
+    if "error" in report:
+        problems.append(
+            {
+                "problem": f"queue-unavailable: queue {report['queue']!r} at "
+                f"{report['database']}: {report['error']}",
+                "fix": "start `membrane worker` on this state (it prepares the queue), or bring "
+                "its database back (docs/scale.md)",
+            }
+        )
+    for worker in report.get("workers", ()):
+        if worker["state"] == "gone":
+            problems.append(
+                {
+                    "problem": f"{worker['runs']} run(s) on the queue were taken by worker "
+                    f"{worker['worker']}, which no longer runs",
+                    "fix": "keep a `membrane worker` running: each one queues such runs again "
+                    "at its next sweep (docs/scale.md)",
+                }
+            )
+    return report
+
+
 @app.command("doctor", cls=HelpCommand)
 def doctor(
     as_json: Annotated[bool, _JSON] = False,
     project: Annotated[Path | None, _PROJECT] = None,
     model: Annotated[str | None, _MODEL] = None,
+    state: Annotated[
+        str | None,
+        Option(
+            "--state",
+            help="The shared state whose queue is checked when the settings say provider = "
+            '"dbos": a file or a postgresql:// URL (default: the project\'s state).',
+        ),
+    ] = None,
 ) -> None:
     """What this machine and project offer, and what to do about anything missing.
 
@@ -251,7 +293,7 @@ def doctor(
     if model is not None:
         _model_check(model, folder, as_json=as_json)
         return
-    doc, problems = report(folder)
+    doc, problems = report(folder, queue_state=state)
     if as_json:
         echo(safe_text(json.dumps(doc, indent=2)))
     else:
@@ -303,6 +345,21 @@ def doctor(
             if c["status"] in ("failed", "timeout")
         ]
         lines.append("skill roots: " + (", ".join(doc["skills"]["roots"]) or "none"))
+        if "queue" in doc:
+            queue = doc["queue"]
+            lines.append(
+                f"queue:       {queue['queue']} at {queue['database']}: "
+                + (
+                    f"{queue['waiting']} waiting, {queue['running']} running on "
+                    f"{len(queue['workers'])} worker(s)"
+                    if "waiting" in queue
+                    else "unavailable"
+                )
+            )
+            lines += [
+                f"             {w['worker']}: {w['runs']} run(s), {w['state']}"
+                for w in queue.get("workers", ())
+            ]
         for problem in problems:
             lines.append(f"problem:     {problem['problem']}\n  fix:       {problem['fix']}")
         echo(safe_text("\n".join(lines)))

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from membrane.durable.owners import judge
 from membrane.durable.runs import RunResult
 from membrane.errors import QueueUnavailable
 from membrane.loop.outcome import ChildOutcome
@@ -50,6 +51,7 @@ __all__ = [
     "DbosProvider",
     "on_queue",
     "queue_database",
+    "queue_report",
 ]
 
 #: The name every node registers the drive workflow under, and the host enqueues.
@@ -100,6 +102,48 @@ def open_client(url: str, *, queue: str) -> DBOSClient:
             queue=queue,
             cause=type(exc).__name__,
         ) from None
+
+
+def queue_report(url: str, *, queue: str) -> dict[str, Any]:
+    """What ``membrane doctor`` says of the queue at ``url``, read only: whether its database
+    answers and is prepared, how many children wait and run, and the workers running them,
+    each ``alive``, ``gone`` or ``unknown`` as judged from this machine (``durable.owners``)."""
+    from dbos import DBOSClient
+
+    report: dict[str, Any] = {"database": redacted(url), "queue": queue, "reachable": False}
+    path = url.removeprefix("sqlite:///")
+    if path != url and not Path(path).exists():
+        report["error"] = "no queue database yet: no worker has started on this state"
+        return report
+    try:
+        client = DBOSClient(system_database_url=url, retry_connection_errors=False)
+    except Exception as exc:
+        report["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        return report
+    report["reachable"] = True
+    try:
+        listed = {
+            status: client.list_workflows(
+                status=status, queue_name=queue, load_input=False, load_output=False
+            )
+            for status in ("ENQUEUED", "PENDING")
+        }
+    except Exception as exc:
+        report["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        return report
+    finally:
+        client.destroy()
+    running: dict[str, int] = {}
+    for workflow in listed["PENDING"]:
+        executor = workflow.executor_id or "unknown"
+        running[executor] = running.get(executor, 0) + 1
+    report["waiting"] = len(listed["ENQUEUED"])
+    report["running"] = len(listed["PENDING"])
+    report["workers"] = [
+        {"worker": worker, "runs": count, "state": judge(worker)}
+        for worker, count in sorted(running.items())
+    ]
+    return report
 
 
 class DbosProvider:
