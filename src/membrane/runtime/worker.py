@@ -274,11 +274,10 @@ class Worker:
         hand_off(self.client, run_id, queue=self.queue)
 
     async def _take(self, run_id: str) -> str | None:
-        """Take the run's lease and publish it here (``None``); else why not: ``leased``
-        (another live process kept it for a whole lease's lifetime) or the status it ended
-        with meanwhile. A stale run of this process that has not ended yet (it lost its
-        lease while this process stalled) is waited for, as a lease is."""
-        deadline = time.monotonic() + self.runtime.settings.lease_seconds
+        """Take the run's lease and publish it here (``None``), or the status it ended with
+        meanwhile. While another live process holds it (a hand-off raced the end of the old
+        lease), or a stale run of this process has not ended yet, it waits: the workflow ends
+        only once the run has (a workflow that ended first would leave the run to no one)."""
         while True:
             try:
                 await self.runtime.take(run_id)
@@ -291,9 +290,6 @@ class Worker:
                     raise
                 if status in END_STATES:
                     return str(status)
-            if time.monotonic() >= deadline:
-                self._say({"event": "leased", "run_id": run_id})
-                return "leased"
             await anyio.sleep(_POLL)
 
     def _cancelled(self, run_id: str) -> bool:

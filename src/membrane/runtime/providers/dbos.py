@@ -225,16 +225,29 @@ class DbosProvider:
 
 
 def hand_off(client: Any, run_id: str, *, queue: str) -> bool:
-    """Queue the workflow ``run_id`` again on ``queue`` (``client``: a ``DBOSClient`` or the
-    ``DBOS`` class) unless it waits there already; ``False`` when there is no such workflow."""
+    """Queue the workflow of run ``run_id`` again on ``queue`` (``client``: a ``DBOSClient``),
+    for a run that has not ended: nothing while it waits there, ``resume_workflow`` when a
+    worker had taken it, and a new workflow under the same id when the last one finished
+    without ending the run (a worker that gave the run up); ``False`` when there is none."""
     from dbos import error
 
     try:
         status = client.retrieve_workflow(run_id).get_status()
-        if status.status != "ENQUEUED":
-            client.resume_workflow(run_id, queue_name=queue)
     except error.DBOSNonExistentWorkflowError:
         return False
+    if status.status in ("SUCCESS", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+        client.delete_workflow(run_id)
+        client.enqueue(
+            {
+                "queue_name": queue,
+                "workflow_name": WORKFLOW_NAME,
+                "workflow_id": run_id,
+                "app_version": APP_VERSION,
+            },
+            run_id,
+        )
+    elif status.status != "ENQUEUED":
+        client.resume_workflow(run_id, queue_name=queue)
     return True
 
 
