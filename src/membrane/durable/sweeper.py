@@ -57,6 +57,8 @@ __all__ = ["Leases", "SweepReport", "Sweeper", "new_owner"]
 _DRIVEN: Final = frozenset({"queued", "running"})
 #: The provider whose runs a queue's workers drive (``runtime.providers.dbos``).
 QUEUED_PROVIDER: Final = "dbos"
+#: The owner of a handed-off run's lapsed lease until a worker takes it: no process.
+HANDED_OFF: Final = "queue:handed-off"
 _SUMMARY: Final = 500
 
 
@@ -290,10 +292,12 @@ class Sweeper:
             if not again:
                 store.set_status(run_id, "queued")
                 store.append_event(run_id, "handed_off", {"owner": lease.owner})
-            # Kept, lapsed at once: the next driver's claim raises its generation past the
-            # stalled one's, whose late writes the fence then refuses (a deleted lease would
-            # start again at generation 1). Every later sweep sees it lapsed and asks again.
+            # Kept, lapsed at once and held by no process (this owner's renewals would keep
+            # it alive): the next driver's claim raises its generation past the stalled
+            # one's, whose late writes the fence then refuses (a deleted lease would start
+            # again at generation 1). Every later sweep sees it lapsed and asks again.
             store.claim_lease(run_id, owner=self.owner, ttl=0)
+            store.claim_lease(run_id, owner=HANDED_OFF, ttl=0)
             return []
 
         self._transaction(work)
