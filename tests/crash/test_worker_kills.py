@@ -27,8 +27,8 @@ SEED = int(os.environ.get("MEMBRANE_CRASH_SEED", "0")) or random.SystemRandom().
 CHILDREN = int(os.environ.get("MEMBRANE_CRASH_CHILDREN", "300"))
 KILLS = int(os.environ.get("MEMBRANE_CRASH_WORKER_KILLS", "100"))
 TURNS = [
-    {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}], "delay": 0.2},
-    {"text": "read the notes", "delay": 0.2},
+    {"tool_calls": [{"name": "Read", "arguments": {"file_path": "notes.txt"}}], "delay": 0.5},
+    {"text": "read the notes", "delay": 0.5},
 ]
 
 
@@ -41,11 +41,11 @@ def _unfinished(fleet: Fleet) -> int:
 
 
 def _kill_series(fleet: Fleet, draw: random.Random) -> int:
-    """Kill a random worker every 0.2-1.2 s and start another at once, ``KILLS`` times or
+    """Kill a random worker every 0.1-0.6 s and start another at once, ``KILLS`` times or
     until every child ended; the kills made."""
     kills = 0
     while kills < KILLS and _unfinished(fleet) > 0:
-        time.sleep(draw.uniform(0.2, 1.2))
+        time.sleep(draw.uniform(0.1, 0.6))
         live = [w for w in fleet.workers if w.process.poll() is None]
         victim: WorkerProcess = draw.choice(live)
         victim.signal(signal.SIGKILL)
