@@ -277,3 +277,46 @@ async def test_a_parent_may_stop_a_child_that_waits_for_its_answer(project: Proj
             (helper,) = [info for info in runtime.runs() if info.agent == "helper"]
     assert result.status == "completed" and result.text == "stopped"
     assert helper.status == "stopped" and helper.question is None
+
+
+@pytest.mark.anyio
+async def test_a_question_the_host_answers_first_reaches_the_busy_parent_no_more(
+    project: Project,
+) -> None:
+    """The lead is busy in a model request when its child asks, so the question waits in the lead
+    as a notice for its next turn boundary; the host answers first. The lead then never reads the
+    question: it asks nothing any more."""
+    _agents(project)
+    busy, release = anyio.Event(), anyio.Event()
+
+    async def lead(request: ModelRequest) -> ModelResponse:
+        results = _tool_results(request)
+        if not results:
+            return _call("Task", agent="helper", task="paint the shed", background=True)
+        if len(results) == 1:
+            busy.set()
+            await release.wait()
+            return _call("TaskWait", ids=[_last_result(request)["run_id"]], timeout=30)
+        return ModelResponse(text="done")
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        if request.agent == "lead":
+            return await lead(request)
+        return _helper(request)
+
+    model = FunctionModel(respond)
+    with anyio.fail_after(30):
+        async with project.runtime(model) as runtime:
+            lead_info = await runtime.start(SubagentStartRequest("lead", "get the shed painted"))
+            await busy.wait()
+            while not (
+                (children := runtime.runs(parent_id=lead_info.run_id))
+                and children[0].question is not None
+            ):
+                await anyio.sleep(0.01)
+            runtime.message(children[0].run_id, "green", kind="answer")
+            release.set()
+            result = await runtime.wait(lead_info.run_id)
+    assert result.status == "completed"
+    last = [r for r in model.requests if r.agent == "lead"][-1]
+    assert not any("<task_question" in m.content for m in last.messages)

@@ -183,6 +183,30 @@ class OutboxDrainer:
         if parent is None or self._offer(item, parent, fresh=True) is None:
             self.wake()
 
+    def settle(self, recipient: str, matches: Callable[[Mapping[str, Any]], bool]) -> None:
+        """``recipient``'s pending items whose notice is moot now (``matches`` their payload: a
+        question a host answered before the parent read it) are delivered without being read:
+        a notice still waiting in a live recipient for its turn boundary is taken back. One
+        that has joined its conversation already is acknowledged as it would be."""
+        record = self._runs.live(recipient)
+        try:
+            items = self._store.pending_outbox(recipient=recipient, limit=RESUME_BATCH)
+        except StoreError as exc:
+            self.errors.append(exc)
+            return
+        for item in items:
+            if not matches(item.payload):
+                continue
+            if self._in_flight.get(item.id) is not None:
+                if record is None or not _withdraw(record, self._offered.get(item.id)):
+                    continue  # it joined the conversation: its acknowledgement delivers it
+                self._in_flight.pop(item.id, None)
+                self._offered.pop(item.id, None)
+            try:
+                self._commit(partial(self._store.mark_delivered, item.id))
+            except StoreError as exc:
+                self.errors.append(exc)
+
     def settled_by_wait(self, record: LiveRun) -> None:
         """The parent's own wait returned ``record``'s result: its item is delivered as soon
         as the parent's stored transcript holds that wait's result.

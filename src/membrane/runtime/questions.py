@@ -242,6 +242,13 @@ class Questions:
         store = self._store
         with contextlib.suppress(StoreError):
             self._commit(lambda: store.update_meta(run_id, {QUESTION_KEY: None}))
+        question = payload.get("question")
+        if parent_id is not None and question is not None:
+            # The question's notice to the parent, if one still waits, asks nothing now.
+            self._outbox.settle(
+                parent_id,
+                lambda p: p.get("kind") == "question" and p.get("question") == question,
+            )
         self._post(
             run_id=run_id,
             parent_id=parent_id,
