@@ -22,9 +22,10 @@ pytestmark = pytest.mark.anyio
 
 CHILDREN = 50
 #: The server's limit, and the pace the settings ask for: a little under it, as users set it,
-#: so the jitter of a loaded machine between the client's send and the server's read is absorbed.
+#: so the jitter of a loaded machine between the client's send and the server's read is absorbed
+#: (at 570 a machine at load 10 once saw 11 arrivals in one second; 540 leaves 10% to spare).
 PER_SECOND = 10
-REQUESTS_PER_MINUTE = 570
+REQUESTS_PER_MINUTE = 540
 
 
 def _script(agent: str, turn: int, body: Mapping[str, Any]) -> dict[str, Any]:
