@@ -25,9 +25,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+import membrane.console.agents_html as agents_html
+import membrane.console.html as html
+import membrane.console.runs_html as runs_html
 from membrane.agents.catalog import Catalog
 from membrane.agents.definition import AgentDefinition
-from membrane.console import agents_html, html, runs_html
 from membrane.console.editor import digest, edit_from_form
 from membrane.console.link import RuntimeLink, Session
 from membrane.console.security import CSRF_FIELD, CSRF_HEADER, Guard, GuardMiddleware
