@@ -5,7 +5,6 @@ folders, read with their product's meaning, explained with the dialect as the so
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +139,7 @@ def test_deeply_nested_codex_toml_is_refused_in_one_pass(
     tmp_path: Path, isolated_home: Path
 ) -> None:
     put(tmp_path / ".codex" / "agents" / "deep.toml", "x = " + "[" * 50_000 + "]" * 50_000)
-    began = time.process_time()
-    catalog = Catalog(project=tmp_path)
-    assert time.process_time() - began < 1.0
+    catalog = Catalog(project=tmp_path)  # its CPU time: bench/bench_hostile.py
     [error] = catalog.errors
     assert "nests deeper than 64" in str(error)
 
