@@ -1,7 +1,7 @@
 """``ProjectHost``: one project served by the machine runtime, and each caller's one view of it.
 
 A host owns one ``Workspace`` (catalog, settings, extensions, registry), its MCP servers
-(mounted on the registry, started when a child asks for them), its SQLite store and one
+(mounted on the registry, started when a child asks for them), its store and one
 ``SubagentRuntime``. Every caller reaches the project's tools through exactly one
 ``ToolView`` and its ``call`` (the same path in-process children use), so validation, role
 access, rate limits and the handler run in one place:
@@ -12,8 +12,9 @@ access, rate limits and the handler run in one place:
   installed as a restriction (``runtime.role_restriction``), and, for a standalone session
   (a session id but no run), the spawn tools denied.
 
-Runs started here run in process; the model is the one the starting request names, carried to
-the provider (and to every child the run starts) in a context variable.
+Runs started here run in process, on the model the starting request names: the host names it
+for the start (or the resume) and the provider keeps it for the run, whose children run on it
+too (``ProjectHost.adopt``).
 """
 
 from __future__ import annotations
